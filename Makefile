@@ -1,0 +1,195 @@
+# simfarm — one Makefile for everything. `make help` lists the targets.
+#
+# Out-of-tree: objects and binaries go to $(BUILD) (build/ by default; the
+# sanitizer variants use build/asan and build/tsan). Warnings are errors
+# under CI=true. Every library comes through pkg-config.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+.DELETE_ON_ERROR:
+.SECONDARY:
+MAKEFLAGS += --no-builtin-rules
+
+BUILD ?= build
+SAN ?=
+CC ?= cc
+CLANG ?= clang
+EMCC ?= emcc
+NODE ?= node
+
+PKGS := libuv msgpack libsodium libwebsockets libpq OpenCL
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+ifeq ($(CI),true)
+WARN += -Werror
+endif
+
+# -ffp-contract=off: kernels must give the same bits on every backend, so no
+# compiler may fuse a multiply and an add behind our back.
+CFLAGS ?= -O2 -g
+ALL_CFLAGS := -std=c17 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L \
+	$(WARN) -ffp-contract=off -MMD -MP -I. $(CFLAGS)
+LDFLAGS ?=
+LDLIBS :=
+
+ifneq ($(SAN),)
+ALL_CFLAGS += -fsanitize=$(SAN) -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=$(SAN)
+endif
+
+# $(DEPS_MK) is both the stamp that says the packages are installed and the
+# place their pkg-config flags are kept: make builds it (running
+# scripts/install-deps.sh) before anything else and then restarts with it
+# read, so pkg-config is asked once, not on every run.
+DEPS_MK ?= $(BUILD)/deps.mk
+ifneq ($(filter-out help clean,$(or $(MAKECMDGOALS),all)),)
+-include $(DEPS_MK)
+endif
+ALL_CFLAGS += $(PKG_CFLAGS)
+LDLIBS += $(PKG_LIBS) -lm -lpthread
+
+# ---- subsystems -----------------------------------------------------------
+# Each C folder becomes one static library, linked in dependency order
+# (the arrows in docs/architecture.md point down this list).
+SUBSYSTEMS := actors node-native sched sim proto runtime
+subsys_src = $(wildcard $(1)/*.c)
+subsys_obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(call subsys_src,$(1)))
+subsys_lib = $(BUILD)/lib/lib$(subst -,_,$(1)).a
+LIBS := $(foreach s,$(SUBSYSTEMS),$(if $(call subsys_src,$(s)),$(call subsys_lib,$(s))))
+
+define subsys_rule
+$(call subsys_lib,$(1)): $(call subsys_obj,$(1))
+	@mkdir -p $$(@D)
+	rm -f $$@ && $(AR) rcs $$@ $$^
+endef
+$(foreach s,$(SUBSYSTEMS),$(eval $(call subsys_rule,$(s))))
+
+$(BUILD)/obj/%.o: %.c | $(DEPS_MK)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# ---- the simfarm binary -----------------------------------------------------
+BIN := $(BUILD)/bin/simfarm
+CLI_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard cli/*.c))
+
+$(BIN): $(CLI_OBJ) $(LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+# ---- tests ------------------------------------------------------------------
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
+SUPPORT_SRC := $(wildcard tests/support/*.c)
+SUPPORT_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(SUPPORT_SRC))
+
+$(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o $(SUPPORT_OBJ) $(LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) $(CRITERION) -o $@
+
+# Programs that are built both natively and with emcc, and compared.
+WASM_SRC := $(wildcard tests/wasm/*.c)
+WASM_NATIVE := $(patsubst tests/wasm/%.c,$(BUILD)/tests/wasm/%,$(WASM_SRC))
+
+$(BUILD)/tests/wasm/%: $(BUILD)/obj/tests/wasm/%.o $(LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+# ---- benchmarks -------------------------------------------------------------
+BENCH_SRC := $(wildcard tests/bench/bench_*.c)
+BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+
+$(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+# ---- WebAssembly ------------------------------------------------------------
+# The sysroot lives outside the clone, keyed by the toolchain and library
+# versions; its .complete marker is the make target, so it is built once.
+SYSROOT := $(shell scripts/wasm-sysroot.sh --path)
+WASM_ENV := NODE_PATH=/usr/share/nodejs NODE_OPTIONS=--no-experimental-fetch
+WASM_CFLAGS := -std=c17 $(WARN) -ffp-contract=off -O2 -I.
+WASM_OUT := $(patsubst tests/wasm/%.c,$(BUILD)/wasm/%.js,$(WASM_SRC)) \
+	$(patsubst tests/bench/%.c,$(BUILD)/wasm/%.js,$(BENCH_SRC))
+WASM_SUBSYS := sim proto runtime
+WASM_LIB_SRC := $(foreach s,$(WASM_SUBSYS),$(call subsys_src,$(s)))
+
+$(BUILD)/wasm/%.js: tests/wasm/%.c $(WASM_LIB_SRC) | $(DEPS_MK) $(SYSROOT)/.complete
+	@mkdir -p $(@D)
+	$(WASM_ENV) $(EMCC) $(WASM_CFLAGS) -I$(SYSROOT)/include $< $(WASM_LIB_SRC) \
+		-L$(SYSROOT)/lib -lsodium -lmsgpackc -sEXIT_RUNTIME=1 -o $@
+
+$(BUILD)/wasm/%.js: tests/bench/%.c $(WASM_LIB_SRC) | $(DEPS_MK) $(SYSROOT)/.complete
+	@mkdir -p $(@D)
+	$(WASM_ENV) $(EMCC) $(WASM_CFLAGS) -I$(SYSROOT)/include $< $(WASM_LIB_SRC) \
+		-L$(SYSROOT)/lib -lsodium -lmsgpackc -sEXIT_RUNTIME=1 -o $@
+
+# ---- fuzzing ------------------------------------------------------------------
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
+FUZZ_SECONDS ?= 60
+FUZZ_LIB_SRC := $(foreach s,sim proto sched,$(call subsys_src,$(s)))
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRC) | $(DEPS_MK)
+	@mkdir -p $(@D)
+	$(CLANG) -std=c17 -D_DEFAULT_SOURCE -g -O1 -I. -fsanitize=fuzzer,address,undefined \
+		$(shell pkg-config --cflags msgpack libsodium) $^ \
+		$(shell pkg-config --libs msgpack libsodium) -lm -o $@
+
+# ---- dependencies -----------------------------------------------------------
+NPM_LOCKS := $(wildcard web/package-lock.json tests/browser/package-lock.json)
+
+$(DEPS_MK): scripts/install-deps.sh scripts/wasm-sysroot.sh $(NPM_LOCKS)
+	@mkdir -p $(@D)
+	scripts/install-deps.sh --check || scripts/install-deps.sh
+	@{ echo "PKG_CFLAGS := $$(pkg-config --cflags $(PKGS))"; \
+	   echo "PKG_LIBS := $$(pkg-config --libs $(PKGS))"; \
+	   echo "CRITERION := $$(pkg-config --cflags --libs criterion)"; } > $@.tmp
+	@mv $@.tmp $@
+
+# Rebuilt only when absent (a cleaned cache), never when merely older.
+$(SYSROOT)/.complete:
+	scripts/wasm-sysroot.sh
+
+# ---- targets ------------------------------------------------------------------
+.PHONY: all test run wasm web bench fuzz asan tsan clean help deps
+
+all: $(DEPS_MK) $(BIN) $(UNIT_BIN) $(WASM_NATIVE) $(BENCH_BIN) ## build the simfarm binary, tests and benchmarks
+
+deps: ## install missing Debian/npm packages and the WebAssembly sysroot
+	scripts/install-deps.sh
+
+test: all wasm web asan tsan ## build everything and run every test suite; ends with "N passed, N failed"
+	BUILD=$(BUILD) scripts/run-tests.sh $(SUITES)
+
+run: all ## build, install what is missing, start a local farm with a demo job
+	$(BIN) up
+
+wasm: $(DEPS_MK) $(WASM_OUT) ## build the WebAssembly programs with emcc (sysroot built once, cached)
+
+web: $(DEPS_MK) ## install the web side's npm packages (from package-lock.json)
+
+bench: all wasm ## run every benchmark, or one with ONLY=<name>; prints BENCH lines
+	BUILD=$(BUILD) scripts/bench.sh $(ONLY)
+
+fuzz: $(FUZZ_BIN) ## run each libFuzzer harness for FUZZ_SECONDS (default 60)
+	BUILD=$(BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
+
+asan: $(DEPS_MK) ## build the unit tests with AddressSanitizer + UBSan into build/asan
+	$(MAKE) --no-print-directory BUILD=$(BUILD)/asan DEPS_MK=$(DEPS_MK) SAN=address,undefined unit-tests
+
+tsan: $(DEPS_MK) ## build the unit tests with ThreadSanitizer into build/tsan
+	$(MAKE) --no-print-directory BUILD=$(BUILD)/tsan DEPS_MK=$(DEPS_MK) SAN=thread unit-tests
+
+.PHONY: unit-tests
+unit-tests: $(UNIT_BIN)
+
+clean: ## remove build/ (the WebAssembly sysroot cache outside the clone stays)
+	rm -rf $(BUILD)
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
+		sed -E 's/^([a-z-]+):.*## (.*)/\1\t\2/' | \
+		awk -F'\t' '{ printf "  make %-7s %s\n", $$1, $$2 }'
+	@echo "  variables: CI=true (warnings are errors), ONLY=<bench>, SUITES=\"unit wasm ...\", FUZZ_SECONDS=N"
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

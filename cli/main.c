@@ -1,0 +1,100 @@
+/*
+ * main.c — the `simfarm` command: dispatches to one subcommand.
+ *
+ * Subcommands arrive with the subsystems they drive (serve, node, submit,
+ * jobs, ...). `version` and `up` exist now; `up` reports what this build
+ * can run so far.
+ */
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+#include <libpq-fe.h>
+#include <libwebsockets.h>
+#include <msgpack.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+#include <uv.h>
+
+#define SIMFARM_VERSION "0.1.0"
+
+enum { EXIT_OK = 0, EXIT_USAGE = 2 };
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+        "usage: simfarm <command> [options]\n"
+        "\n"
+        "commands:\n"
+        "  up         start a local farm (reports what this build can run so far)\n"
+        "  version    print the version and the libraries and devices found\n"
+        "  help       this text\n");
+}
+
+/* Lists OpenCL platforms and devices through the ICD loader; returns the
+ * number of devices, or -1 when the loader reports an error. */
+static int list_opencl(void)
+{
+    cl_platform_id plats[8];
+    cl_uint nplat = 0;
+    int total = 0;
+
+    if (clGetPlatformIDs(8, plats, &nplat) != CL_SUCCESS)
+        return -1;
+    for (cl_uint p = 0; p < nplat && p < 8; p++) {
+        char pname[128] = "";
+        cl_device_id devs[16];
+        cl_uint ndev = 0;
+        clGetPlatformInfo(plats[p], CL_PLATFORM_NAME, sizeof pname, pname, NULL);
+        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 16, devs, &ndev) != CL_SUCCESS)
+            continue;
+        for (cl_uint d = 0; d < ndev && d < 16; d++) {
+            char dname[256] = "";
+            cl_ulong mem = 0;
+            clGetDeviceInfo(devs[d], CL_DEVICE_NAME, sizeof dname, dname, NULL);
+            clGetDeviceInfo(devs[d], CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL);
+            printf("  opencl       %s: %s (%llu MiB)\n", pname, dname,
+                (unsigned long long)(mem >> 20));
+            total++;
+        }
+    }
+    return total;
+}
+
+static int cmd_version(void)
+{
+    printf("simfarm %s\n", SIMFARM_VERSION);
+    printf("  libuv        %s\n", uv_version_string());
+    printf("  libsodium    %s\n", sodium_version_string());
+    printf("  msgpack-c    %s\n", msgpack_version());
+    printf("  libwebsockets %s\n", lws_get_library_version());
+    printf("  libpq        %d\n", PQlibVersion());
+    if (list_opencl() <= 0)
+        printf("  opencl       no devices found\n");
+    return EXIT_OK;
+}
+
+static int cmd_up(void)
+{
+    cmd_version();
+    printf("\nsimfarm up: this build has the toolchain and test harness only.\n"
+           "The local farm (coordinator, nodes, demo job) starts here once\n"
+           "`simfarm serve` and `simfarm node` exist.\n");
+    return EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+    const char *cmd = argc > 1 ? argv[1] : "help";
+
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
+        return cmd_version();
+    if (strcmp(cmd, "up") == 0)
+        return cmd_up();
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        usage(stdout);
+        return EXIT_OK;
+    }
+    fprintf(stderr, "simfarm: unknown command '%s'\n\n", cmd);
+    usage(stderr);
+    return EXIT_USAGE;
+}

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Runs every test suite that `make test` builds, prints each suite's result,
+# and ends with one line "N passed, N failed" summing them all.
+#
+#   scripts/run-tests.sh                  every suite
+#   scripts/run-tests.sh unit wasm        only these suites
+#
+# Suites: unit (Criterion), asan (the unit tests under AddressSanitizer and
+# UBSan), tsan (stress programs under ThreadSanitizer), wasm (emcc builds
+# under node, compared with the native builds), integration (real processes
+# and a real PostgreSQL), browser (Playwright driving Debian's Chromium).
+# A suite that cannot run — a tool or a build output missing — counts as a
+# failure, never as a skip. Exit status: 0 when nothing failed.
+set -uo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+export BUILD=${BUILD:-build}
+ALL_SUITES=(unit asan tsan wasm integration browser)
+suites=("$@")
+[ ${#suites[@]} -gt 0 ] || suites=("${ALL_SUITES[@]}")
+
+logdir="$BUILD/test-logs"
+mkdir -p "$logdir"
+total_pass=0
+total_fail=0
+summary=()
+
+# Adds one suite's counts and prints its line.
+record() { # suite passed failed [note]
+    total_pass=$((total_pass + $2))
+    total_fail=$((total_fail + $3))
+    local line
+    line=$(printf '%-12s %4d passed, %d failed%s' "$1" "$2" "$3" "${4:+  ($4)}")
+    summary+=("$line")
+    echo "== $line"
+}
+
+# Runs one test program and adds its counts to the suite's. A program that
+# dies without a summary line counts as one failure.
+#   criterion: "[====] Synthesis: Tested: T | Passing: P | Failing: F | Crashing: C"
+#   stress:    "N passed, N failed"
+run_program() { # log program...
+    local log=$1
+    shift
+    "$@" >"$log" 2>&1
+    local rc=$? t p f
+    if read -r t p < <(sed -nE 's/.*Synthesis: Tested: ([0-9]+) \| Passing: ([0-9]+).*/\1 \2/p' "$log" | tail -n 1) &&
+        [ -n "$t" ]; then
+        f=$((t - p))
+    elif read -r p f < <(sed -nE 's/^([0-9]+) passed, ([0-9]+) failed.*/\1 \2/p' "$log" | tail -n 1) &&
+        [ -n "$p" ]; then
+        :
+    else
+        p=0 f=1
+    fi
+    # A sanitizer report after the summary still fails the program.
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        f=1
+    fi
+    [ "$f" -eq 0 ] || { echo "-- $* failed (exit $rc); last lines of $log:"; tail -n 25 "$log"; }
+    suite_pass=$((suite_pass + p))
+    suite_fail=$((suite_fail + f))
+}
+
+run_binaries() { # suite dir [env...]
+    local suite=$1 dir=$2
+    shift 2
+    suite_pass=0 suite_fail=0
+    local bins=() b
+    for b in "$dir"/*; do
+        [ -f "$b" ] && [ -x "$b" ] && bins+=("$b")
+    done
+    if [ ${#bins[@]} -eq 0 ]; then
+        record "$suite" 0 1 "no test programs in $dir: run make test"
+        return
+    fi
+    for b in "${bins[@]}"; do
+        run_program "$logdir/$suite-$(basename "$b").log" env "$@" "$b"
+    done
+    record "$suite" "$suite_pass" "$suite_fail"
+}
+
+# node's test runner with the TAP reporter ends with "# pass N" / "# fail N".
+run_node_tests() { # suite files...
+    local suite=$1
+    shift
+    if [ $# -eq 0 ]; then
+        record "$suite" 0 1 "no tests found"
+        return
+    fi
+    command -v node >/dev/null || { record "$suite" 0 1 "node not found"; return; }
+    local log="$logdir/$suite.log" p f
+    node --test --test-reporter=tap "$@" >"$log" 2>&1
+    local rc=$?
+    p=$(sed -nE 's/^# pass ([0-9]+)$/\1/p' "$log" | tail -n 1)
+    f=$(sed -nE 's/^# fail ([0-9]+)$/\1/p' "$log" | tail -n 1)
+    if [ -z "$p" ] || [ -z "$f" ]; then
+        p=0 f=1
+    elif [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        f=1
+    fi
+    [ "$f" -eq 0 ] || { echo "-- $suite failed (exit $rc); failing tests in $log:"; grep -E '^not ok|^# Subtest|error:|Error' "$log" | head -n 40; }
+    record "$suite" "$p" "$f"
+}
+
+for suite in "${suites[@]}"; do
+    echo "== running $suite"
+    case "$suite" in
+    unit) run_binaries unit "$BUILD/tests/unit" ;;
+    asan)
+        run_binaries asan "$BUILD/asan/tests/unit" \
+            ASAN_OPTIONS=abort_on_error=0:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+        ;;
+    tsan) run_binaries tsan "$BUILD/tsan/tests/stress" TSAN_OPTIONS=halt_on_error=1:exitcode=66 ;;
+    wasm) run_node_tests wasm tests/wasm/*.test.mjs ;;
+    integration) run_node_tests integration tests/integration/*.test.mjs ;;
+    browser)
+        if [ ! -d tests/browser/node_modules/playwright-core ]; then
+            record browser 0 1 "playwright-core missing: run scripts/install-deps.sh"
+        elif [ ! -x /usr/bin/chromium ]; then
+            record browser 0 1 "/usr/bin/chromium missing: run scripts/install-deps.sh"
+        else
+            run_node_tests browser tests/browser/*.test.mjs
+        fi
+        ;;
+    *) record "$suite" 0 1 "unknown suite (known: ${ALL_SUITES[*]})" ;;
+    esac
+done
+
+echo
+echo "suite results:"
+printf '  %s\n' "${summary[@]}"
+echo "logs: $logdir"
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]

@@ -1,0 +1,41 @@
+// Helpers for tests that run real programs: the build directory, the
+// environment emscripten output needs under node 20, and running a program
+// to completion under a deadline.
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const top = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const build = path.resolve(top, process.env.BUILD ?? 'build');
+
+// emscripten 3.1.6 output misdetects node 20's fetch as a browser's.
+export const wasmEnv = {
+  ...process.env,
+  NODE_PATH: '/usr/share/nodejs',
+  NODE_OPTIONS: '--no-experimental-fetch',
+};
+
+// Runs file with args; resolves to { code, stdout, stderr } once it exits,
+// rejects if it is still running after timeoutMs (it is then killed).
+export function run(file, args = [], { env = process.env, timeoutMs = 30000, cwd = top } = {}) {
+  return new Promise((resolve, reject) => {
+    execFile(file, args, { env, cwd, timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: 64 << 20 },
+      (err, stdout, stderr) => {
+        if (err && err.killed) {
+          reject(new Error(`${file} ${args.join(' ')}: still running after ${timeoutMs} ms`));
+          return;
+        }
+        resolve({ code: err ? (err.code ?? 1) : 0, stdout, stderr });
+      });
+  });
+}
+
+// Parses "key value" lines into a Map.
+export function transcript(text) {
+  const out = new Map();
+  for (const line of text.split('\n')) {
+    const i = line.indexOf(' ');
+    if (i > 0) out.set(line.slice(0, i), line.slice(i + 1));
+  }
+  return out;
+}
