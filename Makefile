@@ -86,6 +86,15 @@ $(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o $(SUPPORT_OBJ) $(LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) $(CRITERION) -o $@
 
+# Multi-threaded stress programs (tests/support/check.h); the tsan suite
+# runs them under ThreadSanitizer, where Criterion's sandbox cannot start.
+STRESS_SRC := $(wildcard tests/stress/stress_*.c)
+STRESS_BIN := $(patsubst tests/stress/%.c,$(BUILD)/tests/stress/%,$(STRESS_SRC))
+
+$(BUILD)/tests/stress/%: $(BUILD)/obj/tests/stress/%.o $(LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
 # Programs that are built both natively and with emcc, and compared.
 WASM_SRC := $(wildcard tests/wasm/*.c)
 WASM_NATIVE := $(patsubst tests/wasm/%.c,$(BUILD)/tests/wasm/%,$(WASM_SRC))
@@ -107,21 +116,21 @@ $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LIBS)
 # versions; its .complete marker is the make target, so it is built once.
 SYSROOT := $(shell scripts/wasm-sysroot.sh --path)
 WASM_ENV := NODE_PATH=/usr/share/nodejs NODE_OPTIONS=--no-experimental-fetch
-WASM_CFLAGS := -std=c17 $(WARN) -ffp-contract=off -O2 -I.
+WASM_CFLAGS := -std=c17 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L $(WARN) -ffp-contract=off -O2 -I.
 WASM_OUT := $(patsubst tests/wasm/%.c,$(BUILD)/wasm/%.js,$(WASM_SRC)) \
 	$(patsubst tests/bench/%.c,$(BUILD)/wasm/%.js,$(BENCH_SRC))
 WASM_SUBSYS := sim proto runtime
 WASM_LIB_SRC := $(foreach s,$(WASM_SUBSYS),$(call subsys_src,$(s)))
 
+define emcc_link
+	@mkdir -p $(@D)
+	$(WASM_ENV) $(EMCC) $(WASM_CFLAGS) -I$(SYSROOT)/include $< $(WASM_LIB_SRC) \
+		-L$(SYSROOT)/lib -lsodium -lmsgpackc -sEXIT_RUNTIME=1 -o $@
+endef
 $(BUILD)/wasm/%.js: tests/wasm/%.c $(WASM_LIB_SRC) | $(DEPS_MK) $(SYSROOT)/.complete
-	@mkdir -p $(@D)
-	$(WASM_ENV) $(EMCC) $(WASM_CFLAGS) -I$(SYSROOT)/include $< $(WASM_LIB_SRC) \
-		-L$(SYSROOT)/lib -lsodium -lmsgpackc -sEXIT_RUNTIME=1 -o $@
-
+	$(emcc_link)
 $(BUILD)/wasm/%.js: tests/bench/%.c $(WASM_LIB_SRC) | $(DEPS_MK) $(SYSROOT)/.complete
-	@mkdir -p $(@D)
-	$(WASM_ENV) $(EMCC) $(WASM_CFLAGS) -I$(SYSROOT)/include $< $(WASM_LIB_SRC) \
-		-L$(SYSROOT)/lib -lsodium -lmsgpackc -sEXIT_RUNTIME=1 -o $@
+	$(emcc_link)
 
 # ---- fuzzing ------------------------------------------------------------------
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
@@ -153,7 +162,7 @@ $(SYSROOT)/.complete:
 # ---- targets ------------------------------------------------------------------
 .PHONY: all test run wasm web bench fuzz asan tsan clean help deps
 
-all: $(DEPS_MK) $(BIN) $(UNIT_BIN) $(WASM_NATIVE) $(BENCH_BIN) ## build the simfarm binary, tests and benchmarks
+all: $(DEPS_MK) $(BIN) $(UNIT_BIN) $(STRESS_BIN) $(WASM_NATIVE) $(BENCH_BIN) ## build the simfarm binary, tests and benchmarks
 
 deps: ## install missing Debian/npm packages and the WebAssembly sysroot
 	scripts/install-deps.sh
@@ -161,12 +170,16 @@ deps: ## install missing Debian/npm packages and the WebAssembly sysroot
 test: all wasm web asan tsan ## build everything and run every test suite; ends with "N passed, N failed"
 	BUILD=$(BUILD) scripts/run-tests.sh $(SUITES)
 
-run: all ## build, install what is missing, start a local farm with a demo job
+run: all ## build, install what is missing, and run `simfarm up` (the local farm)
 	$(BIN) up
 
 wasm: $(DEPS_MK) $(WASM_OUT) ## build the WebAssembly programs with emcc (sysroot built once, cached)
 
-web: $(DEPS_MK) ## install the web side's npm packages (from package-lock.json)
+NPM_DIRS := $(patsubst %/package-lock.json,%,$(NPM_LOCKS))
+web: $(DEPS_MK) $(NPM_DIRS:%=%/node_modules/.package-lock.json) ## install the npm packages of web/ and tests/browser (from package-lock.json)
+
+%/node_modules/.package-lock.json: %/package-lock.json
+	cd $* && npm ci --no-audit --no-fund --loglevel=error
 
 bench: all wasm ## run every benchmark, or one with ONLY=<name>; prints BENCH lines
 	BUILD=$(BUILD) scripts/bench.sh $(ONLY)
@@ -177,11 +190,12 @@ fuzz: $(FUZZ_BIN) ## run each libFuzzer harness for FUZZ_SECONDS (default 60)
 asan: $(DEPS_MK) ## build the unit tests with AddressSanitizer + UBSan into build/asan
 	$(MAKE) --no-print-directory BUILD=$(BUILD)/asan DEPS_MK=$(DEPS_MK) SAN=address,undefined unit-tests
 
-tsan: $(DEPS_MK) ## build the unit tests with ThreadSanitizer into build/tsan
-	$(MAKE) --no-print-directory BUILD=$(BUILD)/tsan DEPS_MK=$(DEPS_MK) SAN=thread unit-tests
+tsan: $(DEPS_MK) ## build the stress programs with ThreadSanitizer into build/tsan
+	$(MAKE) --no-print-directory BUILD=$(BUILD)/tsan DEPS_MK=$(DEPS_MK) SAN=thread stress-tests
 
-.PHONY: unit-tests
+.PHONY: unit-tests stress-tests
 unit-tests: $(UNIT_BIN)
+stress-tests: $(STRESS_BIN)
 
 clean: ## remove build/ (the WebAssembly sysroot cache outside the clone stays)
 	rm -rf $(BUILD)

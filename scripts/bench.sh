@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs every benchmark (native and WebAssembly builds), or only those whose
+# name matches the first argument. Each prints lines "BENCH <name> <value> <unit>".
+#
+#   scripts/bench.sh               all
+#   scripts/bench.sh ed25519       build/bench/bench_ed25519 and its wasm build
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+only=${1:-}
+
+ran=0
+for b in "$BUILD"/bench/bench_*; do
+    [ -x "$b" ] || continue
+    name=${b##*/bench_}
+    [ -z "$only" ] || [ "$name" = "$only" ] || continue
+    echo "# $b" >&2
+    "$b"
+    ran=$((ran + 1))
+    wasm="$BUILD/wasm/bench_$name.js"
+    if [ -f "$wasm" ]; then
+        echo "# $wasm (node $(node --version))" >&2
+        NODE_PATH=/usr/share/nodejs NODE_OPTIONS=--no-experimental-fetch node "$wasm"
+    fi
+done
+if [ "$ran" -eq 0 ]; then
+    echo "bench: no benchmark named '${only}' (have: $(ls "$BUILD"/bench | sed 's/^bench_//' | tr '\n' ' '))" >&2
+    exit 2
+fi

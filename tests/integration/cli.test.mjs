@@ -1,0 +1,29 @@
+// The simfarm binary as a user runs it.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { build, run } from '../lib/proc.mjs';
+
+const simfarm = path.join(build, 'bin/simfarm');
+
+test('version names the libraries and finds the OpenCL device', async () => {
+  const r = await run(simfarm, ['version']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^simfarm \d+\.\d+\.\d+/);
+  for (const lib of ['libuv', 'libsodium', 'msgpack-c', 'libwebsockets', 'libpq'])
+    assert.match(r.stdout, new RegExp(`^  ${lib} +\\S`, 'm'), lib);
+  assert.match(r.stdout, /^  opencl +Portable Computing Language: /m, 'pocl device not listed');
+});
+
+test('an unknown command is a usage error with exit code 2', async () => {
+  const r = await run(simfarm, ['frobnicate']);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /unknown command 'frobnicate'/);
+  assert.match(r.stderr, /usage: simfarm/);
+});
+
+test('help lists the commands', async () => {
+  const r = await run(simfarm, ['help']);
+  assert.equal(r.code, 0);
+  assert.match(r.stdout, /^  version /m);
+});

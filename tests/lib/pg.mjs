@@ -1,0 +1,106 @@
+// A throwaway PostgreSQL cluster for tests: initdb into a temporary
+// directory, postgres listening only on a Unix socket inside it (no port to
+// collide on), ready when the server says so on stderr, removed on stop.
+//
+// PostgreSQL refuses to run as root, so as root the cluster runs as the
+// `postgres` system user; otherwise as the invoking user. setpriv (not
+// runuser) execs in place, so the child's pid is the postmaster's own and
+// signals reach it directly.
+import { spawn, execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+export const pgBin = process.env.PG_BIN ?? '/usr/lib/postgresql/15/bin';
+const asRoot = process.getuid() === 0;
+
+function asOwner(file, args) {
+  return asRoot
+    ? ['setpriv', ['--reuid=postgres', '--regid=postgres', '--init-groups', '--', file, ...args]]
+    : [file, args];
+}
+
+function runToEnd(file, args, timeoutMs) {
+  const [cmd, argv] = asOwner(file, args);
+  return new Promise((resolve, reject) => {
+    execFile(cmd, argv, { timeout: timeoutMs, killSignal: 'SIGKILL' }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`${path.basename(file)} failed: ${err.message}\n${stderr}`));
+      else resolve(stdout);
+    });
+  });
+}
+
+// Starts a cluster; resolves to { dir, host, port, user, url, pid, stop }.
+// `url` is a libpq connection string. Rejects if not ready within timeoutMs.
+export async function startPostgres({ timeoutMs = 60000 } = {}) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-pg-'));
+  if (asRoot) fs.chownSync(dir, ...ownerIds());
+  const data = path.join(dir, 'data');
+  await runToEnd(path.join(pgBin, 'initdb'),
+    ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--no-sync', '--locale=C'], timeoutMs);
+
+  const [cmd, argv] = asOwner(path.join(pgBin, 'postgres'), [
+    '-D', data, '-k', dir, '-c', 'listen_addresses=', '-c', 'fsync=off',
+    '-c', 'logging_collector=off', '-c', 'log_min_messages=log',
+  ]);
+  const child = spawn(cmd, argv, { stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`postgres not ready after ${timeoutMs} ms:\n${log}`));
+    }, timeoutMs);
+    child.stderr.on('data', (chunk) => {
+      log += chunk;
+      if (log.includes('database system is ready to accept connections')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`postgres exited (${code ?? signal}) before it was ready:\n${log}`));
+    });
+  });
+  child.stderr.resume();
+
+  const exited = new Promise((resolve) => child.on('exit', resolve));
+  const cleanup = () => { try { child.kill('SIGKILL'); } catch { /* gone */ } };
+  process.once('exit', cleanup);
+
+  return {
+    dir,
+    host: dir,
+    port: 5432,
+    user: 'postgres',
+    url: `host=${dir} port=5432 user=postgres dbname=postgres`,
+    pid: child.pid,
+    // Fast shutdown (SIGINT), waits for the exit, then removes the directory.
+    async stop({ timeoutMs: stopMs = 30000 } = {}) {
+      process.removeListener('exit', cleanup);
+      child.kill('SIGINT');
+      const timer = setTimeout(() => child.kill('SIGKILL'), stopMs);
+      await exited;
+      clearTimeout(timer);
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+// Runs SQL through psql against a cluster; resolves to its stdout.
+export function psql(pg, sql, { timeoutMs = 30000 } = {}) {
+  return new Promise((resolve, reject) => {
+    execFile('psql', ['-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-h', pg.host, '-p', String(pg.port),
+      '-U', pg.user, '-d', 'postgres', '-c', sql], { timeout: timeoutMs }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`psql: ${stderr || err.message}`));
+      else resolve(stdout.trim());
+    });
+  });
+}
+
+function ownerIds() {
+  const line = fs.readFileSync('/etc/passwd', 'utf8').split('\n').find((l) => l.startsWith('postgres:'));
+  if (!line) throw new Error('no postgres system user: install the postgresql package (scripts/install-deps.sh)');
+  const f = line.split(':');
+  return [Number(f[2]), Number(f[3])];
+}
