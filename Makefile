@@ -52,7 +52,10 @@ LDLIBS += $(PKG_LIBS) -lm -lpthread
 # Each C folder becomes one static library, linked in dependency order
 # (the arrows in docs/architecture.md point down this list).
 SUBSYSTEMS := actors node-native sched sim proto runtime
-subsys_src = $(wildcard $(1)/*.c)
+# Port-specific sources: <name>_uv.c is native only, <name>_wasm.c is for
+# the emcc build only; every other .c file is built for both.
+subsys_src = $(filter-out %_wasm.c,$(wildcard $(1)/*.c))
+subsys_wasm_src = $(filter-out %_uv.c,$(wildcard $(1)/*.c))
 subsys_obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(call subsys_src,$(1)))
 subsys_lib = $(BUILD)/lib/lib$(subst -,_,$(1)).a
 LIBS := $(foreach s,$(SUBSYSTEMS),$(if $(call subsys_src,$(s)),$(call subsys_lib,$(s))))
@@ -117,10 +120,12 @@ $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LIBS)
 SYSROOT := $(shell scripts/wasm-sysroot.sh --path)
 WASM_ENV := NODE_PATH=/usr/share/nodejs NODE_OPTIONS=--no-experimental-fetch
 WASM_CFLAGS := -std=c17 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L $(WARN) -ffp-contract=off -O2 -I.
+# Benchmarks that also get an emcc build (their BENCH names end in _wasm).
+WASM_BENCH := ed25519
 WASM_OUT := $(patsubst tests/wasm/%.c,$(BUILD)/wasm/%.js,$(WASM_SRC)) \
-	$(patsubst tests/bench/%.c,$(BUILD)/wasm/%.js,$(BENCH_SRC))
+	$(WASM_BENCH:%=$(BUILD)/wasm/bench_%.js)
 WASM_SUBSYS := sim proto runtime
-WASM_LIB_SRC := $(foreach s,$(WASM_SUBSYS),$(call subsys_src,$(s)))
+WASM_LIB_SRC := $(foreach s,$(WASM_SUBSYS),$(call subsys_wasm_src,$(s)))
 
 define emcc_link
 	@mkdir -p $(@D)
