@@ -838,8 +838,6 @@ static int encode_struct(msgpack_packer *pk, const schema *s, const void *src)
     unsigned n = 0;
     int rc;
 
-    if (s->check && (rc = s->check(src)) != 0)
-        return rc;
     for (unsigned j = 0; j < s->nfields; j++)
         n += present(&s->fields[j], src);
     msgpack_pack_map(pk, n);
@@ -851,7 +849,8 @@ static int encode_struct(msgpack_packer *pk, const schema *s, const void *src)
         if ((rc = encode_field(pk, f, src)) != 0)
             return rc;
     }
-    return 0;
+    /* After the fields, whose lengths are checked by then. */
+    return s->check ? s->check(src) : 0;
 }
 
 static int finish(wbuf *w, int rc, uint8_t **out, size_t *len)

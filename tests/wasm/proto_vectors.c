@@ -317,7 +317,7 @@ static int gen(const pr_key *k)
         { "reserved_byte", "0xc1 where a value should be", "81a176c1", "EMSGPACK" },
         { "ext_type", "a fixext1 value", "81a176d40100", "EEXT" },
         { "huge_array", "array32 header claiming 2^31 entries in 5 bytes", "dd80000000", "ECOUNT" },
-        { "deep", "17 nested arrays", "919191919191919191919191919191919190", "EDEPTH" },
+        { "deep", "17 nested arrays", "9191919191919191919191919191919190", "EDEPTH" },
         { "trailing", "a valid bye frame followed by one byte", "85a17601a474797065a3627965a2696409a27473cf000001a1f0e7a5daa4626f647981a6726561736f6ea76c656176696e6700", "ETRAILING" },
         { "dup_key", "the key v twice", "86a17601a17601a474797065a3627965a2696409a27473cf000001a1f0e7a5daa4626f647981a6726561736f6ea76c656176696e67", "EDUPKEY" },
         { "int_key", "an integer map key", "8101c0", "EKEYTYPE" },
