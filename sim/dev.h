@@ -1,0 +1,375 @@
+/*
+ * dev.h — the device-neutral core every backend compiles: portability
+ * macros, Philox4x32-10, deterministic math (exp, log, inverse normal CDF)
+ * and the fixed-point accumulator.
+ *
+ * This header is valid C17, OpenCL C 1.2 and CUDA C++. The CPU and
+ * WebAssembly builds include it; the OpenCL backend embeds its text (with
+ * the kernels' *_dev.h files) into the program it builds at run time; the
+ * CUDA build includes it from sim/kernels.cu. Every value a kernel reports
+ * is computed from IEEE basic operations (+ - * / sqrt and exact
+ * conversions) in a fixed order, with contraction off, so all backends give
+ * the same bits. Nothing here may call the platform's libm.
+ */
+#ifndef SIM_DEV_H
+#define SIM_DEV_H
+
+#if defined(__OPENCL_VERSION__)
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#pragma OPENCL FP_CONTRACT OFF
+typedef uint sim_u32;
+typedef ulong sim_u64;
+typedef long sim_i64;
+#define SIM_FN static inline
+#define sim_f64_from_bits(u) as_double((sim_u64)(u))
+#define sim_f64_bits(d) as_ulong((double)(d))
+#define sim_sqrt(x) sqrt((double)(x))
+#define sim_fabs(x) fabs((double)(x))
+#define SIM_ASSERT(c) ((void)0)
+#elif defined(__CUDACC__)
+#include <stdint.h>
+typedef uint32_t sim_u32;
+typedef uint64_t sim_u64;
+typedef int64_t sim_i64;
+#define SIM_FN static __device__ __forceinline__
+#define sim_f64_from_bits(u) __longlong_as_double((long long)(u))
+#define sim_f64_bits(d) ((sim_u64)__double_as_longlong(d))
+#define sim_sqrt(x) __dsqrt_rn(x)
+#define sim_fabs(x) fabs(x)
+#define SIM_ASSERT(c) ((void)0)
+#else
+#include <assert.h>
+#include <stdint.h>
+#include <string.h>
+typedef uint32_t sim_u32;
+typedef uint64_t sim_u64;
+typedef int64_t sim_i64;
+#define SIM_FN static inline
+#define SIM_ASSERT(c) assert(c)
+static inline double sim_f64_from_bits(uint64_t u)
+{
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+static inline uint64_t sim_f64_bits(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return u;
+}
+/* sqrt is an IEEE basic operation (correctly rounded); the builtin keeps
+ * errno handling out of vectorized loops. */
+#define sim_sqrt(x) __builtin_sqrt(x)
+#define sim_fabs(x) __builtin_fabs(x)
+#endif
+
+/* Lanes per group function call: items processed together by one call of a
+ * kernel's *_group function. Any multiple of 4; the result of an item never
+ * depends on it. */
+#ifndef SIM_W
+#define SIM_W 4
+#endif
+
+#define SIM_HIST_BINS 32
+#define SIM_MAX_OUT 8
+/* Every fixed-point term is kept below 2^56 in magnitude, so up to 127 terms
+ * can be summed in an int64 before they are folded into 192 bits. */
+#define SIM_FIX_LIMIT 72057594037927936.0 /* 2^56 */
+#define SIM_FIX_MAX ((sim_i64)0x00ffffffffffffff)
+
+/* ---- Philox4x32-10 (Salmon et al., SC'11) --------------------------------- */
+
+typedef struct sim_u32x4 {
+    sim_u32 v[4];
+} sim_u32x4;
+
+/* One Philox4x32-10 block: counter c0..c3 under key (k0, k1). */
+SIM_FN sim_u32x4 sim_philox(sim_u32 c0, sim_u32 c1, sim_u32 c2, sim_u32 c3, sim_u32 k0, sim_u32 k1)
+{
+    sim_u32x4 out;
+    for (int r = 0; r < 10; r++) {
+        sim_u64 p0 = (sim_u64)0xD2511F53u * c0;
+        sim_u64 p1 = (sim_u64)0xCD9E8D57u * c2;
+        sim_u32 n0 = (sim_u32)(p1 >> 32) ^ c1 ^ k0;
+        sim_u32 n2 = (sim_u32)(p0 >> 32) ^ c3 ^ k1;
+        c1 = (sim_u32)p1;
+        c3 = (sim_u32)p0;
+        c0 = n0;
+        c2 = n2;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    out.v[0] = c0;
+    out.v[1] = c1;
+    out.v[2] = c2;
+    out.v[3] = c3;
+    return out;
+}
+
+/* Uniform in the open interval (0, 1) from one 32-bit word: (w + 1/2) 2^-32,
+ * exact in double. */
+SIM_FN double sim_u01(sim_u32 w)
+{
+    return ((double)w + 0.5) * 2.3283064365386962890625e-10;
+}
+
+/* ---- deterministic math ---------------------------------------------------- */
+
+/* 2^k for an integer k in [-1022, 1023], built from its bits. */
+SIM_FN double sim_pow2i(sim_i64 k)
+{
+    return sim_f64_from_bits((sim_u64)(k + 1023) << 52);
+}
+
+/* e^x. Inputs above 709 give e^709; below -708 give 0. Error under 1 ulp
+ * over the range the kernels use (tests compare with the C library). */
+SIM_FN double sim_exp(double x)
+{
+    const double ln2_hi = 6.93147180369123816490e-01; /* low 32 bits zero */
+    const double ln2_lo = 1.90821492927058770002e-10;
+    const double inv_ln2 = 1.44269504088896338700e+00;
+    const double shift = 6755399441055744.0; /* 1.5 * 2^52: rounds to an integer */
+    double xc = x > 709.0 ? 709.0 : x;
+    xc = xc < -708.0 ? -708.0 : xc;
+    double kd = (xc * inv_ln2 + shift) - shift;
+    double r = (xc - kd * ln2_hi) - kd * ln2_lo;
+    /* Taylor series to r^13 / 13!, |r| <= 0.35: truncation below 2^-60. */
+    double p = 1.0 / 6227020800.0;
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    double y = p * sim_pow2i((sim_i64)kd);
+    return x < -708.0 ? 0.0 : y;
+}
+
+/* Natural logarithm of a positive normal x (the kernels never pass zero,
+ * negatives or subnormals). The reduction x = 2^e m, m in [sqrt(1/2),
+ * sqrt(2)), and the series in s = (m-1)/(m+1) follow Sun's fdlibm design. */
+SIM_FN double sim_log(double x)
+{
+    const double ln2_hi = 6.93147180369123816490e-01;
+    const double ln2_lo = 1.90821492927058770002e-10;
+    const double lg1 = 6.666666666666735130e-01, lg2 = 3.999999999940941908e-01;
+    const double lg3 = 2.857142874366239149e-01, lg4 = 2.222219843214978396e-01;
+    const double lg5 = 1.818357216161805012e-01, lg6 = 1.531383769920937332e-01;
+    const double lg7 = 1.479819860511658591e-01;
+    sim_u64 b = sim_f64_bits(x);
+    sim_i64 e = (sim_i64)((b >> 52) & 0x7ff) - 1023;
+    double m = sim_f64_from_bits((b & 0x000fffffffffffffull) | 0x3ff0000000000000ull);
+    sim_i64 big = m > 1.4142135623730951 ? 1 : 0;
+    m = big ? m * 0.5 : m;
+    double ed = (double)(e + big);
+    double f = m - 1.0; /* exact: m is within a factor 2 of 1 */
+    double s = f / (2.0 + f);
+    double z = s * s;
+    double w = z * z;
+    double t1 = w * (lg2 + w * (lg4 + w * lg6));
+    double t2 = z * (lg1 + w * (lg3 + w * (lg5 + w * lg7)));
+    double rr = t2 + t1;
+    double hfsq = 0.5 * f * f;
+    return ed * ln2_hi - ((hfsq - (s * (hfsq + rr) + ed * ln2_lo)) - f);
+}
+
+/* Central region of the inverse normal CDF (Wichura's AS241, PPND16), for
+ * |q| <= 0.425 where q = p - 1/2. */
+SIM_FN double sim_ninv_central(double q)
+{
+    double r = 0.180625 - q * q;
+    double num = ((((((2.5090809287301226727e+3 * r + 3.3430575583588128105e+4) * r +
+        6.7265770927008700853e+4) * r + 4.5921953931549871457e+4) * r +
+        1.3731693765509461125e+4) * r + 1.9715909503065514427e+3) * r +
+        1.3314166789178437745e+2) * r + 3.3871328727963666080e+0;
+    double den = ((((((5.2264952788528545610e+3 * r + 2.8729085735721942674e+4) * r +
+        3.9307895800092710610e+4) * r + 2.1213794301586595867e+4) * r +
+        5.3941960214247511077e+3) * r + 6.8718700749205790830e+2) * r +
+        4.2313330701600911252e+1) * r + 1.0;
+    return q * num / den;
+}
+
+/* Tails of AS241, for |p - 1/2| > 0.425. */
+SIM_FN double sim_ninv_tail(double p)
+{
+    double q = p - 0.5;
+    double r = sim_sqrt(-sim_log(q < 0.0 ? p : 1.0 - p));
+    double v;
+    if (r <= 5.0) {
+        r = r - 1.6;
+        v = ((((((7.74545014278341407640e-4 * r + 2.27238449892691845833e-2) * r +
+            2.41780725177450611770e-1) * r + 1.27045825245236838258e+0) * r +
+            3.64784832476320460504e+0) * r + 5.76949722146069140550e+0) * r +
+            4.63033784615654529590e+0) * r + 1.42343711074968357734e+0;
+        v = v / (((((((1.05075007164441684324e-9 * r + 5.47593808499534494600e-4) * r +
+            1.51986665636164571966e-2) * r + 1.48103976427480074590e-1) * r +
+            6.89767334985100004550e-1) * r + 1.67638483018380384940e+0) * r +
+            2.05319162663775882187e+0) * r + 1.0);
+    } else {
+        r = r - 5.0;
+        v = ((((((2.01033439929228813265e-7 * r + 2.71155556874348757815e-5) * r +
+            1.24266094738807843860e-3) * r + 2.65321895265761230930e-2) * r +
+            2.96560571828504891230e-1) * r + 1.78482653991729133580e+0) * r +
+            5.46378491116411436990e+0) * r + 6.65790464350110377720e+0;
+        v = v / (((((((2.04426310338993978564e-15 * r + 1.42151175831644588870e-7) * r +
+            1.84631831751005468180e-5) * r + 7.86869131145613259100e-4) * r +
+            1.48753612908506148525e-2) * r + 1.36929880922735805310e-1) * r +
+            5.99832206555887937690e-1) * r + 1.0);
+    }
+    return q < 0.0 ? -v : v;
+}
+
+/* Standard normal quantile of p in (0, 1). */
+SIM_FN double sim_ninv(double p)
+{
+    double q = p - 0.5;
+    return sim_fabs(q) <= 0.425 ? sim_ninv_central(q) : sim_ninv_tail(p);
+}
+
+/* A standard normal from one 32-bit random word. */
+SIM_FN double sim_normal(sim_u32 w)
+{
+    return sim_ninv(sim_u01(w));
+}
+
+/* Fills z[0..SIM_W) with normals from words w[0..SIM_W): the central
+ * formula for every lane first (a loop compilers vectorize), then the tails
+ * one by one. Same bits as sim_normal on each lane. */
+SIM_FN void sim_normals(const sim_u32 *w, double *z)
+{
+    double u[SIM_W];
+    for (int l = 0; l < SIM_W; l++) {
+        u[l] = sim_u01(w[l]);
+        z[l] = sim_ninv_central(u[l] - 0.5);
+    }
+    for (int l = 0; l < SIM_W; l++)
+        if (sim_fabs(u[l] - 0.5) > 0.425)
+            z[l] = sim_ninv_tail(u[l]);
+}
+
+/* ---- fixed-point accumulation ------------------------------------------------ */
+
+/* How an output's values are turned into integers: value * scale truncated
+ * toward zero, square * sq_scale likewise; the histogram covers
+ * [hist_lo, hist_lo + SIM_HIST_BINS / hist_inv_width). All fields are 8 bytes
+ * so host and device agree on the layout. */
+typedef struct sim_layout {
+    double scale;          /* 2^frac_bits */
+    double sq_scale;       /* 2^sq_frac_bits */
+    double hist_lo;
+    double hist_inv_width; /* SIM_HIST_BINS / (hist_hi - hist_lo) */
+    double hist_hi;
+    sim_i64 frac_bits;
+    sim_i64 sq_frac_bits;
+    sim_i64 reserved;
+} sim_layout;
+
+/* The raw, order-independent statistics of one output over some items.
+ * Integer fields only: merging is integer addition, min and max. */
+typedef struct sim_acc {
+    sim_u64 count;
+    sim_u64 sum[3];   /* 192-bit two's complement, sum of truncated value * scale */
+    sim_u64 sumsq[3]; /* 192-bit, sum of truncated value^2 * sq_scale */
+    sim_i64 min, max; /* fixed point, like sum */
+    sim_u64 saturated; /* values clamped to +-(2^56 - 1) or NaN */
+    sim_u64 hist[SIM_HIST_BINS + 2]; /* [0] below, [1..BINS] in range, [BINS+1] above */
+} sim_acc;
+
+SIM_FN void sim_acc_zero(sim_acc *a)
+{
+    a->count = 0;
+    for (int i = 0; i < 3; i++)
+        a->sum[i] = a->sumsq[i] = 0;
+    a->min = SIM_FIX_MAX;
+    a->max = -SIM_FIX_MAX;
+    a->saturated = 0;
+    for (int i = 0; i < SIM_HIST_BINS + 2; i++)
+        a->hist[i] = 0;
+}
+
+/* Adds a signed 64-bit integer into a 192-bit two's complement number. */
+SIM_FN void sim_add192(sim_u64 *w, sim_i64 v)
+{
+    sim_u64 u = (sim_u64)v;
+    sim_u64 ext = v < 0 ? ~(sim_u64)0 : 0;
+    sim_u64 s0 = w[0] + u;
+    sim_u64 c0 = s0 < u ? 1 : 0;
+    sim_u64 s1 = w[1] + ext;
+    sim_u64 c1 = s1 < ext ? 1 : 0;
+    sim_u64 s1b = s1 + c0;
+    c1 += s1b < c0 ? 1 : 0;
+    w[0] = s0;
+    w[1] = s1b;
+    w[2] = w[2] + ext + c1;
+}
+
+/* value * scale, truncated, clamped to +-(2^56 - 1); *sat is set when the
+ * value was clamped or NaN (NaN counts as 0). */
+SIM_FN sim_i64 sim_fix(double y, int *sat)
+{
+    if (y < SIM_FIX_LIMIT && y > -SIM_FIX_LIMIT)
+        return (sim_i64)y;
+    *sat = 1;
+    return y > 0.0 ? SIM_FIX_MAX : (y < 0.0 ? -SIM_FIX_MAX : 0);
+}
+
+/* Histogram slot of x: 0 below (or NaN), 1..BINS inside, BINS+1 above. */
+SIM_FN int sim_hist_slot(const sim_layout *L, double x)
+{
+    double b = (x - L->hist_lo) * L->hist_inv_width;
+    if (!(b >= 0.0))
+        return 0;
+    if (b >= (double)SIM_HIST_BINS)
+        return SIM_HIST_BINS + 1;
+    return 1 + (int)b;
+}
+
+/* Adds one value to an accumulator. */
+SIM_FN void sim_acc_add(sim_acc *a, const sim_layout *L, double x)
+{
+    int sat = 0;
+    sim_i64 q = sim_fix(x * L->scale, &sat);
+    sim_i64 q2 = sim_fix(x * x * L->sq_scale, &sat);
+    a->count += 1;
+    a->saturated += (sim_u64)sat;
+    sim_add192(a->sum, q);
+    sim_add192(a->sumsq, q2);
+    a->min = q < a->min ? q : a->min;
+    a->max = q > a->max ? q : a->max;
+    a->hist[sim_hist_slot(L, x)] += 1;
+}
+
+/* Merges src into dst (same layout). */
+SIM_FN void sim_acc_merge(sim_acc *dst, const sim_acc *src)
+{
+    sim_u64 c;
+    dst->count += src->count;
+    for (int k = 0; k < 2; k++) {
+        sim_u64 *d = k ? dst->sumsq : dst->sum;
+        const sim_u64 *s = k ? src->sumsq : src->sum;
+        sim_u64 s0 = d[0] + s[0];
+        c = s0 < s[0] ? 1 : 0;
+        sim_u64 s1 = d[1] + s[1];
+        sim_u64 c1 = s1 < s[1] ? 1 : 0;
+        sim_u64 s1b = s1 + c;
+        c1 += s1b < c ? 1 : 0;
+        d[0] = s0;
+        d[1] = s1b;
+        d[2] = d[2] + s[2] + c1;
+    }
+    dst->min = src->min < dst->min ? src->min : dst->min;
+    dst->max = src->max > dst->max ? src->max : dst->max;
+    dst->saturated += src->saturated;
+    for (int i = 0; i < SIM_HIST_BINS + 2; i++)
+        dst->hist[i] += src->hist[i];
+}
+
+#endif /* SIM_DEV_H */

@@ -1,0 +1,147 @@
+/*
+ * option.c — the `option` kernel on the host: parameters, output layouts
+ * and the CPU loop. The path and payoff arithmetic is in option_dev.h,
+ * shared with the device backends.
+ */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3")
+#endif
+#define SIM_W 16
+#include <string.h>
+
+#include "sim/option_dev.h"
+#include "sim/sim_int.h"
+
+static const char *const fields[] = { "style", "type", "S0", "K", "r", "q", "sigma", "T",
+    "steps", "barrier", "barrier_type", "antithetic", "greeks", "hist", NULL };
+static const char *const styles[] = { "european", "asian_arithmetic", "asian_geometric",
+    "barrier", NULL };
+static const char *const types[] = { "call", "put", NULL };
+static const char *const barrier_types[] = { "up_out", "up_in", "down_out", "down_in", NULL };
+static const char *const greek_names[] = { "price", "delta", "vega", "rho", "theta" };
+
+/* Market inputs of one scenario turned into what the paths use, with the
+ * functions of dev.h so that every build derives the same bits. */
+static sim_option_scen scenario(double s0, double r, double q, double sigma, double t, int64_t steps)
+{
+    sim_option_scen sc;
+    double dt = t / (double)steps;
+    sc.ln_s0 = sim_log(s0);
+    sc.drift_dt = (r - q - 0.5 * sigma * sigma) * dt;
+    sc.vol_sqrt_dt = sigma * sim_sqrt(dt);
+    sc.disc = sim_exp(-r * t);
+    return sc;
+}
+
+static int option_parse(sim__pctx *c, void *params, sim_job *job)
+{
+    sim_option_params *p = params;
+    int style, type, bt = 0, rc;
+    bool anti, greeks;
+    double hist_lo = 0.0, hist_hi;
+
+    if ((rc = sim__param_known(c, fields)) != 0 ||
+        (rc = sim__param_enum(c, "style", styles, &style, false, SIM_OPT_EUROPEAN)) != 0 ||
+        (rc = sim__param_enum(c, "type", types, &type, false, 0)) != 0 ||
+        (rc = sim__param_num(c, "S0", &p->s0, 0.0, true, 1e6, true, 0)) != 0 ||
+        (rc = sim__param_num(c, "K", &p->k, 0.0, true, 1e6, true, 0)) != 0 ||
+        (rc = sim__param_num(c, "r", &p->r, -0.5, false, 1.0, false, 0.0)) != 0 ||
+        (rc = sim__param_num(c, "q", &p->q, -0.5, false, 1.0, false, 0.0)) != 0 ||
+        (rc = sim__param_num(c, "sigma", &p->sigma, 0.0, true, 5.0, true, 0)) != 0 ||
+        (rc = sim__param_num(c, "T", &p->t, 0.0, true, 100.0, true, 0)) != 0 ||
+        (rc = sim__param_int(c, "steps", &p->steps, 1, 100000, false, 1)) != 0 ||
+        (rc = sim__param_bool(c, "antithetic", &anti, false)) != 0 ||
+        (rc = sim__param_bool(c, "greeks", &greeks, false)) != 0)
+        return rc;
+    if (style == SIM_OPT_BARRIER) {
+        if ((rc = sim__param_num(c, "barrier", &p->barrier, 0.0, true, 1e7, true, 0)) != 0 ||
+            (rc = sim__param_enum(c, "barrier_type", barrier_types, &bt, true, 0)) != 0)
+            return rc;
+    } else if (sim__param_get(c, "barrier") != NULL || sim__param_get(c, "barrier_type") != NULL) {
+        return sim__param_fail(c, sim__param_get(c, "barrier") ? "barrier" : "barrier_type",
+            "only allowed with \"style\": \"barrier\"");
+    }
+    /* Each path step costs the same everywhere; a job beyond 10^5 steps
+     * or a 25-sigma drift is a mistake, not a workload. */
+    if (p->sigma * sim_sqrt(p->t) > 25.0)
+        return sim__param_fail(c, "sigma", "sigma * sqrt(T) must be at most 25, got %g",
+            p->sigma * sim_sqrt(p->t));
+    hist_hi = 2.0 * (p->s0 > p->k ? p->s0 : p->k);
+    if ((rc = sim__param_range(c, "hist", &hist_lo, &hist_hi)) != 0)
+        return rc;
+
+    p->style = style;
+    p->put = type;
+    p->barrier_flags = (bt == 0 || bt == 1 ? SIM_OPT_UP : 0) | (bt == 1 || bt == 3 ? SIM_OPT_IN : 0);
+    p->ln_barrier = style == SIM_OPT_BARRIER ? sim_log(p->barrier) : 0.0;
+    p->inv_steps = 1.0 / (double)p->steps;
+    p->antithetic = anti;
+    p->greeks = greeks;
+    p->nscen = greeks ? SIM_OPT_MAXSC : 1;
+    p->nout = greeks ? 5 : 1;
+    p->bump[0] = 0.01 * p->s0;
+    p->bump[1] = 0.01;
+    p->bump[2] = 0.001;
+    p->bump[3] = 0.01 * p->t;
+    for (int g = 0; g < 4; g++)
+        p->inv_2h[g] = 1.0 / (2.0 * p->bump[g]);
+    p->scen[0] = scenario(p->s0, p->r, p->q, p->sigma, p->t, p->steps);
+    if (greeks) {
+        for (int d = 0; d < 2; d++) {
+            double sg = d ? 1.0 : -1.0;
+            p->scen[1 + d] = scenario(p->s0 + sg * p->bump[0], p->r, p->q, p->sigma, p->t, p->steps);
+            p->scen[3 + d] = scenario(p->s0, p->r, p->q, p->sigma + sg * p->bump[1], p->t, p->steps);
+            p->scen[5 + d] = scenario(p->s0, p->r + sg * p->bump[2], p->q, p->sigma, p->t, p->steps);
+            p->scen[7 + d] = scenario(p->s0, p->r, p->q, p->sigma, p->t + sg * p->bump[3], p->steps);
+        }
+    }
+
+    /* Magnitude bound for the fixed-point layout: payoffs beyond an 8-sigma
+     * move are clamped (and counted as saturated). */
+    double big = p->s0 > p->k ? p->s0 : p->k;
+    double drift = p->r - p->q;
+    drift = drift < 0 ? -drift : drift;
+    double bound = 2.0 * big * sim_exp(8.0 * p->sigma * sim_sqrt(p->t) + drift * p->t);
+    if (style == SIM_OPT_BARRIER && p->barrier > bound)
+        bound = p->barrier;
+    job->nout = (int)p->nout;
+    job->paths_per_item = anti ? 2 : 1;
+    job->out_name[0] = greek_names[0];
+    if (sim_layout_make(&job->layout[0], bound, hist_lo, hist_hi) != 0)
+        return sim__param_fail(c, "hist", "gives an unusable histogram range");
+    if (greeks) {
+        double gb = bound * 1024.0 * (1.0 + p->t + 1.0 / p->t);
+        double rng[4] = { 1.5, 2.0 * p->s0 * sim_sqrt(p->t), 2.0 * p->k * p->t, p->s0 };
+        for (int g = 0; g < 4; g++) {
+            job->out_name[1 + g] = greek_names[1 + g];
+            if (sim_layout_make(&job->layout[1 + g], gb, -rng[g], rng[g]) != 0)
+                return sim__param_fail(c, "greeks", "parameters too large for the Greeks");
+        }
+    }
+    return 0;
+}
+
+static SIM_CPU_CLONES void option_run_cpu(const sim_job *job, uint64_t first, uint64_t count,
+    sim_acc *acc)
+{
+    const sim_option_params *p = job->params;
+    const sim_u32 k0 = (sim_u32)job->seed, k1 = (sim_u32)(job->seed >> 32);
+    const uint64_t end = first + count;
+    double out[SIM_MAX_OUT][SIM_W];
+
+    for (uint64_t g = sim__group_base(first); g < end; g += SIM_W) {
+        sim_option_group(p, k0, k1, g, out);
+        int lo = g < first ? (int)(first - g) : 0;
+        int hi = end - g < SIM_W ? (int)(end - g) : SIM_W;
+        sim__acc_lanes(acc, job->layout, (int)p->nout, &out[0][0], SIM_W, lo, hi);
+    }
+}
+
+const sim_kernel sim__option_kernel = {
+    .name = "option",
+    .params_size = sizeof(sim_option_params),
+    .parse = option_parse,
+    .run_cpu = option_run_cpu,
+    .cl_entry = "sim_option_cl",
+    .cuda_entry = "sim_option_cuda",
+};

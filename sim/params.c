@@ -1,0 +1,189 @@
+/*
+ * params.c — reading kernel parameters from a msgpack map, with errors a
+ * user can act on: the field, what was wrong, and the allowed range.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sim/sim_int.h"
+
+int sim__param_fail(const sim__pctx *c, const char *field, const char *fmt, ...)
+{
+    if (c->err != NULL && c->errlen > 0) {
+        int n = snprintf(c->err, c->errlen, "field '%s%s': ", c->prefix, field);
+        if (n >= 0 && (size_t)n < c->errlen) {
+            va_list ap;
+            va_start(ap, fmt);
+            vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
+            va_end(ap);
+        }
+    }
+    return SIM_EPARAM;
+}
+
+static bool key_is(const msgpack_object *k, const char *name)
+{
+    size_t n = strlen(name);
+    return k->type == MSGPACK_OBJECT_STR && k->via.str.size == n &&
+        memcmp(k->via.str.ptr, name, n) == 0;
+}
+
+const msgpack_object *sim__param_get(const sim__pctx *c, const char *field)
+{
+    const msgpack_object_map *m = &c->map->via.map;
+    for (uint32_t i = 0; i < m->size; i++)
+        if (key_is(&m->ptr[i].key, field))
+            return &m->ptr[i].val;
+    return NULL;
+}
+
+int sim__param_known(const sim__pctx *c, const char *const *fields)
+{
+    const msgpack_object_map *m = &c->map->via.map;
+    for (uint32_t i = 0; i < m->size; i++) {
+        const msgpack_object *k = &m->ptr[i].key;
+        bool ok = false;
+        for (const char *const *f = fields; *f != NULL && !ok; f++)
+            ok = key_is(k, *f);
+        if (ok)
+            continue;
+        char name[48] = "?";
+        if (k->type == MSGPACK_OBJECT_STR)
+            snprintf(name, sizeof name, "%.*s", (int)(k->via.str.size > 40 ? 40 : k->via.str.size),
+                k->via.str.ptr);
+        char list[400] = "";
+        size_t used = 0;
+        for (const char *const *f = fields; *f != NULL && used < sizeof list; f++) {
+            int n = snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", *f);
+            if (n < 0)
+                break;
+            used += (size_t)n;
+        }
+        return sim__param_fail(c, name, "unknown field (known fields: %s)", list);
+    }
+    return 0;
+}
+
+static bool as_number(const msgpack_object *o, double *out)
+{
+    switch (o->type) {
+    case MSGPACK_OBJECT_POSITIVE_INTEGER: *out = (double)o->via.u64; return true;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER: *out = (double)o->via.i64; return true;
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64: *out = o->via.f64; return true;
+    default: return false;
+    }
+}
+
+int sim__param_num(const sim__pctx *c, const char *field, double *out, double lo, bool lo_open,
+    double hi, bool required, double dflt)
+{
+    const msgpack_object *o = sim__param_get(c, field);
+    double v;
+    if (o == NULL) {
+        if (required)
+            return sim__param_fail(c, field, "missing; a number in %s%.17g, %.17g] is required",
+                lo_open ? "(" : "[", lo, hi);
+        *out = dflt;
+        return 0;
+    }
+    if (!as_number(o, &v) || !isfinite(v))
+        return sim__param_fail(c, field, "must be a finite number in %s%.17g, %.17g]",
+            lo_open ? "(" : "[", lo, hi);
+    if (v < lo || (lo_open && v == lo) || v > hi)
+        return sim__param_fail(c, field, "must be in %s%.17g, %.17g], got %.17g",
+            lo_open ? "(" : "[", lo, hi, v);
+    *out = v;
+    return 0;
+}
+
+int sim__param_int(const sim__pctx *c, const char *field, int64_t *out, int64_t lo, int64_t hi,
+    bool required, int64_t dflt)
+{
+    const msgpack_object *o = sim__param_get(c, field);
+    int64_t v;
+    if (o == NULL) {
+        if (required)
+            return sim__param_fail(c, field, "missing; an integer in [%" PRId64 ", %" PRId64 "] is required",
+                lo, hi);
+        *out = dflt;
+        return 0;
+    }
+    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        if (o->via.u64 > (uint64_t)hi)
+            return sim__param_fail(c, field, "must be in [%" PRId64 ", %" PRId64 "], got %" PRIu64,
+                lo, hi, o->via.u64);
+        v = (int64_t)o->via.u64;
+    } else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
+        v = o->via.i64;
+    } else if ((o->type == MSGPACK_OBJECT_FLOAT64 || o->type == MSGPACK_OBJECT_FLOAT32) &&
+        o->via.f64 == floor(o->via.f64) && fabs(o->via.f64) < 9e15) {
+        v = (int64_t)o->via.f64;
+    } else {
+        return sim__param_fail(c, field, "must be an integer in [%" PRId64 ", %" PRId64 "]", lo, hi);
+    }
+    if (v < lo || v > hi)
+        return sim__param_fail(c, field, "must be in [%" PRId64 ", %" PRId64 "], got %" PRId64, lo,
+            hi, v);
+    *out = v;
+    return 0;
+}
+
+int sim__param_bool(const sim__pctx *c, const char *field, bool *out, bool dflt)
+{
+    const msgpack_object *o = sim__param_get(c, field);
+    if (o == NULL) {
+        *out = dflt;
+        return 0;
+    }
+    if (o->type != MSGPACK_OBJECT_BOOLEAN)
+        return sim__param_fail(c, field, "must be true or false");
+    *out = o->via.boolean;
+    return 0;
+}
+
+int sim__param_enum(const sim__pctx *c, const char *field, const char *const *names, int *out,
+    bool required, int dflt)
+{
+    const msgpack_object *o = sim__param_get(c, field);
+    char list[200] = "";
+    size_t used = 0;
+    for (const char *const *n = names; *n != NULL && used < sizeof list; n++) {
+        int k = snprintf(list + used, sizeof list - used, "%s\"%s\"", used ? ", " : "", *n);
+        if (k < 0)
+            break;
+        used += (size_t)k;
+    }
+    if (o == NULL) {
+        if (required)
+            return sim__param_fail(c, field, "missing; one of %s is required", list);
+        *out = dflt;
+        return 0;
+    }
+    if (o->type == MSGPACK_OBJECT_STR)
+        for (int i = 0; names[i] != NULL; i++)
+            if (key_is(o, names[i])) {
+                *out = i;
+                return 0;
+            }
+    return sim__param_fail(c, field, "must be one of %s", list);
+}
+
+int sim__param_range(const sim__pctx *c, const char *field, double *lo, double *hi)
+{
+    const msgpack_object *h = sim__param_get(c, field);
+    double v[2];
+    if (h == NULL)
+        return 0;
+    if (h->type != MSGPACK_OBJECT_ARRAY || h->via.array.size != 2 ||
+        !as_number(&h->via.array.ptr[0], &v[0]) || !as_number(&h->via.array.ptr[1], &v[1]))
+        return sim__param_fail(c, field, "must be [lo, hi], two numbers with lo < hi");
+    if (!isfinite(v[0]) || !isfinite(v[1]) || !(v[0] < v[1]) || !isfinite(v[1] - v[0]))
+        return sim__param_fail(c, field, "must be [lo, hi] with lo < hi, got [%g, %g]", v[0], v[1]);
+    *lo = v[0];
+    *hi = v[1];
+    return 0;
+}

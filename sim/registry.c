@@ -1,0 +1,166 @@
+/*
+ * registry.c — the kernel table, jobs (a kernel, its parsed parameters and
+ * a seed) and the CPU backend's entry point.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/sim_int.h"
+
+/* Adding a kernel: its .c file and *_dev.h, and one line here (plus its
+ * device header in opencl_uv.c's source list and in kernels.cu). */
+static const sim_kernel *const kernels[] = {
+    &sim__option_kernel,
+    &sim__combat_kernel,
+};
+
+const char *sim_strerror(int err)
+{
+    switch (err) {
+#define SIM_ERR_TEXT(name, code, text) \
+    case code: return text;
+        SIM_ERRNO_MAP(SIM_ERR_TEXT)
+#undef SIM_ERR_TEXT
+    case 0: return "success";
+    default: return "unknown error";
+    }
+}
+
+const sim_kernel *sim_kernel_at(size_t i)
+{
+    return i < sizeof kernels / sizeof kernels[0] ? kernels[i] : NULL;
+}
+
+const sim_kernel *sim_kernel_find(const char *name)
+{
+    for (size_t i = 0; name != NULL && i < sizeof kernels / sizeof kernels[0]; i++)
+        if (strcmp(kernels[i]->name, name) == 0)
+            return kernels[i];
+    return NULL;
+}
+
+const char *sim_kernel_name(const sim_kernel *k)
+{
+    return k->name;
+}
+
+int sim_job_create(sim_job **out, const char *kernel, const void *params, size_t len,
+    uint64_t seed, char *err, size_t errlen)
+{
+    msgpack_unpacked up;
+    size_t off = 0;
+    sim_job *job = NULL;
+    int rc;
+
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
+    const sim_kernel *k = sim_kernel_find(kernel);
+    if (k == NULL) {
+        if (err != NULL)
+            snprintf(err, errlen, "unknown kernel '%s' (kernels: option, combat)",
+                kernel ? kernel : "(null)");
+        return SIM_ENOKERNEL;
+    }
+    msgpack_unpacked_init(&up);
+    if (params == NULL || len == 0 ||
+        msgpack_unpack_next(&up, params, len, &off) != MSGPACK_UNPACK_SUCCESS || off != len ||
+        up.data.type != MSGPACK_OBJECT_MAP) {
+        if (err != NULL)
+            snprintf(err, errlen, "parameters must be one msgpack map (a JSON object)");
+        rc = SIM_EPARAM;
+        goto fail_unpacked;
+    }
+    job = calloc(1, sizeof *job);
+    if (job == NULL) {
+        rc = SIM_ENOMEM;
+        goto fail_unpacked;
+    }
+    job->params = calloc(1, k->params_size);
+    if (job->params == NULL) {
+        rc = SIM_ENOMEM;
+        goto fail_job;
+    }
+    job->kernel = k;
+    job->seed = seed;
+    job->paths_per_item = 1;
+    sim__pctx c = { &up.data, "", err, errlen };
+    rc = k->parse(&c, job->params, job);
+    if (rc != 0)
+        goto fail_params;
+    /* the parser fills at least one output: its contract */
+    SIM_ASSERT(job->nout >= 1 && job->nout <= SIM_MAX_OUT);
+    msgpack_unpacked_destroy(&up);
+    *out = job;
+    return 0;
+
+fail_params:
+    free(job->params);
+fail_job:
+    free(job);
+fail_unpacked:
+    msgpack_unpacked_destroy(&up);
+    return rc;
+}
+
+void sim_job_destroy(sim_job *job)
+{
+    if (job == NULL)
+        return;
+    free(job->params);
+    free(job);
+}
+
+const sim_kernel *sim_job_kernel(const sim_job *job)
+{
+    return job->kernel;
+}
+
+uint64_t sim_job_seed(const sim_job *job)
+{
+    return job->seed;
+}
+
+int sim_job_nout(const sim_job *job)
+{
+    return job->nout;
+}
+
+const char *sim_job_output_name(const sim_job *job, int o)
+{
+    return o >= 0 && o < job->nout ? job->out_name[o] : NULL;
+}
+
+const sim_layout *sim_job_layout(const sim_job *job, int o)
+{
+    return o >= 0 && o < job->nout ? &job->layout[o] : NULL;
+}
+
+int sim_job_paths_per_item(const sim_job *job)
+{
+    return job->paths_per_item;
+}
+
+int sim_range_check(uint64_t first, uint64_t count)
+{
+    if (count > SIM_MAX_ITEMS || first >= SIM_ITEM_END || count > SIM_ITEM_END - first)
+        return SIM_ERANGE;
+    return 0;
+}
+
+int sim_run_cpu(const sim_job *job, uint64_t first, uint64_t count, sim_stats *out)
+{
+    sim_acc acc[SIM_MAX_OUT];
+    int rc = sim_range_check(first, count);
+    if (rc != 0)
+        return rc;
+    for (int o = 0; o < job->nout; o++)
+        sim_acc_zero(&acc[o]);
+    if (count > 0)
+        job->kernel->run_cpu(job, first, count, acc);
+    for (int o = 0; o < job->nout; o++) {
+        sim_stats_init(&out[o], &job->layout[o]);
+        out[o].acc = acc[o];
+    }
+    return 0;
+}

@@ -1,0 +1,310 @@
+/*
+ * stats.c — sim_stats: fixed-point statistics that merge by integer
+ * addition, so their bytes do not depend on the order items were added in,
+ * and their canonical msgpack encoding.
+ */
+#include <math.h>
+#include <msgpack.h>
+#include <string.h>
+
+#include "sim/sim_int.h"
+
+#define STATS_VERSION 1
+#define FRAC_BITS_MIN (-200)
+#define FRAC_BITS_MAX 200
+
+/* Sets *out to the layout for (frac_bits, sq_frac_bits, lo, hi); every
+ * field follows from those four, so an encoding carries only them. */
+static int layout_from(sim_layout *out, int64_t fb, int64_t sqfb, double lo, double hi)
+{
+    if (fb < FRAC_BITS_MIN || fb > FRAC_BITS_MAX || sqfb < FRAC_BITS_MIN || sqfb > FRAC_BITS_MAX)
+        return SIM_EINVAL;
+    if (!isfinite(lo) || !isfinite(hi) || !(lo < hi) || !isfinite(hi - lo))
+        return SIM_EINVAL;
+    memset(out, 0, sizeof *out);
+    out->frac_bits = fb;
+    out->sq_frac_bits = sqfb;
+    out->scale = ldexp(1.0, (int)fb); /* exact: a power of two */
+    out->sq_scale = ldexp(1.0, (int)sqfb);
+    out->hist_lo = lo;
+    out->hist_hi = hi;
+    out->hist_inv_width = (double)SIM_HIST_BINS / (hi - lo);
+    return 0;
+}
+
+int sim_layout_make(sim_layout *out, double bound, double hist_lo, double hist_hi)
+{
+    int e;
+    if (!(bound > 0.0) || !isfinite(bound))
+        return SIM_EINVAL;
+    /* bound <= 2^e; values up to 2^e then need 55 bits after scaling,
+     * squares 2e: both stay under the 2^56 clamp. frexp is exact. */
+    (void)frexp(bound, &e);
+    return layout_from(out, 55 - e, 55 - 2 * e, hist_lo, hist_hi);
+}
+
+void sim_stats_init(sim_stats *s, const sim_layout *layout)
+{
+    memset(s, 0, sizeof *s);
+    s->layout = *layout;
+    sim_acc_zero(&s->acc);
+}
+
+void sim_stats_add(sim_stats *s, double x)
+{
+    sim_acc_add(&s->acc, &s->layout, x);
+}
+
+static bool layout_equal(const sim_layout *a, const sim_layout *b)
+{
+    return a->frac_bits == b->frac_bits && a->sq_frac_bits == b->sq_frac_bits &&
+        memcmp(&a->hist_lo, &b->hist_lo, sizeof a->hist_lo) == 0 &&
+        memcmp(&a->hist_hi, &b->hist_hi, sizeof a->hist_hi) == 0;
+}
+
+int sim_stats_merge(sim_stats *dst, const sim_stats *src)
+{
+    if (!layout_equal(&dst->layout, &src->layout))
+        return SIM_ELAYOUT;
+    sim_acc_merge(&dst->acc, &src->acc);
+    return 0;
+}
+
+bool sim_stats_equal(const sim_stats *a, const sim_stats *b)
+{
+    return layout_equal(&a->layout, &b->layout) && memcmp(&a->acc, &b->acc, sizeof a->acc) == 0;
+}
+
+uint64_t sim_stats_count(const sim_stats *s)
+{
+    return s->acc.count;
+}
+
+uint64_t sim_stats_saturated(const sim_stats *s)
+{
+    return s->acc.saturated;
+}
+
+/* A 192-bit two's complement integer as a double: the magnitude's three
+ * words are converted and summed in a fixed order, the same on every
+ * platform. */
+static double i192_to_double(const uint64_t *w)
+{
+    uint64_t m[3] = { w[0], w[1], w[2] };
+    bool neg = (int64_t)w[2] < 0;
+    if (neg) { /* negate: invert and add one */
+        m[0] = ~m[0] + 1;
+        m[1] = ~m[1] + (m[0] == 0);
+        m[2] = ~m[2] + (m[0] == 0 && m[1] == 0);
+    }
+    double v = (double)m[2] * 0x1p128 + (double)m[1] * 0x1p64 + (double)m[0];
+    return neg ? -v : v;
+}
+
+double sim_stats_mean(const sim_stats *s)
+{
+    if (s->acc.count == 0)
+        return NAN;
+    return i192_to_double(s->acc.sum) / s->layout.scale / (double)s->acc.count;
+}
+
+double sim_stats_variance(const sim_stats *s)
+{
+    if (s->acc.count < 2)
+        return NAN;
+    double n = (double)s->acc.count;
+    double m = sim_stats_mean(s);
+    double q = i192_to_double(s->acc.sumsq) / s->layout.sq_scale;
+    double v = (q - n * m * m) / (n - 1.0);
+    return v > 0.0 ? v : 0.0;
+}
+
+double sim_stats_stderr(const sim_stats *s)
+{
+    return sqrt(sim_stats_variance(s) / (double)s->acc.count);
+}
+
+double sim_stats_min(const sim_stats *s)
+{
+    return s->acc.count ? (double)s->acc.min / s->layout.scale : NAN;
+}
+
+double sim_stats_max(const sim_stats *s)
+{
+    return s->acc.count ? (double)s->acc.max / s->layout.scale : NAN;
+}
+
+uint64_t sim_stats_hist(const sim_stats *s, int slot)
+{
+    return slot >= 0 && slot < SIM_HIST_BINS + 2 ? s->acc.hist[slot] : 0;
+}
+
+/* ---- encoding ------------------------------------------------------------ */
+
+struct fixbuf {
+    char *p;
+    size_t cap, len;
+    bool overflow;
+};
+
+static int fixbuf_write(void *data, const char *buf, size_t len)
+{
+    struct fixbuf *b = data;
+    if (len > b->cap - b->len) {
+        b->overflow = true;
+        return -1;
+    }
+    memcpy(b->p + b->len, buf, len);
+    b->len += len;
+    return 0;
+}
+
+static void pack_words(msgpack_packer *pk, const uint64_t *w, int n)
+{
+    msgpack_pack_array(pk, (size_t)n);
+    for (int i = 0; i < n; i++)
+        msgpack_pack_uint64(pk, w[i]);
+}
+
+/* [version, frac_bits, sq_frac_bits, hist_lo, hist_hi, count, sum[3],
+ *  sumsq[3], min, max, saturated, hist[SIM_HIST_BINS + 2]] */
+int sim_stats_encode(const sim_stats *s, void *buf, size_t cap, size_t *len)
+{
+    struct fixbuf b = { buf, cap, 0, false };
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &b, fixbuf_write);
+    msgpack_pack_array(&pk, 12);
+    msgpack_pack_uint8(&pk, STATS_VERSION);
+    msgpack_pack_int64(&pk, s->layout.frac_bits);
+    msgpack_pack_int64(&pk, s->layout.sq_frac_bits);
+    msgpack_pack_double(&pk, s->layout.hist_lo);
+    msgpack_pack_double(&pk, s->layout.hist_hi);
+    msgpack_pack_uint64(&pk, s->acc.count);
+    pack_words(&pk, s->acc.sum, 3);
+    pack_words(&pk, s->acc.sumsq, 3);
+    msgpack_pack_int64(&pk, s->acc.min);
+    msgpack_pack_int64(&pk, s->acc.max);
+    msgpack_pack_uint64(&pk, s->acc.saturated);
+    pack_words(&pk, s->acc.hist, SIM_HIST_BINS + 2);
+    if (b.overflow)
+        return SIM_ENOSPC;
+    *len = b.len;
+    return 0;
+}
+
+static bool get_u64(const msgpack_object *o, uint64_t *out)
+{
+    if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return false;
+    *out = o->via.u64;
+    return true;
+}
+
+static bool get_i64(const msgpack_object *o, int64_t *out)
+{
+    if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
+        *out = o->via.i64;
+        return true;
+    }
+    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= INT64_MAX) {
+        *out = (int64_t)o->via.u64;
+        return true;
+    }
+    return false;
+}
+
+static bool get_f64(const msgpack_object *o, double *out)
+{
+    if (o->type != MSGPACK_OBJECT_FLOAT64 && o->type != MSGPACK_OBJECT_FLOAT32)
+        return false;
+    *out = o->via.f64;
+    return true;
+}
+
+static bool get_words(const msgpack_object *o, uint64_t *w, uint32_t n)
+{
+    if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != n)
+        return false;
+    for (uint32_t i = 0; i < n; i++)
+        if (!get_u64(&o->via.array.ptr[i], &w[i]))
+            return false;
+    return true;
+}
+
+int sim_stats_decode(sim_stats *s, const void *buf, size_t len)
+{
+    msgpack_unpacked up;
+    size_t off = 0;
+    int rc = SIM_EFORMAT;
+    sim_stats t;
+    uint64_t ver;
+    int64_t fb, sqfb;
+    double lo, hi;
+
+    if (buf == NULL || len == 0 || len > SIM_STATS_MAX_ENCODED)
+        return SIM_EFORMAT;
+    msgpack_unpacked_init(&up);
+    if (msgpack_unpack_next(&up, buf, len, &off) != MSGPACK_UNPACK_SUCCESS || off != len)
+        goto out;
+    const msgpack_object *a = &up.data;
+    if (a->type != MSGPACK_OBJECT_ARRAY || a->via.array.size != 12)
+        goto out;
+    const msgpack_object *f = a->via.array.ptr;
+    memset(&t, 0, sizeof t);
+    if (!get_u64(&f[0], &ver) || ver != STATS_VERSION || !get_i64(&f[1], &fb) ||
+        !get_i64(&f[2], &sqfb) || !get_f64(&f[3], &lo) || !get_f64(&f[4], &hi))
+        goto out;
+    if (layout_from(&t.layout, fb, sqfb, lo, hi) != 0)
+        goto out;
+    if (!get_u64(&f[5], &t.acc.count) || !get_words(&f[6], t.acc.sum, 3) ||
+        !get_words(&f[7], t.acc.sumsq, 3) || !get_i64(&f[8], &t.acc.min) ||
+        !get_i64(&f[9], &t.acc.max) || !get_u64(&f[10], &t.acc.saturated) ||
+        !get_words(&f[11], t.acc.hist, SIM_HIST_BINS + 2))
+        goto out;
+    /* Cross-field checks: the histogram counts every value once. */
+    uint64_t total = 0;
+    for (int i = 0; i < SIM_HIST_BINS + 2; i++) {
+        if (t.acc.hist[i] > UINT64_MAX - total)
+            goto out;
+        total += t.acc.hist[i];
+    }
+    if (total != t.acc.count || t.acc.saturated > t.acc.count)
+        goto out;
+    if (t.acc.count > 0 && t.acc.min > t.acc.max)
+        goto out;
+    *s = t;
+    rc = 0;
+out:
+    msgpack_unpacked_destroy(&up);
+    return rc;
+}
+
+/* ---- the CPU loops' accumulation ------------------------------------------ */
+
+void sim__acc_lanes(sim_acc *acc, const sim_layout *L, int nout, const double *out, int stride,
+    int lo, int hi)
+{
+    /* |term| < 2^56 and at most 127 lanes per call: the int64 partial
+     * sums cannot overflow before they are folded into 192 bits. */
+    SIM_ASSERT(hi - lo <= 127); /* callers pass one group of SIM_W lanes */
+    for (int o = 0; o < nout; o++) {
+        sim_acc *a = &acc[o];
+        const sim_layout *l = &L[o];
+        const double *x = out + (size_t)o * (size_t)stride;
+        int64_t s = 0, s2 = 0;
+        for (int i = lo; i < hi; i++) {
+            int sat = 0;
+            int64_t q = sim_fix(x[i] * l->scale, &sat);
+            int64_t q2 = sim_fix(x[i] * x[i] * l->sq_scale, &sat);
+            s += q;
+            s2 += q2;
+            a->saturated += (uint64_t)sat;
+            a->min = q < a->min ? q : a->min;
+            a->max = q > a->max ? q : a->max;
+            a->hist[sim_hist_slot(l, x[i])] += 1;
+        }
+        a->count += (uint64_t)(hi - lo);
+        sim_add192(a->sum, s);
+        sim_add192(a->sumsq, s2);
+    }
+}
