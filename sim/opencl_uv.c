@@ -1,0 +1,311 @@
+/*
+ * opencl_uv.c — the OpenCL backend (native builds only). The device program
+ * is generated from the same headers the CPU build compiles: their text is
+ * embedded into this object at build time and handed to the OpenCL
+ * compiler at run time with a small entry point per kernel, so the device
+ * runs the same operations in the same order as the CPU.
+ */
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/combat_dev.h"
+#include "sim/option_dev.h"
+#include "sim/sim_int.h"
+
+/* The device headers, embedded byte for byte (paths relative to the
+ * repository root, where make runs the compiler). Including them above
+ * also makes this object depend on them in make's dependency files. */
+#define EMBED(sym, path)                \
+    __asm__(".section .rodata\n"        \
+            ".balign 16\n" #sym ":\n"   \
+            ".incbin \"" path "\"\n"    \
+            ".byte 0\n"                 \
+            ".previous\n");             \
+    extern const char sym[]
+EMBED(sim_cl_src_dev, "sim/dev.h");
+EMBED(sim_cl_src_option, "sim/option_dev.h");
+EMBED(sim_cl_src_combat, "sim/combat_dev.h");
+
+/* One entry point per kernel: each work item takes every global_size-th
+ * group of SIM_W items, accumulates the items inside [first, end) and
+ * writes its accumulators; the host merges them (order does not matter). */
+static const char cl_prelude[] = "#define SIM_W 4\n";
+static const char cl_entries[] =
+    "#define SIM_CL_ENTRY(NAME, PTYPE, GROUP) \\\n"
+    "__kernel void NAME(__global const PTYPE *gp, __global const sim_layout *gl, \\\n"
+    "    ulong seed, ulong base, ulong first, ulong end, ulong ngroups, \\\n"
+    "    __global sim_acc *out) \\\n"
+    "{ \\\n"
+    "    PTYPE p = *gp; \\\n"
+    "    sim_layout L[SIM_MAX_OUT]; \\\n"
+    "    sim_acc acc[SIM_MAX_OUT]; \\\n"
+    "    double v[SIM_MAX_OUT][SIM_W]; \\\n"
+    "    const int nout = (int)p.nout; \\\n"
+    "    const uint k0 = (uint)seed, k1 = (uint)(seed >> 32); \\\n"
+    "    const ulong gid = get_global_id(0), gsz = get_global_size(0); \\\n"
+    "    for (int o = 0; o < nout; o++) { \\\n"
+    "        L[o] = gl[o]; \\\n"
+    "        sim_acc_zero(&acc[o]); \\\n"
+    "    } \\\n"
+    "    for (ulong g = gid; g < ngroups; g += gsz) { \\\n"
+    "        ulong g0 = base + g * SIM_W; \\\n"
+    "        GROUP(&p, k0, k1, g0, v); \\\n"
+    "        for (int l = 0; l < SIM_W; l++) { \\\n"
+    "            ulong item = g0 + (ulong)l; \\\n"
+    "            if (item < first || item >= end) \\\n"
+    "                continue; \\\n"
+    "            for (int o = 0; o < nout; o++) \\\n"
+    "                sim_acc_add(&acc[o], &L[o], v[o][l]); \\\n"
+    "        } \\\n"
+    "    } \\\n"
+    "    for (int o = 0; o < nout; o++) \\\n"
+    "        out[gid * (ulong)nout + (ulong)o] = acc[o]; \\\n"
+    "}                                                                                     \n"
+    "SIM_CL_ENTRY(sim_option_cl, sim_option_params, sim_option_group)                      \n"
+    "SIM_CL_ENTRY(sim_combat_cl, sim_combat_params, sim_combat_group)                      \n"
+    "__kernel void sim_sizes(__global ulong *out)                                          \n"
+    "{                                                                                     \n"
+    "    out[0] = sizeof(sim_acc);                                                         \n"
+    "    out[1] = sizeof(sim_layout);                                                      \n"
+    "    out[2] = sizeof(sim_option_params);                                               \n"
+    "    out[3] = sizeof(sim_combat_params);                                               \n"
+    "}                                                                                     \n";
+
+#define MAX_KERNELS 8
+/* Work items per launch: enough to fill a GPU, few enough that the
+ * per-item accumulators stay small on a CPU device. */
+#define SIM_W_CL 4 /* SIM_W in the device program (cl_prelude) */
+#define CPU_WORK_ITEMS 256
+#define GPU_WORK_ITEMS 65536
+
+struct sim_cl {
+    cl_device_id device;
+    cl_context ctx;
+    cl_command_queue queue;
+    cl_program program;
+    cl_kernel kernels[MAX_KERNELS]; /* same order as sim_kernel_at */
+    size_t work_items;
+    char name[256];
+};
+
+static int cl_fail(char *err, size_t errlen, int rc, const char *what, cl_int code)
+{
+    if (err != NULL && errlen > 0)
+        snprintf(err, errlen, "OpenCL: %s failed (error %d)", what, (int)code);
+    return rc;
+}
+
+/* The n-th device counting across all platforms. */
+static int pick_device(cl_device_id *out, unsigned want, char *err, size_t errlen)
+{
+    cl_platform_id plats[8];
+    cl_uint nplat = 0;
+    unsigned seen = 0;
+    cl_int e = clGetPlatformIDs(8, plats, &nplat);
+    if (e != CL_SUCCESS || nplat == 0)
+        return cl_fail(err, errlen, SIM_ENODEVICE, "clGetPlatformIDs (no OpenCL platform)", e);
+    for (cl_uint p = 0; p < nplat && p < 8; p++) {
+        cl_device_id devs[16];
+        cl_uint ndev = 0;
+        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 16, devs, &ndev) != CL_SUCCESS)
+            continue;
+        for (cl_uint d = 0; d < ndev && d < 16; d++, seen++)
+            if (seen == want) {
+                *out = devs[d];
+                return 0;
+            }
+    }
+    if (err != NULL)
+        snprintf(err, errlen, "OpenCL: no device number %u (%u found)", want, seen);
+    return SIM_ENODEVICE;
+}
+
+/* Checks that host and device agree on the shared structs' sizes. */
+static int check_sizes(sim_cl *cl, char *err, size_t errlen)
+{
+    cl_ulong got[4] = { 0 };
+    const cl_ulong want[4] = { sizeof(sim_acc), sizeof(sim_layout), sizeof(sim_option_params),
+        sizeof(sim_combat_params) };
+    cl_int e;
+    int rc = 0;
+    cl_kernel k = clCreateKernel(cl->program, "sim_sizes", &e);
+    if (e != CL_SUCCESS)
+        return cl_fail(err, errlen, SIM_EDEVICE, "clCreateKernel(sim_sizes)", e);
+    cl_mem buf = clCreateBuffer(cl->ctx, CL_MEM_WRITE_ONLY, sizeof got, NULL, &e);
+    if (e != CL_SUCCESS) {
+        rc = cl_fail(err, errlen, SIM_EDEVICE, "clCreateBuffer", e);
+        goto out_kernel;
+    }
+    size_t one = 1;
+    if ((e = clSetKernelArg(k, 0, sizeof buf, &buf)) != CL_SUCCESS ||
+        (e = clEnqueueNDRangeKernel(cl->queue, k, 1, NULL, &one, NULL, 0, NULL, NULL)) != CL_SUCCESS ||
+        (e = clEnqueueReadBuffer(cl->queue, buf, CL_TRUE, 0, sizeof got, got, 0, NULL, NULL)) != CL_SUCCESS) {
+        rc = cl_fail(err, errlen, SIM_EDEVICE, "running sim_sizes", e);
+        goto out_buf;
+    }
+    if (memcmp(got, want, sizeof got) != 0) {
+        if (err != NULL)
+            snprintf(err, errlen, "OpenCL: struct sizes differ from the host's (%llu %llu %llu %llu)",
+                (unsigned long long)got[0], (unsigned long long)got[1], (unsigned long long)got[2],
+                (unsigned long long)got[3]);
+        rc = SIM_EDEVICE;
+    }
+out_buf:
+    clReleaseMemObject(buf);
+out_kernel:
+    clReleaseKernel(k);
+    return rc;
+}
+
+int sim_cl_create(sim_cl **out, char *err, size_t errlen)
+{
+    const char *srcs[] = { cl_prelude, sim_cl_src_dev, sim_cl_src_option, sim_cl_src_combat, cl_entries };
+    const char *env = getenv("SIMFARM_OPENCL_DEVICE");
+    cl_device_type type = 0;
+    cl_int e;
+    int rc;
+
+    sim_cl *cl = calloc(1, sizeof *cl);
+    if (cl == NULL)
+        return SIM_ENOMEM;
+    if ((rc = pick_device(&cl->device, env ? (unsigned)strtoul(env, NULL, 10) : 0, err, errlen)) != 0)
+        goto fail;
+    clGetDeviceInfo(cl->device, CL_DEVICE_NAME, sizeof cl->name - 1, cl->name, NULL);
+    clGetDeviceInfo(cl->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    cl->work_items = (type & CL_DEVICE_TYPE_GPU) ? GPU_WORK_ITEMS : CPU_WORK_ITEMS;
+    cl->ctx = clCreateContext(NULL, 1, &cl->device, NULL, NULL, &e);
+    if (e != CL_SUCCESS) {
+        rc = cl_fail(err, errlen, SIM_EDEVICE, "clCreateContext", e);
+        goto fail;
+    }
+    cl->queue = clCreateCommandQueue(cl->ctx, cl->device, 0, &e);
+    if (e != CL_SUCCESS) {
+        rc = cl_fail(err, errlen, SIM_EDEVICE, "clCreateCommandQueue", e);
+        goto fail_ctx;
+    }
+    cl->program = clCreateProgramWithSource(cl->ctx, sizeof srcs / sizeof srcs[0], srcs, NULL, &e);
+    if (e != CL_SUCCESS) {
+        rc = cl_fail(err, errlen, SIM_EDEVICE, "clCreateProgramWithSource", e);
+        goto fail_queue;
+    }
+    e = clBuildProgram(cl->program, 1, &cl->device, "-cl-std=CL1.2", NULL, NULL);
+    if (e != CL_SUCCESS) {
+        if (err != NULL && errlen > 0) {
+            int n = snprintf(err, errlen, "OpenCL: building the kernels failed (error %d):\n", (int)e);
+            if (n > 0 && (size_t)n < errlen)
+                clGetProgramBuildInfo(cl->program, cl->device, CL_PROGRAM_BUILD_LOG, errlen - (size_t)n - 1,
+                    err + n, NULL);
+        }
+        rc = SIM_EDEVICE;
+        goto fail_program;
+    }
+    for (size_t i = 0; sim_kernel_at(i) != NULL; i++) {
+        /* the table is small and fixed: an invariant, not input */
+        SIM_ASSERT(i < MAX_KERNELS);
+        cl->kernels[i] = clCreateKernel(cl->program, sim_kernel_at(i)->cl_entry, &e);
+        if (e != CL_SUCCESS) {
+            rc = cl_fail(err, errlen, SIM_EDEVICE, "clCreateKernel", e);
+            goto fail_kernels;
+        }
+    }
+    if ((rc = check_sizes(cl, err, errlen)) != 0)
+        goto fail_kernels;
+    *out = cl;
+    return 0;
+
+fail_kernels:
+    for (size_t i = 0; i < MAX_KERNELS; i++)
+        if (cl->kernels[i] != NULL)
+            clReleaseKernel(cl->kernels[i]);
+fail_program:
+    clReleaseProgram(cl->program);
+fail_queue:
+    clReleaseCommandQueue(cl->queue);
+fail_ctx:
+    clReleaseContext(cl->ctx);
+fail:
+    free(cl);
+    return rc;
+}
+
+void sim_cl_destroy(sim_cl *cl)
+{
+    if (cl == NULL)
+        return;
+    for (size_t i = 0; i < MAX_KERNELS; i++)
+        if (cl->kernels[i] != NULL)
+            clReleaseKernel(cl->kernels[i]);
+    clReleaseProgram(cl->program);
+    clReleaseCommandQueue(cl->queue);
+    clReleaseContext(cl->ctx);
+    free(cl);
+}
+
+const char *sim_cl_device(const sim_cl *cl)
+{
+    return cl->name;
+}
+
+int sim_cl_run(sim_cl *cl, const sim_job *job, uint64_t first, uint64_t count, sim_stats *out)
+{
+    cl_kernel k = NULL;
+    cl_int e;
+    int rc = sim_range_check(first, count);
+    if (rc != 0)
+        return rc;
+    for (size_t i = 0; sim_kernel_at(i) != NULL; i++)
+        if (sim_kernel_at(i) == job->kernel)
+            k = cl->kernels[i];
+    if (k == NULL)
+        return SIM_ENOKERNEL;
+    for (int o = 0; o < job->nout; o++)
+        sim_stats_init(&out[o], &job->layout[o]);
+    if (count == 0)
+        return 0;
+
+    cl_ulong base = sim__group_base(first), end = first + count, cfirst = first, seed = job->seed;
+    cl_ulong ngroups = (end - base + SIM_W_CL - 1) / SIM_W_CL;
+    size_t global = ngroups < cl->work_items ? (size_t)ngroups : cl->work_items;
+    size_t nacc = global * (size_t)job->nout;
+    sim_acc *accs = malloc(nacc * sizeof *accs);
+    if (accs == NULL)
+        return SIM_ENOMEM;
+    cl_mem bp = clCreateBuffer(cl->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+        job->kernel->params_size, job->params, &e);
+    cl_mem bl = clCreateBuffer(cl->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+        sizeof(sim_layout) * (size_t)job->nout, (void *)job->layout, &e);
+    cl_mem bo = clCreateBuffer(cl->ctx, CL_MEM_WRITE_ONLY, nacc * sizeof *accs, NULL, &e);
+    if (bp == NULL || bl == NULL || bo == NULL) {
+        rc = SIM_EDEVICE;
+        goto out;
+    }
+    if (clSetKernelArg(k, 0, sizeof bp, &bp) != CL_SUCCESS ||
+        clSetKernelArg(k, 1, sizeof bl, &bl) != CL_SUCCESS ||
+        clSetKernelArg(k, 2, sizeof seed, &seed) != CL_SUCCESS ||
+        clSetKernelArg(k, 3, sizeof base, &base) != CL_SUCCESS ||
+        clSetKernelArg(k, 4, sizeof cfirst, &cfirst) != CL_SUCCESS ||
+        clSetKernelArg(k, 5, sizeof end, &end) != CL_SUCCESS ||
+        clSetKernelArg(k, 6, sizeof ngroups, &ngroups) != CL_SUCCESS ||
+        clSetKernelArg(k, 7, sizeof bo, &bo) != CL_SUCCESS ||
+        clEnqueueNDRangeKernel(cl->queue, k, 1, NULL, &global, NULL, 0, NULL, NULL) != CL_SUCCESS ||
+        clEnqueueReadBuffer(cl->queue, bo, CL_TRUE, 0, nacc * sizeof *accs, accs, 0, NULL, NULL) !=
+            CL_SUCCESS) {
+        rc = SIM_EDEVICE;
+        goto out;
+    }
+    for (size_t w = 0; w < global; w++)
+        for (int o = 0; o < job->nout; o++)
+            sim_acc_merge(&out[o].acc, &accs[w * (size_t)job->nout + (size_t)o]);
+out:
+    if (bo != NULL)
+        clReleaseMemObject(bo);
+    if (bl != NULL)
+        clReleaseMemObject(bl);
+    if (bp != NULL)
+        clReleaseMemObject(bp);
+    free(accs);
+    return rc;
+}
