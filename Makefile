@@ -119,9 +119,9 @@ $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LIBS)
 # versions; its .complete marker is the make target, so it is built once.
 SYSROOT := $(shell scripts/wasm-sysroot.sh --path)
 WASM_ENV := NODE_PATH=/usr/share/nodejs NODE_OPTIONS=--no-experimental-fetch
-WASM_CFLAGS := -std=c17 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L $(WARN) -ffp-contract=off -O2 -I.
+WASM_CFLAGS := -std=c17 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L $(WARN) -ffp-contract=off -O2 -msimd128 -I.
 # Benchmarks that also get an emcc build (their BENCH names end in _wasm).
-WASM_BENCH := ed25519
+WASM_BENCH := ed25519 sim
 WASM_OUT := $(patsubst tests/wasm/%.c,$(BUILD)/wasm/%.js,$(WASM_SRC)) \
 	$(WASM_BENCH:%=$(BUILD)/wasm/bench_%.js)
 WASM_SUBSYS := sim proto runtime
@@ -136,6 +136,25 @@ $(BUILD)/wasm/%.js: tests/wasm/%.c $(WASM_LIB_SRC) | $(DEPS_MK) $(SYSROOT)/.comp
 	$(emcc_link)
 $(BUILD)/wasm/%.js: tests/bench/%.c $(WASM_LIB_SRC) | $(DEPS_MK) $(SYSROOT)/.complete
 	$(emcc_link)
+
+# ---- CUDA (sim/) ----
+# When nvcc exists (on PATH or in /usr/local/cuda/bin), sim/kernels.cu (the
+# kernels' shared headers plus CUDA entry points) is compiled with
+# -fmad=false into a fatbin that sim/cuda_uv.o embeds; it is loaded through
+# the driver at run time (libcuda.so.1 is opened with dlopen, so nothing
+# links against CUDA). Without nvcc the CUDA backend reports
+# SIM_ENOBACKEND. NVCC= (empty) turns it off.
+NVCC ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
+NVCC_ARCH ?= -gencode arch=compute_80,code=compute_80 -gencode arch=compute_90,code=sm_90
+ifneq ($(NVCC),)
+SIM_FATBIN := $(BUILD)/sim/kernels.fatbin
+$(SIM_FATBIN): sim/kernels.cu sim/dev.h sim/option_dev.h sim/combat_dev.h
+	@mkdir -p $(@D)
+	$(NVCC) -fatbin -fmad=false -O3 -I. $(NVCC_ARCH) $< -o $@
+$(BUILD)/obj/sim/cuda_uv.o: $(SIM_FATBIN)
+$(BUILD)/obj/sim/cuda_uv.o: ALL_CFLAGS += -DSIM_CUDA_FATBIN='"$(SIM_FATBIN)"'
+endif
+# ---- end CUDA (sim/) ----
 
 # ---- fuzzing ------------------------------------------------------------------
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
