@@ -89,12 +89,13 @@ $(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o $(SUPPORT_OBJ) $(LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) $(CRITERION) -o $@
 
-# Multi-threaded stress programs (tests/support/check.h); the tsan suite
-# runs them under ThreadSanitizer, where Criterion's sandbox cannot start.
-STRESS_SRC := $(wildcard tests/stress/stress_*.c)
-STRESS_BIN := $(patsubst tests/stress/%.c,$(BUILD)/tests/stress/%,$(STRESS_SRC))
+# Test programs on tests/support/check.h: run natively and under ASan and
+# TSan (where Criterion's sandbox cannot start); those named in WASM_CHECK
+# also get an emcc build run under node.
+CHECK_SRC := $(wildcard tests/check/check_*.c)
+CHECK_BIN := $(patsubst tests/check/%.c,$(BUILD)/tests/check/%,$(CHECK_SRC))
 
-$(BUILD)/tests/stress/%: $(BUILD)/obj/tests/stress/%.o $(LIBS)
+$(BUILD)/tests/check/%: $(BUILD)/obj/tests/check/%.o $(LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
@@ -122,8 +123,9 @@ WASM_ENV := NODE_PATH=/usr/share/nodejs NODE_OPTIONS=--no-experimental-fetch
 WASM_CFLAGS := -std=c17 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L $(WARN) -ffp-contract=off -O2 -msimd128 -I.
 # Benchmarks that also get an emcc build (their BENCH names end in _wasm).
 WASM_BENCH := ed25519 sim
+WASM_CHECK := rt_behaviour
 WASM_OUT := $(patsubst tests/wasm/%.c,$(BUILD)/wasm/%.js,$(WASM_SRC)) \
-	$(WASM_BENCH:%=$(BUILD)/wasm/bench_%.js)
+	$(WASM_BENCH:%=$(BUILD)/wasm/bench_%.js) $(WASM_CHECK:%=$(BUILD)/wasm/check_%.js)
 WASM_SUBSYS := sim proto runtime
 WASM_LIB_SRC := $(foreach s,$(WASM_SUBSYS),$(call subsys_wasm_src,$(s)))
 
@@ -135,6 +137,8 @@ endef
 $(BUILD)/wasm/%.js: tests/wasm/%.c $(WASM_LIB_SRC) | $(DEPS_MK) $(SYSROOT)/.complete
 	$(emcc_link)
 $(BUILD)/wasm/%.js: tests/bench/%.c $(WASM_LIB_SRC) | $(DEPS_MK) $(SYSROOT)/.complete
+	$(emcc_link)
+$(BUILD)/wasm/%.js: tests/check/%.c $(WASM_LIB_SRC) | $(DEPS_MK) $(SYSROOT)/.complete
 	$(emcc_link)
 
 # ---- CUDA (sim/) ----
@@ -186,7 +190,7 @@ $(SYSROOT)/.complete:
 # ---- targets ------------------------------------------------------------------
 .PHONY: all test run wasm web bench fuzz asan tsan clean help deps
 
-all: $(DEPS_MK) $(BIN) $(UNIT_BIN) $(STRESS_BIN) $(WASM_NATIVE) $(BENCH_BIN) ## build the simfarm binary, tests and benchmarks
+all: $(DEPS_MK) $(BIN) $(UNIT_BIN) $(CHECK_BIN) $(WASM_NATIVE) $(BENCH_BIN) ## build the simfarm binary, tests and benchmarks
 
 deps: ## install missing Debian/npm packages and the WebAssembly sysroot
 	scripts/install-deps.sh
@@ -211,15 +215,15 @@ bench: all wasm ## run every benchmark, or one with ONLY=<name>; prints BENCH li
 fuzz: $(FUZZ_BIN) ## run each libFuzzer harness for FUZZ_SECONDS (default 60)
 	BUILD=$(BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
 
-asan: $(DEPS_MK) ## build the unit tests with AddressSanitizer + UBSan into build/asan
-	$(MAKE) --no-print-directory BUILD=$(BUILD)/asan DEPS_MK=$(DEPS_MK) SAN=address,undefined unit-tests
+asan: $(DEPS_MK) ## build the unit and check tests with AddressSanitizer + UBSan into build/asan
+	$(MAKE) --no-print-directory BUILD=$(BUILD)/asan DEPS_MK=$(DEPS_MK) SAN=address,undefined unit-tests check-tests
 
-tsan: $(DEPS_MK) ## build the stress programs with ThreadSanitizer into build/tsan
-	$(MAKE) --no-print-directory BUILD=$(BUILD)/tsan DEPS_MK=$(DEPS_MK) SAN=thread stress-tests
+tsan: $(DEPS_MK) ## build the check tests with ThreadSanitizer into build/tsan
+	$(MAKE) --no-print-directory BUILD=$(BUILD)/tsan DEPS_MK=$(DEPS_MK) SAN=thread check-tests
 
-.PHONY: unit-tests stress-tests
+.PHONY: unit-tests check-tests
 unit-tests: $(UNIT_BIN)
-stress-tests: $(STRESS_BIN)
+check-tests: $(CHECK_BIN)
 
 clean: ## remove build/ (the WebAssembly sysroot cache outside the clone stays)
 	rm -rf $(BUILD)

@@ -1,11 +1,15 @@
 /*
  * mpscq.c — see mpscq.h. Producers link at `head`; the consumer takes from
  * `tail`. The stub node keeps the list non-empty, so push never has to
- * special-case an empty queue.
+ * special-case an empty queue. The queue is empty exactly when
+ * tail == head == &stub; only then may the consumer tag head's low bit.
  */
 #include "runtime/mpscq.h"
 
 #include <stddef.h>
+#include <stdint.h>
+
+#define MARK ((uintptr_t)1)
 
 void rt_mpscq_init(rt_mpscq *q)
 {
@@ -18,12 +22,15 @@ bool rt_mpscq_push(rt_mpscq *q, rt_mpscq_node *node)
 {
     atomic_store_explicit(&node->next, NULL, memory_order_relaxed);
     /* acq_rel: release publishes node->next = NULL (and the caller's
-     * payload) to whoever swaps after us; acquire orders our later store
-     * into prev->next after the previous producer's initialisation of prev. */
+     * payload) to whoever swaps after us; acquire makes the previous
+     * producer's initialisation of prev (and the consumer's mark) visible
+     * before we store into prev->next. */
     rt_mpscq_node *prev = atomic_exchange_explicit(&q->head, node, memory_order_acq_rel);
+    bool was_marked = ((uintptr_t)prev & MARK) != 0;
+    prev = (rt_mpscq_node *)((uintptr_t)prev & ~MARK);
     /* release: the consumer's acquire load of prev->next sees the payload. */
     atomic_store_explicit(&prev->next, node, memory_order_release);
-    return prev == &q->stub;
+    return was_marked;
 }
 
 rt_mpscq_node *rt_mpscq_pop(rt_mpscq *q)
@@ -48,7 +55,9 @@ rt_mpscq_node *rt_mpscq_pop(rt_mpscq *q)
      * between its exchange and its link: report empty for now. */
     if (tail != atomic_load_explicit(&q->head, memory_order_acquire))
         return NULL;
-    /* Re-insert the stub behind tail so tail can be handed out. */
+    /* Re-insert the stub behind tail so tail can be handed out. The queue is
+     * not marked (only the consumer marks, and it is here), so this push
+     * cannot report a mark. */
     rt_mpscq_push(q, &q->stub);
     next = atomic_load_explicit(&tail->next, memory_order_acquire);
     if (next != NULL) {
@@ -56,4 +65,22 @@ rt_mpscq_node *rt_mpscq_pop(rt_mpscq *q)
         return tail;
     }
     return NULL;
+}
+
+bool rt_mpscq_mark_empty(rt_mpscq *q)
+{
+    if (q->tail != &q->stub)
+        return false;
+    rt_mpscq_node *expect = &q->stub;
+    /* acq_rel on success: orders the consumer's earlier work before a
+     * producer that sees the mark schedules it again. On failure a producer
+     * got in first; nothing is changed. */
+    return atomic_compare_exchange_strong_explicit(&q->head, &expect,
+        (rt_mpscq_node *)((uintptr_t)&q->stub | MARK), memory_order_acq_rel, memory_order_relaxed);
+}
+
+bool rt_mpscq_is_empty(rt_mpscq *q)
+{
+    return q->tail == &q->stub &&
+        atomic_load_explicit(&q->stub.next, memory_order_acquire) == NULL;
 }

@@ -5,8 +5,9 @@
 #   scripts/run-tests.sh                  every suite
 #   scripts/run-tests.sh unit wasm        only these suites
 #
-# Suites: unit (Criterion), asan (the unit tests under AddressSanitizer and
-# UBSan), tsan (stress programs under ThreadSanitizer), wasm (emcc builds
+# Suites: unit (Criterion programs and check.h programs), asan (both under
+# AddressSanitizer and UBSan), tsan (the check.h programs under
+# ThreadSanitizer), wasm (emcc builds
 # under node, compared with the native builds), integration (real processes
 # and a real PostgreSQL), browser (Playwright driving Debian's Chromium).
 # A suite that cannot run — a tool or a build output missing — counts as a
@@ -39,7 +40,7 @@ record() { # suite passed failed [note]
 # Runs one test program and adds its counts to the suite's. A program that
 # dies without a summary line counts as one failure.
 #   criterion: "[====] Synthesis: Tested: T | Passing: P | Failing: F | Crashing: C"
-#   stress:    "N passed, N failed"
+#   check.h:   "N passed, N failed"
 run_program() { # log program...
     local log=$1
     shift
@@ -63,16 +64,18 @@ run_program() { # log program...
     suite_fail=$((suite_fail + f))
 }
 
-run_binaries() { # suite dir [env...]
-    local suite=$1 dir=$2
+run_binaries() { # suite "dir..." [env...]
+    local suite=$1 dirs=$2
     shift 2
     suite_pass=0 suite_fail=0
-    local bins=() b
-    for b in "$dir"/*; do
-        [ -f "$b" ] && [ -x "$b" ] && bins+=("$b")
+    local bins=() b d
+    for d in $dirs; do
+        for b in "$d"/*; do
+            [ -f "$b" ] && [ -x "$b" ] && bins+=("$b")
+        done
     done
     if [ ${#bins[@]} -eq 0 ]; then
-        record "$suite" 0 1 "no test programs in $dir: run make test"
+        record "$suite" 0 1 "no test programs in $dirs: run make test"
         return
     fi
     for b in "${bins[@]}"; do
@@ -107,12 +110,12 @@ run_node_tests() { # suite files...
 for suite in "${suites[@]}"; do
     echo "== running $suite"
     case "$suite" in
-    unit) run_binaries unit "$BUILD/tests/unit" ;;
+    unit) run_binaries unit "$BUILD/tests/unit $BUILD/tests/check" ;;
     asan)
-        run_binaries asan "$BUILD/asan/tests/unit" \
+        run_binaries asan "$BUILD/asan/tests/unit $BUILD/asan/tests/check" \
             ASAN_OPTIONS=abort_on_error=0:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
         ;;
-    tsan) run_binaries tsan "$BUILD/tsan/tests/stress" TSAN_OPTIONS=halt_on_error=1:exitcode=66 ;;
+    tsan) run_binaries tsan "$BUILD/tsan/tests/check" TSAN_OPTIONS=halt_on_error=1:exitcode=66 ;;
     wasm) run_node_tests wasm tests/wasm/*.test.mjs ;;
     integration) run_node_tests integration tests/integration/*.test.mjs ;;
     browser)

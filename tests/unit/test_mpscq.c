@@ -1,6 +1,7 @@
 /*
  * test_mpscq.c — the MPSC queue's single-threaded contract: FIFO order,
- * empty detection, and push reporting an empty queue.
+ * empty detection, and the mark-empty protocol (only the first push after a
+ * successful mark reports it).
  */
 #include "runtime/mpscq.h"
 
@@ -28,8 +29,8 @@ Test(mpscq, fifo_order_across_refills)
     for (int round = 0; round < 3; round++) {
         for (int i = 0; i < 8; i++) {
             it[i].v = round * 100 + i;
-            bool was_empty = rt_mpscq_push(&q, &it[i].node);
-            cr_assert_eq(was_empty, i == 0, "round %d push %d: was_empty=%d", round, i, was_empty);
+            bool was_marked = rt_mpscq_push(&q, &it[i].node);
+            cr_assert_eq(was_marked, round > 0 && i == 0, "round %d push %d: was_marked=%d", round, i, was_marked);
         }
         for (int i = 0; i < 8; i++) {
             struct item *got = (struct item *)rt_mpscq_pop(&q);
@@ -37,7 +38,25 @@ Test(mpscq, fifo_order_across_refills)
             cr_assert_eq(got->v, round * 100 + i);
         }
         cr_assert_null(rt_mpscq_pop(&q));
+        cr_assert(rt_mpscq_is_empty(&q));
+        cr_assert(rt_mpscq_mark_empty(&q));
     }
+}
+
+Test(mpscq, mark_empty_fails_while_nodes_are_queued)
+{
+    rt_mpscq q;
+    struct item a, b;
+    rt_mpscq_init(&q);
+
+    cr_assert_not(rt_mpscq_push(&q, &a.node), "a fresh queue is not marked");
+    cr_assert_not(rt_mpscq_mark_empty(&q), "a queue holding a node cannot be marked");
+    cr_assert_eq(rt_mpscq_pop(&q), &a.node);
+    cr_assert(rt_mpscq_mark_empty(&q));
+    cr_assert(rt_mpscq_push(&q, &b.node), "first push after the mark reports it");
+    cr_assert_not(rt_mpscq_mark_empty(&q));
+    cr_assert_eq(rt_mpscq_pop(&q), &b.node);
+    cr_assert_null(rt_mpscq_pop(&q));
 }
 
 Test(mpscq, interleaved_push_and_pop)
@@ -57,6 +76,6 @@ Test(mpscq, interleaved_push_and_pop)
     cr_assert_eq(((struct item *)rt_mpscq_pop(&q))->v, 2);
     cr_assert_null(rt_mpscq_pop(&q));
     it[3].v = 3;
-    cr_assert(rt_mpscq_push(&q, &it[3].node), "push after draining sees an empty queue");
+    cr_assert_not(rt_mpscq_push(&q, &it[3].node), "not marked: no report");
     cr_assert_eq(((struct item *)rt_mpscq_pop(&q))->v, 3);
 }

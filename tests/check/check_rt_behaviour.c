@@ -1,0 +1,633 @@
+/*
+ * check_rt_behaviour.c — the actor runtime's guarantees, through its public
+ * API only, so the same program runs natively (also under ASan and TSan)
+ * and as WebAssembly under node: per-sender FIFO, batch fairness, timers
+ * (order, cancellation, periodic without early or doubled ticks),
+ * request/reply and timeouts, monitoring, the three overload policies, and
+ * shutdown with messages in flight.
+ *
+ * Each case runs its own runtime until an actor stops it; a watchdog timer
+ * stops it after WATCHDOG_MS and fails the case, so nothing waits forever.
+ */
+#include "runtime/runtime.h"
+#include "tests/support/check.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { WATCHDOG_MS = 20000 };
+
+enum {
+    M_NUM = RT_MSG_USER, M_GO, M_TICK, M_REQ, M_REP, M_DONE, M_WATCHDOG, M_TOKEN,
+};
+
+typedef struct num {
+    rt_msg hdr;
+    uint32_t from;
+    uint64_t seq;
+} num;
+
+static int watchdog_fired;
+
+static void watchdog(rt_actor *self, rt_msg *m)
+{
+    (void)m;
+    watchdog_fired = 1;
+    rt_system_stop(rt_actor_system(self));
+}
+
+static rt_system *start(unsigned workers)
+{
+    rt_system_opts o = { .workers = workers };
+    int err = 0;
+    rt_system *sys = rt_system_create(&o, &err);
+    if (sys == NULL)
+        return NULL;
+    watchdog_fired = 0;
+    rt_actor *w = rt_spawn(sys, watchdog, NULL);
+    rt_send_after(w, WATCHDOG_MS, rt_msg_new(M_WATCHDOG, sizeof(rt_msg)));
+    rt_actor_release(w);
+    return sys;
+}
+
+/* Runs the loop until the runtime stops, then frees it. */
+static void finish(rt_system *sys)
+{
+    rt_system_run(sys);
+    rt_system_destroy(sys);
+}
+
+static rt_msg *new_num(uint32_t from, uint64_t seq)
+{
+    num *n = RT_MSG_NEW(num, M_NUM);
+    n->from = from;
+    n->seq = seq;
+    return &n->hdr;
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- per-sender FIFO ---------------------------------------------------------- */
+
+enum { SENDERS = 4, PER_SENDER = 20000 };
+
+static struct {
+    uint64_t next[SENDERS + 1];
+    uint64_t got;
+    int out_of_order;
+} fifo;
+
+static void fifo_sink(rt_actor *self, rt_msg *m)
+{
+    num *n = (num *)m;
+    if (n->seq != fifo.next[n->from])
+        fifo.out_of_order++;
+    fifo.next[n->from] = n->seq + 1;
+    if (++fifo.got == (uint64_t)(SENDERS + 1) * PER_SENDER)
+        rt_system_stop(rt_actor_system(self));
+}
+
+typedef struct fifo_src {
+    rt_actor *sink;
+    uint32_t id;
+    uint64_t sent;
+} fifo_src;
+
+static void fifo_source(rt_actor *self, rt_msg *m)
+{
+    fifo_src *s = rt_state(self);
+    (void)m;
+    /* Send in slices and re-queue ourselves, so sources interleave. */
+    for (int i = 0; i < 500 && s->sent < PER_SENDER; i++)
+        rt_send(s->sink, new_num(s->id, s->sent++));
+    if (s->sent < PER_SENDER)
+        rt_send(self, rt_msg_new(M_GO, sizeof(rt_msg)));
+}
+
+static void per_sender_fifo(void)
+{
+    memset(&fifo, 0, sizeof fifo);
+    rt_system *sys = start(2);
+    CHECK(sys != NULL, "rt_system_create");
+    rt_actor *sink = rt_spawn(sys, fifo_sink, NULL);
+    for (uint32_t i = 1; i <= SENDERS; i++) {
+        rt_actor_opts o = { .state_size = sizeof(fifo_src) };
+        rt_actor *src = rt_spawn(sys, fifo_source, &o);
+        *(fifo_src *)rt_state(src) = (fifo_src){ sink, i, 0 };
+        rt_send(src, rt_msg_new(M_GO, sizeof(rt_msg)));
+        rt_actor_release(src);
+    }
+    for (uint64_t s = 0; s < PER_SENDER; s++) /* sender 0: outside any actor */
+        CHECK(rt_send(sink, new_num(0, s)) == 0, "send %llu", (unsigned long long)s);
+    rt_actor_release(sink);
+    finish(sys);
+    CHECK(!watchdog_fired, "watchdog: got %llu", (unsigned long long)fifo.got);
+    CHECK(fifo.out_of_order == 0, "%d messages out of order", fifo.out_of_order);
+    CHECK(fifo.got == (uint64_t)(SENDERS + 1) * PER_SENDER, "got %llu", (unsigned long long)fifo.got);
+}
+
+/* ---- fairness: a long mailbox does not starve a short one ------------------------ */
+
+static struct {
+    int a_seen;
+    int a_at_b; /* A's count when B ran */
+} fair;
+
+static void fair_a(rt_actor *self, rt_msg *m)
+{
+    (void)self, (void)m;
+    fair.a_seen++;
+}
+
+static void fair_b(rt_actor *self, rt_msg *m)
+{
+    (void)m;
+    fair.a_at_b = fair.a_seen;
+    rt_system_stop(rt_actor_system(self));
+}
+
+static void batch_fairness(void)
+{
+    memset(&fair, 0, sizeof fair);
+    rt_system *sys = start(1);
+    CHECK(sys != NULL, "rt_system_create");
+    /* Pinned: nothing runs until the loop does, so both mailboxes fill first. */
+    rt_actor_opts pin = { .pinned = true };
+    rt_actor *a = rt_spawn(sys, fair_a, &pin);
+    rt_actor *b = rt_spawn(sys, fair_b, &pin);
+    for (int i = 0; i < 10 * RT_BATCH; i++)
+        rt_send(a, rt_msg_new(M_NUM, sizeof(rt_msg)));
+    rt_send(b, rt_msg_new(M_NUM, sizeof(rt_msg)));
+    rt_actor_release(a);
+    rt_actor_release(b);
+    finish(sys);
+    CHECK(!watchdog_fired, "watchdog");
+    CHECK(fair.a_at_b <= 2 * RT_BATCH, "B waited for %d of A's messages (batch is %d)",
+        fair.a_at_b, RT_BATCH);
+    CHECK(fair.a_seen == 10 * RT_BATCH, "queued messages are handled after the stop: %d", fair.a_seen);
+}
+
+/* ---- timers ------------------------------------------------------------------------ */
+
+static struct {
+    uint64_t order[8];
+    int n;
+    int cancel_rc, cancel_again_rc;
+    int ticks_after_cancel;
+    int cancelled;
+    uint64_t start, seqs[64];
+    int nseq, early, dup;
+} tm;
+
+static void timer_sink(rt_actor *self, rt_msg *m)
+{
+    num *n = (num *)m;
+    tm.order[tm.n++] = n->seq;
+    if (n->seq == 99)
+        rt_system_stop(rt_actor_system(self));
+}
+
+static void timers_fire_in_order(void)
+{
+    memset(&tm, 0, sizeof tm);
+    rt_system *sys = start(2);
+    CHECK(sys != NULL, "rt_system_create");
+    rt_actor *s = rt_spawn(sys, timer_sink, NULL);
+    const uint64_t delays[] = { 60, 20, 40, 0, 80 };
+    for (int i = 0; i < 5; i++)
+        CHECK(rt_send_after(s, delays[i], new_num(0, delays[i])) > 0, "send_after");
+    int64_t gone = rt_send_after(s, 30, new_num(0, 30));
+    CHECK(gone > 0, "send_after");
+    tm.cancel_rc = rt_timer_cancel(sys, gone);
+    tm.cancel_again_rc = rt_timer_cancel(sys, gone);
+    rt_send_after(s, 150, new_num(0, 99));
+    rt_actor_release(s);
+    finish(sys);
+    CHECK(!watchdog_fired, "watchdog");
+    CHECK(tm.cancel_rc == 0, "cancel: %s", rt_strerror(tm.cancel_rc));
+    CHECK(tm.cancel_again_rc == RT_ENOTIMER, "second cancel: %d", tm.cancel_again_rc);
+    const uint64_t want[] = { 0, 20, 40, 60, 80, 99 };
+    CHECK(tm.n == 6, "got %d timer messages, want 6 (the cancelled one must not arrive)", tm.n);
+    for (int i = 0; i < 6; i++)
+        CHECK(tm.order[i] == want[i], "position %d: %llu, want %llu", i,
+            (unsigned long long)tm.order[i], (unsigned long long)want[i]);
+}
+
+enum { PERIOD_MS = 4, TICKS = 40 };
+
+static void periodic_sink(rt_actor *self, rt_msg *m)
+{
+    if (m->type == M_DONE) {
+        rt_system_stop(rt_actor_system(self));
+        return;
+    }
+    rt_tick *t = (rt_tick *)m;
+    if (tm.cancelled) {
+        tm.ticks_after_cancel++;
+        return;
+    }
+    if (tm.nseq > 0 && t->seq <= tm.seqs[tm.nseq - 1])
+        tm.dup++;
+    /* Never early: tick n is due at start + n * period. */
+    if (now_ms() + 1 < tm.start + t->seq * PERIOD_MS)
+        tm.early++;
+    tm.seqs[tm.nseq++] = t->seq;
+    if (tm.nseq == TICKS) {
+        tm.cancel_rc = rt_timer_cancel(rt_actor_system(self), (int64_t)t->timer);
+        tm.cancelled = 1;
+        /* Anything the timer queued before the cancel would arrive before this. */
+        rt_send_after(self, 3 * PERIOD_MS, rt_msg_new(M_DONE, sizeof(rt_msg)));
+    }
+}
+
+static void periodic_timers(void)
+{
+    memset(&tm, 0, sizeof tm);
+    rt_system *sys = start(2);
+    CHECK(sys != NULL, "rt_system_create");
+    rt_actor *s = rt_spawn(sys, periodic_sink, NULL);
+    tm.start = now_ms();
+    CHECK(rt_send_every(s, PERIOD_MS, M_TICK, 7) > 0, "send_every");
+    CHECK(rt_send_every(s, 0, M_TICK, 7) == RT_EINVAL, "a zero period is rejected");
+    rt_actor_release(s);
+    finish(sys);
+    CHECK(!watchdog_fired, "watchdog after %d ticks", tm.nseq);
+    CHECK(tm.nseq == TICKS, "%d ticks", tm.nseq);
+    /* A loop late by more than a period skips ticks (gaps in seq) rather
+     * than bunching them, so the first tick may already be past seq 1. */
+    CHECK(tm.seqs[0] >= 1, "first tick has seq %llu", (unsigned long long)tm.seqs[0]);
+    CHECK(tm.dup == 0, "%d ticks not after their predecessor", tm.dup);
+    CHECK(tm.early == 0, "%d ticks arrived before they were due", tm.early);
+    CHECK(tm.seqs[TICKS - 1] >= TICKS, "seq %llu after %d ticks", (unsigned long long)tm.seqs[TICKS - 1], TICKS);
+    CHECK(tm.cancel_rc == 0, "cancel");
+    CHECK(tm.ticks_after_cancel == 0, "%d ticks after cancel", tm.ticks_after_cancel);
+}
+
+/* ---- request / reply ----------------------------------------------------------------- */
+
+static struct {
+    int64_t req;
+    int replies, timeouts, wrong_id;
+    uint64_t answer;
+} rr;
+
+typedef struct rr_state {
+    rt_actor *server;
+    int mode; /* 0: server answers; 1: server answers too late */
+} rr_state;
+
+static void rr_server(rt_actor *self, rt_msg *m)
+{
+    if (m->type == M_REQ) {
+        num *q = (num *)m;
+        if (q->from == 1) {
+            /* Answer late: keep the request and answer when the timer says. */
+            rt_take(self, m);
+            rt_send_after(self, 100, new_num(2, (uint64_t)(uintptr_t)m));
+            return;
+        }
+        rt_reply(m, new_num(0, q->seq * 2));
+    } else if (m->type == M_NUM) {
+        rt_msg *req = (rt_msg *)(uintptr_t)((num *)m)->seq;
+        rt_reply(req, new_num(0, 0));
+        rt_msg_free(req);
+    }
+}
+
+static void rr_client(rt_actor *self, rt_msg *m)
+{
+    rr_state *st = rt_state(self);
+    switch (m->type) {
+    case M_GO: {
+        num *q = RT_MSG_NEW(num, M_REQ);
+        q->from = (uint32_t)st->mode;
+        q->seq = 21;
+        rr.req = rt_request(self, st->server, &q->hdr, 50);
+        break;
+    }
+    case M_NUM:
+        if ((int64_t)m->req_id != rr.req)
+            rr.wrong_id++;
+        rr.replies++;
+        rr.answer = ((num *)m)->seq;
+        rt_send_after(self, 150, rt_msg_new(M_DONE, sizeof(rt_msg))); /* wait for a stray timeout */
+        break;
+    case RT_MSG_TIMEOUT:
+        if ((int64_t)m->req_id != rr.req)
+            rr.wrong_id++;
+        rr.timeouts++;
+        rt_send_after(self, 150, rt_msg_new(M_DONE, sizeof(rt_msg))); /* wait for the late reply */
+        break;
+    case M_DONE:
+        rt_system_stop(rt_actor_system(self));
+        break;
+    }
+}
+
+static void request_case(int mode)
+{
+    memset(&rr, 0, sizeof rr);
+    rt_system *sys = start(2);
+    CHECK(sys != NULL, "rt_system_create");
+    rt_actor *server = rt_spawn(sys, rr_server, NULL);
+    rt_actor_opts o = { .state_size = sizeof(rr_state) };
+    rt_actor *client = rt_spawn(sys, rr_client, &o);
+    *(rr_state *)rt_state(client) = (rr_state){ server, mode };
+    rt_send(client, rt_msg_new(M_GO, sizeof(rt_msg)));
+    rt_actor_release(client);
+    rt_actor_release(server);
+    finish(sys);
+    CHECK(!watchdog_fired, "watchdog");
+    CHECK(rr.req > 0, "rt_request returned %lld", (long long)rr.req);
+    CHECK(rr.wrong_id == 0, "a message carried the wrong request id");
+    if (mode == 0) {
+        CHECK(rr.replies == 1 && rr.timeouts == 0, "replies %d, timeouts %d", rr.replies, rr.timeouts);
+        CHECK(rr.answer == 42, "answer %llu", (unsigned long long)rr.answer);
+    } else {
+        CHECK(rr.replies == 0 && rr.timeouts == 1, "replies %d, timeouts %d (a late reply must be dropped)",
+            rr.replies, rr.timeouts);
+    }
+}
+
+static void request_reply(void)
+{
+    request_case(0);
+}
+
+static void request_timeout_drops_late_reply(void)
+{
+    request_case(1);
+}
+
+/* ---- monitoring ----------------------------------------------------------------------- */
+
+static struct {
+    uint64_t target_id, down_ids[2];
+    int downs, finalized;
+} mon;
+
+static void mon_target(rt_actor *self, rt_msg *m)
+{
+    (void)m;
+    rt_stop(self);
+}
+
+static void mon_target_final(rt_actor *self)
+{
+    (void)self;
+    mon.finalized++;
+}
+
+typedef struct mon_state {
+    rt_actor *target;
+} mon_state;
+
+static void mon_watcher(rt_actor *self, rt_msg *m)
+{
+    mon_state *st = rt_state(self);
+    if (m->type == M_GO) {
+        rt_monitor(self, st->target);
+        rt_send(st->target, rt_msg_new(M_NUM, sizeof(rt_msg)));
+    } else if (m->type == RT_MSG_DOWN) {
+        mon.down_ids[mon.downs++] = ((rt_down *)m)->actor_id;
+        if (mon.downs == 1)
+            rt_monitor(self, st->target); /* already dead: DOWN at once */
+        else
+            rt_system_stop(rt_actor_system(self));
+    }
+}
+
+static void mon_watcher_final(rt_actor *self)
+{
+    mon_state *st = rt_state(self);
+    rt_actor_release(st->target);
+}
+
+static void monitor_sees_stop(void)
+{
+    memset(&mon, 0, sizeof mon);
+    rt_system *sys = start(2);
+    CHECK(sys != NULL, "rt_system_create");
+    rt_actor_opts to = { .finalize = mon_target_final };
+    rt_actor *target = rt_spawn(sys, mon_target, &to);
+    mon.target_id = rt_actor_id(target);
+    rt_actor_opts wo = { .state_size = sizeof(mon_state), .finalize = mon_watcher_final };
+    rt_actor *w = rt_spawn(sys, mon_watcher, &wo);
+    ((mon_state *)rt_state(w))->target = target; /* the watcher owns this handle */
+    rt_send(w, rt_msg_new(M_GO, sizeof(rt_msg)));
+    rt_actor_release(w);
+    finish(sys);
+    CHECK(!watchdog_fired, "watchdog after %d downs", mon.downs);
+    CHECK(mon.downs == 2, "downs %d", mon.downs);
+    CHECK(mon.down_ids[0] == mon.target_id && mon.down_ids[1] == mon.target_id, "down ids");
+    CHECK(mon.finalized == 1, "finalizer ran %d times", mon.finalized);
+}
+
+/* ---- overload ----------------------------------------------------------------------------- */
+
+enum { HWM = 16 };
+
+static struct {
+    int got, shed_replies, replies, rejected;
+    rt_actor_stats stats;
+    uint64_t next;
+    int out_of_order;
+} ov;
+
+static void ov_sink(rt_actor *self, rt_msg *m)
+{
+    if (m->type == M_REQ) {
+        rt_reply(m, new_num(0, 0));
+    } else if (m->type == M_NUM) {
+        num *n = (num *)m;
+        if (n->seq != ov.next)
+            ov.out_of_order++;
+        ov.next = n->seq + 1;
+    }
+    ov.got++;
+    rt_actor_stats_get(self, &ov.stats);
+    if (m->type == M_DONE)
+        rt_system_stop(rt_actor_system(self));
+}
+
+static void overload_reject(void)
+{
+    memset(&ov, 0, sizeof ov);
+    rt_system *sys = start(1);
+    CHECK(sys != NULL, "rt_system_create");
+    rt_actor_opts o = { .pinned = true, .high_water = HWM, .policy = RT_OVERLOAD_REJECT };
+    rt_actor *s = rt_spawn(sys, ov_sink, &o);
+    for (int i = 0; i < 2 * HWM; i++) {
+        rt_msg *m = new_num(0, (uint64_t)i);
+        int rc = rt_send(s, m);
+        if (rc == RT_EOVERLOAD) {
+            ov.rejected++;
+            rt_msg_free(m); /* rejected: still ours */
+        }
+    }
+    rt_system_stop(sys); /* queued messages are still handled */
+    rt_actor_release(s);
+    finish(sys);
+    CHECK(ov.rejected == HWM, "rejected %d of %d", ov.rejected, 2 * HWM);
+    CHECK(ov.got == HWM, "handled %d", ov.got);
+    CHECK(ov.stats.rejected == HWM, "stats.rejected %llu", (unsigned long long)ov.stats.rejected);
+    CHECK(ov.stats.max_depth <= HWM + 1, "max depth %llu", (unsigned long long)ov.stats.max_depth);
+}
+
+typedef struct ov_client {
+    rt_actor *sink;
+} ov_client;
+
+static void shed_client(rt_actor *self, rt_msg *m)
+{
+    ov_client *c = rt_state(self);
+    switch (m->type) {
+    case M_GO:
+        for (int i = 0; i < 2 * HWM; i++)
+            rt_request(self, c->sink, rt_msg_new(M_REQ, sizeof(rt_msg)), 10000);
+        rt_send(c->sink, rt_msg_new(M_GO, sizeof(rt_msg))); /* shed too: over the mark */
+        break;
+    case RT_MSG_SHED:
+        ov.shed_replies++;
+        break;
+    case M_NUM:
+        ov.replies++;
+        break;
+    }
+    if (ov.replies + ov.shed_replies == 2 * HWM)
+        rt_system_stop(rt_actor_system(self));
+}
+
+static void overload_shed(void)
+{
+    memset(&ov, 0, sizeof ov);
+    rt_system *sys = start(1);
+    CHECK(sys != NULL, "rt_system_create");
+    rt_actor_opts so = { .pinned = true, .high_water = HWM, .policy = RT_OVERLOAD_SHED };
+    rt_actor *s = rt_spawn(sys, ov_sink, &so);
+    /* The client is pinned too, so it sends everything before the sink runs. */
+    rt_actor_opts co = { .pinned = true, .state_size = sizeof(ov_client) };
+    rt_actor *c = rt_spawn(sys, shed_client, &co);
+    ((ov_client *)rt_state(c))->sink = s;
+    rt_send(c, rt_msg_new(M_GO, sizeof(rt_msg)));
+    finish(sys);
+    CHECK(!watchdog_fired, "watchdog: %d replies, %d shed", ov.replies, ov.shed_replies);
+    CHECK(ov.replies == HWM, "replies %d", ov.replies);
+    CHECK(ov.shed_replies == HWM, "shed replies %d", ov.shed_replies);
+    CHECK(ov.stats.shed == HWM + 1, "stats.shed %llu", (unsigned long long)ov.stats.shed);
+    rt_actor_release(s);
+    rt_actor_release(c);
+}
+
+enum { MUTE_TOTAL = 5000, MUTE_SLICE = 8 };
+
+typedef struct mute_src {
+    rt_actor *sink;
+    uint64_t sent;
+} mute_src;
+
+static void mute_source(rt_actor *self, rt_msg *m)
+{
+    mute_src *s = rt_state(self);
+    (void)m;
+    for (int i = 0; i < MUTE_SLICE && s->sent < MUTE_TOTAL; i++)
+        rt_send(s->sink, new_num(0, s->sent++));
+    if (s->sent < MUTE_TOTAL)
+        rt_send(self, rt_msg_new(M_GO, sizeof(rt_msg)));
+    else
+        rt_send(s->sink, rt_msg_new(M_DONE, sizeof(rt_msg)));
+}
+
+static void overload_mute(void)
+{
+    memset(&ov, 0, sizeof ov);
+    rt_system *sys = start(2);
+    CHECK(sys != NULL, "rt_system_create");
+    /* A slow consumer on the loop thread, a fast producer on the pool. */
+    rt_actor_opts so = { .pinned = true, .high_water = HWM, .policy = RT_OVERLOAD_MUTE };
+    rt_actor *s = rt_spawn(sys, ov_sink, &so);
+    rt_actor_opts po = { .state_size = sizeof(mute_src) };
+    rt_actor *p = rt_spawn(sys, mute_source, &po);
+    ((mute_src *)rt_state(p))->sink = s;
+    rt_send(p, rt_msg_new(M_GO, sizeof(rt_msg)));
+    rt_actor_release(p);
+    finish(sys);
+    CHECK(!watchdog_fired, "watchdog: got %d", ov.got);
+    CHECK(ov.got == MUTE_TOTAL + 1, "got %d", ov.got);
+    CHECK(ov.out_of_order == 0, "out of order %d", ov.out_of_order);
+    /* The producer is muted after the slice that crossed the mark. */
+    CHECK(ov.stats.max_depth <= HWM + MUTE_SLICE + 1, "max depth %llu", (unsigned long long)ov.stats.max_depth);
+    CHECK(ov.stats.rejected == 0 && ov.stats.shed == 0, "mute never drops");
+    rt_actor_release(s);
+}
+
+/* ---- shutdown with messages in flight ----------------------------------------------------- */
+
+enum { RING = 64, TOKENS = 200, HOPS_BEFORE_STOP = 20000 };
+
+static struct {
+    int finalized;
+    _Atomic int hops;
+} sd;
+
+typedef struct ring_node {
+    rt_actor *next;
+} ring_node;
+
+static void ring_hop(rt_actor *self, rt_msg *m)
+{
+    ring_node *r = rt_state(self);
+    if (atomic_fetch_add(&sd.hops, 1) + 1 == HOPS_BEFORE_STOP)
+        rt_system_stop(rt_actor_system(self));
+    rt_send(r->next, m); /* forward the same message: no allocation */
+}
+
+static void ring_final(rt_actor *self)
+{
+    ring_node *r = rt_state(self);
+    rt_actor_release(r->next);
+    sd.finalized++;
+}
+
+static void shutdown_with_messages_in_flight(void)
+{
+    memset(&sd, 0, sizeof sd);
+    rt_system *sys = start(2);
+    CHECK(sys != NULL, "rt_system_create");
+    rt_actor *ring[RING];
+    rt_actor_opts o = { .state_size = sizeof(ring_node), .finalize = ring_final };
+    for (int i = 0; i < RING; i++)
+        ring[i] = rt_spawn(sys, ring_hop, &o);
+    for (int i = 0; i < RING; i++)
+        ((ring_node *)rt_state(ring[i]))->next = rt_actor_retain(ring[(i + 1) % RING]);
+    for (int i = 0; i < TOKENS; i++)
+        rt_send(ring[i % RING], rt_msg_new(M_TOKEN, sizeof(rt_msg)));
+    for (int i = 0; i < RING; i++)
+        rt_actor_release(ring[i]);
+    finish(sys);
+    CHECK(!watchdog_fired, "watchdog after %d hops", atomic_load(&sd.hops));
+    CHECK(atomic_load(&sd.hops) >= HOPS_BEFORE_STOP, "hops %d", atomic_load(&sd.hops));
+    CHECK(sd.finalized == RING, "finalized %d of %d", sd.finalized, RING);
+}
+
+int main(void)
+{
+    RUN(per_sender_fifo);
+    RUN(batch_fairness);
+    RUN(timers_fire_in_order);
+    RUN(periodic_timers);
+    RUN(request_reply);
+    RUN(request_timeout_drops_late_reply);
+    RUN(monitor_sees_stop);
+    RUN(overload_reject);
+    RUN(overload_shed);
+    RUN(overload_mute);
+    RUN(shutdown_with_messages_in_flight);
+    return CHECK_SUMMARY();
+}
