@@ -85,9 +85,11 @@ int pr_hello_verify(const pr_hello *h, const char *host, const uint8_t nonce[PR_
 int pr_complete_seal(pr_complete *c, uint8_t **payload, const pr_key *k, const char *host,
     uint64_t ts);
 
-/* The coordinator's check of a decoded completion from the node whose public
- * key is pk: clock skew, signature over c->payload, then the replay guard of
- * that node (which records the pair only when everything else passed). Pass
+/* The coordinator's check of a completion from the node whose public key is
+ * pk: clock skew, signature over c->payload, then the replay guard of that
+ * node (which records the pair only when everything else passed). c must be
+ * as pr_decode() left it: the replay nonce is read from c->batch, which is
+ * the decoding of c->payload, the bytes the signature covers. Pass
  * guard NULL to skip the replay check (tests, offline audit). Returns 0,
  * PR_EKEYLEN, PR_ESKEW, PR_ESIG, PR_EREPLAY, PR_EREPLAYOLD or PR_EINVAL. */
 int pr_complete_verify(const pr_complete *c, const uint8_t *pk, size_t pk_len,
