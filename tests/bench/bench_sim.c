@@ -1,0 +1,150 @@
+/*
+ * bench_sim.c — throughput of the simulation kernels, one thread:
+ * European call, arithmetic Asian with 252 fixings and the combat kernel
+ * on the CPU backend, the European call on OpenCL, and (native build)
+ * single-threaded numpy doing the same Monte Carlo in the same run
+ * (tests/bench/sim_numpy.py, run with /usr/bin/python3). The emcc build
+ * prints the same benchmarks with names ending in _wasm.
+ *
+ *   BENCH sim_european_cpu <paths/s> paths/s ...
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sim/sim.h"
+#include "sim/sim_json.h"
+
+#ifdef __EMSCRIPTEN__
+#define SUFFIX "wasm"
+#else
+#define SUFFIX "cpu"
+#endif
+
+static const char *european = "{\"S0\": 100, \"K\": 100, \"r\": 0.05, \"sigma\": 0.2, \"T\": 1}";
+static const char *asian252 = "{\"style\": \"asian_arithmetic\", \"S0\": 100, \"K\": 100, \"r\": 0.05, "
+                              "\"sigma\": 0.2, \"T\": 1, \"steps\": 252}";
+static const char *combat = "{\"power\": 10000, \"crit\": 2500, \"haste\": 2000, \"mastery\": 1500, "
+    "\"versatility\": 1000, \"fight_length\": 300, \"proc_chance\": 0.15, \"proc_resets\": \"strike\", "
+    "\"abilities\": [{\"name\": \"strike\", \"coefficient\": 2.5, \"cooldown\": 9, \"mastery\": true}, "
+    "{\"name\": \"bolt\", \"coefficient\": 1.8, \"cast_time\": 2, \"cooldown\": 6, \"hasted_cooldown\": true}, "
+    "{\"name\": \"burst\", \"coefficient\": 1.0, \"cooldown\": 30, \"gcd\": false}, "
+    "{\"name\": \"filler\", \"coefficient\": 0.7}]}";
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static sim_job *make(const char *kernel, const char *json)
+{
+    msgpack_sbuffer b;
+    sim_job *job = NULL;
+    char err[256];
+    msgpack_sbuffer_init(&b);
+    int rc = sim_json_to_msgpack(json, strlen(json), &b, err, sizeof err);
+    if (rc == 0)
+        rc = sim_job_create(&job, kernel, b.data, b.size, 2024, err, sizeof err);
+    msgpack_sbuffer_destroy(&b);
+    if (rc != 0) {
+        fprintf(stderr, "bench_sim: %s\n", err);
+        exit(1);
+    }
+    return job;
+}
+
+typedef int (*runner)(void *ctx, const sim_job *job, uint64_t first, uint64_t n, sim_stats *out);
+
+static int run_cpu(void *ctx, const sim_job *job, uint64_t first, uint64_t n, sim_stats *out)
+{
+    (void)ctx;
+    return sim_run_cpu(job, first, n, out);
+}
+
+/* Items per second: doubles the item count until one run takes at least
+ * min_s, then reports the best of three runs of that size. */
+static double items_per_s(runner r, void *ctx, const sim_job *job, uint64_t n, double min_s)
+{
+    sim_stats out[SIM_MAX_OUT];
+    double t;
+    for (;;) {
+        t = now();
+        if (r(ctx, job, 0, n, out) != 0)
+            return 0;
+        t = now() - t;
+        if (t >= min_s || n >= (UINT64_C(1) << 40))
+            break;
+        n *= 2;
+    }
+    double best = t;
+    for (int i = 0; i < 2; i++) {
+        double t0 = now();
+        r(ctx, job, n, n, out); /* a different range: no caching anywhere */
+        double dt = now() - t0;
+        best = dt < best ? dt : best;
+    }
+    return (double)n / best;
+}
+
+#ifndef __EMSCRIPTEN__
+static int run_cl(void *ctx, const sim_job *job, uint64_t first, uint64_t n, sim_stats *out)
+{
+    return sim_cl_run(ctx, job, first, n, out);
+}
+
+/* Runs the numpy benchmark and passes its BENCH lines through; returns its
+ * paths/s, or 0 when numpy is missing. */
+static double numpy(void)
+{
+    double v = 0;
+    char line[256];
+    FILE *p = popen("/usr/bin/python3 tests/bench/sim_numpy.py 2>&1", "r");
+    if (p == NULL)
+        return 0;
+    while (fgets(line, sizeof line, p) != NULL) {
+        fputs(line, stdout);
+        double x;
+        if (sscanf(line, "BENCH sim_european_numpy %lf", &x) == 1)
+            v = x;
+    }
+    pclose(p);
+    return v;
+}
+#endif
+
+int main(void)
+{
+    sim_job *eu = make("option", european), *as = make("option", asian252), *cb = make("combat", combat);
+    double e = items_per_s(run_cpu, NULL, eu, 1 << 20, 1.0);
+    printf("BENCH sim_european_%s %.4g paths/s\n", SUFFIX, e);
+    fflush(stdout);
+    double a = items_per_s(run_cpu, NULL, as, 1 << 12, 1.0);
+    printf("BENCH sim_asian252_%s %.4g paths/s\n", SUFFIX, a);
+    fflush(stdout);
+    double c = items_per_s(run_cpu, NULL, cb, 1 << 10, 1.0);
+    printf("BENCH sim_combat_%s %.4g iterations/s\n", SUFFIX, c);
+    fflush(stdout);
+#ifndef __EMSCRIPTEN__
+    sim_cl *cl = NULL;
+    char err[4096];
+    if (sim_cl_create(&cl, err, sizeof err) == 0) {
+        double o = items_per_s(run_cl, cl, eu, 1 << 20, 1.0);
+        printf("BENCH sim_european_opencl %.4g paths/s\n", o);
+        printf("# OpenCL device: %s; CPU figures are one thread\n", sim_cl_device(cl));
+        sim_cl_destroy(cl);
+    } else {
+        fprintf(stderr, "bench_sim: no OpenCL: %s\n", err);
+    }
+    fflush(stdout);
+    double np = numpy();
+    if (np > 0)
+        printf("BENCH sim_european_cpu_over_numpy %.3g ratio\n", e / np);
+#endif
+    sim_job_destroy(eu);
+    sim_job_destroy(as);
+    sim_job_destroy(cb);
+    return 0;
+}
