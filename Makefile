@@ -138,8 +138,10 @@ $(BUILD)/wasm/%.js: tests/wasm/%.c $(WASM_LIB_SRC) | $(DEPS_MK) $(SYSROOT)/.comp
 	$(emcc_link)
 $(BUILD)/wasm/%.js: tests/bench/%.c $(WASM_LIB_SRC) | $(DEPS_MK) $(SYSROOT)/.complete
 	$(emcc_link)
+# Check programs block in rt_system_run(), which under emcc yields to the
+# host's event loop through Asyncify.
 $(BUILD)/wasm/%.js: tests/check/%.c $(WASM_LIB_SRC) | $(DEPS_MK) $(SYSROOT)/.complete
-	$(emcc_link)
+	$(emcc_link) -sASYNCIFY -DRT_WASM_BLOCKING_RUN
 
 # ---- CUDA (sim/) ----
 # When nvcc exists (on PATH or in /usr/local/cuda/bin), sim/kernels.cu (the
