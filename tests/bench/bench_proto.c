@@ -8,7 +8,8 @@
  *                 verify, replay guard), ops/s
  *   proto_codec_chunk_share  codec cost of one chunk result as a share of
  *                 one batch verification (target: at most 10 %)
- * One core each.
+ * One core each. Built natively and with emcc (names then end in _wasm),
+ * since browser nodes run the same code.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,12 @@
 #include "proto/msg.h"
 #include "proto/replay.h"
 #include "proto/sign.h"
+
+#ifdef __EMSCRIPTEN__
+#define SUFFIX "_wasm"
+#else
+#define SUFFIX ""
+#endif
 
 #define NRESULTS 32
 #define HOST "farm.example.org"
@@ -141,11 +148,11 @@ int main(void)
         fail("replay_create", rc);
 
     double c = rate(codec), s = rate(sign), v = rate(verify);
-    printf("BENCH proto_codec %.0f frames/s\n", c);
-    printf("BENCH proto_sign %.0f ops/s\n", s);
-    printf("BENCH proto_verify %.0f ops/s\n", v);
+    printf("BENCH proto_codec%s %.0f frames/s\n", SUFFIX, c);
+    printf("BENCH proto_sign%s %.0f ops/s\n", SUFFIX, s);
+    printf("BENCH proto_verify%s %.0f ops/s\n", SUFFIX, v);
     /* (1/c)/NRESULTS seconds of codec per chunk, against 1/v per verify. */
-    printf("BENCH proto_codec_chunk_share %.2f percent\n", 100.0 * v / (c * NRESULTS));
+    printf("BENCH proto_codec_chunk_share%s %.2f percent\n", SUFFIX, 100.0 * v / (c * NRESULTS));
     fprintf(stderr, "# frame of %d results: %zu bytes\n", NRESULTS, frame_len);
 
     pr_replay_destroy(guard);
