@@ -115,6 +115,13 @@ $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
+# The C++ Actor Framework versions of the runtime benchmarks, for
+# `make bench-compare` only (Debian's libcaf-dev).
+CXX ?= g++
+$(BUILD)/bench/caf_bench: tests/bench/caf_bench.cpp | $(DEPS_MK)
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 -O2 -Wall $< -lcaf_core -lpthread -o $@
+
 # ---- WebAssembly ------------------------------------------------------------
 # The sysroot lives outside the clone, keyed by the toolchain and library
 # versions; its .complete marker is the make target, so it is built once.
@@ -190,7 +197,7 @@ $(SYSROOT)/.complete:
 	scripts/wasm-sysroot.sh
 
 # ---- targets ------------------------------------------------------------------
-.PHONY: all test run wasm web bench fuzz asan tsan clean help deps
+.PHONY: all test run wasm web bench bench-compare fuzz asan tsan clean help deps
 
 all: $(DEPS_MK) $(BIN) $(UNIT_BIN) $(CHECK_BIN) $(WASM_NATIVE) $(BENCH_BIN) ## build the simfarm binary, tests and benchmarks
 
@@ -213,6 +220,9 @@ web: $(DEPS_MK) $(NPM_DIRS:%=%/node_modules/.package-lock.json) ## install the n
 
 bench: all wasm ## run every benchmark, or one with ONLY=<name>; prints BENCH lines
 	BUILD=$(BUILD) scripts/bench.sh $(ONLY)
+
+bench-compare: $(BUILD)/bench/bench_rt $(BUILD)/bench/caf_bench ## run the runtime benchmarks and the same workloads on CAF, in one run
+	BUILD=$(BUILD) scripts/bench-compare.sh
 
 fuzz: $(FUZZ_BIN) ## run each libFuzzer harness for FUZZ_SECONDS (default 60)
 	BUILD=$(BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh

@@ -19,7 +19,7 @@ PACKAGES=(
     libpq-dev postgresql postgresql-client
     ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
     emscripten node-acorn binaryen
-    libcriterion-dev
+    libcriterion-dev libcaf-dev g++
     chromium
     nodejs npm
     clang llvm libclang-rt-14-dev
