@@ -253,6 +253,7 @@ typedef struct rt_system_stats {
     uint64_t messages;      /* handled, all actors */
     uint64_t steals;        /* actors taken from another worker's queue */
     uint64_t parks;         /* times a worker went to sleep */
+    uint64_t parked;        /* workers asleep now */
     uint64_t loop_wakeups;  /* loop-thread wake-ups handled (coalesced) */
 } rt_system_stats;
 void rt_system_stats_get(rt_system *sys, rt_system_stats *out);

@@ -627,5 +627,6 @@ void rt_system_stats_get(rt_system *sys, rt_system_stats *out)
     out->messages = atomic_load_explicit(&sys->c.messages, memory_order_relaxed);
     out->steals = atomic_load_explicit(&sys->steals, memory_order_relaxed);
     out->parks = atomic_load_explicit(&sys->parks, memory_order_relaxed);
+    out->parked = atomic_load_explicit(&sys->nparked, memory_order_relaxed);
     out->loop_wakeups = atomic_load_explicit(&sys->loop_wakeups, memory_order_relaxed);
 }

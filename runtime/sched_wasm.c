@@ -183,5 +183,6 @@ void rt_system_stats_get(rt_system *sys, rt_system_stats *out)
     out->messages = sys->c.messages;
     out->steals = 0;
     out->parks = 0;
+    out->parked = 0;
     out->loop_wakeups = sys->drains;
 }

@@ -22,7 +22,7 @@ PACKAGES=(
     libcriterion-dev libcaf-dev g++
     chromium
     nodejs npm
-    clang llvm libclang-rt-14-dev
+    clang llvm libclang-rt-14-dev valgrind
 )
 
 die() { echo "install-deps: $*" >&2; exit 1; }

@@ -7,9 +7,10 @@
 #
 # Suites: unit (Criterion programs and check.h programs), asan (both under
 # AddressSanitizer and UBSan), tsan (the check.h programs under
-# ThreadSanitizer), wasm (emcc builds
-# under node, compared with the native builds), integration (real processes
-# and a real PostgreSQL), browser (Playwright driving Debian's Chromium).
+# ThreadSanitizer), valgrind (the check.h programs but the stress ones under
+# memcheck, leaks included), wasm (emcc builds under node, compared with the
+# native builds), integration (real processes and a real PostgreSQL),
+# browser (Playwright driving Debian's Chromium).
 # A suite that cannot run — a tool or a build output missing — counts as a
 # failure, never as a skip. Exit status: 0 when nothing failed.
 set -uo pipefail
@@ -17,7 +18,7 @@ set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 export BUILD=${BUILD:-build}
-ALL_SUITES=(unit asan tsan wasm integration browser)
+ALL_SUITES=(unit asan tsan valgrind wasm integration browser)
 suites=("$@")
 [ ${#suites[@]} -gt 0 ] || suites=("${ALL_SUITES[@]}")
 
@@ -116,6 +117,20 @@ for suite in "${suites[@]}"; do
             ASAN_OPTIONS=abort_on_error=0:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
         ;;
     tsan) run_binaries tsan "$BUILD/tsan/tests/check" TSAN_OPTIONS=halt_on_error=1:exitcode=66 ;;
+    valgrind)
+        if ! command -v valgrind >/dev/null; then
+            record valgrind 0 1 "valgrind missing: run scripts/install-deps.sh"
+        else
+            # The check programs but the stress ones (millions of messages).
+            suite_pass=0 suite_fail=0
+            for b in "$BUILD"/tests/check/check_*; do
+                case "$b" in *_stress) continue ;; esac
+                run_program "$logdir/valgrind-$(basename "$b").log" valgrind -q --leak-check=full \
+                    --errors-for-leak-kinds=definite,indirect --error-exitcode=9 "$b"
+            done
+            record valgrind "$suite_pass" "$suite_fail"
+        fi
+        ;;
     wasm) run_node_tests wasm tests/wasm/*.test.mjs ;;
     integration) run_node_tests integration tests/integration/*.test.mjs ;;
     browser)

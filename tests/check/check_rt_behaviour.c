@@ -616,6 +616,52 @@ static void shutdown_with_messages_in_flight(void)
     CHECK(sd.finalized == RING, "finalized %d of %d", sd.finalized, RING);
 }
 
+/* ---- idle workers sleep ------------------------------------------------------------------ */
+
+static struct {
+    rt_system_stats stats;
+    double cpu_ms;
+} idle;
+
+static double cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Pinned: it runs on the loop thread and reads the pool's state there. */
+static void idle_probe(rt_actor *self, rt_msg *m)
+{
+    if (m->type == M_GO) {
+        idle.cpu_ms = cpu_ms();
+        rt_send_after(self, 200, rt_msg_new(M_DONE, sizeof(rt_msg)));
+        return;
+    }
+    idle.cpu_ms = cpu_ms() - idle.cpu_ms;
+    rt_system_stats_get(rt_actor_system(self), &idle.stats);
+    rt_system_stop(rt_actor_system(self));
+}
+
+static void idle_workers_sleep(void)
+{
+    memset(&idle, 0, sizeof idle);
+    rt_system *sys = start(2);
+    CHECK(sys != NULL, "rt_system_create");
+    rt_actor_opts o = { .pinned = true };
+    rt_actor *p = rt_spawn(sys, idle_probe, &o);
+    /* Give the pool nothing for 50 ms first, then measure 200 ms of idling. */
+    rt_send_after(p, 50, rt_msg_new(M_GO, sizeof(rt_msg)));
+    rt_actor_release(p);
+    finish(sys);
+    CHECK(!watchdog_fired, "watchdog");
+#ifndef __EMSCRIPTEN__
+    CHECK(idle.stats.parked == 2, "%llu of 2 workers asleep", (unsigned long long)idle.stats.parked);
+    /* Two spinning workers would use ~400 ms of CPU in 200 ms. */
+    CHECK(idle.cpu_ms < 100, "%.1f ms of CPU in 200 ms of idling", idle.cpu_ms);
+#endif
+}
+
 int main(void)
 {
     RUN(per_sender_fifo);
@@ -629,5 +675,6 @@ int main(void)
     RUN(overload_shed);
     RUN(overload_mute);
     RUN(shutdown_with_messages_in_flight);
+    RUN(idle_workers_sleep);
     return CHECK_SUMMARY();
 }
