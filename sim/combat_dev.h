@@ -88,7 +88,7 @@ SIM_FN double sim_stream_u01(sim_stream *s)
 }
 
 /* Damage per second of one iteration under variant v. */
-SIM_FN double sim_combat_dps(const sim_combat_params *p, const sim_combat_var *v, sim_u64 item,
+SIM_FN_OUTLINE double sim_combat_dps(const sim_combat_params *p, const sim_combat_var *v, sim_u64 item,
     sim_u32 k0, sim_u32 k1)
 {
     sim_stream s_len, s_crit, s_proc;

@@ -18,9 +18,11 @@
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #pragma OPENCL FP_CONTRACT OFF
 typedef uint sim_u32;
+typedef int sim_i32;
 typedef ulong sim_u64;
 typedef long sim_i64;
 #define SIM_FN static inline
+#define SIM_FN_OUTLINE static inline
 #define sim_f64_from_bits(u) as_double((sim_u64)(u))
 #define sim_f64_bits(d) as_ulong((double)(d))
 #define sim_sqrt(x) sqrt((double)(x))
@@ -29,9 +31,11 @@ typedef long sim_i64;
 #elif defined(__CUDACC__)
 #include <stdint.h>
 typedef uint32_t sim_u32;
+typedef int32_t sim_i32;
 typedef uint64_t sim_u64;
 typedef int64_t sim_i64;
 #define SIM_FN static __device__ __forceinline__
+#define SIM_FN_OUTLINE static __device__
 #define sim_f64_from_bits(u) __longlong_as_double((long long)(u))
 #define sim_f64_bits(d) ((sim_u64)__double_as_longlong(d))
 #define sim_sqrt(x) __dsqrt_rn(x)
@@ -42,9 +46,13 @@ typedef int64_t sim_i64;
 #include <stdint.h>
 #include <string.h>
 typedef uint32_t sim_u32;
+typedef int32_t sim_i32;
 typedef uint64_t sim_u64;
 typedef int64_t sim_i64;
-#define SIM_FN static inline
+/* Forced inline so that the CPU loops' per-ISA clones (sim_int.h) get their
+ * own vector code for everything they call; the rare paths stay outlined. */
+#define SIM_FN static inline __attribute__((always_inline))
+#define SIM_FN_OUTLINE static inline
 #define SIM_ASSERT(c) assert(c)
 static inline double sim_f64_from_bits(uint64_t u)
 {
@@ -76,7 +84,8 @@ static inline uint64_t sim_f64_bits(double d)
 /* Every fixed-point term is kept below 2^56 in magnitude, so up to 127 terms
  * can be summed in an int64 before they are folded into 192 bits. */
 #define SIM_FIX_LIMIT 72057594037927936.0 /* 2^56 */
-#define SIM_FIX_MAX ((sim_i64)0x00ffffffffffffff)
+#define SIM_FIX_CLAMP 72057594037927920.0 /* 2^56 - 16, exact in double */
+#define SIM_FIX_MAX ((sim_i64)0x00ffffffffffffff) /* above any clamped value */
 
 /* ---- Philox4x32-10 (Salmon et al., SC'11) --------------------------------- */
 
@@ -107,20 +116,55 @@ SIM_FN sim_u32x4 sim_philox(sim_u32 c0, sim_u32 c1, sim_u32 c2, sim_u32 c3, sim_
     return out;
 }
 
+/* Philox blocks for the counters (c0, c1, lo(b), hi(b)), b = blk0 .. blk0 +
+ * SIM_W/4 - 1: word w of block b goes to out[4 b + w]. The same rounds as
+ * sim_philox, laid out so compilers run the blocks side by side. */
+SIM_FN void sim_philox_blocks(sim_u32 c0, sim_u32 c1, sim_u64 blk0, sim_u32 k0, sim_u32 k1, sim_u32 *out)
+{
+    /* 32-bit words held in 64-bit lanes: the products then need no
+     * widening, which vector units handle better */
+    sim_u64 x0[SIM_W / 4], x1[SIM_W / 4], x2[SIM_W / 4], x3[SIM_W / 4];
+    const sim_u64 lo32 = 0xffffffffu;
+    for (int b = 0; b < SIM_W / 4; b++) {
+        sim_u64 blk = blk0 + (sim_u64)b;
+        x0[b] = c0;
+        x1[b] = c1;
+        x2[b] = blk & lo32;
+        x3[b] = blk >> 32;
+    }
+    sim_u64 ka = k0, kb = k1;
+    for (int r = 0; r < 10; r++) {
+        for (int b = 0; b < SIM_W / 4; b++) {
+            sim_u64 p0 = 0xD2511F53u * x0[b];
+            sim_u64 p1 = 0xCD9E8D57u * x2[b];
+            sim_u64 n0 = (p1 >> 32) ^ x1[b] ^ ka;
+            sim_u64 n2 = (p0 >> 32) ^ x3[b] ^ kb;
+            x1[b] = p1 & lo32;
+            x3[b] = p0 & lo32;
+            x0[b] = n0;
+            x2[b] = n2;
+        }
+        ka = (ka + 0x9E3779B9u) & lo32;
+        kb = (kb + 0xBB67AE85u) & lo32;
+    }
+    for (int b = 0; b < SIM_W / 4; b++) {
+        out[4 * b + 0] = (sim_u32)x0[b];
+        out[4 * b + 1] = (sim_u32)x1[b];
+        out[4 * b + 2] = (sim_u32)x2[b];
+        out[4 * b + 3] = (sim_u32)x3[b];
+    }
+}
+
 /* Uniform in the open interval (0, 1) from one 32-bit word: (w + 1/2) 2^-32,
- * exact in double. */
+ * exact in double. The word goes through a signed conversion (w - 2^31 as
+ * int32, then + 2^31 exactly) because vector units convert signed 32-bit
+ * integers, not unsigned ones. */
 SIM_FN double sim_u01(sim_u32 w)
 {
-    return ((double)w + 0.5) * 2.3283064365386962890625e-10;
+    return ((double)(sim_i32)(w ^ 0x80000000u) + 2147483648.5) * 2.3283064365386962890625e-10;
 }
 
 /* ---- deterministic math ---------------------------------------------------- */
-
-/* 2^k for an integer k in [-1022, 1023], built from its bits. */
-SIM_FN double sim_pow2i(sim_i64 k)
-{
-    return sim_f64_from_bits((sim_u64)(k + 1023) << 52);
-}
 
 /* e^x. Inputs above 709 give e^709; below -708 give 0. Error under 1 ulp
  * over the range the kernels use (tests compare with the C library). */
@@ -132,7 +176,9 @@ SIM_FN double sim_exp(double x)
     const double shift = 6755399441055744.0; /* 1.5 * 2^52: rounds to an integer */
     double xc = x > 709.0 ? 709.0 : x;
     xc = xc < -708.0 ? -708.0 : xc;
-    double kd = (xc * inv_ln2 + shift) - shift;
+    /* t = k + 1.5 * 2^52 holds k = round(x / ln 2) in its low mantissa bits */
+    double t = xc * inv_ln2 + shift;
+    double kd = t - shift;
     double r = (xc - kd * ln2_hi) - kd * ln2_lo;
     /* Taylor series to r^13 / 13!, |r| <= 0.35: truncation below 2^-60. */
     double p = 1.0 / 6227020800.0;
@@ -149,7 +195,10 @@ SIM_FN double sim_exp(double x)
     p = p * r + 0.5;
     p = p * r + 1.0;
     p = p * r + 1.0;
-    double y = p * sim_pow2i((sim_i64)kd);
+    /* 2^k from the bits: k + 1023 lies in [1, 2046], so its low 12 bits
+     * shifted into the exponent field make 2^k exactly */
+    double two_k = sim_f64_from_bits((sim_f64_bits(t) + 1023u) << 52);
+    double y = p * two_k;
     return x < -708.0 ? 0.0 : y;
 }
 
@@ -165,9 +214,9 @@ SIM_FN double sim_log(double x)
     const double lg5 = 1.818357216161805012e-01, lg6 = 1.531383769920937332e-01;
     const double lg7 = 1.479819860511658591e-01;
     sim_u64 b = sim_f64_bits(x);
-    sim_i64 e = (sim_i64)((b >> 52) & 0x7ff) - 1023;
+    sim_i32 e = (sim_i32)((b >> 52) & 0x7ff) - 1023;
     double m = sim_f64_from_bits((b & 0x000fffffffffffffull) | 0x3ff0000000000000ull);
-    sim_i64 big = m > 1.4142135623730951 ? 1 : 0;
+    sim_i32 big = m > 1.4142135623730951 ? 1 : 0;
     m = big ? m * 0.5 : m;
     double ed = (double)(e + big);
     double f = m - 1.0; /* exact: m is within a factor 2 of 1 */
@@ -179,6 +228,24 @@ SIM_FN double sim_log(double x)
     double rr = t2 + t1;
     double hfsq = 0.5 * f * f;
     return ed * ln2_hi - ((hfsq - (s * (hfsq + rr) + ed * ln2_lo)) - f);
+}
+
+/* Square root of a positive normal x from multiplications alone: an
+ * inverse square root guessed from the bits, four Newton steps (error
+ * 3%, then about 2e-3, 5e-6, 3e-11, below rounding), and a last step on
+ * the root. Within an ulp or two of the IEEE result, and unlike the
+ * library's sqrt it carries no errno branch, so loops around it vectorize;
+ * every backend runs these same operations. */
+SIM_FN double sim_sqrt_nr(double x)
+{
+    double y = sim_f64_from_bits(0x5FE6EB50C7B537A9ull - (sim_f64_bits(x) >> 1));
+    double hx = 0.5 * x;
+    y = y * (1.5 - hx * y * y);
+    y = y * (1.5 - hx * y * y);
+    y = y * (1.5 - hx * y * y);
+    y = y * (1.5 - hx * y * y);
+    double r = x * y;
+    return r + 0.5 * y * (x - r * r);
 }
 
 /* Central region of the inverse normal CDF (Wichura's AS241, PPND16), for
@@ -197,22 +264,28 @@ SIM_FN double sim_ninv_central(double q)
     return q * num / den;
 }
 
+/* The r <= 5 branch of sim_ninv_tail, without the sign. */
+SIM_FN double sim_ninv_tail_cd(double r)
+{
+    r = r - 1.6;
+    double v = ((((((7.74545014278341407640e-4 * r + 2.27238449892691845833e-2) * r +
+        2.41780725177450611770e-1) * r + 1.27045825245236838258e+0) * r +
+        3.64784832476320460504e+0) * r + 5.76949722146069140550e+0) * r +
+        4.63033784615654529590e+0) * r + 1.42343711074968357734e+0;
+    return v / (((((((1.05075007164441684324e-9 * r + 5.47593808499534494600e-4) * r +
+        1.51986665636164571966e-2) * r + 1.48103976427480074590e-1) * r +
+        6.89767334985100004550e-1) * r + 1.67638483018380384940e+0) * r +
+        2.05319162663775882187e+0) * r + 1.0);
+}
+
 /* Tails of AS241, for |p - 1/2| > 0.425. */
-SIM_FN double sim_ninv_tail(double p)
+SIM_FN_OUTLINE double sim_ninv_tail(double p)
 {
     double q = p - 0.5;
-    double r = sim_sqrt(-sim_log(q < 0.0 ? p : 1.0 - p));
+    double r = sim_sqrt_nr(-sim_log(q < 0.0 ? p : 1.0 - p));
     double v;
     if (r <= 5.0) {
-        r = r - 1.6;
-        v = ((((((7.74545014278341407640e-4 * r + 2.27238449892691845833e-2) * r +
-            2.41780725177450611770e-1) * r + 1.27045825245236838258e+0) * r +
-            3.64784832476320460504e+0) * r + 5.76949722146069140550e+0) * r +
-            4.63033784615654529590e+0) * r + 1.42343711074968357734e+0;
-        v = v / (((((((1.05075007164441684324e-9 * r + 5.47593808499534494600e-4) * r +
-            1.51986665636164571966e-2) * r + 1.48103976427480074590e-1) * r +
-            6.89767334985100004550e-1) * r + 1.67638483018380384940e+0) * r +
-            2.05319162663775882187e+0) * r + 1.0);
+        v = sim_ninv_tail_cd(r);
     } else {
         r = r - 5.0;
         v = ((((((2.01033439929228813265e-7 * r + 2.71155556874348757815e-5) * r +
@@ -240,19 +313,22 @@ SIM_FN double sim_normal(sim_u32 w)
     return sim_ninv(sim_u01(w));
 }
 
-/* Fills z[0..SIM_W) with normals from words w[0..SIM_W): the central
- * formula for every lane first (a loop compilers vectorize), then the tails
- * one by one. Same bits as sim_normal on each lane. */
+/* Fills z[0..SIM_W) with normals from words w[0..SIM_W), the same bits as
+ * sim_normal on each lane, without branches so that compilers vectorize
+ * it: every lane computes both the central and the tail formula. Words
+ * give p >= 2^-33, so r = sqrt(-log p) < 4.8 and the tail is always the
+ * r <= 5 branch. */
 SIM_FN void sim_normals(const sim_u32 *w, double *z)
 {
-    double u[SIM_W];
     for (int l = 0; l < SIM_W; l++) {
-        u[l] = sim_u01(w[l]);
-        z[l] = sim_ninv_central(u[l] - 0.5);
+        double u = sim_u01(w[l]);
+        double q = u - 0.5;
+        double c = sim_ninv_central(q);
+        double r = sim_sqrt_nr(-sim_log(q < 0.0 ? u : 1.0 - u));
+        double t = sim_ninv_tail_cd(r);
+        t = q < 0.0 ? -t : t;
+        z[l] = sim_fabs(q) <= 0.425 ? c : t;
     }
-    for (int l = 0; l < SIM_W; l++)
-        if (sim_fabs(u[l] - 0.5) > 0.425)
-            z[l] = sim_ninv_tail(u[l]);
 }
 
 /* ---- fixed-point accumulation ------------------------------------------------ */
@@ -279,7 +355,7 @@ typedef struct sim_acc {
     sim_u64 sum[3];   /* 192-bit two's complement, sum of truncated value * scale */
     sim_u64 sumsq[3]; /* 192-bit, sum of truncated value^2 * sq_scale */
     sim_i64 min, max; /* fixed point, like sum */
-    sim_u64 saturated; /* values clamped to +-(2^56 - 1) or NaN */
+    sim_u64 saturated; /* values clamped to +-(2^56 - 16), or NaN */
     sim_u64 hist[SIM_HIST_BINS + 2]; /* [0] below, [1..BINS] in range, [BINS+1] above */
 } sim_acc;
 
@@ -311,25 +387,25 @@ SIM_FN void sim_add192(sim_u64 *w, sim_i64 v)
     w[2] = w[2] + ext + c1;
 }
 
-/* value * scale, truncated, clamped to +-(2^56 - 1); *sat is set when the
- * value was clamped or NaN (NaN counts as 0). */
+/* value * scale truncated toward zero; values beyond +-2^56 are clamped to
+ * +-(2^56 - 16) and NaN to 0, and *sat is set for both. */
 SIM_FN sim_i64 sim_fix(double y, int *sat)
 {
-    if (y < SIM_FIX_LIMIT && y > -SIM_FIX_LIMIT)
-        return (sim_i64)y;
-    *sat = 1;
-    return y > 0.0 ? SIM_FIX_MAX : (y < 0.0 ? -SIM_FIX_MAX : 0);
+    int bad = !(y < SIM_FIX_LIMIT && y > -SIM_FIX_LIMIT);
+    double yc = y != y ? 0.0 : y;
+    yc = yc < SIM_FIX_LIMIT ? yc : SIM_FIX_CLAMP;
+    yc = yc > -SIM_FIX_LIMIT ? yc : -SIM_FIX_CLAMP;
+    *sat |= bad;
+    return (sim_i64)yc;
 }
 
 /* Histogram slot of x: 0 below (or NaN), 1..BINS inside, BINS+1 above. */
 SIM_FN int sim_hist_slot(const sim_layout *L, double x)
 {
     double b = (x - L->hist_lo) * L->hist_inv_width;
-    if (!(b >= 0.0))
-        return 0;
-    if (b >= (double)SIM_HIST_BINS)
-        return SIM_HIST_BINS + 1;
-    return 1 + (int)b;
+    /* clamp before converting: -1 below or NaN, BINS above */
+    double bc = b >= 0.0 ? (b < (double)SIM_HIST_BINS ? b : (double)SIM_HIST_BINS) : -1.0;
+    return 1 + (int)bc;
 }
 
 /* Adds one value to an accumulator. */

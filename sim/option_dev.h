@@ -87,73 +87,64 @@ SIM_FN void sim_option_group(const sim_option_params *p, sim_u32 k0, sim_u32 k1,
             }
 
     for (sim_i64 j = 0; j < p->steps; j++) {
-        for (int b = 0; b < SIM_W / 4; b++) {
-            sim_u64 blk = (g0 >> 2) + (sim_u64)b;
-            sim_u32x4 r = sim_philox((sim_u32)j, SIM_OPT_STREAM, (sim_u32)blk,
-                (sim_u32)(blk >> 32), k0, k1);
-            w[4 * b + 0] = r.v[0];
-            w[4 * b + 1] = r.v[1];
-            w[4 * b + 2] = r.v[2];
-            w[4 * b + 3] = r.v[3];
-        }
+        sim_philox_blocks((sim_u32)j, SIM_OPT_STREAM, g0 >> 2, k0, k1, w);
         sim_normals(w, z);
         for (int a = 0; a < na; a++) {
             const double sgn = a ? -1.0 : 1.0;
             for (int c = 0; c < nsc; c++) {
                 const double mu = p->scen[c].drift_dt, vol = p->scen[c].vol_sqrt_dt;
                 double *ls = lns[a][c], *ac = acc[a][c], *ht = hit[a][c];
-                switch (p->style) {
-                case SIM_OPT_ASIAN_ARITH:
-                    for (int l = 0; l < SIM_W; l++) {
-                        ls[l] = ls[l] + (mu + vol * (sgn * z[l]));
-                        ac[l] = ac[l] + sim_exp(ls[l]);
-                    }
-                    break;
-                case SIM_OPT_ASIAN_GEOM:
-                    for (int l = 0; l < SIM_W; l++) {
-                        ls[l] = ls[l] + (mu + vol * (sgn * z[l]));
-                        ac[l] = ac[l] + ls[l];
-                    }
-                    break;
-                case SIM_OPT_BARRIER:
-                    for (int l = 0; l < SIM_W; l++) {
-                        ls[l] = ls[l] + (mu + vol * (sgn * z[l]));
-                        double crossed = (p->barrier_flags & SIM_OPT_UP) ? (ls[l] >= p->ln_barrier ? 1.0 : 0.0)
-                                                                       : (ls[l] <= p->ln_barrier ? 1.0 : 0.0);
-                        ht[l] = ht[l] > crossed ? ht[l] : crossed;
-                    }
-                    break;
-                default:
+                for (int l = 0; l < SIM_W; l++)
+                    ls[l] = ls[l] + (mu + vol * (sgn * z[l]));
+                if (p->style == SIM_OPT_ASIAN_ARITH) {
                     for (int l = 0; l < SIM_W; l++)
-                        ls[l] = ls[l] + (mu + vol * (sgn * z[l]));
-                    break;
+                        ac[l] = ac[l] + sim_exp(ls[l]);
+                } else if (p->style == SIM_OPT_ASIAN_GEOM) {
+                    for (int l = 0; l < SIM_W; l++)
+                        ac[l] = ac[l] + ls[l];
+                } else if (p->style == SIM_OPT_BARRIER) {
+                    const double lb = p->ln_barrier;
+                    if (p->barrier_flags & SIM_OPT_UP)
+                        for (int l = 0; l < SIM_W; l++)
+                            ht[l] = ls[l] >= lb ? 1.0 : ht[l];
+                    else
+                        for (int l = 0; l < SIM_W; l++)
+                            ht[l] = ls[l] <= lb ? 1.0 : ht[l];
                 }
             }
         }
     }
 
+    /* Payoffs: x is the underlying at expiry, or the average. */
     double val[SIM_OPT_MAXSC][SIM_W];
-    for (int c = 0; c < nsc; c++)
-        for (int l = 0; l < SIM_W; l++) {
-            double sum = 0.0;
-            for (int a = 0; a < na; a++) {
-                double x;
-                switch (p->style) {
-                case SIM_OPT_ASIAN_ARITH: x = acc[a][c][l] * p->inv_steps; break;
-                case SIM_OPT_ASIAN_GEOM: x = sim_exp(acc[a][c][l] * p->inv_steps); break;
-                default: x = sim_exp(lns[a][c][l]); break;
-                }
-                double f = sim_option_payoff(p, x);
-                if (p->style == SIM_OPT_BARRIER) {
-                    int knocked = hit[a][c][l] > 0.0;
-                    int in = (p->barrier_flags & SIM_OPT_IN) != 0;
-                    f = knocked == in ? f : 0.0;
-                }
-                sum = sum + f;
+    const int in = (p->barrier_flags & SIM_OPT_IN) != 0;
+    for (int c = 0; c < nsc; c++) {
+        const double disc = p->scen[c].disc;
+        for (int l = 0; l < SIM_W; l++)
+            val[c][l] = 0.0;
+        for (int a = 0; a < na; a++) {
+            double x[SIM_W];
+            if (p->style == SIM_OPT_ASIAN_ARITH)
+                for (int l = 0; l < SIM_W; l++)
+                    x[l] = acc[a][c][l] * p->inv_steps;
+            else if (p->style == SIM_OPT_ASIAN_GEOM)
+                for (int l = 0; l < SIM_W; l++)
+                    x[l] = sim_exp(acc[a][c][l] * p->inv_steps);
+            else
+                for (int l = 0; l < SIM_W; l++)
+                    x[l] = sim_exp(lns[a][c][l]);
+            for (int l = 0; l < SIM_W; l++) {
+                double f = sim_option_payoff(p, x[l]);
+                if (p->style == SIM_OPT_BARRIER)
+                    f = (hit[a][c][l] > 0.0) == in ? f : 0.0;
+                val[c][l] = val[c][l] + f;
             }
-            double v = sum * p->scen[c].disc;
+        }
+        for (int l = 0; l < SIM_W; l++) {
+            double v = val[c][l] * disc;
             val[c][l] = na == 2 ? v * 0.5 : v;
         }
+    }
 
     for (int l = 0; l < SIM_W; l++)
         out[0][l] = val[0][l];

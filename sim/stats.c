@@ -278,33 +278,3 @@ out:
     msgpack_unpacked_destroy(&up);
     return rc;
 }
-
-/* ---- the CPU loops' accumulation ------------------------------------------ */
-
-void sim__acc_lanes(sim_acc *acc, const sim_layout *L, int nout, const double *out, int stride,
-    int lo, int hi)
-{
-    /* |term| < 2^56 and at most 127 lanes per call: the int64 partial
-     * sums cannot overflow before they are folded into 192 bits. */
-    SIM_ASSERT(hi - lo <= 127); /* callers pass one group of SIM_W lanes */
-    for (int o = 0; o < nout; o++) {
-        sim_acc *a = &acc[o];
-        const sim_layout *l = &L[o];
-        const double *x = out + (size_t)o * (size_t)stride;
-        int64_t s = 0, s2 = 0;
-        for (int i = lo; i < hi; i++) {
-            int sat = 0;
-            int64_t q = sim_fix(x[i] * l->scale, &sat);
-            int64_t q2 = sim_fix(x[i] * x[i] * l->sq_scale, &sat);
-            s += q;
-            s2 += q2;
-            a->saturated += (uint64_t)sat;
-            a->min = q < a->min ? q : a->min;
-            a->max = q > a->max ? q : a->max;
-            a->hist[sim_hist_slot(l, x[i])] += 1;
-        }
-        a->count += (uint64_t)(hi - lo);
-        sim_add192(a->sum, s);
-        sim_add192(a->sumsq, s2);
-    }
-}
