@@ -26,6 +26,7 @@ static void usage(FILE *out)
         "\n"
         "commands:\n"
         "  up         start a local farm (reports what this build can run so far)\n"
+        "  sim        run a kernel locally: sim <option|combat> params.json [--items N] [--backend cpu|opencl|cuda]\n"
         "  version    print the version and the libraries and devices found\n"
         "  help       this text\n");
 }
@@ -90,6 +91,7 @@ int main(int argc, char **argv)
         return cmd_version();
     if (strcmp(cmd, "up") == 0)
         return cmd_up();
+    if (strcmp(cmd, "sim") == 0) { extern int cmd_sim(int, char **); return cmd_sim(argc - 1, argv + 1); }
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         usage(stdout);
         return EXIT_OK;
