@@ -842,6 +842,10 @@ void rt__timer_fire(rt_timer *t, uint64_t now_ms)
         rt_send(t->to, m);
         return;
     }
+    if (atomic_load_explicit(&t->to->flags, memory_order_acquire) & AF_DEAD) {
+        rt_timer_cancel(t->to->sys, t->id); /* a periodic timer ends with its actor */
+        return;
+    }
     uint64_t seq = (now_ms - t->start_ms) / t->period_ms;
     if (seq <= t->seq)
         seq = t->seq + 1;

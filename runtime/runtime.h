@@ -207,7 +207,8 @@ int64_t rt_send_after(rt_actor *to, uint64_t delay_ms, rt_msg *msg);
 /* Delivers an rt_tick of the given type to `to` every period_ms (> 0), at
  * start + n * period, so lateness never accumulates. A tick still queued
  * when the next is due is not doubled: the next one is skipped and seq
- * shows the gap. Returns a timer id or a negative RT_E* code. */
+ * shows the gap. The timer ends by itself when `to` stops. Returns a timer
+ * id or a negative RT_E* code. */
 int64_t rt_send_every(rt_actor *to, uint64_t period_ms, uint32_t type, uint64_t cookie);
 
 /* Cancels a timer. Once this returns, `to` receives nothing more from it,

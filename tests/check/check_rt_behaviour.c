@@ -269,6 +269,46 @@ static void periodic_timers(void)
     CHECK(tm.ticks_after_cancel == 0, "%d ticks after cancel", tm.ticks_after_cancel);
 }
 
+/* A periodic timer whose actor stopped cancels itself. */
+static struct {
+    int64_t timer;
+    int cancel_rc;
+} pe;
+
+static void stops_on_tick(rt_actor *self, rt_msg *m)
+{
+    (void)m;
+    rt_stop(self);
+}
+
+static void pe_watcher(rt_actor *self, rt_msg *m)
+{
+    if (m->type == RT_MSG_DOWN) {
+        /* Several periods later the timer must be gone. */
+        rt_send_after(self, 10 * PERIOD_MS, rt_msg_new(M_DONE, sizeof(rt_msg)));
+    } else if (m->type == M_DONE) {
+        pe.cancel_rc = rt_timer_cancel(rt_actor_system(self), pe.timer);
+        rt_system_stop(rt_actor_system(self));
+    }
+}
+
+static void periodic_timer_ends_with_its_actor(void)
+{
+    memset(&pe, 0, sizeof pe);
+    rt_system *sys = start(2);
+    CHECK(sys != NULL, "rt_system_create");
+    rt_actor *a = rt_spawn(sys, stops_on_tick, NULL);
+    rt_actor *w = rt_spawn(sys, pe_watcher, NULL);
+    rt_monitor(w, a);
+    pe.timer = rt_send_every(a, PERIOD_MS, M_TICK, 0);
+    rt_actor_release(a);
+    rt_actor_release(w);
+    finish(sys);
+    CHECK(!watchdog_fired, "watchdog");
+    CHECK(pe.timer > 0, "send_every");
+    CHECK(pe.cancel_rc == RT_ENOTIMER, "the timer outlived its actor (cancel returned %d)", pe.cancel_rc);
+}
+
 /* ---- request / reply ----------------------------------------------------------------- */
 
 static struct {
@@ -668,6 +708,7 @@ int main(void)
     RUN(batch_fairness);
     RUN(timers_fire_in_order);
     RUN(periodic_timers);
+    RUN(periodic_timer_ends_with_its_actor);
     RUN(request_reply);
     RUN(request_timeout_drops_late_reply);
     RUN(monitor_sees_stop);
