@@ -8,7 +8,7 @@
  * branch to the library for negative inputs that would stop vectorization */
 #pragma GCC optimize("O3", "no-math-errno")
 #endif
-#define SIM_W 32
+#define SIM_W 64
 #include <string.h>
 
 #include "sim/option_dev.h"
