@@ -178,7 +178,7 @@ static void combat_run_cpu(const sim_job *job, uint64_t first, uint64_t count, s
                     out[1 + s][l] = (up - dn) * p->inv_2delta;
                 }
         }
-        sim__acc_lanes(acc, job->layout, (int)p->nout, &out[0][0], SIM_W, lo, hi);
+        sim_acc_lanes(acc, job->layout, (int)p->nout, out, lo, hi);
     }
 }
 

@@ -512,4 +512,46 @@ SIM_FN void sim_acc_merge(sim_acc *dst, const sim_acc *src)
         dst->hist[i] += src->hist[i];
 }
 
+/* Adds lanes [lo, hi) of a group's outputs into acc[0 .. nout): the same
+ * integers as sim_acc_add on each value, in loops compilers vectorize (the
+ * two sim_fix calls spelled out, int64 partial sums: |term| < 2^56 and at
+ * most 64 lanes, so they cannot overflow before they are folded into 192
+ * bits). */
+SIM_FN void sim_acc_lanes(sim_acc *acc, const sim_layout *L, int nout, double out[SIM_MAX_OUT][SIM_W],
+    int lo, int hi)
+{
+    for (int o = 0; o < nout; o++) {
+        sim_acc *a = &acc[o];
+        const sim_layout *l = &L[o];
+        const double *x = out[o];
+        int slot[SIM_W];
+        sim_i64 s = 0, s2 = 0, mn = a->min, mx = a->max, nsat = 0;
+        for (int i = lo; i < hi; i++) {
+            double y = x[i] * l->scale, y2 = x[i] * x[i] * l->sq_scale;
+            int bad = !((y < SIM_FIX_LIMIT) & (y > -SIM_FIX_LIMIT) & (y2 < SIM_FIX_LIMIT) &
+                (y2 > -SIM_FIX_LIMIT));
+            double yc = y != y ? 0.0 : y, y2c = y2 != y2 ? 0.0 : y2;
+            yc = yc < SIM_FIX_LIMIT ? yc : SIM_FIX_CLAMP;
+            yc = yc > -SIM_FIX_LIMIT ? yc : -SIM_FIX_CLAMP;
+            y2c = y2c < SIM_FIX_LIMIT ? y2c : SIM_FIX_CLAMP;
+            y2c = y2c > -SIM_FIX_LIMIT ? y2c : -SIM_FIX_CLAMP;
+            sim_i64 q = (sim_i64)yc, q2 = (sim_i64)y2c;
+            nsat += bad;
+            s += q;
+            s2 += q2;
+            mn = q < mn ? q : mn;
+            mx = q > mx ? q : mx;
+            slot[i] = sim_hist_slot(l, x[i]);
+        }
+        for (int i = lo; i < hi; i++)
+            a->hist[slot[i]] += 1;
+        a->saturated += (sim_u64)nsat;
+        a->min = mn;
+        a->max = mx;
+        a->count += (sim_u64)(hi - lo);
+        sim_add192(a->sum, s);
+        sim_add192(a->sumsq, s2);
+    }
+}
+
 #endif /* SIM_DEV_H */

@@ -29,13 +29,9 @@
         for (sim_u64 g = gid; g < ngroups; g += gsz) {                                     \
             sim_u64 g0 = base + g * SIM_W;                                                 \
             GROUP(&p, k0, k1, g0, v);                                                      \
-            for (int l = 0; l < SIM_W; l++) {                                              \
-                sim_u64 item = g0 + (sim_u64)l;                                            \
-                if (item < first || item >= end)                                           \
-                    continue;                                                              \
-                for (int o = 0; o < nout; o++)                                             \
-                    sim_acc_add(&acc[o], &L[o], v[o][l]);                                  \
-            }                                                                              \
+            int lo = g0 < first ? (int)(first - g0) : 0;                                   \
+            int hi = end - g0 < SIM_W ? (int)(end - g0) : SIM_W;                           \
+            sim_acc_lanes(acc, L, nout, v, lo, hi);                                        \
         }                                                                                  \
         for (int o = 0; o < nout; o++)                                                     \
             out[gid * (sim_u64)nout + (sim_u64)o] = acc[o];                                \

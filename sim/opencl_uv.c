@@ -32,7 +32,6 @@ EMBED(sim_cl_src_combat, "sim/combat_dev.h");
 /* One entry point per kernel: each work item takes every global_size-th
  * group of SIM_W items, accumulates the items inside [first, end) and
  * writes its accumulators; the host merges them (order does not matter). */
-static const char cl_prelude[] = "#define SIM_W 4\n";
 static const char cl_entries[] =
     "#define SIM_CL_ENTRY(NAME, PTYPE, GROUP) \\\n"
     "__kernel void NAME(__global const PTYPE *gp, __global const sim_layout *gl, \\\n"
@@ -53,13 +52,9 @@ static const char cl_entries[] =
     "    for (ulong g = gid; g < ngroups; g += gsz) { \\\n"
     "        ulong g0 = base + g * SIM_W; \\\n"
     "        GROUP(&p, k0, k1, g0, v); \\\n"
-    "        for (int l = 0; l < SIM_W; l++) { \\\n"
-    "            ulong item = g0 + (ulong)l; \\\n"
-    "            if (item < first || item >= end) \\\n"
-    "                continue; \\\n"
-    "            for (int o = 0; o < nout; o++) \\\n"
-    "                sim_acc_add(&acc[o], &L[o], v[o][l]); \\\n"
-    "        } \\\n"
+    "        int lo = g0 < first ? (int)(first - g0) : 0; \\\n"
+    "        int hi = end - g0 < SIM_W ? (int)(end - g0) : SIM_W; \\\n"
+    "        sim_acc_lanes(acc, L, nout, v, lo, hi); \\\n"
     "    } \\\n"
     "    for (int o = 0; o < nout; o++) \\\n"
     "        out[gid * (ulong)nout + (ulong)o] = acc[o]; \\\n"
@@ -77,7 +72,11 @@ static const char cl_entries[] =
 #define MAX_KERNELS 8
 /* Work items per launch: enough to fill a GPU, few enough that the
  * per-item accumulators stay small on a CPU device. */
-#define SIM_W_CL 4 /* SIM_W in the device program (cl_prelude) */
+/* Items per group in the device program: wide groups let a CPU device's
+ * compiler vectorize inside a work item, as the CPU backend does; GPUs run
+ * narrow groups on many more work items. Results do not depend on it. */
+#define CPU_GROUP 16
+#define GPU_GROUP 4
 #define CPU_WORK_ITEMS 256
 #define GPU_WORK_ITEMS 65536
 
@@ -88,6 +87,7 @@ struct sim_cl {
     cl_program program;
     cl_kernel kernels[MAX_KERNELS]; /* same order as sim_kernel_at */
     size_t work_items;
+    unsigned group; /* SIM_W of the device program */
     char name[256];
 };
 
@@ -162,7 +162,8 @@ out_kernel:
 
 int sim_cl_create(sim_cl **out, char *err, size_t errlen)
 {
-    const char *srcs[] = { cl_prelude, sim_cl_src_dev, sim_cl_src_option, sim_cl_src_combat, cl_entries };
+    char prelude[64];
+    const char *srcs[] = { prelude, sim_cl_src_dev, sim_cl_src_option, sim_cl_src_combat, cl_entries };
     const char *env = getenv("SIMFARM_OPENCL_DEVICE");
     cl_device_type type = 0;
     cl_int e;
@@ -176,6 +177,14 @@ int sim_cl_create(sim_cl **out, char *err, size_t errlen)
     clGetDeviceInfo(cl->device, CL_DEVICE_NAME, sizeof cl->name - 1, cl->name, NULL);
     clGetDeviceInfo(cl->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
     cl->work_items = (type & CL_DEVICE_TYPE_GPU) ? GPU_WORK_ITEMS : CPU_WORK_ITEMS;
+    cl->group = (type & CL_DEVICE_TYPE_GPU) ? GPU_GROUP : CPU_GROUP;
+    {
+        const char *g = getenv("SIMFARM_OPENCL_GROUP"); /* 4, 8, 16, 32 or 64: for tests */
+        unsigned v = g ? (unsigned)strtoul(g, NULL, 10) : 0;
+        if (v == 4 || v == 8 || v == 16 || v == 32 || v == 64)
+            cl->group = v;
+    }
+    snprintf(prelude, sizeof prelude, "#define SIM_W %u\n", cl->group);
     cl->ctx = clCreateContext(NULL, 1, &cl->device, NULL, NULL, &e);
     if (e != CL_SUCCESS) {
         rc = cl_fail(err, errlen, SIM_EDEVICE, "clCreateContext", e);
@@ -267,7 +276,7 @@ int sim_cl_run(sim_cl *cl, const sim_job *job, uint64_t first, uint64_t count, s
         return 0;
 
     cl_ulong base = sim__group_base(first), end = first + count, cfirst = first, seed = job->seed;
-    cl_ulong ngroups = (end - base + SIM_W_CL - 1) / SIM_W_CL;
+    cl_ulong ngroups = (end - base + cl->group - 1) / cl->group;
     size_t global = ngroups < cl->work_items ? (size_t)ngroups : cl->work_items;
     size_t nacc = global * (size_t)job->nout;
     sim_acc *accs = malloc(nacc * sizeof *accs);

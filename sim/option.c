@@ -135,7 +135,7 @@ static SIM_CPU_CLONES void option_run_cpu(const sim_job *job, uint64_t first, ui
         sim_option_group(p, k0, k1, g, out);
         int lo = g < first ? (int)(first - g) : 0;
         int hi = end - g < SIM_W ? (int)(end - g) : SIM_W;
-        sim__acc_lanes(acc, job->layout, (int)p->nout, &out[0][0], SIM_W, lo, hi);
+        sim_acc_lanes(acc, job->layout, (int)p->nout, out, lo, hi);
     }
 }
 

@@ -78,52 +78,6 @@ static inline uint64_t sim__group_base(uint64_t first)
     return first & ~(uint64_t)3;
 }
 
-/* Adds lanes [lo, hi) of a group's outputs (output o at out[o * stride])
- * into acc: the same integers as sim_acc_add on each value, computed in
- * loops compilers vectorize. Inline so that it is compiled into each CPU
- * loop's vector-width clones. */
-#define SIM_ACC_MAXLANES 64
-static inline void sim__acc_lanes(sim_acc *acc, const sim_layout *L, int nout, const double *out,
-    int stride, int lo, int hi)
-{
-    /* |term| < 2^56 and at most 64 lanes: the int64 partial sums cannot
-     * overflow before they are folded into 192 bits */
-    SIM_ASSERT(lo >= 0 && hi <= SIM_ACC_MAXLANES && lo <= hi);
-    for (int o = 0; o < nout; o++) {
-        sim_acc *a = &acc[o];
-        const sim_layout *l = &L[o];
-        const double *x = out + (size_t)o * (size_t)stride;
-        int slot[SIM_ACC_MAXLANES];
-        int64_t s = 0, s2 = 0, mn = a->min, mx = a->max;
-        int64_t nsat = 0;
-        for (int i = lo; i < hi; i++) {
-            /* sim_fix twice, spelled out so the loop vectorizes */
-            double y = x[i] * l->scale, y2 = x[i] * x[i] * l->sq_scale;
-            int bad = !((y < SIM_FIX_LIMIT) & (y > -SIM_FIX_LIMIT) & (y2 < SIM_FIX_LIMIT) & (y2 > -SIM_FIX_LIMIT));
-            double yc = y != y ? 0.0 : y, y2c = y2 != y2 ? 0.0 : y2;
-            yc = yc < SIM_FIX_LIMIT ? yc : SIM_FIX_CLAMP;
-            yc = yc > -SIM_FIX_LIMIT ? yc : -SIM_FIX_CLAMP;
-            y2c = y2c < SIM_FIX_LIMIT ? y2c : SIM_FIX_CLAMP;
-            y2c = y2c > -SIM_FIX_LIMIT ? y2c : -SIM_FIX_CLAMP;
-            int64_t q = (int64_t)yc, q2 = (int64_t)y2c;
-            nsat += bad;
-            s += q;
-            s2 += q2;
-            mn = q < mn ? q : mn;
-            mx = q > mx ? q : mx;
-            slot[i] = sim_hist_slot(l, x[i]);
-        }
-        a->saturated += (uint64_t)nsat;
-        for (int i = lo; i < hi; i++)
-            a->hist[slot[i]] += 1;
-        a->min = mn;
-        a->max = mx;
-        a->count += (uint64_t)(hi - lo);
-        sim_add192(a->sum, s);
-        sim_add192(a->sumsq, s2);
-    }
-}
-
 /* gcc compiles the CPU item loops once per vector width and picks the
  * widest at load time; the arithmetic is the same IEEE operations in the
  * same order on every width (no contraction), so the bits do not change. */
