@@ -1,0 +1,191 @@
+/*
+ * sched.h — job splitting and the claim ledger. Pure C, no I/O, one thread:
+ * the scheduler actor owns a ledger and calls it; nothing here blocks or
+ * waits on the database (what must survive goes out as journal records).
+ *
+ * A job's items [0, items) are cut into chunks on demand, sized so a chunk
+ * takes about target_chunk_ms on the claiming node. A claim is the record
+ * that one node holds one chunk: a random 128-bit token, the range, the
+ * lease deadline and the attempt count. sc_complete() answers exactly one of
+ * accepted / idempotent / conflict / stale, and every item of a job is
+ * counted exactly once whatever the interleaving of claims, completions,
+ * expiries, node losses and restarts from the journal.
+ *
+ * Errors: functions return 0 or a negative SC_E* code (sc_strerror()).
+ */
+#ifndef SIMFARM_SCHED_H
+#define SIMFARM_SCHED_H
+
+#include "sim/sim.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SC_ERRNO_MAP(X)                                                            \
+    X(INVAL, "invalid argument")                                                   \
+    X(EXISTS, "a job with this id is already in the ledger")                       \
+    X(NOJOB, "no such job")                                                        \
+    X(BADRESULT, "the result does not decode or does not match its chunk")         \
+    X(BADRECORD, "a journal record is malformed or overlaps another")              \
+    X(TOOBIG, "the job is too large")
+
+enum {
+    SC_OK = 0,
+    SC__ERR_FIRST = -300,
+#define X(name, text) SC_E##name,
+    SC_ERRNO_MAP(X)
+#undef X
+};
+
+const char *sc_strerror(int code);
+
+typedef struct sc_ledger sc_ledger;
+
+/* Node trust tiers, most trusted first; a job lists the tiers it accepts. */
+enum { SC_TIER_OWN = 1, SC_TIER_TEAM = 2, SC_TIER_COMMUNITY = 4, SC_TIER_PUBLIC = 8, SC_TIER_ANY = 15 };
+
+typedef struct sc_record sc_record;
+
+typedef struct sc_config {
+    uint64_t target_chunk_ms; /* a chunk should take this long (default 10,000) */
+    uint64_t min_chunk;       /* items (default 1,000); also the size for a node of unknown speed */
+    uint64_t max_chunk;       /* items (default 1e9) */
+    uint64_t min_lease_ms;    /* leases are max(this, 3 x the expected duration) (default 30,000) */
+    uint32_t max_attempts;    /* a chunk fails after this many lost claims (default 3) */
+    /* Fills buf with n unpredictable bytes (claim tokens). Default: a
+     * splitmix generator seeded with `seed`, for tests only. */
+    void (*random)(void *ctx, void *buf, size_t n);
+    void *random_ctx;
+    uint64_t seed;
+    /* Receives each record that recovery needs; may be NULL. The record and
+     * what it points to are valid during the call only. */
+    void (*journal)(void *ctx, const sc_record *rec);
+    void *journal_ctx;
+} sc_config;
+
+typedef enum sc_strategy { SC_SINGLE = 1 } sc_strategy;
+
+typedef struct sc_job_spec {
+    uint64_t id;
+    sc_strategy strategy;
+    uint64_t items;
+    int32_t priority;           /* higher runs first */
+    uint64_t owner;             /* fair share between owners of equal priority */
+    uint8_t tiers;              /* SC_TIER_* bits that may run it; 0 = any */
+    uint32_t backends;          /* capability bits a node must have one of; 0 = any */
+    uint64_t mem_bytes;         /* memory a node must offer; 0 = any */
+    uint32_t nout;              /* kernel outputs: sim_stats per chunk result */
+    const sim_layout *layouts;  /* nout layouts (copied) */
+    uint64_t samples_per_item;  /* output 0 counts this many samples per item (default 1) */
+    double precision;           /* stop when 1.96 x stderr of output 0's mean <= this; 0 = off */
+    uint64_t deadline_ms;       /* stop with SC_JOB_EXPIRED at this time; 0 = none */
+    uint8_t ctx_hash[32];       /* work-context hash handed out with claims */
+} sc_job_spec;
+
+typedef enum sc_job_state {
+    SC_JOB_RUNNING = 1, SC_JOB_COMPLETE, SC_JOB_FAILED, SC_JOB_CANCELLED, SC_JOB_EXPIRED
+} sc_job_state;
+
+typedef struct sc_node_info {
+    uint64_t id;
+    uint8_t tier;          /* one SC_TIER_* bit */
+    uint32_t backends;     /* capability bits */
+    uint64_t mem_bytes;
+    double items_per_s;    /* measured speed; 0 = unknown */
+} sc_node_info;
+
+typedef struct sc_claim_out {
+    uint8_t token[16];
+    uint64_t job, chunk;
+    uint64_t first, count;
+    uint64_t lease_until;
+    uint32_t attempt;      /* 0 for a first try */
+} sc_claim_out;
+
+typedef enum sc_outcome { SC_ACCEPTED = 1, SC_IDEMPOTENT, SC_CONFLICT, SC_STALE } sc_outcome;
+
+/* Journal records. ACCEPT carries the result bytes; restore needs only
+ * these records, in any order. */
+typedef enum sc_record_type { SC_REC_ACCEPT = 1, SC_REC_CHUNK_FAILED, SC_REC_JOB_END } sc_record_type;
+
+struct sc_record {
+    sc_record_type type;
+    uint64_t job;
+    uint64_t first, count;     /* ACCEPT, CHUNK_FAILED */
+    uint8_t token[16];         /* ACCEPT */
+    const void *result;        /* ACCEPT */
+    size_t result_len;
+    sc_job_state state;        /* JOB_END */
+};
+
+typedef struct sc_job_status {
+    sc_job_state state;
+    uint64_t items, done_items, failed_items, inflight_items, pending_items;
+    uint32_t inflight_claims;
+    uint64_t chunks_accepted, chunks_failed, reclaims;
+    const sim_stats *aggregate; /* nout merged results; valid until the next call */
+    uint32_t nout;
+} sc_job_status;
+
+/* ---- the ledger ---- */
+
+/* NULL config means defaults. Never returns NULL (allocation failure aborts). */
+sc_ledger *sc_ledger_create(const sc_config *config);
+void sc_ledger_destroy(sc_ledger *l);
+
+int sc_job_add(sc_ledger *l, const sc_job_spec *spec);
+
+/* Adds a job and replays its journal records (any order), so a restarted
+ * coordinator resumes where it was: accepted ranges stay done, their
+ * results are merged again, everything else is handed out anew. */
+int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs, size_t n);
+
+/* Stops a job: its live claims become stale. */
+int sc_job_cancel(sc_ledger *l, uint64_t job, uint64_t now_ms);
+
+/* Drops a finished job and everything kept for it. */
+int sc_job_forget(sc_ledger *l, uint64_t job);
+
+int sc_job_status_get(sc_ledger *l, uint64_t job, sc_job_status *out);
+
+/* Hands node up to `slots` chunks; writes them to out and their number to
+ * *n. Jobs by priority, then fair share between owners and jobs. */
+int sc_claim(sc_ledger *l, const sc_node_info *node, unsigned slots, uint64_t now_ms,
+    sc_claim_out *out, unsigned *n);
+
+/* Answers a chunk result. `result` is untrusted bytes (sc_result_encode's
+ * format); a result that does not decode or does not cover the chunk gets
+ * SC_EBADRESULT and changes nothing. *job_complete is set when this
+ * completion finished the job. */
+int sc_complete(sc_ledger *l, uint64_t job, const uint8_t token[16], uint64_t node,
+    const void *result, size_t len, uint64_t now_ms, sc_outcome *outcome, bool *job_complete);
+
+/* Extends the leases of the listed live claims held by node (a heartbeat);
+ * returns how many were renewed. */
+size_t sc_renew(sc_ledger *l, uint64_t node, const uint8_t (*tokens)[16], size_t n, uint64_t now_ms);
+
+/* Returns expired claims to their jobs (their exact ranges), failing chunks
+ * past max_attempts and jobs past their deadline. Cost is proportional to
+ * what expired, not to what is in flight. Returns the claims expired. */
+size_t sc_reclaim(sc_ledger *l, uint64_t now_ms);
+
+/* A node left: its claims go back at once (each counts as an attempt). */
+size_t sc_release_node(sc_ledger *l, uint64_t node, uint64_t now_ms);
+
+/* ---- results ---- */
+
+/* Encodes nout statistics as one chunk result: for each, a 4-byte
+ * little-endian length and the sim_stats encoding. */
+int sc_result_encode(const sim_stats *out, uint32_t nout, void *buf, size_t cap, size_t *len);
+
+/* ---- checks ---- */
+
+/* Calls fn for every range the job still holds (pending or in flight), for
+ * tests that verify exactly-once coverage. */
+void sc_job_ranges(sc_ledger *l, uint64_t job, void (*fn)(void *ctx, uint64_t first, uint64_t count, bool inflight), void *ctx);
+
+/* Memory the ledger holds for claims in flight, in bytes (for benchmarks). */
+size_t sc_ledger_claim_bytes(const sc_ledger *l);
+
+#endif

@@ -1,0 +1,563 @@
+/*
+ * test_sched.c — the claim ledger.
+ *
+ * A seeded random driver runs thousands of interleavings of claims,
+ * completions (good, duplicate, conflicting, late, foreign, malformed),
+ * heartbeats, expiries, lost nodes and restarts from the journal against a
+ * model, and checks after every step: every item is pending, in flight,
+ * done or failed exactly once; the aggregate equals a reference computed
+ * from the accepted ranges alone; outcomes are as specified.
+ */
+#include "sched/sched.h"
+
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- a synthetic kernel: value of item i, deterministic ---- */
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x;
+}
+
+static double value_of(uint64_t i)
+{
+    return (double)(mix(i + 12345) % 10000) / 100.0;
+}
+
+static sim_layout layout;
+
+static void init_layout(void)
+{
+    cr_assert_eq(sim_layout_make(&layout, 1e6, 0, 100), 0);
+}
+
+static void stats_of(uint64_t first, uint64_t count, sim_stats *s)
+{
+    sim_stats_init(s, &layout);
+    for (uint64_t i = first; i < first + count; i++)
+        sim_stats_add(s, value_of(i));
+}
+
+static size_t result_of(uint64_t first, uint64_t count, unsigned char *buf, size_t cap)
+{
+    sim_stats s;
+    size_t len = 0;
+    stats_of(first, count, &s);
+    cr_assert_eq(sc_result_encode(&s, 1, buf, cap, &len), 0);
+    return len;
+}
+
+/* ---- the journal, kept as a real store would ---- */
+
+typedef struct journal {
+    sc_record *recs;
+    unsigned char **bytes;
+    size_t n, cap;
+} journal;
+
+static void journal_put(void *ctx, const sc_record *r)
+{
+    journal *j = ctx;
+    if (j->n == j->cap) {
+        j->cap = j->cap ? j->cap * 2 : 64;
+        j->recs = realloc(j->recs, j->cap * sizeof *j->recs);
+        j->bytes = realloc(j->bytes, j->cap * sizeof *j->bytes);
+    }
+    j->recs[j->n] = *r;
+    j->bytes[j->n] = NULL;
+    if (r->result_len > 0) {
+        j->bytes[j->n] = malloc(r->result_len);
+        memcpy(j->bytes[j->n], r->result, r->result_len);
+        j->recs[j->n].result = j->bytes[j->n];
+    }
+    j->n++;
+}
+
+static void journal_free(journal *j)
+{
+    for (size_t i = 0; i < j->n; i++)
+        free(j->bytes[i]);
+    free(j->recs);
+    free(j->bytes);
+    memset(j, 0, sizeof *j);
+}
+
+static sc_ledger *new_ledger(journal *jr, uint64_t seed)
+{
+    sc_config cfg = {
+        .target_chunk_ms = 1000, .min_chunk = 10, .max_chunk = 400, .min_lease_ms = 1000,
+        .max_attempts = 3, .seed = seed, .journal = journal_put, .journal_ctx = jr,
+    };
+    return sc_ledger_create(&cfg);
+}
+
+static sc_job_spec spec_of(uint64_t id, uint64_t items)
+{
+    return (sc_job_spec){
+        .id = id, .strategy = SC_SINGLE, .items = items, .nout = 1, .layouts = &layout,
+        .tiers = SC_TIER_ANY,
+    };
+}
+
+/* ---- the model ---- */
+
+enum { MAX_CLAIMS = 4096, NODES = 6 };
+enum cstate { LIVE, ACCEPTED, GONE };
+
+typedef struct mclaim {
+    sc_claim_out c;
+    uint64_t node;
+    uint64_t lease_len;
+    enum cstate state;
+} mclaim;
+
+typedef struct model {
+    uint64_t items;
+    uint8_t *cover;        /* per item: times counted as done */
+    sim_stats ref;         /* merged results of accepted ranges */
+    uint64_t done;
+    mclaim claims[MAX_CLAIMS];
+    size_t nclaims;
+} model;
+
+typedef struct walk {
+    uint8_t *seen;
+    uint64_t items;
+    int overlap;
+} walk;
+
+static void mark(void *ctx, uint64_t first, uint64_t count, bool inflight)
+{
+    walk *w = ctx;
+    (void)inflight;
+    for (uint64_t i = first; i < first + count; i++) {
+        if (i >= w->items || w->seen[i]++)
+            w->overlap = 1;
+    }
+}
+
+static void check_invariants(sc_ledger *l, model *m, journal *jr, uint64_t job)
+{
+    sc_job_status st;
+    cr_assert_eq(sc_job_status_get(l, job, &st), 0);
+    walk w = { calloc(m->items, 1), m->items, 0 };
+    sc_job_ranges(l, job, mark, &w);
+    for (uint64_t i = 0; i < m->items; i++) {
+        cr_assert_leq(m->cover[i], 1, "item %llu counted %d times", (unsigned long long)i, m->cover[i]);
+        w.seen[i] += m->cover[i];
+    }
+    for (size_t r = 0; r < jr->n; r++)
+        if (jr->recs[r].type == SC_REC_CHUNK_FAILED)
+            mark(&w, jr->recs[r].first, jr->recs[r].count, false);
+    for (uint64_t i = 0; i < m->items; i++)
+        cr_assert_eq(w.seen[i], 1, "item %llu is in %d places", (unsigned long long)i, w.seen[i]);
+    cr_assert_not(w.overlap);
+    free(w.seen);
+
+    cr_assert_eq(st.done_items, m->done);
+    cr_assert_eq(st.done_items + st.failed_items + st.inflight_items + st.pending_items, m->items);
+    cr_assert(sim_stats_equal(&st.aggregate[0], &m->ref), "aggregate differs from the reference");
+    size_t live = 0;
+    for (size_t i = 0; i < m->nclaims; i++)
+        live += m->claims[i].state == LIVE;
+    cr_assert_eq(st.inflight_claims, live);
+    if (st.state != SC_JOB_RUNNING) /* a finished job has no live claims */
+        for (size_t i = 0; i < m->nclaims; i++)
+            if (m->claims[i].state == LIVE)
+                m->claims[i].state = GONE;
+}
+
+static uint64_t rnd(uint64_t *s, uint64_t n)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return n ? (mix(*s) % n) : 0;
+}
+
+static void run_walk(uint64_t seed, int steps)
+{
+    static unsigned char buf[4096], other[4096];
+    journal jr = { 0 };
+    model *m = calloc(1, sizeof *m);
+    uint64_t s = seed, now = 1000000;
+    uint64_t job = 7;
+
+    m->items = 1 + rnd(&s, 3000);
+    m->cover = calloc(m->items, 1);
+    sim_stats_init(&m->ref, &layout);
+    sc_ledger *l = new_ledger(&jr, seed);
+    sc_job_spec spec = spec_of(job, m->items);
+    cr_assert_eq(sc_job_add(l, &spec), 0);
+
+    for (int step = 0; step < steps; step++) {
+        uint64_t op = rnd(&s, 100);
+        mclaim *c = m->nclaims ? &m->claims[rnd(&s, m->nclaims)] : NULL;
+        sc_outcome out;
+        bool done_flag;
+
+        if (op < 30 && m->nclaims + 4 < MAX_CLAIMS) { /* claim */
+            sc_node_info node = { .id = 1 + rnd(&s, NODES), .tier = SC_TIER_PUBLIC,
+                .items_per_s = (double)(rnd(&s, 3) * 100) };
+            sc_claim_out got[4];
+            unsigned n = 0;
+            cr_assert_eq(sc_claim(l, &node, 1 + (unsigned)rnd(&s, 4), now, got, &n), 0);
+            for (unsigned i = 0; i < n; i++)
+                m->claims[m->nclaims++] = (mclaim){ got[i], node.id, got[i].lease_until - now, LIVE };
+        } else if (op < 55 && c != NULL) { /* complete: good, duplicate or late */
+            size_t len = result_of(c->c.first, c->c.count, buf, sizeof buf);
+            cr_assert_eq(sc_complete(l, job, c->c.token, c->node, buf, len, now, &out, &done_flag), 0);
+            sc_outcome want = c->state == LIVE ? SC_ACCEPTED : c->state == ACCEPTED ? SC_IDEMPOTENT : SC_STALE;
+            cr_assert_eq(out, want, "seed %llu step %d: outcome %d, want %d", (unsigned long long)seed, step, out, want);
+            if (out == SC_ACCEPTED) {
+                c->state = ACCEPTED;
+                sim_stats part;
+                stats_of(c->c.first, c->c.count, &part);
+                cr_assert_eq(sim_stats_merge(&m->ref, &part), 0);
+                for (uint64_t i = c->c.first; i < c->c.first + c->c.count; i++)
+                    m->cover[i]++;
+                m->done += c->c.count;
+            }
+        } else if (op < 60 && c != NULL && c->state == ACCEPTED) { /* conflicting result */
+            size_t len = result_of(c->c.first + 1 < m->items ? c->c.first + 1 : 0, c->c.count, other, sizeof other);
+            cr_assert_eq(sc_complete(l, job, c->c.token, c->node, other, len, now, &out, NULL), 0);
+            cr_assert(out == SC_CONFLICT || out == SC_IDEMPOTENT); /* same bytes if the shift changed nothing */
+        } else if (op < 65 && c != NULL) { /* another node's token */
+            size_t len = result_of(c->c.first, c->c.count, buf, sizeof buf);
+            cr_assert_eq(sc_complete(l, job, c->c.token, c->node + 100, buf, len, now, &out, NULL), 0);
+            cr_assert(out == SC_STALE || (c->state == ACCEPTED && out == SC_IDEMPOTENT));
+        } else if (op < 70 && c != NULL && c->state == LIVE) { /* malformed result */
+            size_t len = result_of(c->c.first, c->c.count, buf, sizeof buf);
+            int rc = sc_complete(l, job, c->c.token, c->node, buf, len - 1, now, &out, NULL);
+            cr_assert_eq(rc, SC_EBADRESULT);
+            if (c->c.count > 1) { /* the right bytes for the wrong count */
+                len = result_of(c->c.first, c->c.count - 1, buf, sizeof buf);
+                cr_assert_eq(sc_complete(l, job, c->c.token, c->node, buf, len, now, &out, NULL), SC_EBADRESULT);
+            }
+        } else if (op < 78) { /* heartbeat from one node */
+            uint64_t node = 1 + rnd(&s, NODES);
+            uint8_t (*toks)[16] = malloc((m->nclaims + 1) * 16);
+            size_t n = 0, want = 0;
+            for (size_t i = 0; i < m->nclaims; i++) {
+                if (m->claims[i].node != node || m->claims[i].state != LIVE)
+                    continue;
+                memcpy(toks[n++], m->claims[i].c.token, 16);
+                m->claims[i].c.lease_until = now + m->claims[i].lease_len;
+                want++;
+            }
+            cr_assert_eq(sc_renew(l, node, (const uint8_t (*)[16])toks, n, now), want);
+            free(toks);
+        } else if (op < 93) { /* time passes */
+            now += rnd(&s, 1500);
+            size_t want = 0;
+            for (size_t i = 0; i < m->nclaims; i++)
+                if (m->claims[i].state == LIVE && m->claims[i].c.lease_until <= now) {
+                    m->claims[i].state = GONE;
+                    want++;
+                }
+            cr_assert_eq(sc_reclaim(l, now), want, "seed %llu step %d", (unsigned long long)seed, step);
+        } else if (op < 97) { /* a node vanishes */
+            uint64_t node = 1 + rnd(&s, NODES);
+            size_t want = 0;
+            for (size_t i = 0; i < m->nclaims; i++)
+                if (m->claims[i].node == node && m->claims[i].state == LIVE) {
+                    m->claims[i].state = GONE;
+                    want++;
+                }
+            cr_assert_eq(sc_release_node(l, node, now), want);
+        } else { /* the coordinator restarts from its journal */
+            sc_ledger_destroy(l);
+            journal old = jr;
+            memset(&jr, 0, sizeof jr);
+            l = new_ledger(&jr, seed + (uint64_t)step);
+            cr_assert_eq(sc_job_restore(l, &spec, old.recs, old.n), 0);
+            for (size_t i = 0; i < old.n; i++) /* the new ledger's journal starts with the old one */
+                journal_put(&jr, &old.recs[i]);
+            journal_free(&old);
+            for (size_t i = 0; i < m->nclaims; i++)
+                if (m->claims[i].state == LIVE)
+                    m->claims[i].state = GONE; /* in flight at the crash: handed out anew */
+        }
+        check_invariants(l, m, &jr, job);
+    }
+
+    /* Finish: a fresh honest node takes and completes everything left. */
+    for (int guard = 0; guard < 100000; guard++) {
+        sc_job_status st;
+        sc_job_status_get(l, job, &st);
+        if (st.state != SC_JOB_RUNNING)
+            break;
+        sc_node_info node = { .id = 99, .tier = SC_TIER_PUBLIC };
+        sc_claim_out got[8];
+        unsigned n = 0;
+        sc_claim(l, &node, 8, now, got, &n);
+        if (n == 0) {
+            now += 100000; /* only claims of vanished nodes left: let them expire */
+            sc_reclaim(l, now);
+            continue;
+        }
+        for (unsigned i = 0; i < n; i++) {
+            sc_outcome out;
+            size_t len = result_of(got[i].first, got[i].count, buf, sizeof buf);
+            cr_assert_eq(sc_complete(l, job, got[i].token, 99, buf, len, now, &out, NULL), 0);
+            cr_assert_eq(out, SC_ACCEPTED);
+            sim_stats part;
+            stats_of(got[i].first, got[i].count, &part);
+            sim_stats_merge(&m->ref, &part);
+            for (uint64_t k = got[i].first; k < got[i].first + got[i].count; k++)
+                m->cover[k]++;
+            m->done += got[i].count;
+        }
+        for (size_t i = 0; i < m->nclaims; i++)
+            if (m->claims[i].state == LIVE)
+                m->claims[i].state = GONE;
+    }
+    sc_job_status st;
+    sc_job_status_get(l, job, &st);
+    cr_assert(st.state == SC_JOB_COMPLETE || st.state == SC_JOB_FAILED, "state %d", st.state);
+    cr_assert_eq(st.done_items + st.failed_items, m->items);
+    if (st.state == SC_JOB_COMPLETE) {
+        sim_stats whole;
+        stats_of(0, m->items, &whole);
+        cr_assert(sim_stats_equal(&st.aggregate[0], &whole), "complete job differs from a sequential run");
+    }
+    sc_ledger_destroy(l);
+    journal_free(&jr);
+    free(m->cover);
+    free(m);
+}
+
+Test(sched, random_interleavings_count_every_item_once, .timeout = 120)
+{
+    init_layout();
+    for (uint64_t seed = 1; seed <= 300; seed++)
+        run_walk(seed, 300);
+}
+
+/* ---- targeted cases ---- */
+
+static sc_ledger *simple(journal *jr)
+{
+    init_layout();
+    return new_ledger(jr, 1);
+}
+
+Test(sched, chunk_size_follows_node_speed)
+{
+    journal jr = { 0 };
+    sc_ledger *l = simple(&jr);
+    sc_job_spec spec = spec_of(1, 1000000);
+    sc_job_add(l, &spec);
+    sc_claim_out c;
+    unsigned n;
+    sc_node_info slow = { .id = 1, .tier = SC_TIER_OWN, .items_per_s = 20 };
+    sc_node_info fast = { .id = 2, .tier = SC_TIER_OWN, .items_per_s = 300 };
+    sc_node_info gpu = { .id = 3, .tier = SC_TIER_OWN, .items_per_s = 1e9 };
+    sc_node_info unknown = { .id = 4, .tier = SC_TIER_OWN };
+    sc_claim(l, &slow, 1, 0, &c, &n);
+    cr_assert_eq(c.count, 20); /* 1 s at 20 items/s */
+    sc_claim(l, &fast, 1, 0, &c, &n);
+    cr_assert_eq(c.count, 300);
+    sc_claim(l, &gpu, 1, 0, &c, &n);
+    cr_assert_eq(c.count, 400); /* max_chunk */
+    sc_claim(l, &unknown, 1, 0, &c, &n);
+    cr_assert_eq(c.count, 10); /* min_chunk: a probe */
+    sc_ledger_destroy(l);
+    journal_free(&jr);
+}
+
+Test(sched, priority_then_fair_share_between_owners)
+{
+    journal jr = { 0 };
+    sc_ledger *l = simple(&jr);
+    sc_job_spec a = spec_of(1, 100000), b = spec_of(2, 100000), c = spec_of(3, 100000), hi = spec_of(4, 20);
+    a.owner = 10;
+    b.owner = 10;
+    c.owner = 20;
+    hi.priority = 5;
+    sc_job_add(l, &a);
+    sc_job_add(l, &b);
+    sc_job_add(l, &c);
+    sc_job_add(l, &hi);
+    sc_node_info node = { .id = 1, .tier = SC_TIER_OWN, .items_per_s = 10 };
+    sc_claim_out got[12];
+    unsigned n;
+    sc_claim(l, &node, 12, 0, got, &n);
+    cr_assert_eq(n, 12);
+    cr_assert_eq(got[0].job, 4, "the high-priority job goes first");
+    cr_assert_eq(got[1].job, 4);
+    int per_owner[2] = { 0, 0 };
+    for (int i = 2; i < 12; i++)
+        per_owner[got[i].job == 3]++;
+    cr_assert_eq(per_owner[0], 5, "owner 10 (two jobs) got %d of 10", per_owner[0]);
+    cr_assert_eq(per_owner[1], 5, "owner 20 (one job) got %d of 10", per_owner[1]);
+    sc_ledger_destroy(l);
+    journal_free(&jr);
+}
+
+Test(sched, eligibility_tier_backend_memory)
+{
+    journal jr = { 0 };
+    sc_ledger *l = simple(&jr);
+    sc_job_spec s = spec_of(1, 1000);
+    s.tiers = SC_TIER_OWN | SC_TIER_TEAM;
+    s.backends = 4;
+    s.mem_bytes = 1 << 20;
+    sc_job_add(l, &s);
+    sc_claim_out c;
+    unsigned n;
+    sc_node_info pub = { .id = 1, .tier = SC_TIER_PUBLIC, .backends = 4, .mem_bytes = 1 << 30 };
+    sc_node_info nogpu = { .id = 2, .tier = SC_TIER_TEAM, .backends = 1, .mem_bytes = 1 << 30 };
+    sc_node_info small = { .id = 3, .tier = SC_TIER_TEAM, .backends = 4, .mem_bytes = 1 << 10 };
+    sc_node_info ok = { .id = 4, .tier = SC_TIER_TEAM, .backends = 5, .mem_bytes = 1 << 30 };
+    sc_claim(l, &pub, 1, 0, &c, &n);
+    cr_assert_eq(n, 0, "public node got a team-only job");
+    sc_claim(l, &nogpu, 1, 0, &c, &n);
+    cr_assert_eq(n, 0, "node without the backend got the job");
+    sc_claim(l, &small, 1, 0, &c, &n);
+    cr_assert_eq(n, 0, "node without the memory got the job");
+    sc_claim(l, &ok, 1, 0, &c, &n);
+    cr_assert_eq(n, 1);
+    sc_ledger_destroy(l);
+    journal_free(&jr);
+}
+
+Test(sched, lost_claims_fail_the_chunk_then_the_job)
+{
+    journal jr = { 0 };
+    sc_ledger *l = simple(&jr);
+    sc_job_spec s = spec_of(1, 10);
+    sc_job_add(l, &s);
+    sc_node_info node = { .id = 1, .tier = SC_TIER_OWN };
+    sc_claim_out c;
+    unsigned n;
+    uint64_t now = 0;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        sc_claim(l, &node, 1, now, &c, &n);
+        cr_assert_eq(n, 1);
+        cr_assert_eq(c.attempt, (uint32_t)attempt);
+        cr_assert_eq(c.first, 0);
+        cr_assert_eq(c.count, 10, "a retried chunk keeps its exact range");
+        now = c.lease_until;
+        cr_assert_eq(sc_reclaim(l, now), 1);
+    }
+    sc_job_status st;
+    sc_job_status_get(l, 1, &st);
+    cr_assert_eq(st.state, SC_JOB_FAILED);
+    cr_assert_eq(st.failed_items, 10);
+    cr_assert_eq(jr.recs[jr.n - 2].type, SC_REC_CHUNK_FAILED);
+    cr_assert_eq(jr.recs[jr.n - 1].type, SC_REC_JOB_END);
+    sc_ledger_destroy(l);
+    journal_free(&jr);
+}
+
+Test(sched, cancel_makes_claims_stale)
+{
+    journal jr = { 0 };
+    unsigned char buf[2048];
+    sc_ledger *l = simple(&jr);
+    sc_job_spec s = spec_of(1, 100);
+    sc_job_add(l, &s);
+    sc_node_info node = { .id = 1, .tier = SC_TIER_OWN };
+    sc_claim_out c;
+    unsigned n;
+    sc_claim(l, &node, 1, 0, &c, &n);
+    cr_assert_eq(sc_job_cancel(l, 1, 0), 0);
+    sc_outcome out;
+    size_t len = result_of(c.first, c.count, buf, sizeof buf);
+    sc_complete(l, 1, c.token, 1, buf, len, 0, &out, NULL);
+    cr_assert_eq(out, SC_STALE);
+    sc_claim(l, &node, 1, 0, &c, &n);
+    cr_assert_eq(n, 0, "a cancelled job hands out nothing");
+    sc_ledger_destroy(l);
+    journal_free(&jr);
+}
+
+Test(sched, precision_target_ends_the_job_early)
+{
+    journal jr = { 0 };
+    unsigned char buf[2048];
+    sc_ledger *l = simple(&jr);
+    sc_job_spec s = spec_of(1, 10000000);
+    s.precision = 1.0; /* values spread over [0, 100): sd ~29, so ~3,300 items */
+    sc_job_add(l, &s);
+    sc_node_info node = { .id = 1, .tier = SC_TIER_OWN, .items_per_s = 400 };
+    bool done = false;
+    int chunks = 0;
+    while (!done && chunks < 1000) {
+        sc_claim_out c;
+        unsigned n;
+        sc_outcome out;
+        sc_claim(l, &node, 1, 0, &c, &n);
+        cr_assert_eq(n, 1);
+        size_t len = result_of(c.first, c.count, buf, sizeof buf);
+        sc_complete(l, 1, c.token, 1, buf, len, 0, &out, &done);
+        cr_assert_eq(out, SC_ACCEPTED);
+        chunks++;
+    }
+    sc_job_status st;
+    sc_job_status_get(l, 1, &st);
+    cr_assert_eq(st.state, SC_JOB_COMPLETE);
+    cr_assert_lt(st.done_items, 10000000);
+    cr_assert_leq(1.96 * sim_stats_stderr(&st.aggregate[0]), 1.0);
+    cr_assert_gt(1.96 * sim_stats_stderr(&st.aggregate[0]), 0.9, "stopped later than needed");
+    sc_ledger_destroy(l);
+    journal_free(&jr);
+}
+
+Test(sched, deadline_expires_the_job)
+{
+    journal jr = { 0 };
+    sc_ledger *l = simple(&jr);
+    sc_job_spec s = spec_of(1, 1000);
+    s.deadline_ms = 5000;
+    sc_job_add(l, &s);
+    sc_reclaim(l, 4999);
+    sc_job_status st;
+    sc_job_status_get(l, 1, &st);
+    cr_assert_eq(st.state, SC_JOB_RUNNING);
+    sc_reclaim(l, 5000);
+    sc_job_status_get(l, 1, &st);
+    cr_assert_eq(st.state, SC_JOB_EXPIRED);
+    sc_ledger_destroy(l);
+    journal_free(&jr);
+}
+
+Test(sched, bad_specs_and_journals_are_refused)
+{
+    journal jr = { 0 };
+    unsigned char buf[2048];
+    sc_ledger *l = simple(&jr);
+    sc_job_spec s = spec_of(1, 0);
+    cr_assert_eq(sc_job_add(l, &s), SC_EINVAL, "zero items");
+    s = spec_of(1, 100);
+    s.nout = 0;
+    cr_assert_eq(sc_job_add(l, &s), SC_EINVAL, "no outputs");
+    s = spec_of(1, 100);
+    cr_assert_eq(sc_job_add(l, &s), 0);
+    cr_assert_eq(sc_job_add(l, &s), SC_EEXISTS);
+
+    size_t len = result_of(0, 60, buf, sizeof buf);
+    sc_record overlap[2] = {
+        { .type = SC_REC_ACCEPT, .job = 2, .first = 0, .count = 60, .result = buf, .result_len = len },
+        { .type = SC_REC_ACCEPT, .job = 2, .first = 50, .count = 60, .result = buf, .result_len = len },
+    };
+    sc_job_spec s2 = spec_of(2, 200);
+    cr_assert_eq(sc_job_restore(l, &s2, overlap, 2), SC_EBADRECORD);
+    sc_record outside = { .type = SC_REC_CHUNK_FAILED, .job = 2, .first = 190, .count = 20 };
+    cr_assert_eq(sc_job_restore(l, &s2, &outside, 1), SC_EBADRECORD);
+    sc_record garbage = { .type = SC_REC_ACCEPT, .job = 2, .first = 0, .count = 60, .result = "xx", .result_len = 2 };
+    cr_assert_eq(sc_job_restore(l, &s2, &garbage, 1), SC_EBADRECORD);
+    sc_job_status st;
+    cr_assert_eq(sc_job_status_get(l, 2, &st), SC_ENOJOB, "a refused restore leaves no job behind");
+    cr_assert_eq(sc_job_restore(l, &s2, overlap, 1), 0);
+    sc_job_status_get(l, 2, &st);
+    cr_assert_eq(st.done_items, 60);
+    cr_assert_eq(st.pending_items, 140);
+    cr_assert_str_eq(sc_strerror(SC_EBADRESULT), "the result does not decode or does not match its chunk");
+    sc_ledger_destroy(l);
+    journal_free(&jr);
+}
