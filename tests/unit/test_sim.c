@@ -170,12 +170,27 @@ Test(sim_math, vectorised_normals_equal_scalar)
     for (uint32_t i = 0; i < 100000; i++) {
         sim_u32x4 r = sim_philox(i, 7, 0, 0, 1, 2);
         memcpy(w, r.v, sizeof w);
+        if (i == 0) { /* the extreme words: the deepest tails */
+            w[0] = 0, w[1] = 0xffffffffu, w[2] = 0x80000000u, w[3] = 0x7fffffffu;
+        }
         sim_normals(w, z);
         for (int l = 0; l < 4; l++) {
             double s = sim_normal(w[l]);
             cr_assert(memcmp(&s, &z[l], sizeof s) == 0, "word %08x", w[l]);
         }
     }
+    cr_assert(sim_normal(0) < -6.2 && sim_normal(0) > -6.4, "%g", sim_normal(0));
+    cr_assert_eq(sim_normal(0), -sim_normal(0xffffffffu));
+}
+
+Test(sim_math, newton_square_root_within_two_ulp)
+{
+    double worst = 0;
+    for (int i = 0; i < 200000; i++) {
+        double x = ldexp(1.0 + (i % 10007) / 10007.0, (i % 60) - 30);
+        worst = fmax(worst, ulps(sim_sqrt_nr(x), sqrt(x)));
+    }
+    cr_assert_leq(worst, 2.0, "sim_sqrt_nr: %.3f ulp", worst);
 }
 
 static int cmp_double(const void *a, const void *b)
