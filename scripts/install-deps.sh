@@ -23,6 +23,7 @@ PACKAGES=(
     chromium
     nodejs npm
     clang llvm libclang-rt-14-dev valgrind
+    python3-numpy
 )
 
 die() { echo "install-deps: $*" >&2; exit 1; }
