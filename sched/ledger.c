@@ -28,6 +28,9 @@ enum {
     MAX_NOUT = 64,
 };
 
+/* Chunk ids in a journal above this are corrupt: each is one array slot. */
+#define MAX_CHUNK_ID (1ull << 36)
+
 typedef struct claim {
     uint8_t token[16];
     struct job *job;
@@ -48,10 +51,10 @@ typedef struct range {
     uint32_t attempt;
 } range;
 
+/* An accepted chunk, at index chunk id in its job's dense array. */
 typedef struct done_entry {
     uint8_t token[16];
-    uint64_t hash;             /* of the accepted result bytes */
-    uint64_t used;
+    uint64_t hash;             /* of the accepted result bytes, low bit set; 0 = none */
 } done_entry;
 
 typedef struct job {
@@ -64,15 +67,24 @@ typedef struct job {
     uint32_t inflight_claims;
     uint64_t next_chunk, chunks_accepted, chunks_failed, reclaims;
     sim_stats *agg;
-    done_entry *done;
-    size_t done_cap, done_len;
-    size_t owner;              /* index into ledger.owners */
+    done_entry *done;          /* indexed by chunk id */
+    size_t done_cap;
 } job;
 
-typedef struct owner_share {
+/* Who gets the next chunk: priority levels, highest first; within a level
+ * the owners take turns, and within an owner its jobs take turns. Rebuilt
+ * when a job starts or ends; a pick is O(1) when most jobs are eligible. */
+typedef struct rr_owner {
     uint64_t owner;
-    uint64_t inflight;
-} owner_share;
+    job **jobs;
+    size_t njobs, cap, cursor;
+} rr_owner;
+
+typedef struct rr_level {
+    int32_t priority;
+    rr_owner *owners;
+    size_t nowners, cap, cursor;
+} rr_level;
 
 typedef struct node_slot {
     uint64_t node;
@@ -84,8 +96,9 @@ struct sc_ledger {
     uint64_t rng;
     job **jobs;
     size_t njobs, jobs_cap;
-    owner_share *owners;
-    size_t nowners, owners_cap;
+    rr_level *levels;
+    size_t nlevels, levels_cap;
+    bool rr_dirty;
     claim *claims;
     uint32_t claims_cap, free_head, live;
     uint32_t *tok;             /* token table: claim indices */
@@ -97,6 +110,7 @@ struct sc_ledger {
     bool wheel_started;
     uint32_t *scratch;         /* expired claims of one sweep */
     size_t scratch_cap;
+    uint64_t swept, expired;   /* counters for sc_ledger_stats_get */
 };
 
 const char *sc_strerror(int code)
@@ -224,7 +238,12 @@ void sc_ledger_destroy(sc_ledger *l)
     for (size_t i = 0; i < l->njobs; i++)
         job_free(l->jobs[i]);
     free(l->jobs);
-    free(l->owners);
+    for (size_t i = 0; i < l->levels_cap; i++) {
+        for (size_t k = 0; k < l->levels[i].cap; k++)
+            free(l->levels[i].owners[k].jobs);
+        free(l->levels[i].owners);
+    }
+    free(l->levels);
     free(l->claims);
     free(l->tok);
     free(l->nodes);
@@ -232,10 +251,13 @@ void sc_ledger_destroy(sc_ledger *l)
     free(l);
 }
 
-size_t sc_ledger_claim_bytes(const sc_ledger *l)
+void sc_ledger_stats_get(const sc_ledger *l, sc_ledger_stats *out)
 {
-    return (size_t)l->claims_cap * sizeof(claim) + l->tok_cap * sizeof(uint32_t) +
+    out->live_claims = l->live;
+    out->claim_bytes = (uint64_t)l->claims_cap * sizeof(claim) + l->tok_cap * sizeof(uint32_t) +
         l->nodes_cap * sizeof(node_slot);
+    out->swept = l->swept;
+    out->expired = l->expired;
 }
 
 static job *job_find(sc_ledger *l, uint64_t id)
@@ -453,7 +475,6 @@ static void claim_drop(sc_ledger *l, uint32_t idx)
     node_unlink(l, idx);
     j->inflight_items -= c->count;
     j->inflight_claims--;
-    l->owners[j->owner].inflight--;
     c->live = 0;
     c->wnext = l->free_head;
     l->free_head = idx;
@@ -510,52 +531,29 @@ static range pend_take(job *j, uint64_t want)
     return r;
 }
 
-/* ---- done tokens ------------------------------------------------------------------------------ */
+/* ---- accepted chunks ------------------------------------------------------------------------------ */
 
-static done_entry *done_slot(job *j, const uint8_t token[16], bool *found)
+/* Chunk ids are handed out in sequence, so accepted chunks fill a dense
+ * array: an answer to a repeated completion costs one indexed load. */
+static void done_set(job *j, uint64_t chunk, const uint8_t token[16], uint64_t hash)
 {
-    size_t mask = j->done_cap - 1;
-    for (size_t i = token_hash(token) & mask;; i = (i + 1) & mask) {
-        if (!j->done[i].used) {
-            *found = false;
-            return &j->done[i];
-        }
-        if (memcmp(j->done[i].token, token, 16) == 0) {
-            *found = true;
-            return &j->done[i];
-        }
+    if (chunk >= j->done_cap) {
+        size_t ncap = j->done_cap ? j->done_cap : 64;
+        while (ncap <= chunk)
+            ncap *= 2;
+        j->done = xrealloc(j->done, ncap, sizeof *j->done);
+        memset(j->done + j->done_cap, 0, (ncap - j->done_cap) * sizeof *j->done);
+        j->done_cap = ncap;
     }
+    memcpy(j->done[chunk].token, token, 16);
+    j->done[chunk].hash = hash | 1;
 }
 
-static void done_insert(job *j, const uint8_t token[16], uint64_t hash)
+static const done_entry *done_get(const job *j, uint64_t chunk, const uint8_t token[16])
 {
-    bool found;
-    if ((j->done_len + 1) * 2 > j->done_cap) {
-        done_entry *old = j->done;
-        size_t ocap = j->done_cap;
-        j->done_cap = ocap ? ocap * 2 : 64;
-        j->done = xcalloc(j->done_cap, sizeof *j->done);
-        for (size_t i = 0; i < ocap; i++)
-            if (old[i].used)
-                *done_slot(j, old[i].token, &found) = old[i];
-        free(old);
-    }
-    done_entry *e = done_slot(j, token, &found);
-    if (!found) {
-        memcpy(e->token, token, 16);
-        e->used = 1;
-        j->done_len++;
-    }
-    e->hash = hash;
-}
-
-static const done_entry *done_find(job *j, const uint8_t token[16])
-{
-    bool found;
-    if (j->done_cap == 0)
+    if (chunk >= j->done_cap || j->done[chunk].hash == 0 || memcmp(j->done[chunk].token, token, 16) != 0)
         return NULL;
-    done_entry *e = done_slot(j, token, &found);
-    return found ? e : NULL;
+    return &j->done[chunk];
 }
 
 /* ---- results ------------------------------------------------------------------------------------ */
@@ -618,17 +616,62 @@ static int merge_result(job *j, const sim_stats *res, uint64_t count)
 
 /* ---- jobs ------------------------------------------------------------------------------------------ */
 
-static size_t owner_index(sc_ledger *l, uint64_t owner)
+static void rr_rebuild(sc_ledger *l)
 {
-    for (size_t i = 0; i < l->nowners; i++)
-        if (l->owners[i].owner == owner)
-            return i;
-    if (l->nowners == l->owners_cap) {
-        l->owners_cap = l->owners_cap ? l->owners_cap * 2 : 8;
-        l->owners = xrealloc(l->owners, l->owners_cap, sizeof *l->owners);
+    /* Keep the arrays, reset the counts: rebuilds happen as jobs come and go. */
+    for (size_t i = 0; i < l->levels_cap; i++) {
+        for (size_t k = 0; k < l->levels[i].cap; k++)
+            l->levels[i].owners[k].njobs = 0;
+        l->levels[i].nowners = 0;
+        l->levels[i].cursor = 0;
     }
-    l->owners[l->nowners] = (owner_share){ owner, 0 };
-    return l->nowners++;
+    l->nlevels = 0;
+    for (size_t i = 0; i < l->njobs; i++) {
+        job *j = l->jobs[i];
+        if (j->state != SC_JOB_RUNNING)
+            continue;
+        size_t li = 0;
+        while (li < l->nlevels && l->levels[li].priority > j->spec.priority)
+            li++;
+        if (li == l->nlevels || l->levels[li].priority != j->spec.priority) {
+            if (l->nlevels == l->levels_cap) {
+                size_t ncap = l->levels_cap ? l->levels_cap * 2 : 4;
+                l->levels = xrealloc(l->levels, ncap, sizeof *l->levels);
+                memset(l->levels + l->levels_cap, 0, (ncap - l->levels_cap) * sizeof *l->levels);
+                l->levels_cap = ncap;
+            }
+            rr_level spare = l->levels[l->nlevels]; /* keep its arrays */
+            memmove(&l->levels[li + 1], &l->levels[li], (l->nlevels - li) * sizeof *l->levels);
+            l->levels[li] = spare;
+            l->levels[li].priority = j->spec.priority;
+            l->levels[li].nowners = 0;
+            l->levels[li].cursor = 0;
+            l->nlevels++;
+        }
+        rr_level *lv = &l->levels[li];
+        size_t oi = 0;
+        while (oi < lv->nowners && lv->owners[oi].owner != j->spec.owner)
+            oi++;
+        if (oi == lv->nowners) {
+            if (lv->nowners == lv->cap) {
+                size_t ncap = lv->cap ? lv->cap * 2 : 4;
+                lv->owners = xrealloc(lv->owners, ncap, sizeof *lv->owners);
+                memset(lv->owners + lv->cap, 0, (ncap - lv->cap) * sizeof *lv->owners);
+                lv->cap = ncap;
+            }
+            lv->owners[oi].owner = j->spec.owner;
+            lv->owners[oi].njobs = 0;
+            lv->owners[oi].cursor = 0;
+            lv->nowners++;
+        }
+        rr_owner *o = &lv->owners[oi];
+        if (o->njobs == o->cap) {
+            o->cap = o->cap ? o->cap * 2 : 4;
+            o->jobs = xrealloc(o->jobs, o->cap, sizeof *o->jobs);
+        }
+        o->jobs[o->njobs++] = j;
+    }
+    l->rr_dirty = false;
 }
 
 static int job_new(sc_ledger *l, const sc_job_spec *spec, job **out)
@@ -654,7 +697,7 @@ static int job_new(sc_ledger *l, const sc_job_spec *spec, job **out)
     for (uint32_t o = 0; o < spec->nout; o++)
         sim_stats_init(&j->agg[o], &j->layouts[o]);
     j->state = SC_JOB_RUNNING;
-    j->owner = owner_index(l, spec->owner);
+    l->rr_dirty = true;
     if (l->njobs == l->jobs_cap) {
         l->jobs_cap = l->jobs_cap ? l->jobs_cap * 2 : 16;
         l->jobs = xrealloc(l->jobs, l->jobs_cap, sizeof *l->jobs);
@@ -690,6 +733,7 @@ static void drop_job_claims(sc_ledger *l, job *j)
 static void job_end(sc_ledger *l, job *j, sc_job_state state)
 {
     j->state = state;
+    l->rr_dirty = true;
     drop_job_claims(l, j);
     sc_record r = { .type = SC_REC_JOB_END, .job = j->spec.id, .state = state };
     journal(l, &r);
@@ -738,6 +782,7 @@ int sc_job_forget(sc_ledger *l, uint64_t id)
         drop_job_claims(l, j);
         job_free(j);
         l->jobs[i] = l->jobs[--l->njobs];
+        l->rr_dirty = true;
         return 0;
     }
     return SC_ENOJOB;
@@ -787,20 +832,28 @@ static bool eligible(const job *j, const sc_node_info *n)
         (j->spec.backends == 0 || (j->spec.backends & n->backends)) && j->spec.mem_bytes <= n->mem_bytes;
 }
 
-/* Priority first; then the owner with the least in flight; then the job
- * with the least in flight; then the older job. */
-static bool better(const sc_ledger *l, const job *a, const job *b)
+/* The next eligible job in turn: highest priority level first, owners in
+ * turn within a level, each owner's jobs in turn. */
+static job *pick(sc_ledger *l, const sc_node_info *n)
 {
-    if (b == NULL)
-        return true;
-    if (a->spec.priority != b->spec.priority)
-        return a->spec.priority > b->spec.priority;
-    uint64_t oa = l->owners[a->owner].inflight, ob = l->owners[b->owner].inflight;
-    if (oa != ob)
-        return oa < ob;
-    if (a->inflight_claims != b->inflight_claims)
-        return a->inflight_claims < b->inflight_claims;
-    return a->spec.id < b->spec.id;
+    if (l->rr_dirty)
+        rr_rebuild(l);
+    for (size_t li = 0; li < l->nlevels; li++) {
+        rr_level *lv = &l->levels[li];
+        for (size_t k = 0; k < lv->nowners; k++) {
+            size_t oi = (lv->cursor + k) % lv->nowners;
+            rr_owner *o = &lv->owners[oi];
+            for (size_t m = 0; m < o->njobs; m++) {
+                size_t ji = (o->cursor + m) % o->njobs;
+                if (eligible(o->jobs[ji], n)) {
+                    o->cursor = ji + 1;
+                    lv->cursor = oi + 1;
+                    return o->jobs[ji];
+                }
+            }
+        }
+    }
+    return NULL;
 }
 
 static uint64_t chunk_size(const sc_ledger *l, const sc_node_info *n)
@@ -826,10 +879,7 @@ int sc_claim(sc_ledger *l, const sc_node_info *node, unsigned slots, uint64_t no
     }
     uint64_t size = chunk_size(l, node);
     for (unsigned s = 0; s < slots; s++) {
-        job *best = NULL;
-        for (size_t i = 0; i < l->njobs; i++)
-            if (eligible(l->jobs[i], node) && better(l, l->jobs[i], best))
-                best = l->jobs[i];
+        job *best = pick(l, node);
         if (best == NULL)
             break;
         range r = pend_take(best, size);
@@ -854,7 +904,6 @@ int sc_claim(sc_ledger *l, const sc_node_info *node, unsigned slots, uint64_t no
         node_link(l, idx);
         best->inflight_items += r.count;
         best->inflight_claims++;
-        l->owners[best->owner].inflight++;
         out[s] = (sc_claim_out){
             .job = best->spec.id, .chunk = c->chunk, .first = c->first, .count = c->count,
             .lease_until = c->lease_until, .attempt = c->attempt,
@@ -867,7 +916,7 @@ int sc_claim(sc_ledger *l, const sc_node_info *node, unsigned slots, uint64_t no
 
 /* ---- completing ---------------------------------------------------------------------------------------- */
 
-int sc_complete(sc_ledger *l, uint64_t job_id, const uint8_t token[16], uint64_t node,
+int sc_complete(sc_ledger *l, uint64_t job_id, uint64_t chunk, const uint8_t token[16], uint64_t node,
     const void *result, size_t len, uint64_t now_ms, sc_outcome *outcome, bool *job_complete)
 {
     (void)now_ms;
@@ -880,7 +929,7 @@ int sc_complete(sc_ledger *l, uint64_t job_id, const uint8_t token[16], uint64_t
     if (idx != NONE) {
         claim *c = &l->claims[idx];
         job *j = c->job;
-        if (j->spec.id != job_id || c->node != node) {
+        if (j->spec.id != job_id || c->chunk != chunk || c->node != node) {
             *outcome = SC_STALE; /* another node's token, or the wrong job */
             return 0;
         }
@@ -890,10 +939,10 @@ int sc_complete(sc_ledger *l, uint64_t job_id, const uint8_t token[16], uint64_t
             rc = merge_result(j, res, c->count);
         if (rc != 0)
             return rc; /* the claim stays live: the node may send a good one */
-        done_insert(j, token, bytes_hash(result, len));
+        done_set(j, c->chunk, token, bytes_hash(result, len));
         sc_record rec = {
-            .type = SC_REC_ACCEPT, .job = j->spec.id, .first = c->first, .count = c->count,
-            .result = result, .result_len = len,
+            .type = SC_REC_ACCEPT, .job = j->spec.id, .chunk = c->chunk, .first = c->first,
+            .count = c->count, .result = result, .result_len = len,
         };
         memcpy(rec.token, token, 16);
         j->done_items += c->count;
@@ -908,11 +957,11 @@ int sc_complete(sc_ledger *l, uint64_t job_id, const uint8_t token[16], uint64_t
     }
 
     job *j = job_find(l, job_id);
-    const done_entry *e = j != NULL ? done_find(j, token) : NULL;
+    const done_entry *e = j != NULL ? done_get(j, chunk, token) : NULL;
     if (e == NULL)
         *outcome = SC_STALE;
     else
-        *outcome = e->hash == bytes_hash(result, len) ? SC_IDEMPOTENT : SC_CONFLICT;
+        *outcome = e->hash == (bytes_hash(result, len) | 1) ? SC_IDEMPOTENT : SC_CONFLICT;
     return 0;
 }
 
@@ -971,6 +1020,7 @@ size_t sc_reclaim(sc_ledger *l, uint64_t now_ms)
         for (uint64_t t = 0; t < steps; t++) {
             for (uint32_t idx = l->wheel[(from + t) & (WHEEL_SIZE - 1)]; idx != NONE;
                  idx = l->claims[idx].wnext) {
+                l->swept++;
                 if (l->claims[idx].lease_until > now_ms)
                     continue;
                 if (n == l->scratch_cap) {
@@ -987,6 +1037,7 @@ size_t sc_reclaim(sc_ledger *l, uint64_t now_ms)
                 expired++;
             }
         }
+        l->expired += expired;
         /* The current tick may still gain due claims: sweep it again next time. */
         l->wheel_tick = end;
     }
@@ -1041,14 +1092,17 @@ int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs,
             continue;
         }
         if ((r->type != SC_REC_ACCEPT && r->type != SC_REC_CHUNK_FAILED) || r->count == 0 ||
-            r->first >= spec->items || r->count > spec->items - r->first)
+            r->first >= spec->items || r->count > spec->items - r->first ||
+            (r->type == SC_REC_ACCEPT && (r->chunk == 0 || r->chunk > MAX_CHUNK_ID)))
             goto fail;
         done[nd++] = (range){ r->first, r->count, 0 };
         if (r->type == SC_REC_ACCEPT) {
             if (result_decode(r->result, r->result_len, j->spec.nout, res) != 0 ||
                 merge_result(j, res, r->count) != 0)
                 goto fail;
-            done_insert(j, r->token, bytes_hash(r->result, r->result_len));
+            done_set(j, r->chunk, r->token, bytes_hash(r->result, r->result_len));
+            if (r->chunk > j->next_chunk)
+                j->next_chunk = r->chunk; /* new chunk ids continue after the old ones */
             j->done_items += r->count;
             j->chunks_accepted++;
         } else {

@@ -71,7 +71,7 @@ typedef struct sc_job_spec {
     sc_strategy strategy;
     uint64_t items;
     int32_t priority;           /* higher runs first */
-    uint64_t owner;             /* fair share between owners of equal priority */
+    uint64_t owner;             /* owners of equal priority take turns */
     uint8_t tiers;              /* SC_TIER_* bits that may run it; 0 = any */
     uint32_t backends;          /* capability bits a node must have one of; 0 = any */
     uint64_t mem_bytes;         /* memory a node must offer; 0 = any */
@@ -112,6 +112,7 @@ typedef enum sc_record_type { SC_REC_ACCEPT = 1, SC_REC_CHUNK_FAILED, SC_REC_JOB
 struct sc_record {
     sc_record_type type;
     uint64_t job;
+    uint64_t chunk;            /* ACCEPT */
     uint64_t first, count;     /* ACCEPT, CHUNK_FAILED */
     uint8_t token[16];         /* ACCEPT */
     const void *result;        /* ACCEPT */
@@ -150,15 +151,16 @@ int sc_job_forget(sc_ledger *l, uint64_t job);
 int sc_job_status_get(sc_ledger *l, uint64_t job, sc_job_status *out);
 
 /* Hands node up to `slots` chunks; writes them to out and their number to
- * *n. Jobs by priority, then fair share between owners and jobs. */
+ * *n. Higher priority first; among equal priority the owners take turns,
+ * and each owner's jobs take turns. */
 int sc_claim(sc_ledger *l, const sc_node_info *node, unsigned slots, uint64_t now_ms,
     sc_claim_out *out, unsigned *n);
 
-/* Answers a chunk result. `result` is untrusted bytes (sc_result_encode's
- * format); a result that does not decode or does not cover the chunk gets
- * SC_EBADRESULT and changes nothing. *job_complete is set when this
- * completion finished the job. */
-int sc_complete(sc_ledger *l, uint64_t job, const uint8_t token[16], uint64_t node,
+/* Answers the result of chunk `chunk` of `job`, sent by node with token.
+ * `result` is untrusted bytes (sc_result_encode's format); a result that
+ * does not decode or does not cover the chunk gets SC_EBADRESULT and changes
+ * nothing. *job_complete is set when this completion finished the job. */
+int sc_complete(sc_ledger *l, uint64_t job, uint64_t chunk, const uint8_t token[16], uint64_t node,
     const void *result, size_t len, uint64_t now_ms, sc_outcome *outcome, bool *job_complete);
 
 /* Extends the leases of the listed live claims held by node (a heartbeat);
@@ -185,7 +187,13 @@ int sc_result_encode(const sim_stats *out, uint32_t nout, void *buf, size_t cap,
  * tests that verify exactly-once coverage. */
 void sc_job_ranges(sc_ledger *l, uint64_t job, void (*fn)(void *ctx, uint64_t first, uint64_t count, bool inflight), void *ctx);
 
-/* Memory the ledger holds for claims in flight, in bytes (for benchmarks). */
-size_t sc_ledger_claim_bytes(const sc_ledger *l);
+typedef struct sc_ledger_stats {
+    uint64_t live_claims;
+    uint64_t claim_bytes;   /* memory held for claims in flight: slab, token table, node table */
+    uint64_t swept;         /* claims looked at by sweeps, expired or not */
+    uint64_t expired;       /* claims expired by sweeps */
+} sc_ledger_stats;
+
+void sc_ledger_stats_get(const sc_ledger *l, sc_ledger_stats *out);
 
 #endif

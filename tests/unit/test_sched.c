@@ -209,7 +209,7 @@ static void run_walk(uint64_t seed, int steps)
                 m->claims[m->nclaims++] = (mclaim){ got[i], node.id, got[i].lease_until - now, LIVE };
         } else if (op < 55 && c != NULL) { /* complete: good, duplicate or late */
             size_t len = result_of(c->c.first, c->c.count, buf, sizeof buf);
-            cr_assert_eq(sc_complete(l, job, c->c.token, c->node, buf, len, now, &out, &done_flag), 0);
+            cr_assert_eq(sc_complete(l, job, c->c.chunk, c->c.token, c->node, buf, len, now, &out, &done_flag), 0);
             sc_outcome want = c->state == LIVE ? SC_ACCEPTED : c->state == ACCEPTED ? SC_IDEMPOTENT : SC_STALE;
             cr_assert_eq(out, want, "seed %llu step %d: outcome %d, want %d", (unsigned long long)seed, step, out, want);
             if (out == SC_ACCEPTED) {
@@ -223,19 +223,19 @@ static void run_walk(uint64_t seed, int steps)
             }
         } else if (op < 60 && c != NULL && c->state == ACCEPTED) { /* conflicting result */
             size_t len = result_of(c->c.first + 1 < m->items ? c->c.first + 1 : 0, c->c.count, other, sizeof other);
-            cr_assert_eq(sc_complete(l, job, c->c.token, c->node, other, len, now, &out, NULL), 0);
+            cr_assert_eq(sc_complete(l, job, c->c.chunk, c->c.token, c->node, other, len, now, &out, NULL), 0);
             cr_assert(out == SC_CONFLICT || out == SC_IDEMPOTENT); /* same bytes if the shift changed nothing */
         } else if (op < 65 && c != NULL) { /* another node's token */
             size_t len = result_of(c->c.first, c->c.count, buf, sizeof buf);
-            cr_assert_eq(sc_complete(l, job, c->c.token, c->node + 100, buf, len, now, &out, NULL), 0);
+            cr_assert_eq(sc_complete(l, job, c->c.chunk, c->c.token, c->node + 100, buf, len, now, &out, NULL), 0);
             cr_assert(out == SC_STALE || (c->state == ACCEPTED && out == SC_IDEMPOTENT));
         } else if (op < 70 && c != NULL && c->state == LIVE) { /* malformed result */
             size_t len = result_of(c->c.first, c->c.count, buf, sizeof buf);
-            int rc = sc_complete(l, job, c->c.token, c->node, buf, len - 1, now, &out, NULL);
+            int rc = sc_complete(l, job, c->c.chunk, c->c.token, c->node, buf, len - 1, now, &out, NULL);
             cr_assert_eq(rc, SC_EBADRESULT);
             if (c->c.count > 1) { /* the right bytes for the wrong count */
                 len = result_of(c->c.first, c->c.count - 1, buf, sizeof buf);
-                cr_assert_eq(sc_complete(l, job, c->c.token, c->node, buf, len, now, &out, NULL), SC_EBADRESULT);
+                cr_assert_eq(sc_complete(l, job, c->c.chunk, c->c.token, c->node, buf, len, now, &out, NULL), SC_EBADRESULT);
             }
         } else if (op < 78) { /* heartbeat from one node */
             uint64_t node = 1 + rnd(&s, NODES);
@@ -302,7 +302,7 @@ static void run_walk(uint64_t seed, int steps)
         for (unsigned i = 0; i < n; i++) {
             sc_outcome out;
             size_t len = result_of(got[i].first, got[i].count, buf, sizeof buf);
-            cr_assert_eq(sc_complete(l, job, got[i].token, 99, buf, len, now, &out, NULL), 0);
+            cr_assert_eq(sc_complete(l, job, got[i].chunk, got[i].token, 99, buf, len, now, &out, NULL), 0);
             cr_assert_eq(out, SC_ACCEPTED);
             sim_stats part;
             stats_of(got[i].first, got[i].count, &part);
@@ -468,7 +468,7 @@ Test(sched, cancel_makes_claims_stale)
     cr_assert_eq(sc_job_cancel(l, 1, 0), 0);
     sc_outcome out;
     size_t len = result_of(c.first, c.count, buf, sizeof buf);
-    sc_complete(l, 1, c.token, 1, buf, len, 0, &out, NULL);
+    sc_complete(l, 1, c.chunk, c.token, 1, buf, len, 0, &out, NULL);
     cr_assert_eq(out, SC_STALE);
     sc_claim(l, &node, 1, 0, &c, &n);
     cr_assert_eq(n, 0, "a cancelled job hands out nothing");
@@ -494,7 +494,7 @@ Test(sched, precision_target_ends_the_job_early)
         sc_claim(l, &node, 1, 0, &c, &n);
         cr_assert_eq(n, 1);
         size_t len = result_of(c.first, c.count, buf, sizeof buf);
-        sc_complete(l, 1, c.token, 1, buf, len, 0, &out, &done);
+        sc_complete(l, 1, c.chunk, c.token, 1, buf, len, 0, &out, &done);
         cr_assert_eq(out, SC_ACCEPTED);
         chunks++;
     }
@@ -542,14 +542,17 @@ Test(sched, bad_specs_and_journals_are_refused)
 
     size_t len = result_of(0, 60, buf, sizeof buf);
     sc_record overlap[2] = {
-        { .type = SC_REC_ACCEPT, .job = 2, .first = 0, .count = 60, .result = buf, .result_len = len },
-        { .type = SC_REC_ACCEPT, .job = 2, .first = 50, .count = 60, .result = buf, .result_len = len },
+        { .type = SC_REC_ACCEPT, .job = 2, .chunk = 1, .first = 0, .count = 60, .result = buf, .result_len = len },
+        { .type = SC_REC_ACCEPT, .job = 2, .chunk = 2, .first = 50, .count = 60, .result = buf, .result_len = len },
     };
     sc_job_spec s2 = spec_of(2, 200);
     cr_assert_eq(sc_job_restore(l, &s2, overlap, 2), SC_EBADRECORD);
     sc_record outside = { .type = SC_REC_CHUNK_FAILED, .job = 2, .first = 190, .count = 20 };
     cr_assert_eq(sc_job_restore(l, &s2, &outside, 1), SC_EBADRECORD);
-    sc_record garbage = { .type = SC_REC_ACCEPT, .job = 2, .first = 0, .count = 60, .result = "xx", .result_len = 2 };
+    sc_record garbage = { .type = SC_REC_ACCEPT, .job = 2, .chunk = 1, .first = 0, .count = 60, .result = "xx", .result_len = 2 };
+    cr_assert_eq(sc_job_restore(l, &s2, &garbage, 1), SC_EBADRECORD);
+    sc_record huge = { .type = SC_REC_ACCEPT, .job = 2, .chunk = 1ull << 40, .first = 0, .count = 60, .result = buf, .result_len = len };
+    cr_assert_eq(sc_job_restore(l, &s2, &huge, 1), SC_EBADRECORD, "a corrupt chunk id");
     cr_assert_eq(sc_job_restore(l, &s2, &garbage, 1), SC_EBADRECORD);
     sc_job_status st;
     cr_assert_eq(sc_job_status_get(l, 2, &st), SC_ENOJOB, "a refused restore leaves no job behind");
