@@ -386,12 +386,33 @@ SIM_FN void sim_normals(const sim_u32 *w, double *z)
         u[l] = sim_u01(w[l]);
     for (int l = 0; l < SIM_W; l++)
         lg[l] = sim_log(u[l] < 0.5 ? u[l] : 1.0 - u[l]);
+    /* Both formulas end in one division (q * num / den in the centre,
+     * +-num / den in the tails): pick numerator and denominator first and
+     * divide once. -(a / b) == (-a) / b exactly, so these are the bits of
+     * sim_ninv. */
     for (int l = 0; l < SIM_W; l++) {
         double q = u[l] - 0.5;
-        double c = sim_ninv_central(q);
-        double t = sim_ninv_tail_cd(sim_sqrt_nr(-lg[l]));
-        t = q < 0.0 ? -t : t;
-        z[l] = sim_fabs(q) <= 0.425 ? c : t;
+        double r = 0.180625 - q * q;
+        double cn = q * (((((((2.5090809287301226727e+3 * r + 3.3430575583588128105e+4) * r +
+            6.7265770927008700853e+4) * r + 4.5921953931549871457e+4) * r +
+            1.3731693765509461125e+4) * r + 1.9715909503065514427e+3) * r +
+            1.3314166789178437745e+2) * r + 3.3871328727963666080e+0);
+        double cd = ((((((5.2264952788528545610e+3 * r + 2.8729085735721942674e+4) * r +
+            3.9307895800092710610e+4) * r + 2.1213794301586595867e+4) * r +
+            5.3941960214247511077e+3) * r + 6.8718700749205790830e+2) * r +
+            4.2313330701600911252e+1) * r + 1.0;
+        double t = sim_sqrt_nr(-lg[l]) - 1.6;
+        double tn = ((((((7.74545014278341407640e-4 * t + 2.27238449892691845833e-2) * t +
+            2.41780725177450611770e-1) * t + 1.27045825245236838258e+0) * t +
+            3.64784832476320460504e+0) * t + 5.76949722146069140550e+0) * t +
+            4.63033784615654529590e+0) * t + 1.42343711074968357734e+0;
+        double td = ((((((1.05075007164441684324e-9 * t + 5.47593808499534494600e-4) * t +
+            1.51986665636164571966e-2) * t + 1.48103976427480074590e-1) * t +
+            6.89767334985100004550e-1) * t + 1.67638483018380384940e+0) * t +
+            2.05319162663775882187e+0) * t + 1.0;
+        tn = q < 0.0 ? -tn : tn;
+        int central = sim_fabs(q) <= 0.425;
+        z[l] = (central ? cn : tn) / (central ? cd : td);
     }
 }
 
