@@ -88,6 +88,8 @@ struct sim_cl {
     cl_kernel kernels[MAX_KERNELS]; /* same order as sim_kernel_at */
     size_t work_items;
     unsigned group; /* SIM_W of the device program */
+    size_t local_one;
+    const size_t *local; /* work-group size: 1 on CPU devices, else the driver's choice */
     char name[256];
 };
 
@@ -178,6 +180,10 @@ int sim_cl_create(sim_cl **out, char *err, size_t errlen)
     clGetDeviceInfo(cl->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
     cl->work_items = (type & CL_DEVICE_TYPE_GPU) ? GPU_WORK_ITEMS : CPU_WORK_ITEMS;
     cl->group = (type & CL_DEVICE_TYPE_GPU) ? GPU_GROUP : CPU_GROUP;
+    /* One work item per work-group on a CPU device: the item loops inside
+     * a work item are what its compiler vectorizes. */
+    cl->local_one = 1;
+    cl->local = (type & CL_DEVICE_TYPE_GPU) ? NULL : &cl->local_one;
     {
         const char *g = getenv("SIMFARM_OPENCL_GROUP"); /* 4, 8, 16, 32 or 64: for tests */
         unsigned v = g ? (unsigned)strtoul(g, NULL, 10) : 0;
@@ -299,7 +305,7 @@ int sim_cl_run(sim_cl *cl, const sim_job *job, uint64_t first, uint64_t count, s
         clSetKernelArg(k, 5, sizeof end, &end) != CL_SUCCESS ||
         clSetKernelArg(k, 6, sizeof ngroups, &ngroups) != CL_SUCCESS ||
         clSetKernelArg(k, 7, sizeof bo, &bo) != CL_SUCCESS ||
-        clEnqueueNDRangeKernel(cl->queue, k, 1, NULL, &global, NULL, 0, NULL, NULL) != CL_SUCCESS ||
+        clEnqueueNDRangeKernel(cl->queue, k, 1, NULL, &global, cl->local, 0, NULL, NULL) != CL_SUCCESS ||
         clEnqueueReadBuffer(cl->queue, bo, CL_TRUE, 0, nacc * sizeof *accs, accs, 0, NULL, NULL) !=
             CL_SUCCESS) {
         rc = SIM_EDEVICE;
