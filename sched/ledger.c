@@ -1,12 +1,13 @@
 /*
  * ledger.c — see sched.h.
  *
- * Where an item is, at any time: in a pending range of its job (a deque of
- * {first, count, attempt}, initially one range [0, items) cut from the
- * front on demand), in exactly one live claim, done (counted in done_items,
- * merged into the aggregate), or failed. Every transition moves a whole
- * range between two of these places, so the four always partition
- * [0, items) — the invariant the property tests check after every step.
+ * A job has lanes: one for single and stat_weights, one per candidate for
+ * a tournament. Where an item of a lane is, at any time: in a pending range
+ * of the lane (a deque of {first, count, attempt}, cut from the front on
+ * demand), in exactly one live claim, done (merged into the lane's
+ * aggregate), or failed. Every transition moves a whole range between two
+ * of these places, so the four always partition the items opened to the
+ * lane — the invariant the property tests check after every step.
  *
  * Live claims sit in a slab indexed by uint32; a token table (open
  * addressing, backward-shift deletion) finds them by token, a per-node list
@@ -16,6 +17,7 @@
  */
 #include "sched/sched.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,8 @@ enum {
     TICK_SHIFT = 6,            /* 64 ms wheel ticks */
     WHEEL_SIZE = 1 << 12,      /* 4096 buckets: one turn is ~262 s */
     MAX_NOUT = 64,
+    MAX_RES = 256,             /* statistics in one result (variants x outputs) */
+    MAX_LANES = 4096,          /* tournament candidates */
 };
 
 /* Chunk ids in a journal above this are corrupt: each is one array slot. */
@@ -42,9 +46,9 @@ typedef struct claim {
     uint32_t attempt;
     uint32_t wprev, wnext;     /* wheel bucket list; wnext is the free list when unused */
     uint32_t nprev, nnext;     /* the node's claims */
-    uint16_t live;
+    uint16_t lane;
     uint16_t bucket;           /* the wheel bucket it is in */
-} claim;
+} claim;                       /* live when job != NULL */
 
 typedef struct range {
     uint64_t first, count;
@@ -57,16 +61,29 @@ typedef struct done_entry {
     uint64_t hash;             /* of the accepted result bytes, low bit set; 0 = none */
 } done_entry;
 
+typedef struct lane {
+    range *pend;
+    size_t pend_head, pend_len, pend_cap;
+    uint64_t pending_items, inflight_items, done_items, failed_items;
+    uint64_t budget;           /* items opened to this lane so far */
+    sim_stats *agg;            /* nres statistics */
+    uint32_t dropped_after;    /* 0 = alive; else phases run before it dropped */
+} lane;
+
 typedef struct job {
     sc_job_spec spec;
     sim_layout *layouts;
+    double *steps;
     sc_job_state state;
-    range *pend;
-    size_t pend_head, pend_len, pend_cap;
-    uint64_t done_items, failed_items, inflight_items, pending_items;
+    lane *lanes;
+    uint32_t nlanes, alive, phase, lane_cursor;
+    uint32_t nres;             /* statistics per result */
+    uint64_t pending_items, inflight_items, done_items, failed_items; /* all lanes */
     uint32_t inflight_claims;
     uint64_t next_chunk, chunks_accepted, chunks_failed, reclaims;
-    sim_stats *agg;
+    double *pair_d;            /* stat_weights: per chunk id, variants-1 mean differences */
+    uint64_t *pair_n;          /* stat_weights: per chunk id, its items (0 = not accepted) */
+    size_t pair_cap;
     done_entry *done;          /* indexed by chunk id */
     size_t done_cap;
 } job;
@@ -111,6 +128,7 @@ struct sc_ledger {
     uint32_t *scratch;         /* expired claims of one sweep */
     size_t scratch_cap;
     uint64_t swept, expired;   /* counters for sc_ledger_stats_get */
+    bool restoring;            /* replaying a journal: emit nothing */
 };
 
 const char *sc_strerror(int code)
@@ -224,9 +242,15 @@ sc_ledger *sc_ledger_create(const sc_config *config)
 
 static void job_free(job *j)
 {
+    for (uint32_t i = 0; i < j->nlanes; i++) {
+        free(j->lanes[i].pend);
+        free(j->lanes[i].agg);
+    }
+    free(j->lanes);
     free(j->layouts);
-    free(j->pend);
-    free(j->agg);
+    free(j->steps);
+    free(j->pair_d);
+    free(j->pair_n);
     free(j->done);
     free(j);
 }
@@ -270,7 +294,7 @@ static job *job_find(sc_ledger *l, uint64_t id)
 
 static void journal(sc_ledger *l, const sc_record *r)
 {
-    if (l->cfg.journal != NULL)
+    if (l->cfg.journal != NULL && !l->restoring)
         l->cfg.journal(l->cfg.journal_ctx, r);
 }
 
@@ -465,17 +489,20 @@ static uint32_t claim_alloc(sc_ledger *l)
     return idx;
 }
 
-/* Unlinks a live claim from every index and returns its slot. */
+/* Unlinks a live claim from every index, takes its items out of flight
+ * and frees its slot; the caller puts its range where it belongs. */
 static void claim_drop(sc_ledger *l, uint32_t idx)
 {
     claim *c = &l->claims[idx];
     job *j = c->job;
+    lane *ln = &j->lanes[c->lane];
     tok_remove(l, idx);
     wheel_remove(l, idx);
     node_unlink(l, idx);
+    ln->inflight_items -= c->count;
     j->inflight_items -= c->count;
     j->inflight_claims--;
-    c->live = 0;
+    c->job = NULL;
     c->wnext = l->free_head;
     l->free_head = idx;
     l->live--;
@@ -483,52 +510,63 @@ static void claim_drop(sc_ledger *l, uint32_t idx)
 
 /* ---- pending ranges ------------------------------------------------------------------------ */
 
-static void pend_reserve(job *j)
+static void pend_reserve(lane *ln)
 {
-    if (j->pend_len < j->pend_cap)
+    if (ln->pend_len < ln->pend_cap)
         return;
-    size_t ncap = j->pend_cap ? j->pend_cap * 2 : 8;
+    size_t ncap = ln->pend_cap ? ln->pend_cap * 2 : 8;
     range *nr = xrealloc(NULL, ncap, sizeof *nr);
-    for (size_t i = 0; i < j->pend_len; i++)
-        nr[i] = j->pend[(j->pend_head + i) % j->pend_cap];
-    free(j->pend);
-    j->pend = nr;
-    j->pend_cap = ncap;
-    j->pend_head = 0;
+    for (size_t i = 0; i < ln->pend_len; i++)
+        nr[i] = ln->pend[(ln->pend_head + i) % ln->pend_cap];
+    free(ln->pend);
+    ln->pend = nr;
+    ln->pend_cap = ncap;
+    ln->pend_head = 0;
 }
 
-static void pend_push_back(job *j, range r)
+static void pend_push_back(job *j, lane *ln, range r)
 {
-    pend_reserve(j);
-    j->pend[(j->pend_head + j->pend_len++) % j->pend_cap] = r;
+    pend_reserve(ln);
+    ln->pend[(ln->pend_head + ln->pend_len++) % ln->pend_cap] = r;
+    ln->pending_items += r.count;
     j->pending_items += r.count;
 }
 
 /* Retries go first, so a job's stragglers are not left to the end. */
-static void pend_push_front(job *j, range r)
+static void pend_push_front(job *j, lane *ln, range r)
 {
-    pend_reserve(j);
-    j->pend_head = (j->pend_head + j->pend_cap - 1) % j->pend_cap;
-    j->pend[j->pend_head] = r;
-    j->pend_len++;
+    pend_reserve(ln);
+    ln->pend_head = (ln->pend_head + ln->pend_cap - 1) % ln->pend_cap;
+    ln->pend[ln->pend_head] = r;
+    ln->pend_len++;
+    ln->pending_items += r.count;
     j->pending_items += r.count;
 }
 
 /* Cuts up to `want` items from the front range. */
-static range pend_take(job *j, uint64_t want)
+static range pend_take(job *j, lane *ln, uint64_t want)
 {
-    range *front = &j->pend[j->pend_head];
+    range *front = &ln->pend[ln->pend_head];
     range r = *front;
     if (r.count > want) {
         r.count = want;
         front->first += want;
         front->count -= want;
     } else {
-        j->pend_head = (j->pend_head + 1) % j->pend_cap;
-        j->pend_len--;
+        ln->pend_head = (ln->pend_head + 1) % ln->pend_cap;
+        ln->pend_len--;
     }
+    ln->pending_items -= r.count;
     j->pending_items -= r.count;
     return r;
+}
+
+static void pend_clear(job *j, lane *ln)
+{
+    j->pending_items -= ln->pending_items;
+    ln->pending_items = 0;
+    ln->pend_len = 0;
+    ln->pend_head = 0;
 }
 
 /* ---- accepted chunks ------------------------------------------------------------------------------ */
@@ -598,19 +636,70 @@ static int result_decode(const void *buf, size_t len, uint32_t nout, sim_stats *
     return off == len ? 0 : SC_EBADRESULT;
 }
 
-/* Checks a decoded result against its chunk and merges it into agg, all or
- * nothing. */
-static int merge_result(job *j, const sim_stats *res, uint64_t count)
+
+/* Checks a decoded result (nres statistics) against its chunk and merges it
+ * into the lane, all or nothing; stat_weights also records each variant's
+ * per-chunk difference from the baseline. */
+static void pair_set(job *j, uint64_t chunk, uint64_t count, const sim_stats *res)
 {
-    sim_stats tmp[MAX_NOUT];
-    if (sim_stats_count(&res[0]) != count * j->spec.samples_per_item)
-        return SC_EBADRESULT;
-    for (uint32_t o = 0; o < j->spec.nout; o++) {
-        tmp[o] = j->agg[o];
-        if (sim_stats_merge(&tmp[o], &res[o]) != 0)
+    uint32_t np = j->spec.variants - 1;
+    if (chunk >= j->pair_cap) {
+        size_t ncap = j->pair_cap ? j->pair_cap : 64;
+        while (ncap <= chunk)
+            ncap *= 2;
+        j->pair_d = xrealloc(j->pair_d, ncap * np, sizeof *j->pair_d);
+        j->pair_n = xrealloc(j->pair_n, ncap, sizeof *j->pair_n);
+        memset(j->pair_n + j->pair_cap, 0, (ncap - j->pair_cap) * sizeof *j->pair_n);
+        j->pair_cap = ncap;
+    }
+    double base = sim_stats_mean(&res[0]);
+    for (uint32_t v = 1; v <= np; v++)
+        j->pair_d[chunk * np + v - 1] = sim_stats_mean(&res[v * j->spec.nout]) - base;
+    j->pair_n[chunk] = count;
+}
+
+/* Standard error of variant v's mean difference from the baseline, from the
+ * per-chunk paired differences (batch means, weighted by chunk size). Sums
+ * run in chunk-id order, so the answer does not depend on the order the
+ * chunks arrived or were replayed in. */
+static double pair_se(const job *j, uint32_t v)
+{
+    uint32_t np = j->spec.variants - 1;
+    double n = 0, sum = 0, k = 0;
+    for (size_t c = 0; c < j->pair_cap; c++)
+        if (j->pair_n[c] != 0) {
+            n += (double)j->pair_n[c];
+            sum += (double)j->pair_n[c] * j->pair_d[c * np + v - 1];
+            k++;
+        }
+    if (k < 2)
+        return NAN;
+    double mean = sum / n, acc = 0;
+    for (size_t c = 0; c < j->pair_cap; c++)
+        if (j->pair_n[c] != 0) {
+            double dev = (double)j->pair_n[c] * (j->pair_d[c * np + v - 1] - mean);
+            acc += dev * dev;
+        }
+    return sqrt(acc * k / (k - 1)) / n;
+}
+
+static int merge_result(job *j, lane *ln, uint64_t chunk, const sim_stats *res, uint64_t count)
+{
+    static _Thread_local sim_stats tmp[MAX_RES];
+    uint32_t nout = j->spec.nout;
+    uint64_t want = count * j->spec.samples_per_item;
+
+    for (uint32_t r = 0; r < j->nres; r += nout)
+        if (sim_stats_count(&res[r]) != want)
+            return SC_EBADRESULT;
+    for (uint32_t r = 0; r < j->nres; r++) {
+        tmp[r] = ln->agg[r];
+        if (sim_stats_merge(&tmp[r], &res[r]) != 0)
             return SC_EBADRESULT;
     }
-    memcpy(j->agg, tmp, j->spec.nout * sizeof *tmp);
+    memcpy(ln->agg, tmp, j->nres * sizeof *tmp);
+    if (j->spec.strategy == SC_STAT_WEIGHTS)
+        pair_set(j, chunk, count, res);
     return 0;
 }
 
@@ -674,14 +763,36 @@ static void rr_rebuild(sc_ledger *l)
     l->rr_dirty = false;
 }
 
+static int check_spec(const sc_job_spec *s)
+{
+    if (s == NULL || s->items == 0 || s->nout == 0 || s->nout > MAX_NOUT || s->layouts == NULL ||
+        s->precision < 0 || s->precision != s->precision)
+        return SC_EINVAL;
+    if (s->items > (UINT64_MAX >> 2))
+        return SC_ETOOBIG;
+    switch (s->strategy) {
+    case SC_SINGLE:
+        return 0;
+    case SC_STAT_WEIGHTS:
+        if (s->variants < 2 || s->steps == NULL || (uint64_t)s->variants * s->nout > MAX_RES)
+            return SC_EINVAL;
+        for (uint32_t v = 1; v < s->variants; v++)
+            if (!(s->steps[v - 1] != 0) || s->steps[v - 1] != s->steps[v - 1])
+                return SC_EINVAL; /* a zero or NaN step has no finite difference */
+        return 0;
+    case SC_TOURNAMENT:
+        if (s->variants < 2 || s->variants > MAX_LANES || s->z < 0 || s->z != s->z)
+            return SC_EINVAL;
+        return 0;
+    }
+    return SC_EINVAL;
+}
+
 static int job_new(sc_ledger *l, const sc_job_spec *spec, job **out)
 {
-    if (spec == NULL || spec->strategy != SC_SINGLE || spec->items == 0 || spec->nout == 0 ||
-        spec->nout > MAX_NOUT || spec->layouts == NULL || spec->precision < 0 ||
-        spec->precision != spec->precision)
-        return SC_EINVAL;
-    if (spec->items > (UINT64_MAX >> 2))
-        return SC_ETOOBIG;
+    int rc = check_spec(spec);
+    if (rc != 0)
+        return rc;
     if (job_find(l, spec->id) != NULL)
         return SC_EEXISTS;
     job *j = xcalloc(1, sizeof *j);
@@ -693,9 +804,32 @@ static int job_new(sc_ledger *l, const sc_job_spec *spec, job **out)
     j->layouts = xcalloc(spec->nout, sizeof *j->layouts);
     memcpy(j->layouts, spec->layouts, spec->nout * sizeof *j->layouts);
     j->spec.layouts = j->layouts;
-    j->agg = xcalloc(spec->nout, sizeof *j->agg);
-    for (uint32_t o = 0; o < spec->nout; o++)
-        sim_stats_init(&j->agg[o], &j->layouts[o]);
+    j->spec.steps = NULL;
+    j->nlanes = 1;
+    j->nres = spec->nout;
+    if (spec->strategy == SC_STAT_WEIGHTS) {
+        j->nres = spec->variants * spec->nout;
+        j->steps = xcalloc(spec->variants - 1, sizeof *j->steps);
+        memcpy(j->steps, spec->steps, (spec->variants - 1) * sizeof *j->steps);
+        j->spec.steps = j->steps;
+    } else if (spec->strategy == SC_TOURNAMENT) {
+        j->nlanes = spec->variants;
+        if (j->spec.phase_items == 0)
+            j->spec.phase_items = 1000;
+        if (j->spec.growth < 2)
+            j->spec.growth = 4;
+        if (j->spec.z == 0)
+            j->spec.z = 1.96;
+    } else {
+        j->spec.variants = 1;
+    }
+    j->lanes = xcalloc(j->nlanes, sizeof *j->lanes);
+    for (uint32_t i = 0; i < j->nlanes; i++) {
+        j->lanes[i].agg = xcalloc(j->nres, sizeof *j->lanes[i].agg);
+        for (uint32_t r = 0; r < j->nres; r++)
+            sim_stats_init(&j->lanes[i].agg[r], &j->layouts[r % spec->nout]);
+    }
+    j->alive = j->nlanes;
     j->state = SC_JOB_RUNNING;
     l->rr_dirty = true;
     if (l->njobs == l->jobs_cap) {
@@ -707,25 +841,45 @@ static int job_new(sc_ledger *l, const sc_job_spec *spec, job **out)
     return 0;
 }
 
+/* The first budget: everything, or a tournament's first phase. */
+static uint64_t first_budget(const job *j)
+{
+    if (j->spec.strategy != SC_TOURNAMENT || j->spec.phase_items >= j->spec.items)
+        return j->spec.items;
+    return j->spec.phase_items;
+}
+
+/* Opens items [ln->budget, budget) of a lane. */
+static void open_to(job *j, lane *ln, uint64_t budget)
+{
+    if (budget > ln->budget)
+        pend_push_back(j, ln, (range){ ln->budget, budget - ln->budget, 0 });
+    ln->budget = budget;
+}
+
 int sc_job_add(sc_ledger *l, const sc_job_spec *spec)
 {
     job *j;
     int rc = job_new(l, spec, &j);
-    if (rc == 0)
-        pend_push_back(j, (range){ 0, spec->items, 0 });
-    return rc;
+    if (rc != 0)
+        return rc;
+    for (uint32_t i = 0; i < j->nlanes; i++)
+        open_to(j, &j->lanes[i], first_budget(j));
+    return 0;
 }
 
-/* Drops every live claim of j (they become stale). O(claims): only on
- * cancellation, early completion or expiry. */
-static void drop_job_claims(sc_ledger *l, job *j)
+/* Drops the live claims of j (of one lane, or all when lane < 0): they
+ * become stale and their ranges go back to pending. O(claims): only when a
+ * job ends or a candidate drops out. */
+static void drop_claims(sc_ledger *l, job *j, int lane_only)
 {
     for (uint32_t i = 0; i < l->claims_cap && j->inflight_claims > 0; i++) {
         claim *c = &l->claims[i];
-        if (c->live && c->job == j) {
+        if (c->job == j && (lane_only < 0 || c->lane == (uint32_t)lane_only)) {
             range r = { c->first, c->count, c->attempt };
+            lane *ln = &j->lanes[c->lane];
             claim_drop(l, i);
-            pend_push_back(j, r); /* keeps the partition; the job is over */
+            pend_push_back(j, ln, r);
         }
     }
 }
@@ -734,26 +888,136 @@ static void job_end(sc_ledger *l, job *j, sc_job_state state)
 {
     j->state = state;
     l->rr_dirty = true;
-    drop_job_claims(l, j);
+    drop_claims(l, j, -1);
     sc_record r = { .type = SC_REC_JOB_END, .job = j->spec.id, .state = state };
     journal(l, &r);
 }
 
-/* Ends j when nothing is left to do, or its precision target is met. */
+static double lane_mean(const job *j, const lane *ln)
+{
+    (void)j;
+    return sim_stats_mean(&ln->agg[0]);
+}
+
+static double lane_se(const lane *ln)
+{
+    double se = sim_stats_stderr(&ln->agg[0]);
+    return se == se ? se : 1e300; /* too few values: no confidence at all */
+}
+
+/* True when a is better than b for this tournament. */
+static bool beats(const job *j, double a, double b)
+{
+    return j->spec.minimize ? a < b : a > b;
+}
+
+static int cmp_lane_mean(const void *a, const void *b, const job *j)
+{
+    double x = lane_mean(j, *(lane *const *)a), y = lane_mean(j, *(lane *const *)b);
+    if (x == y)
+        return *(lane *const *)a < *(lane *const *)b ? -1 : 1; /* stable by index */
+    return beats(j, x, y) ? -1 : 1;
+}
+
+/* A tournament phase is over: drop the dominated and those past `keep`.
+ * Deterministic in the aggregates, so a restore replays it exactly. */
+static void eliminate(job *j)
+{
+    lane *order[MAX_LANES];
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < j->nlanes; i++)
+        if (j->lanes[i].dropped_after == 0)
+            order[n++] = &j->lanes[i];
+    if (n == 0)
+        return;
+    /* Insertion sort, best first: a few candidates, and qsort has no context. */
+    for (uint32_t a = 1; a < n; a++)
+        for (uint32_t b = a; b > 0 && cmp_lane_mean(&order[b], &order[b - 1], j) < 0; b--) {
+            lane *t = order[b];
+            order[b] = order[b - 1];
+            order[b - 1] = t;
+        }
+    double z = j->spec.z;
+    double lead = lane_mean(j, order[0]), lead_se = lane_se(order[0]);
+    uint32_t phase = j->phase + 1;
+    for (uint32_t k = 1; k < n; k++) {
+        double m = lane_mean(j, order[k]), se = lane_se(order[k]);
+        bool dominated = j->spec.minimize ? m - z * se > lead + z * lead_se : m + z * se < lead - z * lead_se;
+        bool past_keep = j->spec.keep > 0 && k >= j->spec.keep;
+        if (dominated || past_keep) {
+            order[k]->dropped_after = phase;
+            j->alive--;
+        }
+    }
+    j->phase = phase;
+}
+
+/* Ends a tournament phase whose survivors have all run `budget` items:
+ * eliminates, journals, and either ends the job (returns 0) or returns the
+ * next budget. */
+static uint64_t phase_end(sc_ledger *l, job *j, uint64_t budget)
+{
+    eliminate(j);
+    for (uint32_t i = 0; i < j->nlanes; i++) {
+        lane *ln = &j->lanes[i];
+        if (ln->dropped_after == j->phase)
+            pend_clear(j, ln); /* nothing in flight: the phase is over */
+    }
+    sc_record r = { .type = SC_REC_PHASE, .job = j->spec.id, .phase = j->phase, .alive = j->alive };
+    journal(l, &r);
+    if (j->alive == 1 || budget >= j->spec.items) {
+        job_end(l, j, SC_JOB_COMPLETE);
+        return 0;
+    }
+    uint64_t next = budget * j->spec.growth;
+    if (next > j->spec.items || next / j->spec.growth != budget)
+        next = j->spec.items;
+    return next;
+}
+
+/* Ends a tournament phase when every survivor has run its budget, and opens
+ * the next. Returns true when that ended the job. */
+static bool phase_check(sc_ledger *l, job *j)
+{
+    if (j->spec.strategy != SC_TOURNAMENT || j->state != SC_JOB_RUNNING)
+        return false;
+    uint64_t budget = 0;
+    for (uint32_t i = 0; i < j->nlanes; i++) {
+        lane *ln = &j->lanes[i];
+        if (ln->dropped_after != 0)
+            continue;
+        if (ln->pending_items != 0 || ln->inflight_items != 0)
+            return false;
+        budget = ln->budget;
+    }
+    uint64_t next = phase_end(l, j, budget);
+    if (next == 0)
+        return true;
+    for (uint32_t i = 0; i < j->nlanes; i++)
+        if (j->lanes[i].dropped_after == 0)
+            open_to(j, &j->lanes[i], next);
+    return false;
+}
+
+/* Ends j when nothing is left to do, or its precision target is met.
+ * Returns true when j ended now. */
 static bool check_end(sc_ledger *l, job *j)
 {
     if (j->state != SC_JOB_RUNNING)
         return false;
-    if (j->done_items == j->spec.items) {
+    if (j->spec.strategy == SC_TOURNAMENT)
+        return phase_check(l, j);
+    lane *ln = &j->lanes[0];
+    if (ln->done_items == j->spec.items) {
         job_end(l, j, SC_JOB_COMPLETE);
         return true;
     }
-    if (j->pending_items == 0 && j->inflight_items == 0) {
+    if (ln->pending_items == 0 && ln->inflight_items == 0) {
         job_end(l, j, SC_JOB_FAILED); /* what is not done has failed */
         return true;
     }
-    if (j->spec.precision > 0 && sim_stats_count(&j->agg[0]) >= 2) {
-        double half = 1.96 * sim_stats_stderr(&j->agg[0]);
+    if (j->spec.precision > 0 && sim_stats_count(&ln->agg[0]) >= 2) {
+        double half = 1.96 * sim_stats_stderr(&ln->agg[0]);
         if (half == half && half <= j->spec.precision) {
             job_end(l, j, SC_JOB_COMPLETE);
             return true;
@@ -779,13 +1043,25 @@ int sc_job_forget(sc_ledger *l, uint64_t id)
         job *j = l->jobs[i];
         if (j->spec.id != id)
             continue;
-        drop_job_claims(l, j);
+        drop_claims(l, j, -1);
         job_free(j);
         l->jobs[i] = l->jobs[--l->njobs];
         l->rr_dirty = true;
         return 0;
     }
     return SC_ENOJOB;
+}
+
+/* The lane a tournament reports as its result: the best survivor. */
+static const lane *leader(const job *j)
+{
+    const lane *best = NULL;
+    for (uint32_t i = 0; i < j->nlanes; i++) {
+        const lane *ln = &j->lanes[i];
+        if (ln->dropped_after == 0 && (best == NULL || beats(j, lane_mean(j, ln), lane_mean(j, best))))
+            best = ln;
+    }
+    return best != NULL ? best : &j->lanes[0];
 }
 
 int sc_job_status_get(sc_ledger *l, uint64_t id, sc_job_status *out)
@@ -804,24 +1080,74 @@ int sc_job_status_get(sc_ledger *l, uint64_t id, sc_job_status *out)
         .chunks_accepted = j->chunks_accepted,
         .chunks_failed = j->chunks_failed,
         .reclaims = j->reclaims,
-        .aggregate = j->agg,
+        .aggregate = leader(j)->agg,
         .nout = j->spec.nout,
+        .variants = j->spec.variants,
+        .alive = j->alive,
+        .phase = j->phase,
     };
     return 0;
 }
 
-void sc_job_ranges(sc_ledger *l, uint64_t id, void (*fn)(void *, uint64_t, uint64_t, bool), void *ctx)
+int sc_variant_status_get(sc_ledger *l, uint64_t id, uint32_t v, sc_variant_status *out)
+{
+    job *j = job_find(l, id);
+    if (j == NULL)
+        return SC_ENOJOB;
+    if (v >= j->spec.variants)
+        return SC_EINVAL;
+    memset(out, 0, sizeof *out);
+    if (j->spec.strategy == SC_STAT_WEIGHTS) {
+        const lane *ln = &j->lanes[0];
+        const sim_stats *s = &ln->agg[v * j->spec.nout];
+        out->alive = true;
+        out->done_items = ln->done_items;
+        out->mean = sim_stats_mean(s);
+        out->stderr_ = sim_stats_stderr(s);
+        if (v > 0) {
+            double h = j->steps[v - 1];
+            out->weight = (out->mean - sim_stats_mean(&ln->agg[0])) / h;
+            out->weight_se = pair_se(j, v) / (h < 0 ? -h : h);
+        }
+        return 0;
+    }
+    const lane *ln = &j->lanes[j->spec.strategy == SC_TOURNAMENT ? v : 0];
+    out->alive = ln->dropped_after == 0;
+    out->dropped_after = ln->dropped_after;
+    out->done_items = ln->done_items;
+    out->mean = lane_mean(j, ln);
+    out->stderr_ = sim_stats_stderr(&ln->agg[0]);
+    /* Rank: survivors first by mean, then the dropped by how long they lasted. */
+    out->rank = 1;
+    for (uint32_t i = 0; i < j->nlanes; i++) {
+        const lane *o = &j->lanes[i];
+        if (o == ln)
+            continue;
+        bool o_longer = (o->dropped_after == 0 ? UINT32_MAX : o->dropped_after) >
+            (ln->dropped_after == 0 ? UINT32_MAX : ln->dropped_after);
+        bool same = o->dropped_after == ln->dropped_after;
+        if (o_longer || (same && (beats(j, lane_mean(j, o), out->mean) ||
+                                     (lane_mean(j, o) == out->mean && o < ln))))
+            out->rank++;
+    }
+    return 0;
+}
+
+void sc_job_ranges(sc_ledger *l, uint64_t id, void (*fn)(void *, uint32_t, uint64_t, uint64_t, bool), void *ctx)
 {
     job *j = job_find(l, id);
     if (j == NULL)
         return;
-    for (size_t i = 0; i < j->pend_len; i++) {
-        const range *r = &j->pend[(j->pend_head + i) % j->pend_cap];
-        fn(ctx, r->first, r->count, false);
+    for (uint32_t v = 0; v < j->nlanes; v++) {
+        lane *ln = &j->lanes[v];
+        for (size_t i = 0; i < ln->pend_len; i++) {
+            const range *r = &ln->pend[(ln->pend_head + i) % ln->pend_cap];
+            fn(ctx, v, r->first, r->count, false);
+        }
     }
     for (uint32_t i = 0; i < l->claims_cap; i++)
-        if (l->claims[i].live && l->claims[i].job == j)
-            fn(ctx, l->claims[i].first, l->claims[i].count, true);
+        if (l->claims[i].job == j)
+            fn(ctx, l->claims[i].lane, l->claims[i].first, l->claims[i].count, true);
 }
 
 /* ---- claiming ------------------------------------------------------------------------------------------ */
@@ -856,6 +1182,20 @@ static job *pick(sc_ledger *l, const sc_node_info *n)
     return NULL;
 }
 
+/* The lanes of a job take turns too, so a tournament's candidates advance
+ * together. */
+static uint32_t pick_lane(job *j)
+{
+    for (uint32_t k = 0; k < j->nlanes; k++) {
+        uint32_t i = (j->lane_cursor + k) % j->nlanes;
+        if (j->lanes[i].pending_items > 0) {
+            j->lane_cursor = i + 1;
+            return i;
+        }
+    }
+    return 0; /* not reached: the job is eligible, so a lane has work */
+}
+
 static uint64_t chunk_size(const sc_ledger *l, const sc_node_info *n)
 {
     double want = n->items_per_s > 0 ? n->items_per_s * (double)l->cfg.target_chunk_ms / 1000.0
@@ -882,31 +1222,40 @@ int sc_claim(sc_ledger *l, const sc_node_info *node, unsigned slots, uint64_t no
         job *best = pick(l, node);
         if (best == NULL)
             break;
-        range r = pend_take(best, size);
+        uint32_t li = pick_lane(best);
+        lane *ln = &best->lanes[li];
+        /* stat_weights computes every variant per item: a chunk of the same
+         * duration has fewer items. */
+        uint32_t per_item = best->spec.strategy == SC_STAT_WEIGHTS ? best->spec.variants : 1;
+        uint64_t want = size / per_item ? size / per_item : 1;
+        range r = pend_take(best, ln, want);
         uint32_t idx = claim_alloc(l);
         claim *c = &l->claims[idx];
         l->cfg.random(l->cfg.random_ctx, c->token, sizeof c->token);
         c->job = best;
+        c->lane = (uint16_t)li;
         c->node = node->id;
         c->chunk = ++best->next_chunk;
         c->first = r.first;
         c->count = r.count;
         c->attempt = r.attempt;
-        double expect_ms = node->items_per_s > 0 ? (double)r.count * 1000.0 / node->items_per_s : 0;
+        double expect_ms = node->items_per_s > 0
+            ? (double)r.count * per_item * 1000.0 / node->items_per_s : 0;
         uint64_t lease = (uint64_t)(3 * expect_ms);
         if (lease < l->cfg.min_lease_ms)
             lease = l->cfg.min_lease_ms;
         c->lease_ms = lease > UINT32_MAX ? UINT32_MAX : (uint32_t)lease;
         c->lease_until = now_ms + c->lease_ms;
-        c->live = 1;
         tok_insert_raw(l, idx);
         wheel_insert(l, idx);
         node_link(l, idx);
+        ln->inflight_items += r.count;
         best->inflight_items += r.count;
         best->inflight_claims++;
         out[s] = (sc_claim_out){
-            .job = best->spec.id, .chunk = c->chunk, .first = c->first, .count = c->count,
-            .lease_until = c->lease_until, .attempt = c->attempt,
+            .job = best->spec.id, .chunk = c->chunk,
+            .variant = best->spec.strategy == SC_TOURNAMENT ? li : 0,
+            .first = c->first, .count = c->count, .lease_until = c->lease_until, .attempt = c->attempt,
         };
         memcpy(out[s].token, c->token, 16);
         (*n)++;
@@ -919,6 +1268,7 @@ int sc_claim(sc_ledger *l, const sc_node_info *node, unsigned slots, uint64_t no
 int sc_complete(sc_ledger *l, uint64_t job_id, uint64_t chunk, const uint8_t token[16], uint64_t node,
     const void *result, size_t len, uint64_t now_ms, sc_outcome *outcome, bool *job_complete)
 {
+    static _Thread_local sim_stats res[MAX_RES];
     (void)now_ms;
     if (l == NULL || token == NULL || outcome == NULL)
         return SC_EINVAL;
@@ -929,22 +1279,23 @@ int sc_complete(sc_ledger *l, uint64_t job_id, uint64_t chunk, const uint8_t tok
     if (idx != NONE) {
         claim *c = &l->claims[idx];
         job *j = c->job;
+        lane *ln = &j->lanes[c->lane];
         if (j->spec.id != job_id || c->chunk != chunk || c->node != node) {
-            *outcome = SC_STALE; /* another node's token, or the wrong job */
+            *outcome = SC_STALE; /* another node's token, or the wrong job or chunk */
             return 0;
         }
-        sim_stats res[MAX_NOUT];
-        int rc = result_decode(result, len, j->spec.nout, res);
+        int rc = result_decode(result, len, j->nres, res);
         if (rc == 0)
-            rc = merge_result(j, res, c->count);
+            rc = merge_result(j, ln, c->chunk, res, c->count);
         if (rc != 0)
             return rc; /* the claim stays live: the node may send a good one */
         done_set(j, c->chunk, token, bytes_hash(result, len));
         sc_record rec = {
-            .type = SC_REC_ACCEPT, .job = j->spec.id, .chunk = c->chunk, .first = c->first,
-            .count = c->count, .result = result, .result_len = len,
+            .type = SC_REC_ACCEPT, .job = j->spec.id, .variant = c->lane, .chunk = c->chunk,
+            .first = c->first, .count = c->count, .result = result, .result_len = len,
         };
         memcpy(rec.token, token, 16);
+        ln->done_items += c->count;
         j->done_items += c->count;
         j->chunks_accepted++;
         claim_drop(l, idx);
@@ -983,23 +1334,27 @@ size_t sc_renew(sc_ledger *l, uint64_t node, const uint8_t (*tokens)[16], size_t
     return renewed;
 }
 
-/* Takes a lost claim back: its range returns to the job, or fails after
+/* Takes a lost claim back: its range returns to its lane, or fails after
  * max_attempts. */
 static void lose_claim(sc_ledger *l, uint32_t idx)
 {
     claim *c = &l->claims[idx];
     job *j = c->job;
+    uint32_t li = c->lane;
+    lane *ln = &j->lanes[li];
     range r = { c->first, c->count, c->attempt + 1 };
     claim_drop(l, idx);
     j->reclaims++;
     if (r.attempt >= l->cfg.max_attempts) {
+        ln->failed_items += r.count;
         j->failed_items += r.count;
         j->chunks_failed++;
-        sc_record rec = { .type = SC_REC_CHUNK_FAILED, .job = j->spec.id, .first = r.first, .count = r.count };
+        sc_record rec = { .type = SC_REC_CHUNK_FAILED, .job = j->spec.id, .variant = li,
+            .first = r.first, .count = r.count };
         journal(l, &rec);
         check_end(l, j);
     } else {
-        pend_push_front(j, r);
+        pend_push_front(j, ln, r);
     }
 }
 
@@ -1032,7 +1387,7 @@ size_t sc_reclaim(sc_ledger *l, uint64_t now_ms)
         }
         /* No claim is allocated below, so a slot still live is the same claim. */
         for (size_t i = 0; i < n; i++) {
-            if (l->claims[l->scratch[i]].live) {
+            if (l->claims[l->scratch[i]].job != NULL) {
                 lose_claim(l, l->scratch[i]);
                 expired++;
             }
@@ -1063,10 +1418,62 @@ size_t sc_release_node(sc_ledger *l, uint64_t node, uint64_t now_ms)
 
 /* ---- restore ------------------------------------------------------------------------------------------------ */
 
-static int cmp_range(const void *a, const void *b)
+typedef struct rrec {
+    const sc_record *rec;
+    uint32_t lane;
+} rrec;
+
+static int cmp_rrec(const void *a, const void *b)
 {
-    const range *x = a, *y = b;
-    return x->first < y->first ? -1 : x->first > y->first;
+    const rrec *x = a, *y = b;
+    if (x->lane != y->lane)
+        return x->lane < y->lane ? -1 : 1;
+    return x->rec->first < y->rec->first ? -1 : x->rec->first > y->rec->first;
+}
+
+/* Applies one ACCEPT or CHUNK_FAILED record to its lane. */
+static int apply(job *j, lane *ln, const sc_record *r)
+{
+    static _Thread_local sim_stats res[MAX_RES];
+    if (r->type == SC_REC_CHUNK_FAILED) {
+        ln->failed_items += r->count;
+        j->failed_items += r->count;
+        j->chunks_failed++;
+        return 0;
+    }
+    if (result_decode(r->result, r->result_len, j->nres, res) != 0 || merge_result(j, ln, r->chunk, res, r->count) != 0)
+        return SC_EBADRECORD;
+    done_set(j, r->chunk, r->token, bytes_hash(r->result, r->result_len));
+    if (r->chunk > j->next_chunk)
+        j->next_chunk = r->chunk; /* new chunk ids continue after the old ones */
+    ln->done_items += r->count;
+    j->done_items += r->count;
+    j->chunks_accepted++;
+    return 0;
+}
+
+/* Replays a lane's sorted records below `budget` (from *at on), checking
+ * they tile without overlap; leaves the gaps pending. */
+static int replay_lane(job *j, lane *ln, const rrec *v, size_t n, size_t *next, uint64_t budget)
+{
+    uint64_t at = ln->budget; /* items below this are settled */
+    size_t i = *next;
+    for (; i < n && v[i].rec->first < budget; i++) {
+        const sc_record *r = v[i].rec;
+        if (r->first < at || r->count > budget - r->first)
+            return SC_EBADRECORD; /* overlaps, or crosses a phase boundary */
+        if (r->first > at)
+            pend_push_back(j, ln, (range){ at, r->first - at, 0 });
+        int rc = apply(j, ln, r);
+        if (rc != 0)
+            return rc;
+        at = r->first + r->count;
+    }
+    if (at < budget)
+        pend_push_back(j, ln, (range){ at, budget - at, 0 });
+    ln->budget = budget;
+    *next = i;
+    return 0;
 }
 
 int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs, size_t n)
@@ -1075,10 +1482,9 @@ int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs,
     int rc = job_new(l, spec, &j);
     if (rc != 0)
         return rc;
-    range *done = xcalloc(n ? n : 1, sizeof *done);
-    size_t nd = 0;
+    rrec *v = xcalloc(n ? n : 1, sizeof *v);
+    size_t nv = 0;
     sc_job_state end = SC_JOB_RUNNING;
-    sim_stats res[MAX_NOUT];
 
     rc = SC_EBADRECORD;
     for (size_t i = 0; i < n; i++) {
@@ -1091,45 +1497,67 @@ int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs,
             end = r->state;
             continue;
         }
+        if (r->type == SC_REC_PHASE)
+            continue; /* derived again below */
         if ((r->type != SC_REC_ACCEPT && r->type != SC_REC_CHUNK_FAILED) || r->count == 0 ||
-            r->first >= spec->items || r->count > spec->items - r->first ||
+            r->first >= spec->items || r->count > spec->items - r->first || r->variant >= j->nlanes ||
             (r->type == SC_REC_ACCEPT && (r->chunk == 0 || r->chunk > MAX_CHUNK_ID)))
             goto fail;
-        done[nd++] = (range){ r->first, r->count, 0 };
-        if (r->type == SC_REC_ACCEPT) {
-            if (result_decode(r->result, r->result_len, j->spec.nout, res) != 0 ||
-                merge_result(j, res, r->count) != 0)
-                goto fail;
-            done_set(j, r->chunk, r->token, bytes_hash(r->result, r->result_len));
-            if (r->chunk > j->next_chunk)
-                j->next_chunk = r->chunk; /* new chunk ids continue after the old ones */
-            j->done_items += r->count;
-            j->chunks_accepted++;
-        } else {
-            j->failed_items += r->count;
-            j->chunks_failed++;
+        v[nv++] = (rrec){ r, j->spec.strategy == SC_TOURNAMENT ? r->variant : 0 };
+    }
+    qsort(v, nv, sizeof *v, cmp_rrec);
+
+    /* Each lane's records, from where they start in v. */
+    size_t *next = xcalloc(j->nlanes + 1, sizeof *next);
+    for (size_t i = 0, li = 0; li <= j->nlanes; li++) {
+        while (i < nv && v[i].lane < li)
+            i++;
+        next[li] = i;
+    }
+    size_t *lane_end = next + 1; /* records of lane li are v[next[li] .. next[li + 1]) */
+    size_t *cursor = xcalloc(j->nlanes, sizeof *cursor);
+    for (uint32_t li = 0; li < j->nlanes; li++)
+        cursor[li] = next[li];
+
+    /* Phase by phase, as the live ledger ran them: eliminations depend only
+     * on the aggregates, so they come out the same. Nothing is journaled
+     * again meanwhile. */
+    l->restoring = true;
+    uint64_t budget = first_budget(j);
+    bool bad = false;
+    for (;;) {
+        bool complete = true;
+        for (uint32_t li = 0; li < j->nlanes && !bad; li++) {
+            lane *ln = &j->lanes[li];
+            if (ln->dropped_after != 0)
+                continue;
+            bad = replay_lane(j, ln, v, lane_end[li], &cursor[li], budget) != 0;
+            complete &= ln->pending_items == 0;
         }
+        if (bad || j->spec.strategy != SC_TOURNAMENT || !complete)
+            break;
+        budget = phase_end(l, j, budget); /* the phase had finished before the crash */
+        if (budget == 0)
+            break;
     }
-    qsort(done, nd, sizeof *done, cmp_range);
-    uint64_t at = 0;
-    for (size_t i = 0; i < nd; i++) {
-        if (done[i].first < at)
-            goto fail; /* overlapping records: the journal is corrupt */
-        if (done[i].first > at)
-            pend_push_back(j, (range){ at, done[i].first - at, 0 });
-        at = done[i].first + done[i].count;
-    }
-    if (at < spec->items)
-        pend_push_back(j, (range){ at, spec->items - at, 0 });
-    free(done);
-    if (end != SC_JOB_RUNNING)
+    l->restoring = false;
+    for (uint32_t li = 0; li < j->nlanes; li++)
+        bad |= cursor[li] != lane_end[li]; /* records past where the lane got */
+    free(next);
+    free(cursor);
+    if (bad)
+        goto fail;
+    free(v);
+    if (end != SC_JOB_RUNNING && j->state == SC_JOB_RUNNING) {
         j->state = end;
-    else
-        check_end(l, j);
+        l->rr_dirty = true;
+    } else {
+        check_end(l, j); /* done before the crash but not yet journaled */
+    }
     return 0;
 
 fail:
-    free(done);
+    free(v);
     sc_job_forget(l, spec->id);
     return rc;
 }

@@ -64,7 +64,18 @@ typedef struct sc_config {
     void *journal_ctx;
 } sc_config;
 
-typedef enum sc_strategy { SC_SINGLE = 1 } sc_strategy;
+/* single: one run over the items.
+ * stat_weights: `variants` runs (a baseline and one perturbed run per
+ * parameter) over the same items with common random numbers: every chunk is
+ * computed for every variant, and each parameter's weight is
+ * (mean_v - mean_0) / step_v with a standard error from the per-chunk
+ * paired differences (batch means).
+ * tournament: `variants` candidates raced in phases over the same items:
+ * each survivor runs phase_items, then phase_items x growth ... items in
+ * total; after each phase the candidates dominated by the leader (their
+ * interval of z standard errors clear of the leader's) and those ranked
+ * below `keep` drop out. Ends with one candidate left or all items run. */
+typedef enum sc_strategy { SC_SINGLE = 1, SC_TOURNAMENT, SC_STAT_WEIGHTS } sc_strategy;
 
 typedef struct sc_job_spec {
     uint64_t id;
@@ -81,6 +92,14 @@ typedef struct sc_job_spec {
     double precision;           /* stop when 1.96 x stderr of output 0's mean <= this; 0 = off */
     uint64_t deadline_ms;       /* stop with SC_JOB_EXPIRED at this time; 0 = none */
     uint8_t ctx_hash[32];       /* work-context hash handed out with claims */
+    /* tournament and stat_weights */
+    uint32_t variants;          /* candidates, or baseline + perturbed runs (2 ... 4096) */
+    const double *steps;        /* stat_weights: the step of variants 1 .. variants-1 (copied) */
+    uint64_t phase_items;       /* tournament: items per candidate in phase 0 (default 1,000) */
+    uint32_t growth;            /* tournament: budget factor per phase (default 4) */
+    uint32_t keep;              /* tournament: most survivors of a phase; 0 = no rank cut */
+    bool minimize;              /* tournament: a lower output-0 mean wins */
+    double z;                   /* tournament: dominance margin in standard errors (default 1.96) */
 } sc_job_spec;
 
 typedef enum sc_job_state {
@@ -98,6 +117,7 @@ typedef struct sc_node_info {
 typedef struct sc_claim_out {
     uint8_t token[16];
     uint64_t job, chunk;
+    uint32_t variant;      /* tournament: the candidate to run; else 0 */
     uint64_t first, count;
     uint64_t lease_until;
     uint32_t attempt;      /* 0 for a first try */
@@ -107,11 +127,18 @@ typedef enum sc_outcome { SC_ACCEPTED = 1, SC_IDEMPOTENT, SC_CONFLICT, SC_STALE 
 
 /* Journal records. ACCEPT carries the result bytes; restore needs only
  * these records, in any order. */
-typedef enum sc_record_type { SC_REC_ACCEPT = 1, SC_REC_CHUNK_FAILED, SC_REC_JOB_END } sc_record_type;
+typedef enum sc_record_type {
+    SC_REC_ACCEPT = 1, SC_REC_CHUNK_FAILED, SC_REC_PHASE, SC_REC_JOB_END
+} sc_record_type;
 
+/* PHASE (a tournament phase ended) is informational: restore derives phases
+ * from the accepted results, which decide them exactly. */
 struct sc_record {
     sc_record_type type;
     uint64_t job;
+    uint32_t variant;          /* ACCEPT, CHUNK_FAILED: the candidate (tournament) */
+    uint32_t phase;            /* PHASE: the phase that ended; alive = survivors */
+    uint32_t alive;
     uint64_t chunk;            /* ACCEPT */
     uint64_t first, count;     /* ACCEPT, CHUNK_FAILED */
     uint8_t token[16];         /* ACCEPT */
@@ -125,9 +152,24 @@ typedef struct sc_job_status {
     uint64_t items, done_items, failed_items, inflight_items, pending_items;
     uint32_t inflight_claims;
     uint64_t chunks_accepted, chunks_failed, reclaims;
-    const sim_stats *aggregate; /* nout merged results; valid until the next call */
+    const sim_stats *aggregate; /* merged results, valid until the next call: nout of
+                                   them (single, tournament: the leader's), or
+                                   variants x nout, variant-major (stat_weights) */
     uint32_t nout;
+    uint32_t variants, alive;   /* tournament: candidates left */
+    uint32_t phase;             /* tournament: phases ended */
 } sc_job_status;
+
+typedef struct sc_variant_status {
+    bool alive;
+    uint32_t dropped_after;     /* tournament: phases run before it dropped out */
+    uint32_t rank;              /* tournament: 1 = best by output-0 mean */
+    uint64_t done_items;
+    double mean, stderr_;       /* output 0 */
+    double weight, weight_se;   /* stat_weights, variants >= 1 */
+} sc_variant_status;
+
+int sc_variant_status_get(sc_ledger *l, uint64_t job, uint32_t variant, sc_variant_status *out);
 
 /* ---- the ledger ---- */
 
@@ -177,15 +219,17 @@ size_t sc_release_node(sc_ledger *l, uint64_t node, uint64_t now_ms);
 
 /* ---- results ---- */
 
-/* Encodes nout statistics as one chunk result: for each, a 4-byte
- * little-endian length and the sim_stats encoding. */
+/* Encodes n statistics as one chunk result: for each, a 4-byte
+ * little-endian length and the sim_stats encoding. A result holds nout
+ * statistics, or variants x nout (variant-major) for stat_weights. */
 int sc_result_encode(const sim_stats *out, uint32_t nout, void *buf, size_t cap, size_t *len);
 
 /* ---- checks ---- */
 
 /* Calls fn for every range the job still holds (pending or in flight), for
  * tests that verify exactly-once coverage. */
-void sc_job_ranges(sc_ledger *l, uint64_t job, void (*fn)(void *ctx, uint64_t first, uint64_t count, bool inflight), void *ctx);
+void sc_job_ranges(sc_ledger *l, uint64_t job,
+    void (*fn)(void *ctx, uint32_t variant, uint64_t first, uint64_t count, bool inflight), void *ctx);
 
 typedef struct sc_ledger_stats {
     uint64_t live_claims;

@@ -11,6 +11,7 @@
 #include "sched/sched.h"
 
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,10 +132,10 @@ typedef struct walk {
     int overlap;
 } walk;
 
-static void mark(void *ctx, uint64_t first, uint64_t count, bool inflight)
+static void mark(void *ctx, uint32_t variant, uint64_t first, uint64_t count, bool inflight)
 {
     walk *w = ctx;
-    (void)inflight;
+    (void)inflight, (void)variant;
     for (uint64_t i = first; i < first + count; i++) {
         if (i >= w->items || w->seen[i]++)
             w->overlap = 1;
@@ -153,7 +154,7 @@ static void check_invariants(sc_ledger *l, model *m, journal *jr, uint64_t job)
     }
     for (size_t r = 0; r < jr->n; r++)
         if (jr->recs[r].type == SC_REC_CHUNK_FAILED)
-            mark(&w, jr->recs[r].first, jr->recs[r].count, false);
+            mark(&w, 0, jr->recs[r].first, jr->recs[r].count, false);
     for (uint64_t i = 0; i < m->items; i++)
         cr_assert_eq(w.seen[i], 1, "item %llu is in %d places", (unsigned long long)i, w.seen[i]);
     cr_assert_not(w.overlap);
@@ -561,6 +562,228 @@ Test(sched, bad_specs_and_journals_are_refused)
     cr_assert_eq(st.done_items, 60);
     cr_assert_eq(st.pending_items, 140);
     cr_assert_str_eq(sc_strerror(SC_EBADRESULT), "the result does not decode or does not match its chunk");
+    sc_ledger_destroy(l);
+    journal_free(&jr);
+}
+
+/* ---- tournament ---- */
+
+enum { CANDIDATES = 6 };
+
+/* Candidate c: the shared noise (common random numbers) plus 0.5 c, so
+ * the last candidate is truly best by 0.5. */
+static size_t tour_result(uint32_t c, uint64_t first, uint64_t count, unsigned char *buf, size_t cap)
+{
+    sim_stats s;
+    size_t len = 0;
+    sim_stats_init(&s, &layout);
+    for (uint64_t i = first; i < first + count; i++)
+        sim_stats_add(&s, value_of(i) + 0.5 * c);
+    cr_assert_eq(sc_result_encode(&s, 1, buf, cap, &len), 0);
+    return len;
+}
+
+/* Runs a node until the job ends or `max_chunks` chunks are done. */
+static void tour_drive(sc_ledger *l, uint64_t job, int max_chunks)
+{
+    static unsigned char buf[4096];
+    sc_node_info node = { .id = 1, .tier = SC_TIER_OWN, .items_per_s = 400 };
+    for (int k = 0; k < max_chunks; k++) {
+        sc_job_status st;
+        sc_job_status_get(l, job, &st);
+        if (st.state != SC_JOB_RUNNING)
+            return;
+        sc_claim_out c;
+        unsigned n;
+        sc_outcome out;
+        sc_claim(l, &node, 1, 0, &c, &n);
+        cr_assert_eq(n, 1);
+        size_t len = tour_result(c.variant, c.first, c.count, buf, sizeof buf);
+        cr_assert_eq(sc_complete(l, job, c.chunk, c.token, 1, buf, len, 0, &out, NULL), 0);
+        cr_assert_eq(out, SC_ACCEPTED);
+    }
+}
+
+static sc_job_spec tour_spec(uint32_t keep)
+{
+    sc_job_spec s = spec_of(5, 200000);
+    s.strategy = SC_TOURNAMENT;
+    s.variants = CANDIDATES;
+    s.phase_items = 1000;
+    s.keep = keep;
+    return s;
+}
+
+Test(sched, tournament_the_true_best_wins)
+{
+    journal jr = { 0 };
+    sc_ledger *l = simple(&jr);
+    sc_job_spec s = tour_spec(0);
+    cr_assert_eq(sc_job_add(l, &s), 0);
+    tour_drive(l, 5, 100000);
+    sc_job_status st;
+    sc_job_status_get(l, 5, &st);
+    cr_assert_eq(st.state, SC_JOB_COMPLETE);
+    cr_assert_eq(st.alive, 1);
+    cr_assert_geq(st.phase, 2, "one phase cannot tell means 0.5 apart with noise of sd 29");
+    uint32_t last_drop = 0;
+    for (uint32_t c = 0; c < CANDIDATES; c++) {
+        sc_variant_status vs;
+        cr_assert_eq(sc_variant_status_get(l, 5, c, &vs), 0);
+        cr_assert_eq(vs.rank, CANDIDATES - c, "candidate %u ranked %u", c, vs.rank);
+        if (c < CANDIDATES - 1) {
+            cr_assert_not(vs.alive);
+            cr_assert_geq(vs.dropped_after, last_drop, "a worse candidate outlasted a better one");
+            last_drop = vs.dropped_after;
+        } else {
+            cr_assert(vs.alive, "the best candidate was dropped");
+        }
+    }
+    sc_ledger_destroy(l);
+    journal_free(&jr);
+}
+
+Test(sched, tournament_keep_cuts_by_rank)
+{
+    journal jr = { 0 };
+    sc_ledger *l = simple(&jr);
+    sc_job_spec s = tour_spec(2);
+    sc_job_add(l, &s);
+    /* Phase 0 is CANDIDATES x 1000 items: 2.5 chunks of 400 per candidate. */
+    tour_drive(l, 5, 3 * CANDIDATES);
+    sc_job_status st;
+    sc_job_status_get(l, 5, &st);
+    cr_assert_eq(st.phase, 1);
+    cr_assert_eq(st.alive, 2, "keep = 2, but %u survived", st.alive);
+    sc_variant_status best;
+    sc_variant_status_get(l, 5, CANDIDATES - 1, &best);
+    cr_assert(best.alive);
+    cr_assert_eq(jr.recs[jr.n - 1].type, SC_REC_PHASE);
+    sc_ledger_destroy(l);
+    journal_free(&jr);
+}
+
+Test(sched, tournament_restores_to_the_same_phase_and_result)
+{
+    journal jr = { 0 }, jr2 = { 0 };
+    sc_ledger *l = simple(&jr);
+    sc_job_spec s = tour_spec(0);
+    sc_job_add(l, &s);
+    tour_drive(l, 5, 40); /* into phase 1 */
+    sc_ledger *r = new_ledger(&jr2, 9);
+    cr_assert_eq(sc_job_restore(r, &s, jr.recs, jr.n), 0);
+    sc_job_status a, b;
+    sc_job_status_get(l, 5, &a);
+    sc_job_status_get(r, 5, &b);
+    cr_assert_eq(a.phase, b.phase);
+    cr_assert_eq(a.alive, b.alive);
+    cr_assert_eq(a.done_items, b.done_items);
+    cr_assert_eq(b.inflight_items, 0);
+    cr_assert_eq(a.pending_items + a.inflight_items, b.pending_items, "in-flight work is pending again");
+    for (uint32_t c = 0; c < CANDIDATES; c++) {
+        sc_variant_status x, y;
+        sc_variant_status_get(l, 5, c, &x);
+        sc_variant_status_get(r, 5, c, &y);
+        cr_assert_eq(x.alive, y.alive);
+        cr_assert_eq(x.dropped_after, y.dropped_after);
+        cr_assert_eq(x.done_items, y.done_items);
+        cr_assert(x.mean == y.mean || (x.mean != x.mean && y.mean != y.mean));
+    }
+    cr_assert_eq(jr2.n, 0, "a restore journals nothing again");
+    tour_drive(r, 5, 100000);
+    sc_job_status_get(r, 5, &b);
+    cr_assert_eq(b.state, SC_JOB_COMPLETE);
+    sc_variant_status w;
+    sc_variant_status_get(r, 5, CANDIDATES - 1, &w);
+    cr_assert(w.alive);
+    cr_assert_eq(w.rank, 1);
+    sc_ledger_destroy(l);
+    sc_ledger_destroy(r);
+    journal_free(&jr);
+    journal_free(&jr2);
+}
+
+/* ---- stat_weights ---- */
+
+enum { PARAMS = 3 };
+static const double weights[PARAMS] = { 2.0, -0.5, 0.0 };
+static const double steps[PARAMS] = { 0.01, 0.02, 0.05 };
+
+/* Variant v > 0 moves parameter v-1 by its step: the true weight is
+ * weights[v-1]; each variant also has a little noise of its own. */
+static double sw_value(uint32_t v, uint64_t i)
+{
+    double own = (double)(mix(i * 31 + v) % 1000) / 1000.0 - 0.5; /* sd ~0.29 */
+    double shift = v == 0 ? 0 : weights[v - 1] * steps[v - 1];
+    return value_of(i) + shift + 0.01 * own;
+}
+
+static size_t sw_result(uint64_t first, uint64_t count, unsigned char *buf, size_t cap)
+{
+    sim_stats s[PARAMS + 1];
+    size_t len = 0;
+    for (uint32_t v = 0; v <= PARAMS; v++) {
+        sim_stats_init(&s[v], &layout);
+        for (uint64_t i = first; i < first + count; i++)
+            sim_stats_add(&s[v], sw_value(v, i));
+    }
+    cr_assert_eq(sc_result_encode(s, PARAMS + 1, buf, cap, &len), 0);
+    return len;
+}
+
+Test(sched, stat_weights_match_the_derivatives)
+{
+    static unsigned char buf[8192];
+    journal jr = { 0 };
+    sc_ledger *l = simple(&jr);
+    sc_job_spec s = spec_of(8, 60000);
+    s.strategy = SC_STAT_WEIGHTS;
+    s.variants = PARAMS + 1;
+    s.steps = steps;
+    cr_assert_eq(sc_job_add(l, &s), 0);
+    sc_node_info node = { .id = 1, .tier = SC_TIER_OWN, .items_per_s = 1600 };
+    bool done = false;
+    while (!done) {
+        sc_claim_out c;
+        unsigned n;
+        sc_outcome out;
+        sc_claim(l, &node, 1, 0, &c, &n);
+        cr_assert_eq(n, 1);
+        cr_assert_eq(c.count, 100, "a chunk of 4 variants has a quarter of the items");
+        size_t len = sw_result(c.first, c.count, buf, sizeof buf);
+        cr_assert_eq(sc_complete(l, 8, c.chunk, c.token, 1, buf, len, 0, &out, &done), 0);
+        cr_assert_eq(out, SC_ACCEPTED);
+    }
+    sc_variant_status base;
+    sc_variant_status_get(l, 8, 0, &base);
+    for (uint32_t v = 1; v <= PARAMS; v++) {
+        sc_variant_status vs;
+        cr_assert_eq(sc_variant_status_get(l, 8, v, &vs), 0);
+        double w = weights[v - 1];
+        cr_assert_gt(vs.weight_se, 0);
+        cr_assert_leq(fabs(vs.weight - w), 3 * vs.weight_se + 1e-9,
+            "param %u: weight %g +- %g, true %g", v - 1, vs.weight, vs.weight_se, w);
+        /* Common random numbers: the paired error is far below what two
+         * independent runs would give. */
+        double unpaired = sqrt(base.stderr_ * base.stderr_ + vs.stderr_ * vs.stderr_) / steps[v - 1];
+        cr_assert_lt(vs.weight_se, unpaired / 50, "param %u: paired %g vs unpaired %g", v - 1,
+            vs.weight_se, unpaired);
+    }
+    /* A result with the baseline only is refused. */
+    sc_claim_out c;
+    unsigned n;
+    sc_outcome out;
+    sc_job_spec s2 = s;
+    s2.id = 9;
+    sc_job_add(l, &s2);
+    sc_claim(l, &node, 1, 0, &c, &n);
+    size_t len = result_of(c.first, c.count, buf, sizeof buf);
+    cr_assert_eq(sc_complete(l, 9, c.chunk, c.token, 1, buf, len, 0, &out, NULL), SC_EBADRESULT);
+    sc_job_spec bad = s;
+    bad.id = 10;
+    double zero[PARAMS] = { 0.01, 0, 0.05 };
+    bad.steps = zero;
+    cr_assert_eq(sc_job_add(l, &bad), SC_EINVAL, "a zero step");
     sc_ledger_destroy(l);
     journal_free(&jr);
 }
