@@ -63,10 +63,12 @@ static int option_parse(sim__pctx *c, void *params, sim_job *job)
         return sim__param_fail(c, sim__param_get(c, "barrier") ? "barrier" : "barrier_type",
             "only allowed with \"style\": \"barrier\"");
     }
-    /* Each path step costs the same everywhere; a job beyond 10^5 steps
-     * or a 25-sigma drift is a mistake, not a workload. */
-    if (p->sigma * sim_sqrt(p->t) > 25.0)
-        return sim__param_fail(c, "sigma", "sigma * sqrt(T) must be at most 25, got %g",
+    /* Payoffs up to an 8-sigma move must fit the 56-bit fixed point with
+     * useful resolution left: sigma sqrt(T) = 3 keeps about 2^-12 of
+     * resolution on a price of 100, 4 would leave 0.5. */
+    if (p->sigma * sim_sqrt(p->t) > 3.0)
+        return sim__param_fail(c, "sigma",
+            "sigma * sqrt(T) must be at most 3 (the statistics' fixed-point range), got %g",
             p->sigma * sim_sqrt(p->t));
     hist_hi = 2.0 * (p->s0 > p->k ? p->s0 : p->k);
     if ((rc = sim__param_range(c, "hist", &hist_lo, &hist_hi)) != 0)
@@ -110,13 +112,14 @@ static int option_parse(sim__pctx *c, void *params, sim_job *job)
     job->paths_per_item = anti ? 2 : 1;
     job->out_name[0] = greek_names[0];
     if (sim_layout_make(&job->layout[0], bound, hist_lo, hist_hi) != 0)
-        return sim__param_fail(c, "hist", "gives an unusable histogram range");
+        return sim__param_fail(c, "sigma", "with these S0, K, r, q and T, payoffs exceed the statistics' range");
     if (greeks) {
-        double gb = bound * 1024.0 * (1.0 + p->t + 1.0 / p->t);
+        /* A central difference moves by at most the payoff bound (a barrier
+         * can switch a whole payoff on or off) over 2h: bound / h. */
         double rng[4] = { 1.5, 2.0 * p->s0 * sim_sqrt(p->t), 2.0 * p->k * p->t, p->s0 };
         for (int g = 0; g < 4; g++) {
             job->out_name[1 + g] = greek_names[1 + g];
-            if (sim_layout_make(&job->layout[1 + g], gb, -rng[g], rng[g]) != 0)
+            if (sim_layout_make(&job->layout[1 + g], bound / p->bump[g], -rng[g], rng[g]) != 0)
                 return sim__param_fail(c, "greeks", "parameters too large for the Greeks");
         }
     }

@@ -10,8 +10,9 @@
 #include "sim/sim_int.h"
 
 #define STATS_VERSION 1
-#define FRAC_BITS_MIN (-200)
-#define FRAC_BITS_MAX 200
+/* 2^-1000 and 2^1000 are normal doubles: every scale stays exact */
+#define FRAC_BITS_MIN (-1000)
+#define FRAC_BITS_MAX 1000
 
 /* Sets *out to the layout for (frac_bits, sq_frac_bits, lo, hi); every
  * field follows from those four, so an encoding carries only them. */

@@ -628,6 +628,7 @@ Test(sim_params, errors_name_the_field_and_the_range)
 {
     expect_error("option", "{\"S0\": 100, \"K\": 100, \"sigma\": -0.2, \"T\": 1}", "'sigma'", "(0, 5], got -0.2");
     expect_error("option", "{\"S0\": 100, \"sigma\": 0.2, \"T\": 1}", "'K'", "missing");
+    expect_error("option", "{\"S0\": 100, \"K\": 100, \"sigma\": 2, \"T\": 4}", "'sigma'", "sigma * sqrt(T) must be at most 3");
     expect_error("option", "{\"S0\": 100, \"K\": 100, \"sigma\": 0.2, \"T\": 1, \"steps\": 0}", "'steps'", "[1, 100000], got 0");
     expect_error("option", "{\"S0\": 100, \"K\": 100, \"sigma\": 0.2, \"T\": 1, \"steps\": 2.5}", "'steps'", "integer");
     expect_error("option", "{\"S0\": 100, \"K\": 100, \"sigma\": 0.2, \"T\": 1, \"sigam\": 1}", "'sigam'", "unknown field");
