@@ -819,7 +819,7 @@ void rt__timer_release(rt_timer *t)
     if (t->msg != NULL) {
         rt_msg *m = t->msg;
         t->msg = NULL;
-        free(m); /* never sent: holds no timer or sender reference */
+        rt_msg_free(m); /* never sent: m->timer is NULL, a kept request's sender is released */
     }
     if (t->to != NULL)
         rt_actor_release(t->to);

@@ -242,7 +242,9 @@ void rt_system_stop(rt_system *sys);
 
 /* Joins the threads and frees the runtime. Call after rt_system_run
  * returned (or, with a foreign loop, after the loop has run until
- * rt_system_done). */
+ * rt_system_done). A runtime with its own loop that has not finished is
+ * stopped and drained first, as by rt_system_stop; the WebAssembly port
+ * stops it at once, dropping queued messages. */
 void rt_system_destroy(rt_system *sys);
 
 /* True once the runtime has stopped everything and released the loop. */

@@ -601,6 +601,12 @@ void rt_system_destroy(rt_system *sys)
 {
     if (sys == NULL)
         return;
+    if (!rt_system_done(sys) && sys->owns_loop) {
+        /* Never stopped, or stopped but not run to the end: finish as
+         * rt_system_stop would, so no thread is left parked forever. */
+        rt_system_stop(sys);
+        uv_run(sys->loop, UV_RUN_DEFAULT);
+    }
     for (unsigned i = 0; i < sys->nworkers; i++) {
         pthread_join(sys->workers[i].thread, NULL);
         free(sys->workers[i].ring);

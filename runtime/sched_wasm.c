@@ -173,6 +173,13 @@ void rt_system_destroy(rt_system *sys)
 {
     if (sys == NULL)
         return;
+    if (!sys->done) {
+        /* The host loop cannot be run from here: stop at once, dropping
+         * what is still queued. */
+        sys->c.stopping = true;
+        rt__timers_cancel_all(sys);
+        finalize(sys);
+    }
     free(sys->c.timers);
     free(sys);
 }

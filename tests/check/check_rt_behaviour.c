@@ -656,6 +656,40 @@ static void shutdown_with_messages_in_flight(void)
     CHECK(sd.finalized == RING, "finalized %d of %d", sd.finalized, RING);
 }
 
+/* ---- destroying a runtime that was never run ---- */
+
+static int never_run_handled, never_run_finalized;
+
+static void count_it(rt_actor *self, rt_msg *m)
+{
+    (void)self, (void)m;
+    never_run_handled++;
+}
+
+static void count_final(rt_actor *self)
+{
+    (void)self;
+    never_run_finalized++;
+}
+
+static void destroy_without_run(void)
+{
+    never_run_handled = never_run_finalized = 0;
+    rt_system *sys = start(2);
+    CHECK(sys != NULL, "rt_system_create");
+    rt_actor_opts o = { .pinned = true, .finalize = count_final };
+    rt_actor *a = rt_spawn(sys, count_it, &o);
+    for (int i = 0; i < 5; i++)
+        rt_send(a, rt_msg_new(M_NUM, sizeof(rt_msg)));
+    rt_send_after(a, 60000, rt_msg_new(M_NUM, sizeof(rt_msg))); /* cancelled by the stop */
+    rt_actor_release(a);
+    rt_system_destroy(sys); /* must return, leak nothing, run the finalizer */
+    CHECK(never_run_finalized == 1, "finalizer ran %d times", never_run_finalized);
+#ifndef __EMSCRIPTEN__
+    CHECK(never_run_handled == 5, "handled %d of 5 queued messages", never_run_handled);
+#endif
+}
+
 /* ---- idle workers sleep ------------------------------------------------------------------ */
 
 static struct {
@@ -717,5 +751,6 @@ int main(void)
     RUN(overload_mute);
     RUN(shutdown_with_messages_in_flight);
     RUN(idle_workers_sleep);
+    RUN(destroy_without_run);
     return CHECK_SUMMARY();
 }
