@@ -368,51 +368,77 @@ SIM_FN double sim_ninv(double p)
     return sim_fabs(q) <= 0.425 ? sim_ninv_central(q) : sim_ninv_tail(p);
 }
 
-/* A standard normal from one 32-bit random word. */
-SIM_FN double sim_normal(sim_u32 w)
+/* sin and cos of a in [0, pi/4]: Taylor series to a^15 / 15! and
+ * a^16 / 16! (truncation below 5e-17). */
+SIM_FN void sim_sincos_oct(double a, double *sn, double *cs)
 {
-    return sim_ninv(sim_u01(w));
+    double a2 = a * a;
+    double ps = -1.0 / 1307674368000.0;
+    ps = ps * a2 + 1.0 / 6227020800.0;
+    ps = ps * a2 - 1.0 / 39916800.0;
+    ps = ps * a2 + 1.0 / 362880.0;
+    ps = ps * a2 - 1.0 / 5040.0;
+    ps = ps * a2 + 1.0 / 120.0;
+    ps = ps * a2 - 1.0 / 6.0;
+    double pc = 1.0 / 20922789888000.0;
+    pc = pc * a2 - 1.0 / 87178291200.0;
+    pc = pc * a2 + 1.0 / 479001600.0;
+    pc = pc * a2 - 1.0 / 3628800.0;
+    pc = pc * a2 + 1.0 / 40320.0;
+    pc = pc * a2 - 1.0 / 720.0;
+    pc = pc * a2 + 1.0 / 24.0;
+    *sn = a + a * (a2 * ps);
+    *cs = 1.0 - a2 * (0.5 - a2 * pc);
 }
 
-/* Fills z[0..SIM_W) with normals from words w[0..SIM_W), the same bits as
- * sim_normal on each lane, without branches so that compilers vectorize
- * it: every lane computes both the central and the tail formula. Words
- * give p >= 2^-33, so r = sqrt(-log p) < 4.8 and the tail is always the
- * r <= 5 branch. */
+/* Two standard normals from two 32-bit words (Box–Muller): radius
+ * sqrt(-2 ln u) with u from w0, angle 2 pi w1 / 2^32. The angle is reduced
+ * exactly in integers: the top two bits of w1 pick the quadrant, the rest
+ * the angle inside it, folded to [0, pi/4] by symmetry. z0 = r cos, z1 =
+ * r sin. Branch-free (selects and exact sign flips) so loops vectorize. */
+SIM_FN void sim_normal_pair(sim_u32 w0, sim_u32 w1, double *z0, double *z1)
+{
+    const double quarter = 1.4629180792671596e-09; /* (pi / 2) / 2^30 */
+    double r = sim_sqrt_nr(-2.0 * sim_log(sim_u01(w0)));
+    /* Quadrant and offset as exact doubles: every condition below is then
+     * a double comparison, which vector units select on directly. */
+    double qd = (double)(sim_i32)(w1 >> 30);
+    double md = (double)(sim_i32)(w1 & 0x3fffffffu);
+    int hi = md > 536870912.0; /* past pi/4: fold */
+    double a = (hi ? 1073741824.0 - md : md) * quarter;
+    double sn, cs;
+    sim_sincos_oct(a, &sn, &cs);
+    /* cos and sin of the angle inside the quadrant, then of the whole
+     * angle: odd quadrants swap them, quadrants 1-2 negate the cosine and
+     * 2-3 the sine (a product with -1 is an exact negation) */
+    int odd = (qd == 1.0) | (qd == 3.0);
+    int swap = hi != odd;
+    double c = swap ? sn : cs, s = swap ? cs : sn;
+    c = c * (((qd == 1.0) | (qd == 2.0)) ? -1.0 : 1.0);
+    s = s * (qd >= 2.0 ? -1.0 : 1.0);
+    *z0 = r * c;
+    *z1 = r * s;
+}
+
+/* Fills z[0..SIM_W) with normals from words w[0..SIM_W), block by block
+ * (four words, four lanes): lanes 0 and 2 are the pair from words 0 (radius)
+ * and 2 (angle), lanes 1 and 3 the pair from words 1 and 3. Radius and
+ * angle come from different products of Philox's last round: words 0 and
+ * 1 (or 2 and 3) share one, and Box–Muller is the transform that would
+ * notice. */
 SIM_FN void sim_normals(const sim_u32 *w, double *z)
 {
-    double u[SIM_W], lg[SIM_W];
-    for (int l = 0; l < SIM_W; l++)
-        u[l] = sim_u01(w[l]);
-    for (int l = 0; l < SIM_W; l++)
-        lg[l] = sim_log(u[l] < 0.5 ? u[l] : 1.0 - u[l]);
-    /* Both formulas end in one division (q * num / den in the centre,
-     * +-num / den in the tails): pick numerator and denominator first and
-     * divide once. -(a / b) == (-a) / b exactly, so these are the bits of
-     * sim_ninv. */
-    for (int l = 0; l < SIM_W; l++) {
-        double q = u[l] - 0.5;
-        double r = 0.180625 - q * q;
-        double cn = q * (((((((2.5090809287301226727e+3 * r + 3.3430575583588128105e+4) * r +
-            6.7265770927008700853e+4) * r + 4.5921953931549871457e+4) * r +
-            1.3731693765509461125e+4) * r + 1.9715909503065514427e+3) * r +
-            1.3314166789178437745e+2) * r + 3.3871328727963666080e+0);
-        double cd = ((((((5.2264952788528545610e+3 * r + 2.8729085735721942674e+4) * r +
-            3.9307895800092710610e+4) * r + 2.1213794301586595867e+4) * r +
-            5.3941960214247511077e+3) * r + 6.8718700749205790830e+2) * r +
-            4.2313330701600911252e+1) * r + 1.0;
-        double t = sim_sqrt_nr(-lg[l]) - 1.6;
-        double tn = ((((((7.74545014278341407640e-4 * t + 2.27238449892691845833e-2) * t +
-            2.41780725177450611770e-1) * t + 1.27045825245236838258e+0) * t +
-            3.64784832476320460504e+0) * t + 5.76949722146069140550e+0) * t +
-            4.63033784615654529590e+0) * t + 1.42343711074968357734e+0;
-        double td = ((((((1.05075007164441684324e-9 * t + 5.47593808499534494600e-4) * t +
-            1.51986665636164571966e-2) * t + 1.48103976427480074590e-1) * t +
-            6.89767334985100004550e-1) * t + 1.67638483018380384940e+0) * t +
-            2.05319162663775882187e+0) * t + 1.0;
-        tn = q < 0.0 ? -tn : tn;
-        int central = sim_fabs(q) <= 0.425;
-        z[l] = (central ? cn : tn) / (central ? cd : td);
+    sim_u32 wr[SIM_W / 2], wa[SIM_W / 2];
+    double zc[SIM_W / 2], zs[SIM_W / 2];
+    for (int j = 0; j < SIM_W / 2; j++) {
+        wr[j] = w[4 * (j >> 1) + (j & 1)];
+        wa[j] = w[4 * (j >> 1) + (j & 1) + 2];
+    }
+    for (int j = 0; j < SIM_W / 2; j++)
+        sim_normal_pair(wr[j], wa[j], &zc[j], &zs[j]);
+    for (int j = 0; j < SIM_W / 2; j++) {
+        z[4 * (j >> 1) + (j & 1)] = zc[j];
+        z[4 * (j >> 1) + (j & 1) + 2] = zs[j];
     }
 }
 

@@ -165,22 +165,41 @@ Test(sim_math, inverse_normal_inverts_the_cdf)
 
 Test(sim_math, vectorised_normals_equal_scalar)
 {
-    uint32_t w[4];
-    double z[4];
+    uint32_t w[SIM_W];
+    double z[SIM_W];
     for (uint32_t i = 0; i < 100000; i++) {
         sim_u32x4 r = sim_philox(i, 7, 0, 0, 1, 2);
         memcpy(w, r.v, sizeof w);
-        if (i == 0) { /* the extreme words: the deepest tails */
-            w[0] = 0, w[1] = 0xffffffffu, w[2] = 0x80000000u, w[3] = 0x7fffffffu;
+        if (i == 0) { /* extreme radii and the quadrant edges */
+            w[0] = 0, w[2] = 0x40000000u, w[1] = 0xffffffffu, w[3] = 0x20000000u;
+        } else if (i == 1) {
+            w[0] = 0x80000000u, w[2] = 0xffffffffu, w[1] = 1, w[3] = 0x3fffffffu;
         }
         sim_normals(w, z);
-        for (int l = 0; l < 4; l++) {
-            double s = sim_normal(w[l]);
-            cr_assert(memcmp(&s, &z[l], sizeof s) == 0, "word %08x", w[l]);
+        for (int l = 0; l < 2; l++) { /* pairs (0, 2) and (1, 3) */
+            double a, b;
+            sim_normal_pair(w[l], w[l + 2], &a, &b);
+            cr_assert(memcmp(&a, &z[l], sizeof a) == 0 && memcmp(&b, &z[l + 2], sizeof b) == 0,
+                "words %08x %08x", w[l], w[l + 2]);
         }
     }
-    cr_assert(sim_normal(0) < -6.2 && sim_normal(0) > -6.4, "%g", sim_normal(0));
-    cr_assert_eq(sim_normal(0), -sim_normal(0xffffffffu));
+    double a, b;
+    sim_normal_pair(0, 0, &a, &b); /* the largest radius, angle 0 */
+    cr_assert(a > 6.7 && a < 6.8 && b == 0.0, "%g %g", a, b);
+    sim_normal_pair(0, 0x80000000u, &a, &b); /* angle pi */
+    cr_assert(a < -6.7 && b == 0.0, "%g %g", a, b);
+}
+
+Test(sim_math, sin_cos_within_two_ulp)
+{
+    double worst = 0;
+    for (int i = 0; i <= 100000; i++) {
+        double x = 0.78539816339744831 * i / 100000.0, sn, cs;
+        sim_sincos_oct(x, &sn, &cs);
+        worst = fmax(worst, i ? ulps(sn, sin(x)) : 0);
+        worst = fmax(worst, ulps(cs, cos(x)));
+    }
+    cr_assert_leq(worst, 2.0, "sim_sincos_oct: %.3f ulp", worst);
 }
 
 Test(sim_math, newton_square_root_within_two_ulp)
@@ -207,9 +226,9 @@ Test(sim_math, normal_moments_and_kolmogorov_smirnov)
     double s1 = 0, s2 = 0, s3 = 0, s4 = 0;
     for (uint32_t b = 0; b < N / 4; b++) {
         sim_u32x4 r = sim_philox(b, 0, 0, 0, 0x12345678, 0x9abcdef0);
+        sim_normals(r.v, &z[4 * b]);
         for (int l = 0; l < 4; l++) {
-            double x = sim_normal(r.v[l]);
-            z[4 * b + (uint32_t)l] = x;
+            double x = z[4 * b + (uint32_t)l];
             s1 += x, s2 += x * x, s3 += x * x * x, s4 += x * x * x * x;
         }
     }
@@ -252,7 +271,9 @@ Test(sim_stats, merge_is_order_independent)
         sim_stats_init(&parts[p], &l);
     for (int i = 0; i < N; i++) {
         sim_u32x4 r = sim_philox((uint32_t)i, 1, 2, 3, 4, 5);
-        x[i] = sim_normal(r.v[0]) * 40.0 + 50.0 + (i == 17 ? 1e6 : 0.0);
+        double g, unused;
+        sim_normal_pair(r.v[0], r.v[2], &g, &unused);
+        x[i] = g * 40.0 + 50.0 + (i == 17 ? 1e6 : 0.0);
         sim_stats_add(&all, x[i]);
         sim_stats_add(&parts[r.v[1] % 7], x[i]);
     }
