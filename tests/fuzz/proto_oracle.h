@@ -8,7 +8,9 @@
  * leaves nothing allocated on failure (ASan's leak check sees to that). When
  * it accepts: the message encodes, the encoding decodes, and encoding that
  * again gives the same bytes (the canonical form is a fixed point); a
- * completion never verifies under a key that signed nothing.
+ * completion never verifies under a key that signed nothing. The replay
+ * guard, driven by a script of arrivals and clock steps, never accepts a pair
+ * twice and never grows past its capacity.
  *
  * Each function returns NULL when the property holds, or what broke.
  */
@@ -19,6 +21,7 @@
 #include <string.h>
 
 #include "proto/msg.h"
+#include "proto/replay.h"
 #include "proto/sign.h"
 
 static int oracle_known_error(int rc)
@@ -94,6 +97,53 @@ static const char *oracle_batch(const uint8_t *data, size_t size)
     free(b);
     pr_arena_free(arena);
     pr_arena_free(arena2);
+    return why;
+}
+
+/* The replay guard driven by a script: each 4-byte step is (ts delta, nonce,
+ * clock delta, flags). Properties: no (ts, nonce) pair is ever accepted
+ * twice, whatever the clock does, and the guard never holds more than its
+ * capacity. */
+static const char *oracle_replay(const uint8_t *data, size_t size)
+{
+    enum { CAP = 8, MAXSTEPS = 4096 };
+    static uint64_t seen_ts[MAXSTEPS];
+    static uint8_t seen_nonce[MAXSTEPS];
+    size_t nseen = 0;
+    const char *why = NULL;
+    pr_replay *g;
+    uint64_t ts = 1000000, now = 1000000;
+    uint8_t nonce[16];
+
+    if (pr_replay_create(&g, CAP) != 0)
+        return "cannot create a guard";
+    for (size_t i = 0; i + 4 <= size && i / 4 < MAXSTEPS && why == NULL; i += 4) {
+        /* flags bit 0: the clock steps back; bit 1: the ts goes back */
+        uint8_t flags = data[i + 3];
+        ts = flags & 2 ? ts - (data[i] & 0x3f) : ts + data[i];
+        now = flags & 1 ? now - data[i + 2] * 4u : now + data[i + 2] * 4u;
+        memset(nonce, 0, sizeof nonce);
+        nonce[0] = data[i + 1];
+        int rc = pr_replay_check(g, ts, nonce, now);
+        int dup = 0;
+        for (size_t j = 0; j < nseen; j++)
+            if (seen_ts[j] == ts && seen_nonce[j] == nonce[0])
+                dup = 1;
+        if (rc == 0 && dup)
+            why = "a (ts, nonce) pair was accepted twice";
+        else if (rc != 0 && rc != PR_EREPLAY && rc != PR_EREPLAYOLD)
+            why = "the guard returned an unexpected code";
+        else if (rc == PR_EREPLAY && !dup)
+            why = "a new pair was called a replay";
+        else if (pr_replay_size(g) > CAP)
+            why = "the guard holds more than its capacity";
+        if (rc == 0) {
+            seen_ts[nseen] = ts;
+            seen_nonce[nseen] = nonce[0];
+            nseen++;
+        }
+    }
+    pr_replay_destroy(g);
     return why;
 }
 

@@ -46,3 +46,8 @@ Test(proto_corpus, batch)
 {
     cr_assert_geq(replay("tests/fuzz/corpus/proto_batch", oracle_batch), 3);
 }
+
+Test(proto_corpus, replay)
+{
+    cr_assert_geq(replay("tests/fuzz/corpus/proto_replay", oracle_replay), 5);
+}
