@@ -75,7 +75,7 @@ static const char cl_entries[] =
 /* Items per group in the device program: wide groups let a CPU device's
  * compiler vectorize inside a work item, as the CPU backend does; GPUs run
  * narrow groups on many more work items. Results do not depend on it. */
-#define CPU_GROUP 16
+#define CPU_GROUP 64
 #define GPU_GROUP 4
 #define CPU_WORK_ITEMS 256
 #define GPU_WORK_ITEMS 65536

@@ -97,7 +97,7 @@ Test(sim_opencl, chunked_device_runs_merge_to_the_whole)
     sim_job_destroy(job);
 }
 
-/* GPUs get groups of 4 items per work item, CPU devices 16: a narrow
+/* GPUs get groups of 4 items per work item, CPU devices 64: a narrow
  * program on the same device must give the same bytes too. */
 Test(sim_opencl, narrow_groups_give_the_same_bits)
 {
