@@ -71,6 +71,16 @@ $(BUILD)/obj/%.o: %.c | $(DEPS_MK)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
+# SQL migrations compiled into the actors library (generated, never edited).
+SQL_SRC := $(sort $(wildcard sql/[0-9]*.sql))
+$(BUILD)/gen/migrations.c: $(SQL_SRC) scripts/embed-sql.sh
+	@mkdir -p $(@D)
+	scripts/embed-sql.sh $(SQL_SRC) > $@.tmp && mv $@.tmp $@
+$(BUILD)/obj/gen/migrations.o: $(BUILD)/gen/migrations.c | $(DEPS_MK)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+$(call subsys_lib,actors): $(BUILD)/obj/gen/migrations.o
+
 # ---- the simfarm binary -----------------------------------------------------
 BIN := $(BUILD)/bin/simfarm
 CLI_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard cli/*.c))
@@ -96,6 +106,15 @@ CHECK_SRC := $(wildcard tests/check/check_*.c)
 CHECK_BIN := $(patsubst tests/check/%.c,$(BUILD)/tests/check/%,$(CHECK_SRC))
 
 $(BUILD)/tests/check/%: $(BUILD)/obj/tests/check/%.o $(LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+# C programs that integration tests (tests/integration/*.test.mjs) drive
+# against real servers they start.
+ITEST_SRC := $(wildcard tests/integration/*.c)
+ITEST_BIN := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(ITEST_SRC))
+
+$(BUILD)/tests/integration/%: $(BUILD)/obj/tests/integration/%.o $(LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
@@ -199,7 +218,7 @@ $(SYSROOT)/.complete:
 # ---- targets ------------------------------------------------------------------
 .PHONY: all test run wasm web bench bench-compare fuzz asan tsan clean help deps
 
-all: $(DEPS_MK) $(BIN) $(UNIT_BIN) $(CHECK_BIN) $(WASM_NATIVE) $(BENCH_BIN) ## build the simfarm binary, tests and benchmarks
+all: $(DEPS_MK) $(BIN) $(UNIT_BIN) $(CHECK_BIN) $(ITEST_BIN) $(WASM_NATIVE) $(BENCH_BIN) ## build the simfarm binary, tests and benchmarks
 
 deps: ## install missing Debian/npm packages and the WebAssembly sysroot
 	scripts/install-deps.sh

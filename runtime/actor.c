@@ -123,6 +123,8 @@ void rt_msg_free(rt_msg *msg)
 {
     if (msg == NULL)
         return;
+    if (msg->release != NULL)
+        msg->release(msg);
     if (msg->timer != NULL)
         rt__timer_release(msg->timer);
     if ((msg->flags & MF_REQUEST) && msg->sender != NULL)

@@ -79,6 +79,9 @@ struct rt_msg {
     rt_actor *sender;   /* set by rt_send from a behaviour; NULL from outside */
     uint64_t req_id;    /* request/reply correlation; 0 for plain messages */
     struct rt_timer *timer; /* runtime-private: the timer that delivers it */
+    /* Releases what the message owns (a database result, a buffer) before
+     * the message itself is freed; NULL when it owns nothing. */
+    void (*release)(rt_msg *msg);
 };
 
 /* Allocates a zeroed message of size bytes (>= sizeof(rt_msg)) with the given
@@ -246,6 +249,10 @@ void rt_system_stop(rt_system *sys);
  * stopped and drained first, as by rt_system_stop; the WebAssembly port
  * stops it at once, dropping queued messages. */
 void rt_system_destroy(rt_system *sys);
+
+/* The uv_loop_t the runtime runs on (its own or the one given in opts), for
+ * pinned actors that own libuv handles; NULL in the WebAssembly port. */
+void *rt_system_loop(rt_system *sys);
 
 /* True once the runtime has stopped everything and released the loop. */
 bool rt_system_done(rt_system *sys);

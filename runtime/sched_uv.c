@@ -592,6 +592,11 @@ void rt_system_stop(rt_system *sys)
     uv_async_send(&sys->async);
 }
 
+void *rt_system_loop(rt_system *sys)
+{
+    return sys->loop;
+}
+
 bool rt_system_done(rt_system *sys)
 {
     return atomic_load_explicit(&sys->done, memory_order_acquire) && sys->open_handles == 0;

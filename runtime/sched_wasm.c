@@ -164,6 +164,12 @@ void rt_system_stop(rt_system *sys)
     request_drain(sys);
 }
 
+void *rt_system_loop(rt_system *sys)
+{
+    (void)sys;
+    return NULL;
+}
+
 bool rt_system_done(rt_system *sys)
 {
     return sys->done;

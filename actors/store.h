@@ -1,0 +1,92 @@
+/*
+ * store.h — the store actor: simfarm's only door to PostgreSQL.
+ *
+ * A pinned actor (it runs on the loop thread) holding a small pool of
+ * non-blocking libpq connections watched by uv_poll, plus one connection
+ * that LISTENs for new jobs. On its first connection it applies the SQL
+ * migrations compiled into the binary (sql/), under an advisory lock so two
+ * coordinators starting together do not race. Queries wait in a queue
+ * while the database is unreachable and run once it is back: the hot paths
+ * of the farm never wait on the database, and a restart or blip of
+ * PostgreSQL loses no query that was asked.
+ *
+ * PostgreSQL delivers a NOTIFY only to sessions listening at that moment,
+ * so after a reconnection the store says CD_MSG_LISTENING and the receiver
+ * sweeps for what it may have missed.
+ *
+ * Talking to it: build a query, send it with rt_request(); the reply is a
+ * cd_result (or an rt_timeout). A query that was in flight when its
+ * connection broke is sent again on a new connection, so it may run twice:
+ * write statements to be idempotent (the schema's unique keys help).
+ */
+#ifndef SIMFARM_ACTORS_STORE_H
+#define SIMFARM_ACTORS_STORE_H
+
+#include "runtime/runtime.h"
+
+#include <libpq-fe.h>
+#include <stdint.h>
+
+/* Message types of the coordinator's actors. */
+enum {
+    CD_MSG_QUERY = RT_MSG_USER + 0x1000, /* cd_query: a request to the store */
+    CD_MSG_RESULT,                       /* cd_result: its reply */
+    CD_MSG_NOTIFY,                       /* cd_notify: a NOTIFY on a channel the store listens to */
+    CD_MSG_STORE_UP,                     /* rt_msg: the database is reachable and migrated */
+    CD_MSG_STORE_DOWN,                   /* rt_msg: the database was lost; queries wait */
+    CD_MSG_LISTENING,                    /* rt_msg: LISTEN took effect (again): notices
+                                            sent while not listening are lost, so sweep now */
+    CD_MSG__STORE_PRIVATE = RT_MSG_USER + 0x1100,
+};
+
+typedef struct cd_store_opts {
+    const char *conninfo;   /* libpq connection string or URI (copied) */
+    unsigned connections;   /* pool size; default 2 */
+    const char *listen;     /* channel to LISTEN on, e.g. "pending_job"; NULL = none */
+    rt_actor *notify_to;    /* receives cd_notify and STORE_UP/DOWN (retained); may be NULL */
+} cd_store_opts;
+
+/* Spawns the store on sys (a native runtime: it needs the libuv loop).
+ * Returns NULL when the runtime is stopping or opts is invalid. The handle
+ * holds one reference for the caller. */
+rt_actor *cd_store_spawn(rt_system *sys, const cd_store_opts *opts);
+
+/* ---- queries ---- */
+
+#define CD_QUERY_MAX_PARAMS 32
+
+typedef struct cd_query {
+    rt_msg hdr;
+    char *sql;
+    int nparams;
+    char *values[CD_QUERY_MAX_PARAMS];
+    int lengths[CD_QUERY_MAX_PARAMS];
+    int formats[CD_QUERY_MAX_PARAMS];
+    int binary_result;      /* 1: results in binary format */
+    int attempts;           /* times sent (store-private) */
+} cd_query;
+
+/* A query of one statement with $1..$n parameters. The message owns copies
+ * of sql and of every parameter. */
+cd_query *cd_query_new(const char *sql);
+
+/* Appends a parameter: text (NULL = SQL NULL), bytes (bytea, binary) or an
+ * integer. Return 0, or RT_EINVAL past CD_QUERY_MAX_PARAMS. */
+int cd_query_text(cd_query *q, const char *value);
+int cd_query_bytes(cd_query *q, const void *p, size_t n);
+int cd_query_int(cd_query *q, int64_t v);
+
+typedef struct cd_result {
+    rt_msg hdr;             /* hdr.req_id answers the query's request */
+    PGresult *res;          /* owned; cleared with the message. NULL on error */
+    char error[256];        /* empty on success */
+    char sqlstate[6];       /* e.g. "23505" for a unique violation; empty if none */
+} cd_result;
+
+typedef struct cd_notify {
+    rt_msg hdr;
+    char channel[64];
+    char payload[256];
+} cd_notify;
+
+#endif

@@ -1,0 +1,644 @@
+/*
+ * store_uv.c — see store.h.
+ *
+ * Everything happens in the store's behaviour, on the loop thread: a
+ * uv_poll callback only stops its poll and sends the store an I/O message,
+ * so each connection is a small state machine driven by messages (connect,
+ * run a query, read notices), and libpq is never called from elsewhere.
+ * Each connection attempt gets its own poll handle ("box"); a box outlives
+ * its connection until libuv has closed it, and events from an old box are
+ * recognised by their generation and ignored.
+ */
+#include "actors/store.h"
+
+#include "actors/migrations.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+enum {
+    M_START = CD_MSG__STORE_PRIVATE,
+    M_IO,
+    M_RECONNECT,
+};
+
+enum { BACKOFF_MIN_MS = 100, BACKOFF_MAX_MS = 5000, MAX_ATTEMPTS = 3 };
+
+typedef enum cstate { C_DOWN, C_CONNECTING, C_IDLE, C_BUSY } cstate;
+typedef enum job_kind { K_NONE, K_QUERY, K_MIGRATE, K_LISTEN } job_kind;
+
+typedef struct box {
+    uv_poll_t poll;
+    rt_actor *store;         /* borrowed; NULL once detached */
+    int conn;
+    uint64_t gen;
+} box;
+
+typedef struct conn {
+    PGconn *pg;
+    box *box;
+    uint64_t gen;
+    cstate state;
+    bool listener;
+    job_kind kind;
+    cd_query *q;             /* the query in flight (a kept request) */
+    unsigned migration;      /* the migration in flight */
+    PGresult *res;
+    unsigned backoff_ms;
+} conn;
+
+typedef struct store {
+    char *conninfo;
+    char *listen;
+    rt_actor *notify_to;
+    uv_loop_t *loop;
+    unsigned npool;
+    conn conns[9];           /* the pool, then the listener */
+    unsigned nconns;
+    cd_query **queue;        /* waiting queries, FIFO */
+    size_t qhead, qlen, qcap;
+    bool migrated, migrating, up;
+} store;
+
+typedef struct io_msg {
+    rt_msg hdr;
+    int conn;
+    uint64_t gen;
+    int events;
+} io_msg;
+
+typedef struct reconnect_msg {
+    rt_msg hdr;
+    int conn;
+} reconnect_msg;
+
+static void say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "simfarm store: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static char *xstrdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    if (p == NULL)
+        rt_oom(n);
+    return memcpy(p, s, n);
+}
+
+/* ---- queries ---------------------------------------------------------------- */
+
+static void query_release(rt_msg *m)
+{
+    cd_query *q = (cd_query *)m;
+    free(q->sql);
+    for (int i = 0; i < q->nparams; i++)
+        free(q->values[i]);
+}
+
+cd_query *cd_query_new(const char *sql)
+{
+    cd_query *q = RT_MSG_NEW(cd_query, CD_MSG_QUERY);
+    q->sql = xstrdup(sql);
+    q->hdr.release = query_release;
+    return q;
+}
+
+static int add_param(cd_query *q, const void *p, size_t n, int format, bool null)
+{
+    if (q->nparams >= CD_QUERY_MAX_PARAMS || n > INT32_MAX)
+        return RT_EINVAL;
+    char *v = NULL;
+    if (!null) {
+        v = malloc(n + 1);
+        if (v == NULL)
+            rt_oom(n + 1);
+        memcpy(v, p, n);
+        v[n] = '\0';
+    }
+    q->values[q->nparams] = v;
+    q->lengths[q->nparams] = (int)n;
+    q->formats[q->nparams] = format;
+    q->nparams++;
+    return 0;
+}
+
+int cd_query_text(cd_query *q, const char *value)
+{
+    return add_param(q, value, value ? strlen(value) : 0, 0, value == NULL);
+}
+
+int cd_query_bytes(cd_query *q, const void *p, size_t n)
+{
+    return add_param(q, p, n, 1, false);
+}
+
+int cd_query_int(cd_query *q, int64_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", (long long)v);
+    return cd_query_text(q, buf);
+}
+
+static void result_release(rt_msg *m)
+{
+    cd_result *r = (cd_result *)m;
+    if (r->res != NULL)
+        PQclear(r->res);
+}
+
+/* ---- the queue ---------------------------------------------------------------- */
+
+static void queue_push(store *st, cd_query *q, bool front)
+{
+    if (st->qlen == st->qcap) {
+        size_t ncap = st->qcap ? st->qcap * 2 : 16;
+        cd_query **nv = malloc(ncap * sizeof *nv);
+        if (nv == NULL)
+            rt_oom(ncap * sizeof *nv);
+        for (size_t i = 0; i < st->qlen; i++)
+            nv[i] = st->queue[(st->qhead + i) % st->qcap];
+        free(st->queue);
+        st->queue = nv;
+        st->qcap = ncap;
+        st->qhead = 0;
+    }
+    if (front) {
+        st->qhead = (st->qhead + st->qcap - 1) % st->qcap;
+        st->queue[st->qhead] = q;
+    } else {
+        st->queue[(st->qhead + st->qlen) % st->qcap] = q;
+    }
+    st->qlen++;
+}
+
+static cd_query *queue_pop(store *st)
+{
+    if (st->qlen == 0)
+        return NULL;
+    cd_query *q = st->queue[st->qhead];
+    st->qhead = (st->qhead + 1) % st->qcap;
+    st->qlen--;
+    return q;
+}
+
+/* ---- polling ---------------------------------------------------------------------- */
+
+static void box_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events)
+{
+    box *b = h->data;
+    uv_poll_stop(h); /* level-triggered: wait until the store has looked */
+    if (b->store == NULL)
+        return;
+    io_msg *m = RT_MSG_NEW(io_msg, M_IO);
+    m->conn = b->conn;
+    m->gen = b->gen;
+    m->events = status < 0 ? UV_READABLE | UV_WRITABLE : events;
+    rt_send(b->store, &m->hdr);
+}
+
+static void watch(conn *c, int events)
+{
+    if (c->box != NULL)
+        uv_poll_start(&c->box->poll, events, on_poll);
+}
+
+static void detach(conn *c)
+{
+    if (c->box != NULL) {
+        c->box->store = NULL;
+        uv_poll_stop(&c->box->poll);
+        uv_close((uv_handle_t *)&c->box->poll, box_closed);
+        c->box = NULL;
+    }
+    if (c->pg != NULL) {
+        PQfinish(c->pg);
+        c->pg = NULL;
+    }
+    if (c->res != NULL) {
+        PQclear(c->res);
+        c->res = NULL;
+    }
+}
+
+/* ---- connections -------------------------------------------------------------------- */
+
+static void notify(store *st, uint32_t type)
+{
+    if (st->notify_to != NULL)
+        rt_send(st->notify_to, rt_msg_new(type, sizeof(rt_msg)));
+}
+
+static void connect_conn(rt_actor *self, store *st, int i);
+
+static void schedule_reconnect(rt_actor *self, conn *c, int i)
+{
+    c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : BACKOFF_MIN_MS;
+    if (c->backoff_ms > BACKOFF_MAX_MS)
+        c->backoff_ms = BACKOFF_MAX_MS;
+    reconnect_msg *m = RT_MSG_NEW(reconnect_msg, M_RECONNECT);
+    m->conn = i;
+    rt_send_after(self, c->backoff_ms, &m->hdr);
+}
+
+/* A connection broke: its query (if any) goes back to the front of the
+ * queue, and it reconnects after a backoff. */
+static void lost(rt_actor *self, store *st, int i, const char *why)
+{
+    conn *c = &st->conns[i];
+    if (c->state != C_CONNECTING || c->backoff_ms == 0)
+        say("connection %d lost: %s", i, why);
+    if (c->kind == K_QUERY && c->q != NULL) {
+        if (c->q->attempts >= MAX_ATTEMPTS) {
+            cd_result *r = RT_MSG_NEW(cd_result, CD_MSG_RESULT);
+            r->hdr.release = result_release;
+            snprintf(r->error, sizeof r->error, "the connection broke %d times running this query", MAX_ATTEMPTS);
+            rt_reply(&c->q->hdr, &r->hdr);
+            rt_msg_free(&c->q->hdr);
+        } else {
+            queue_push(st, c->q, true);
+        }
+    }
+    if (c->kind == K_MIGRATE)
+        st->migrating = false;
+    c->q = NULL;
+    c->kind = K_NONE;
+    detach(c);
+    c->state = C_DOWN;
+
+    bool any_up = false;
+    for (unsigned k = 0; k < st->npool; k++)
+        any_up |= st->conns[k].state == C_IDLE || st->conns[k].state == C_BUSY;
+    if (st->up && !any_up) {
+        st->up = false;
+        notify(st, CD_MSG_STORE_DOWN);
+    }
+    schedule_reconnect(self, c, i);
+}
+
+static void connect_conn(rt_actor *self, store *st, int i)
+{
+    conn *c = &st->conns[i];
+    c->pg = PQconnectStart(st->conninfo);
+    if (c->pg == NULL)
+        rt_oom(sizeof(void *));
+    if (PQstatus(c->pg) == CONNECTION_BAD || PQsetnonblocking(c->pg, 1) != 0) {
+        lost(self, st, i, PQerrorMessage(c->pg));
+        return;
+    }
+    box *b = calloc(1, sizeof *b);
+    if (b == NULL)
+        rt_oom(sizeof *b);
+    b->store = self;
+    b->conn = i;
+    b->gen = ++c->gen;
+    b->poll.data = b;
+    if (uv_poll_init_socket(st->loop, &b->poll, PQsocket(c->pg)) != 0) {
+        free(b);
+        lost(self, st, i, "cannot watch the connection's socket");
+        return;
+    }
+    c->box = b;
+    c->state = C_CONNECTING;
+    watch(c, UV_WRITABLE); /* libpq: start as if polling said "writing" */
+}
+
+/* ---- running statements -------------------------------------------------------------- */
+
+/* Sends what libpq has buffered; watches for the answer. */
+static void flush_and_watch(rt_actor *self, store *st, int i)
+{
+    conn *c = &st->conns[i];
+    int f = PQflush(c->pg);
+    if (f < 0) {
+        lost(self, st, i, PQerrorMessage(c->pg));
+        return;
+    }
+    watch(c, f == 1 ? UV_READABLE | UV_WRITABLE : UV_READABLE);
+}
+
+static char *migration_sql(unsigned m)
+{
+    const char *head =
+        "BEGIN;\n"
+        "SELECT pg_advisory_xact_lock(7216057);\n"
+        "CREATE TABLE IF NOT EXISTS schema_migrations (\n"
+        "    name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());\n"
+        "DO $migrate$ BEGIN\n"
+        "  IF NOT EXISTS (SELECT 1 FROM schema_migrations WHERE name = '%s') THEN\n"
+        "    EXECUTE $migration$%s$migration$;\n"
+        "    INSERT INTO schema_migrations (name) VALUES ('%s');\n"
+        "  END IF;\n"
+        "END $migrate$;\n"
+        "COMMIT;\n";
+    const cd_migration *mg = &cd_migrations[m];
+    size_t n = strlen(head) + 2 * strlen(mg->name) + strlen(mg->sql) + 1;
+    char *s = malloc(n);
+    if (s == NULL)
+        rt_oom(n);
+    snprintf(s, n, head, mg->name, mg->sql, mg->name);
+    return s;
+}
+
+static bool start_migration(rt_actor *self, store *st, int i)
+{
+    conn *c = &st->conns[i];
+    char *sql = migration_sql(c->migration);
+    int ok = PQsendQuery(c->pg, sql);
+    free(sql);
+    if (!ok) {
+        lost(self, st, i, PQerrorMessage(c->pg));
+        return false;
+    }
+    c->kind = K_MIGRATE;
+    c->state = C_BUSY;
+    st->migrating = true;
+    flush_and_watch(self, st, i);
+    return true;
+}
+
+/* Starts the next waiting query on every idle pool connection. */
+static void dispatch(rt_actor *self, store *st)
+{
+    if (!st->migrated)
+        return;
+    for (unsigned i = 0; i < st->npool && st->qlen > 0; i++) {
+        conn *c = &st->conns[i];
+        if (c->state != C_IDLE)
+            continue;
+        cd_query *q = queue_pop(st);
+        q->attempts++;
+        if (!PQsendQueryParams(c->pg, q->sql, q->nparams, NULL, (const char *const *)q->values,
+                q->lengths, q->formats, q->binary_result)) {
+            c->q = q;
+            c->kind = K_QUERY;
+            lost(self, st, (int)i, PQerrorMessage(c->pg));
+            continue;
+        }
+        c->q = q;
+        c->kind = K_QUERY;
+        c->state = C_BUSY;
+        flush_and_watch(self, st, (int)i);
+    }
+}
+
+/* A connection is ready: migrate, LISTEN, or take queued queries. */
+static void ready(rt_actor *self, store *st, int i)
+{
+    conn *c = &st->conns[i];
+    c->state = C_IDLE;
+    c->backoff_ms = 0;
+    if (c->listener) {
+        char sql[128];
+        char *chan = PQescapeIdentifier(c->pg, st->listen, strlen(st->listen));
+        snprintf(sql, sizeof sql, "LISTEN %s", chan ? chan : "\"\"");
+        PQfreemem(chan);
+        if (!PQsendQuery(c->pg, sql)) {
+            lost(self, st, i, PQerrorMessage(c->pg));
+            return;
+        }
+        c->kind = K_LISTEN;
+        c->state = C_BUSY;
+        flush_and_watch(self, st, i);
+        return;
+    }
+    if (!st->migrated) {
+        if (!st->migrating) {
+            c->migration = 0;
+            start_migration(self, st, i);
+        }
+        return; /* another connection migrates; this one waits for dispatch */
+    }
+    if (!st->up) {
+        st->up = true;
+        notify(st, CD_MSG_STORE_UP);
+    }
+    watch(c, UV_READABLE); /* an idle connection reads only to notice EOF */
+    dispatch(self, st);
+}
+
+static void reply(conn *c)
+{
+    cd_result *r = RT_MSG_NEW(cd_result, CD_MSG_RESULT);
+    r->hdr.release = result_release;
+    ExecStatusType s = c->res ? PQresultStatus(c->res) : PGRES_FATAL_ERROR;
+    if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK || s == PGRES_EMPTY_QUERY) {
+        r->res = c->res;
+    } else {
+        const char *msg = c->res ? PQresultErrorMessage(c->res) : "no result";
+        const char *state = c->res ? PQresultErrorField(c->res, PG_DIAG_SQLSTATE) : NULL;
+        snprintf(r->error, sizeof r->error, "%s", msg && *msg ? msg : "query failed");
+        size_t n = strlen(r->error);
+        while (n > 0 && (r->error[n - 1] == '\n' || r->error[n - 1] == ' '))
+            r->error[--n] = '\0';
+        if (state != NULL)
+            snprintf(r->sqlstate, sizeof r->sqlstate, "%s", state);
+        if (c->res)
+            PQclear(c->res);
+    }
+    c->res = NULL;
+    rt_reply(&c->q->hdr, &r->hdr);
+    rt_msg_free(&c->q->hdr);
+    c->q = NULL;
+}
+
+/* The statement on c finished (all results read). */
+static void finished(rt_actor *self, store *st, int i)
+{
+    conn *c = &st->conns[i];
+    job_kind k = c->kind;
+    c->kind = K_NONE;
+    c->state = C_IDLE;
+    if (k == K_QUERY) {
+        reply(c);
+        watch(c, UV_READABLE);
+        dispatch(self, st);
+        return;
+    }
+    ExecStatusType s = c->res ? PQresultStatus(c->res) : PGRES_FATAL_ERROR;
+    bool ok = s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK;
+    if (!ok)
+        say("%s failed: %s", k == K_MIGRATE ? cd_migrations[c->migration].name : "LISTEN",
+            c->res ? PQresultErrorMessage(c->res) : "no result");
+    if (c->res != NULL) {
+        PQclear(c->res);
+        c->res = NULL;
+    }
+    if (k == K_LISTEN) {
+        if (!ok) {
+            lost(self, st, i, "LISTEN failed");
+            return;
+        }
+        watch(c, UV_READABLE);
+        notify(st, CD_MSG_LISTENING);
+        return;
+    }
+    /* K_MIGRATE */
+    if (!ok) {
+        st->migrating = false; /* a bad schema: retry later, loudly */
+        lost(self, st, i, "migration failed");
+        return;
+    }
+    if (++c->migration < cd_nmigrations) {
+        start_migration(self, st, i);
+        return;
+    }
+    st->migrating = false;
+    st->migrated = true;
+    for (unsigned k2 = 0; k2 < st->npool; k2++)
+        if (st->conns[k2].state == C_IDLE)
+            ready(self, st, (int)k2);
+}
+
+static void on_io(rt_actor *self, store *st, const io_msg *m)
+{
+    if (m->conn < 0 || (unsigned)m->conn >= st->nconns)
+        return;
+    conn *c = &st->conns[m->conn];
+    if (c->box == NULL || m->gen != c->gen)
+        return; /* from a connection that is gone */
+    int i = m->conn;
+
+    if (c->state == C_CONNECTING) {
+        switch (PQconnectPoll(c->pg)) {
+        case PGRES_POLLING_READING: watch(c, UV_READABLE); return;
+        case PGRES_POLLING_WRITING: watch(c, UV_WRITABLE); return;
+        case PGRES_POLLING_OK: ready(self, st, i); return;
+        default: lost(self, st, i, PQerrorMessage(c->pg)); return;
+        }
+    }
+    if ((m->events & UV_WRITABLE) && c->state == C_BUSY) {
+        int f = PQflush(c->pg);
+        if (f < 0) {
+            lost(self, st, i, PQerrorMessage(c->pg));
+            return;
+        }
+        if (f == 1) {
+            watch(c, UV_READABLE | UV_WRITABLE);
+            return;
+        }
+    }
+    if (!PQconsumeInput(c->pg)) {
+        lost(self, st, i, PQerrorMessage(c->pg));
+        return;
+    }
+    if (c->state == C_BUSY) {
+        while (!PQisBusy(c->pg)) {
+            PGresult *r = PQgetResult(c->pg);
+            if (r == NULL) {
+                finished(self, st, i);
+                break;
+            }
+            /* Keep the first error, else the last result. */
+            if (c->res == NULL || PQresultStatus(c->res) == PGRES_COMMAND_OK ||
+                PQresultStatus(c->res) == PGRES_TUPLES_OK) {
+                if (c->res != NULL)
+                    PQclear(c->res);
+                c->res = r;
+            } else {
+                PQclear(r);
+            }
+        }
+        if (c->state == C_BUSY)
+            watch(c, UV_READABLE);
+    } else {
+        watch(c, UV_READABLE);
+    }
+    PGnotify *n;
+    while ((n = PQnotifies(c->pg)) != NULL) {
+        if (st->notify_to != NULL) {
+            cd_notify *nm = RT_MSG_NEW(cd_notify, CD_MSG_NOTIFY);
+            snprintf(nm->channel, sizeof nm->channel, "%s", n->relname);
+            snprintf(nm->payload, sizeof nm->payload, "%s", n->extra ? n->extra : "");
+            rt_send(st->notify_to, &nm->hdr);
+        }
+        PQfreemem(n);
+    }
+    if (PQstatus(c->pg) == CONNECTION_BAD)
+        lost(self, st, i, PQerrorMessage(c->pg));
+}
+
+/* ---- the actor ------------------------------------------------------------------------- */
+
+static void behaviour(rt_actor *self, rt_msg *m)
+{
+    store *st = rt_state(self);
+    switch (m->type) {
+    case M_START:
+        for (unsigned i = 0; i < st->nconns; i++)
+            connect_conn(self, st, (int)i);
+        break;
+    case M_IO:
+        on_io(self, st, (io_msg *)m);
+        break;
+    case M_RECONNECT: {
+        int i = ((reconnect_msg *)m)->conn;
+        if (i >= 0 && (unsigned)i < st->nconns && st->conns[i].state == C_DOWN)
+            connect_conn(self, st, i);
+        break;
+    }
+    case CD_MSG_QUERY:
+        rt_take(self, m);
+        queue_push(st, (cd_query *)m, false);
+        dispatch(self, st);
+        break;
+    default:
+        break; /* timeouts of nothing, stray replies */
+    }
+}
+
+static void finalize(rt_actor *self)
+{
+    store *st = rt_state(self);
+    cd_query *q;
+    for (unsigned i = 0; i < st->nconns; i++) {
+        conn *c = &st->conns[i];
+        if (c->q != NULL)
+            rt_msg_free(&c->q->hdr);
+        detach(c);
+    }
+    while ((q = queue_pop(st)) != NULL)
+        rt_msg_free(&q->hdr);
+    free(st->queue);
+    free(st->conninfo);
+    free(st->listen);
+    if (st->notify_to != NULL)
+        rt_actor_release(st->notify_to);
+}
+
+rt_actor *cd_store_spawn(rt_system *sys, const cd_store_opts *opts)
+{
+    if (opts == NULL || opts->conninfo == NULL || opts->connections > 8 || rt_system_loop(sys) == NULL)
+        return NULL;
+    rt_actor_opts o = { .state_size = sizeof(store), .pinned = true, .finalize = finalize, .name = "store" };
+    rt_actor *a = rt_spawn(sys, behaviour, &o);
+    if (a == NULL)
+        return NULL;
+    /* The state is ours until the first message is sent. */
+    store *st = rt_state(a);
+    st->conninfo = xstrdup(opts->conninfo);
+    st->loop = rt_system_loop(sys);
+    st->npool = opts->connections ? opts->connections : 2;
+    st->nconns = st->npool;
+    if (opts->listen != NULL) {
+        st->listen = xstrdup(opts->listen);
+        st->conns[st->nconns++].listener = true;
+    }
+    if (opts->notify_to != NULL)
+        st->notify_to = rt_actor_retain(opts->notify_to);
+    rt_send(a, rt_msg_new(M_START, sizeof(rt_msg)));
+    return a;
+}
