@@ -85,16 +85,16 @@ int sim__param_num(const sim__pctx *c, const char *field, double *out, double lo
     double v;
     if (o == NULL) {
         if (required)
-            return sim__param_fail(c, field, "missing; a number in %s%.17g, %.17g] is required",
+            return sim__param_fail(c, field, "missing; a number in %s%.10g, %.10g] is required",
                 lo_open ? "(" : "[", lo, hi);
         *out = dflt;
         return 0;
     }
     if (!as_number(o, &v) || !isfinite(v))
-        return sim__param_fail(c, field, "must be a finite number in %s%.17g, %.17g]",
+        return sim__param_fail(c, field, "must be a finite number in %s%.10g, %.10g]",
             lo_open ? "(" : "[", lo, hi);
     if (v < lo || (lo_open && v == lo) || v > hi)
-        return sim__param_fail(c, field, "must be in %s%.17g, %.17g], got %.17g",
+        return sim__param_fail(c, field, "must be in %s%.10g, %.10g], got %.10g",
             lo_open ? "(" : "[", lo, hi, v);
     *out = v;
     return 0;
