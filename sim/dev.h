@@ -564,8 +564,22 @@ SIM_FN void sim_acc_merge(sim_acc *dst, const sim_acc *src)
  * two sim_fix calls spelled out, int64 partial sums: |term| < 2^56 and at
  * most 64 lanes, so they cannot overflow before they are folded into 192
  * bits). */
+SIM_FN void sim_acc_lanes2(sim_acc *acc, sim_u64 (*alt)[SIM_HIST_BINS + 2], const sim_layout *L,
+    int nout, double out[SIM_MAX_OUT][SIM_W], int lo, int hi);
+
 SIM_FN void sim_acc_lanes(sim_acc *acc, const sim_layout *L, int nout, double out[SIM_MAX_OUT][SIM_W],
     int lo, int hi)
+{
+    sim_acc_lanes2(acc, 0, L, nout, out, lo, hi);
+}
+
+/* sim_acc_lanes, with the histogram counts of lanes 1, 2 and 3 of every
+ * four going to rows o, SIM_MAX_OUT + o and 2 SIM_MAX_OUT + o of alt when
+ * alt is not null (3 SIM_MAX_OUT rows; the caller adds them into acc at the
+ * end): neighbouring lanes often fall in the same bin, and four counters
+ * cut the chain of increments through memory to a quarter. */
+SIM_FN void sim_acc_lanes2(sim_acc *acc, sim_u64 (*alt)[SIM_HIST_BINS + 2], const sim_layout *L,
+    int nout, double out[SIM_MAX_OUT][SIM_W], int lo, int hi)
 {
     for (int o = 0; o < nout; o++) {
         sim_acc *a = &acc[o];
@@ -590,8 +604,20 @@ SIM_FN void sim_acc_lanes(sim_acc *acc, const sim_layout *L, int nout, double ou
             mx = q > mx ? q : mx;
             slot[i] = sim_hist_slot(l, x[i]);
         }
-        for (int i = lo; i < hi; i++)
-            a->hist[slot[i]] += 1;
+        if (alt) {
+            int i = lo;
+            for (; i + 3 < hi; i += 4) {
+                a->hist[slot[i]] += 1;
+                alt[o][slot[i + 1]] += 1;
+                alt[SIM_MAX_OUT + o][slot[i + 2]] += 1;
+                alt[2 * SIM_MAX_OUT + o][slot[i + 3]] += 1;
+            }
+            for (; i < hi; i++)
+                a->hist[slot[i]] += 1;
+        } else {
+            for (int i = lo; i < hi; i++)
+                a->hist[slot[i]] += 1;
+        }
         a->saturated += (sim_u64)nsat;
         a->min = mn;
         a->max = mx;

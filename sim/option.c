@@ -133,13 +133,18 @@ static SIM_CPU_CLONES void option_run_cpu(const sim_job *job, uint64_t first, ui
     const sim_u32 k0 = (sim_u32)job->seed, k1 = (sim_u32)(job->seed >> 32);
     const uint64_t end = first + count;
     double out[SIM_MAX_OUT][SIM_W];
+    sim_u64 alt[3 * SIM_MAX_OUT][SIM_HIST_BINS + 2];
 
+    memset(alt, 0, sizeof alt);
     for (uint64_t g = sim__group_base(first); g < end; g += SIM_W) {
         sim_option_group(p, k0, k1, g, out);
         int lo = g < first ? (int)(first - g) : 0;
         int hi = end - g < SIM_W ? (int)(end - g) : SIM_W;
-        sim_acc_lanes(acc, job->layout, (int)p->nout, out, lo, hi);
+        sim_acc_lanes2(acc, alt, job->layout, (int)p->nout, out, lo, hi);
     }
+    for (int o = 0; o < (int)p->nout; o++)
+        for (int k = 0; k < SIM_HIST_BINS + 2; k++)
+            acc[o].hist[k] += alt[o][k] + alt[SIM_MAX_OUT + o][k] + alt[2 * SIM_MAX_OUT + o][k];
 }
 
 const sim_kernel sim__option_kernel = {
