@@ -36,6 +36,7 @@ enum {
     CD_MSG_STORE_DOWN,                   /* rt_msg: the database was lost; queries wait */
     CD_MSG_LISTENING,                    /* rt_msg: LISTEN took effect (again): notices
                                             sent while not listening are lost, so sweep now */
+    CD_MSG_SUBSCRIBE,                    /* cd_subscribe: add a receiver of the above */
     CD_MSG__STORE_PRIVATE = RT_MSG_USER + 0x1100,
 };
 
@@ -43,8 +44,17 @@ typedef struct cd_store_opts {
     const char *conninfo;   /* libpq connection string or URI (copied) */
     unsigned connections;   /* pool size; default 2 */
     const char *listen;     /* channel to LISTEN on, e.g. "pending_job"; NULL = none */
-    rt_actor *notify_to;    /* receives cd_notify and STORE_UP/DOWN (retained); may be NULL */
+    rt_actor *notify_to;    /* a first subscriber (see cd_store_subscribe); may be NULL */
 } cd_store_opts;
+
+typedef struct cd_subscribe {
+    rt_msg hdr;
+    rt_actor *who;          /* retained by the message, then by the store */
+} cd_subscribe;
+
+/* Makes `who` receive cd_notify, STORE_UP/DOWN and LISTENING from store;
+ * it is told STORE_UP at once if the database is up. Any thread. */
+void cd_store_subscribe(rt_actor *store, rt_actor *who);
 
 /* Spawns the store on sys (a native runtime: it needs the libuv loop).
  * Returns NULL when the runtime is stopping or opts is invalid. The handle

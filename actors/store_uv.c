@@ -53,7 +53,8 @@ typedef struct conn {
 typedef struct store {
     char *conninfo;
     char *listen;
-    rt_actor *notify_to;
+    rt_actor *subs[8];       /* who hears notices and up/down */
+    unsigned nsubs;
     uv_loop_t *loop;
     unsigned npool;
     conn conns[9];           /* the pool, then the listener */
@@ -238,8 +239,23 @@ static void detach(conn *c)
 
 static void notify(store *st, uint32_t type)
 {
-    if (st->notify_to != NULL)
-        rt_send(st->notify_to, rt_msg_new(type, sizeof(rt_msg)));
+    for (unsigned i = 0; i < st->nsubs; i++)
+        rt_send(st->subs[i], rt_msg_new(type, sizeof(rt_msg)));
+}
+
+static void subscribe_release(rt_msg *m)
+{
+    cd_subscribe *s = (cd_subscribe *)m;
+    if (s->who != NULL)
+        rt_actor_release(s->who);
+}
+
+void cd_store_subscribe(rt_actor *store_actor, rt_actor *who)
+{
+    cd_subscribe *s = RT_MSG_NEW(cd_subscribe, CD_MSG_SUBSCRIBE);
+    s->who = rt_actor_retain(who);
+    s->hdr.release = subscribe_release;
+    rt_send(store_actor, &s->hdr);
 }
 
 static void connect_conn(rt_actor *self, store *st, int i);
@@ -559,11 +575,11 @@ static void on_io(rt_actor *self, store *st, const io_msg *m)
     }
     PGnotify *n;
     while ((n = PQnotifies(c->pg)) != NULL) {
-        if (st->notify_to != NULL) {
+        for (unsigned k = 0; k < st->nsubs; k++) {
             cd_notify *nm = RT_MSG_NEW(cd_notify, CD_MSG_NOTIFY);
             snprintf(nm->channel, sizeof nm->channel, "%s", n->relname);
             snprintf(nm->payload, sizeof nm->payload, "%s", n->extra ? n->extra : "");
-            rt_send(st->notify_to, &nm->hdr);
+            rt_send(st->subs[k], &nm->hdr);
         }
         PQfreemem(n);
     }
@@ -588,6 +604,16 @@ static void behaviour(rt_actor *self, rt_msg *m)
         int i = ((reconnect_msg *)m)->conn;
         if (i >= 0 && (unsigned)i < st->nconns && st->conns[i].state == C_DOWN)
             connect_conn(self, st, i);
+        break;
+    }
+    case CD_MSG_SUBSCRIBE: {
+        cd_subscribe *sub = (cd_subscribe *)m;
+        if (st->nsubs < sizeof st->subs / sizeof st->subs[0]) {
+            st->subs[st->nsubs++] = sub->who; /* the message's reference moves here */
+            sub->who = NULL;
+            if (st->up)
+                rt_send(st->subs[st->nsubs - 1], rt_msg_new(CD_MSG_STORE_UP, sizeof(rt_msg)));
+        }
         break;
     }
     case CD_MSG_QUERY:
@@ -615,8 +641,8 @@ static void finalize(rt_actor *self)
     free(st->queue);
     free(st->conninfo);
     free(st->listen);
-    if (st->notify_to != NULL)
-        rt_actor_release(st->notify_to);
+    for (unsigned i = 0; i < st->nsubs; i++)
+        rt_actor_release(st->subs[i]);
 }
 
 rt_actor *cd_store_spawn(rt_system *sys, const cd_store_opts *opts)
@@ -638,7 +664,7 @@ rt_actor *cd_store_spawn(rt_system *sys, const cd_store_opts *opts)
         st->conns[st->nconns++].listener = true;
     }
     if (opts->notify_to != NULL)
-        st->notify_to = rt_actor_retain(opts->notify_to);
+        st->subs[st->nsubs++] = rt_actor_retain(opts->notify_to);
     rt_send(a, rt_msg_new(M_START, sizeof(rt_msg)));
     return a;
 }

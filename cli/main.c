@@ -15,6 +15,8 @@
 #include <string.h>
 #include <uv.h>
 
+#include "cli/cli.h"
+
 #define SIMFARM_VERSION "0.1.0"
 
 enum { EXIT_OK = 0, EXIT_USAGE = 2 };
@@ -25,6 +27,7 @@ static void usage(FILE *out)
         "usage: simfarm <command> [options]\n"
         "\n"
         "commands:\n"
+        "  serve      run the coordinator: serve --db CONNINFO [--listen HOST:PORT]\n"
         "  up         start a local farm (reports what this build can run so far)\n"
         "  sim        run a kernel locally: sim <option|combat> params.json [--items N] [--backend cpu|opencl|cuda]\n"
         "  version    print the version and the libraries and devices found\n"
@@ -91,7 +94,10 @@ int main(int argc, char **argv)
         return cmd_version();
     if (strcmp(cmd, "up") == 0)
         return cmd_up();
-    if (strcmp(cmd, "sim") == 0) { extern int cmd_sim(int, char **); return cmd_sim(argc - 1, argv + 1); }
+    if (strcmp(cmd, "sim") == 0)
+        return cmd_sim(argc - 1, argv + 1);
+    if (strcmp(cmd, "serve") == 0)
+        return cmd_serve(argc - 1, argv + 1);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         usage(stdout);
         return EXIT_OK;

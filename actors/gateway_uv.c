@@ -1,0 +1,703 @@
+/*
+ * gateway_uv.c — see gateway.h.
+ *
+ * lws calls http_cb on the loop thread. A complete request (path, method,
+ * body) becomes a message to the gateway actor, which is pinned to the same
+ * thread; its answer goes into the session table and lws is asked for a
+ * writable callback, which sends it. The table and the lws context are
+ * touched only on the loop thread: by the callbacks and by the gateway's
+ * behaviour, which never run at the same time.
+ */
+#include "actors/gateway.h"
+
+#include "actors/store.h"
+#include "sim/sim.h"
+#include "sim/sim_json.h"
+
+#include <inttypes.h>
+#include <libwebsockets.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#define SIMFARM_VERSION "0.1.0"
+
+enum { M_REQUEST = RT_MSG_USER + 0x1200, M_DIE };
+enum { GET = 1, POST };
+
+typedef struct request {
+    rt_msg hdr;
+    uint64_t session;
+    int method;
+    char path[256];
+    char *body;              /* owned; NUL-terminated */
+    size_t body_len;
+} request;
+
+typedef struct session {
+    uint64_t id;
+    struct lws *wsi;
+    int status;              /* 0 until the answer is ready */
+    const char *type;
+    char *body;
+    size_t body_len;
+} session;
+
+typedef struct pending {
+    int64_t req;
+    uint64_t session;
+    int kind;                /* what the answer is for */
+} pending;
+
+enum { P_SUBMIT = 1, P_LIST, P_ONE };
+
+typedef struct gateway {
+    struct lws_context *ctx;
+    struct lws_vhost *vhost;
+    rt_actor *self;
+    rt_actor *store;
+    size_t max_body;
+    uint64_t db_timeout_ms;
+    bool db_up;
+    session *sessions;       /* loop thread only */
+    size_t nsessions, sessions_cap;
+    uint64_t next_session;
+    pending *pend;           /* store requests in flight */
+    size_t npend, pend_cap;
+    uint64_t requests, by_class[6]; /* metrics: requests by status class 1xx..5xx */
+} gateway;
+
+/* lws per-transaction state */
+typedef struct pss {
+    uint64_t session;
+    int method;
+    char path[256];
+    char *body;
+    size_t body_len;
+    bool too_big;
+} pss;
+
+/* ---- sessions (loop thread) ----------------------------------------------------- */
+
+static session *session_find(gateway *g, uint64_t id)
+{
+    for (size_t i = 0; i < g->nsessions; i++)
+        if (g->sessions[i].id == id)
+            return &g->sessions[i];
+    return NULL;
+}
+
+static uint64_t session_open(gateway *g, struct lws *wsi)
+{
+    if (g->nsessions == g->sessions_cap) {
+        size_t ncap = g->sessions_cap ? g->sessions_cap * 2 : 16;
+        session *nv = realloc(g->sessions, ncap * sizeof *nv);
+        if (nv == NULL)
+            rt_oom(ncap * sizeof *nv);
+        g->sessions = nv;
+        g->sessions_cap = ncap;
+    }
+    session *s = &g->sessions[g->nsessions++];
+    memset(s, 0, sizeof *s);
+    s->id = ++g->next_session;
+    s->wsi = wsi;
+    return s->id;
+}
+
+static void session_close(gateway *g, uint64_t id)
+{
+    session *s = session_find(g, id);
+    if (s == NULL)
+        return;
+    free(s->body);
+    *s = g->sessions[--g->nsessions];
+}
+
+/* Sets the answer of a session and asks lws to write it. An answer for a
+ * session that closed meanwhile is dropped. Takes body (malloc'd). */
+static void respond(gateway *g, uint64_t id, int status, const char *type, char *body)
+{
+    session *s = session_find(g, id);
+    if (s == NULL) {
+        free(body);
+        return;
+    }
+    s->status = status;
+    s->type = type;
+    s->body = body;
+    s->body_len = strlen(body);
+    g->requests++;
+    if (status >= 100 && status < 600)
+        g->by_class[status / 100]++;
+    lws_callback_on_writable(s->wsi);
+}
+
+static char *fmt(const char *f, ...)
+{
+    va_list ap;
+    va_start(ap, f);
+    int n = vsnprintf(NULL, 0, f, ap);
+    va_end(ap);
+    char *s = malloc((size_t)n + 1);
+    if (s == NULL)
+        rt_oom((size_t)n + 1);
+    va_start(ap, f);
+    vsnprintf(s, (size_t)n + 1, f, ap);
+    va_end(ap);
+    return s;
+}
+
+/* A JSON string literal of s (quotes and escapes), malloc'd. */
+static char *json_str(const char *s)
+{
+    size_t n = strlen(s);
+    char *out = malloc(n * 6 + 3), *p = out;
+    if (out == NULL)
+        rt_oom(n * 6 + 3);
+    *p++ = '"';
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\') {
+            *p++ = '\\';
+            *p++ = (char)*c;
+        } else if (*c < 0x20) {
+            p += sprintf(p, "\\u%04x", *c);
+        } else {
+            *p++ = (char)*c;
+        }
+    }
+    *p++ = '"';
+    *p = '\0';
+    return out;
+}
+
+static void respond_error(gateway *g, uint64_t id, int status, const char *field, const char *msg)
+{
+    char *m = json_str(msg);
+    char *f = field ? json_str(field) : NULL;
+    respond(g, id, status, "application/json",
+        f ? fmt("{\"error\":%s,\"field\":%s}\n", m, f) : fmt("{\"error\":%s}\n", m));
+    free(m);
+    free(f);
+}
+
+/* ---- lws ------------------------------------------------------------------------------ */
+
+static void request_release(rt_msg *m)
+{
+    free(((request *)m)->body);
+}
+
+static request *new_request(const pss *ps)
+{
+    request *r = RT_MSG_NEW(request, M_REQUEST);
+    r->hdr.release = request_release;
+    r->session = ps->session;
+    r->method = ps->method;
+    memcpy(r->path, ps->path, sizeof r->path);
+    return r;
+}
+
+static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
+{
+    pss *ps = user;
+    struct lws_context *ctx = lws_get_context(wsi);
+    gateway *g = ctx ? lws_context_user(ctx) : NULL;
+    uint8_t buf[LWS_PRE + 1024], *start = &buf[LWS_PRE], *p = start, *end = &buf[sizeof buf - 1];
+
+    switch (reason) {
+    case LWS_CALLBACK_HTTP: {
+        memset(ps, 0, sizeof *ps);
+        snprintf(ps->path, sizeof ps->path, "%s", (const char *)in);
+        if (lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0)
+            ps->method = POST;
+        else if (lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0)
+            ps->method = GET;
+        ps->session = session_open(g, wsi);
+        if (ps->method == POST)
+            return 0; /* the body follows */
+        rt_send(g->self, &new_request(ps)->hdr);
+        return 0;
+    }
+    case LWS_CALLBACK_HTTP_BODY:
+        if (ps->too_big || ps->body_len + len > g->max_body) {
+            ps->too_big = true;
+            return 0;
+        }
+        {
+            char *nb = realloc(ps->body, ps->body_len + len + 1);
+            if (nb == NULL)
+                rt_oom(ps->body_len + len + 1);
+            ps->body = nb;
+            memcpy(ps->body + ps->body_len, in, len);
+            ps->body_len += len;
+            ps->body[ps->body_len] = '\0';
+        }
+        return 0;
+    case LWS_CALLBACK_HTTP_BODY_COMPLETION: {
+        if (ps->too_big) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "request body over %zu bytes", g->max_body);
+            respond_error(g, ps->session, 413, NULL, msg);
+            free(ps->body);
+            ps->body = NULL;
+            return 0;
+        }
+        request *r = new_request(ps);
+        r->body = ps->body ? ps->body : calloc(1, 1);
+        r->body_len = ps->body_len;
+        ps->body = NULL;
+        rt_send(g->self, &r->hdr);
+        return 0;
+    }
+    case LWS_CALLBACK_HTTP_WRITEABLE: {
+        session *s = session_find(g, ps->session);
+        if (s == NULL || s->status == 0)
+            return 0;
+        if (lws_add_http_common_headers(wsi, (unsigned)s->status, s->type, s->body_len, &p, end) ||
+            lws_finalize_write_http_header(wsi, start, &p, end))
+            return 1;
+        size_t blen = s->body_len;
+        unsigned char *out = malloc(LWS_PRE + blen + 1);
+        if (out == NULL)
+            rt_oom(LWS_PRE + blen + 1);
+        memcpy(out + LWS_PRE, s->body, blen);
+        int w = lws_write(wsi, out + LWS_PRE, blen, LWS_WRITE_HTTP_FINAL);
+        free(out);
+        session_close(g, ps->session);
+        ps->session = 0;
+        if (w != (int)blen)
+            return -1;
+        return lws_http_transaction_completed(wsi) ? -1 : 0;
+    }
+    case LWS_CALLBACK_CLOSED_HTTP:
+    case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
+        if (ps != NULL) {
+            if (ps->session != 0 && g != NULL)
+                session_close(g, ps->session);
+            ps->session = 0;
+            free(ps->body);
+            ps->body = NULL;
+        }
+        break;
+    default:
+        break;
+    }
+    return lws_callback_http_dummy(wsi, reason, user, in, len);
+}
+
+static const struct lws_protocols protocols[] = {
+    { "http", http_cb, sizeof(pss), 4096, 0, NULL, 0 },
+    { NULL, NULL, 0, 0, 0, NULL, 0 }
+};
+
+/* ---- jobs ----------------------------------------------------------------------------------- */
+
+static bool key_is(const msgpack_object *k, const char *name)
+{
+    size_t n = strlen(name);
+    return k->type == MSGPACK_OBJECT_STR && k->via.str.size == n && memcmp(k->via.str.ptr, name, n) == 0;
+}
+
+static bool get_uint(const msgpack_object *v, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER && v->via.u64 >= lo && v->via.u64 <= hi) {
+        *out = v->via.u64;
+        return true;
+    }
+    if (v->type == MSGPACK_OBJECT_FLOAT64 && v->via.f64 >= (double)lo && v->via.f64 <= (double)hi &&
+        v->via.f64 == (double)(uint64_t)v->via.f64) {
+        *out = (uint64_t)v->via.f64;
+        return true;
+    }
+    return false;
+}
+
+typedef struct submission {
+    char kernel[64];
+    const char *params;      /* msgpack bytes of "params" inside the whole */
+    size_t params_len;
+    uint64_t items, seed;
+    int64_t priority;
+    char owner[129];
+    char strategy[16];
+} submission;
+
+/* Parses and checks a job submission. On failure writes the field and a
+ * message a user can act on, and returns false. */
+static bool parse_submission(const char *json, size_t len, submission *s, msgpack_sbuffer *params,
+    char *field, size_t flen, char *msg, size_t mlen)
+{
+    msgpack_sbuffer whole;
+    msgpack_unpacked up;
+    size_t off = 0;
+    bool ok = false;
+    char err[160];
+
+    memset(s, 0, sizeof *s);
+    s->seed = 1;
+    snprintf(s->owner, sizeof s->owner, "anonymous");
+    snprintf(s->strategy, sizeof s->strategy, "single");
+    snprintf(field, flen, "%s", "");
+    msgpack_sbuffer_init(&whole);
+    msgpack_unpacked_init(&up);
+    if (sim_json_to_msgpack(json, len, &whole, err, sizeof err) != 0) {
+        snprintf(msg, mlen, "the body is not valid JSON: %s", err);
+        goto out;
+    }
+    if (msgpack_unpack_next(&up, whole.data, whole.size, &off) != MSGPACK_UNPACK_SUCCESS ||
+        up.data.type != MSGPACK_OBJECT_MAP) {
+        snprintf(msg, mlen, "the body must be a JSON object");
+        goto out;
+    }
+    bool have_params = false, have_items = false;
+    const msgpack_object_map *m = &up.data.via.map;
+    for (uint32_t i = 0; i < m->size; i++) {
+        const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
+        if (key_is(k, "kernel")) {
+            if (v->type != MSGPACK_OBJECT_STR || v->via.str.size == 0 || v->via.str.size >= sizeof s->kernel) {
+                snprintf(field, flen, "kernel");
+                snprintf(msg, mlen, "must be the name of a kernel");
+                goto out;
+            }
+            memcpy(s->kernel, v->via.str.ptr, v->via.str.size);
+        } else if (key_is(k, "params")) {
+            msgpack_packer pk;
+            msgpack_packer_init(&pk, params, msgpack_sbuffer_write);
+            msgpack_pack_object(&pk, *v);
+            have_params = true;
+        } else if (key_is(k, "items")) {
+            if (!get_uint(v, 1, UINT64_C(1) << 50, &s->items)) {
+                snprintf(field, flen, "items");
+                snprintf(msg, mlen, "must be a whole number from 1 to 2^50");
+                goto out;
+            }
+            have_items = true;
+        } else if (key_is(k, "seed")) {
+            if (!get_uint(v, 0, INT64_MAX, &s->seed)) {
+                snprintf(field, flen, "seed");
+                snprintf(msg, mlen, "must be a whole number from 0 to 2^63-1");
+                goto out;
+            }
+        } else if (key_is(k, "priority")) {
+            if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER && v->via.u64 <= 1000)
+                s->priority = (int64_t)v->via.u64;
+            else if (v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER && v->via.i64 >= -1000)
+                s->priority = v->via.i64;
+            else {
+                snprintf(field, flen, "priority");
+                snprintf(msg, mlen, "must be a whole number from -1000 to 1000");
+                goto out;
+            }
+        } else if (key_is(k, "owner")) {
+            if (v->type != MSGPACK_OBJECT_STR || v->via.str.size == 0 || v->via.str.size >= sizeof s->owner) {
+                snprintf(field, flen, "owner");
+                snprintf(msg, mlen, "must be a name of 1 to 128 characters");
+                goto out;
+            }
+            memcpy(s->owner, v->via.str.ptr, v->via.str.size);
+            s->owner[v->via.str.size] = '\0';
+        } else if (key_is(k, "strategy")) {
+            if (!key_is(v, "single")) {
+                snprintf(field, flen, "strategy");
+                snprintf(msg, mlen, "this coordinator runs \"single\" jobs so far");
+                goto out;
+            }
+        } else {
+            snprintf(field, flen, "%.*s", k->type == MSGPACK_OBJECT_STR ? (int)k->via.str.size : 1,
+                k->type == MSGPACK_OBJECT_STR ? k->via.str.ptr : "?");
+            snprintf(msg, mlen, "unknown field (known: kernel, params, items, seed, priority, owner, strategy)");
+            goto out;
+        }
+    }
+    if (s->kernel[0] == '\0') {
+        snprintf(field, flen, "kernel");
+        snprintf(msg, mlen, "is required");
+        goto out;
+    }
+    if (!have_params) {
+        snprintf(field, flen, "params");
+        snprintf(msg, mlen, "is required: the kernel's parameters (docs/kernels.md)");
+        goto out;
+    }
+    if (!have_items) {
+        snprintf(field, flen, "items");
+        snprintf(msg, mlen, "is required");
+        goto out;
+    }
+    /* The kernel checks its own parameters and names the one that is wrong. */
+    sim_job *job = NULL;
+    if (sim_job_create(&job, s->kernel, params->data, params->size, s->seed, err, sizeof err) != 0) {
+        snprintf(field, flen, "%s", sim_kernel_find(s->kernel) ? "params" : "kernel");
+        snprintf(msg, mlen, "%s", err);
+        goto out;
+    }
+    sim_job_destroy(job);
+    ok = true;
+out:
+    msgpack_unpacked_destroy(&up);
+    msgpack_sbuffer_destroy(&whole);
+    return ok;
+}
+
+static void track(gateway *g, int64_t req, uint64_t sid, int kind)
+{
+    if (g->npend == g->pend_cap) {
+        size_t ncap = g->pend_cap ? g->pend_cap * 2 : 16;
+        pending *nv = realloc(g->pend, ncap * sizeof *nv);
+        if (nv == NULL)
+            rt_oom(ncap * sizeof *nv);
+        g->pend = nv;
+        g->pend_cap = ncap;
+    }
+    g->pend[g->npend++] = (pending){ req, sid, kind };
+}
+
+static void ask_store(gateway *g, cd_query *q, uint64_t sid, int kind)
+{
+    int64_t req = rt_request(g->self, g->store, &q->hdr, g->db_timeout_ms);
+    if (req < 0) {
+        respond_error(g, sid, 503, NULL, "the coordinator is stopping");
+        return;
+    }
+    track(g, req, sid, kind);
+}
+
+static void submit(gateway *g, request *r)
+{
+    submission s;
+    msgpack_sbuffer params;
+    char field[64], msg[256];
+    msgpack_sbuffer_init(&params);
+    if (!parse_submission(r->body, r->body_len, &s, &params, field, sizeof field, msg, sizeof msg)) {
+        respond_error(g, r->session, 400, field[0] ? field : NULL, msg);
+        msgpack_sbuffer_destroy(&params);
+        return;
+    }
+    unsigned char hash[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256(hash, (const unsigned char *)params.data, params.size);
+    cd_query *q = cd_query_new(
+        "INSERT INTO jobs (owner, kernel, strategy, items, seed, priority, spec, params, ctx_hash) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9) RETURNING id");
+    cd_query_text(q, s.owner);
+    cd_query_text(q, s.kernel);
+    cd_query_text(q, s.strategy);
+    cd_query_int(q, (int64_t)s.items);
+    cd_query_int(q, (int64_t)s.seed);
+    cd_query_int(q, s.priority);
+    cd_query_text(q, r->body);
+    cd_query_bytes(q, params.data, params.size);
+    cd_query_bytes(q, hash, sizeof hash);
+    msgpack_sbuffer_destroy(&params);
+    ask_store(g, q, r->session, P_SUBMIT);
+}
+
+static const char *job_columns =
+    "id, owner, kernel, strategy, items, seed, priority, state, spec, "
+    "encode(ctx_hash, 'hex') AS ctx_hash, result, created_at, started_at, finished_at";
+
+static void get_jobs(gateway *g, request *r, const char *rest)
+{
+    char sql[512];
+    if (*rest == '\0') {
+        snprintf(sql, sizeof sql,
+            "SELECT coalesce(json_agg(j ORDER BY j.id DESC), '[]')::text FROM "
+            "(SELECT %s FROM jobs ORDER BY id DESC LIMIT 100) j", job_columns);
+        ask_store(g, cd_query_new(sql), r->session, P_LIST);
+        return;
+    }
+    char *endp;
+    unsigned long long id = strtoull(rest, &endp, 10);
+    if (*rest < '0' || *rest > '9' || *endp != '\0' || id == 0 || id > INT64_MAX) {
+        respond_error(g, r->session, 404, NULL, "no such job: ids are positive whole numbers");
+        return;
+    }
+    snprintf(sql, sizeof sql, "SELECT row_to_json(j)::text FROM (SELECT %s FROM jobs WHERE id = $1) j",
+        job_columns);
+    cd_query *q = cd_query_new(sql);
+    cd_query_int(q, (int64_t)id);
+    ask_store(g, q, r->session, P_ONE);
+}
+
+static void metrics(gateway *g, request *r)
+{
+    rt_system_stats st;
+    rt_system_stats_get(rt_actor_system(g->self), &st);
+    respond(g, r->session, 200, "text/plain; version=0.0.4",
+        fmt("# HELP simfarm_up The coordinator is serving.\n"
+            "# TYPE simfarm_up gauge\nsimfarm_up 1\n"
+            "# HELP simfarm_database_up The database is reachable and migrated.\n"
+            "# TYPE simfarm_database_up gauge\nsimfarm_database_up %d\n"
+            "# HELP simfarm_actors Live actors.\n"
+            "# TYPE simfarm_actors gauge\nsimfarm_actors %" PRIu64 "\n"
+            "# HELP simfarm_actor_messages_total Messages handled by actors.\n"
+            "# TYPE simfarm_actor_messages_total counter\nsimfarm_actor_messages_total %" PRIu64 "\n"
+            "# HELP simfarm_http_responses_total HTTP responses by status class.\n"
+            "# TYPE simfarm_http_responses_total counter\n"
+            "simfarm_http_responses_total{class=\"2xx\"} %" PRIu64 "\n"
+            "simfarm_http_responses_total{class=\"4xx\"} %" PRIu64 "\n"
+            "simfarm_http_responses_total{class=\"5xx\"} %" PRIu64 "\n",
+            g->db_up, st.actors_live, st.messages, g->by_class[2], g->by_class[4], g->by_class[5]));
+}
+
+static void route(gateway *g, request *r)
+{
+    const char *p = r->path;
+    if (strcmp(p, "/health") == 0 && r->method == GET) {
+        respond(g, r->session, g->db_up ? 200 : 503, "application/json",
+            fmt("{\"status\":\"%s\",\"database\":\"%s\",\"version\":\"%s\"}\n", g->db_up ? "ok" : "degraded",
+                g->db_up ? "up" : "down", SIMFARM_VERSION));
+    } else if (strcmp(p, "/metrics") == 0 && r->method == GET) {
+        metrics(g, r);
+    } else if (strcmp(p, "/api/jobs") == 0 && r->method == POST) {
+        submit(g, r);
+    } else if (strncmp(p, "/api/jobs", 9) == 0 && (p[9] == '\0' || p[9] == '/') && r->method == GET) {
+        get_jobs(g, r, p[9] == '/' ? p + 10 : "");
+    } else if (strncmp(p, "/api/jobs", 9) == 0 || strcmp(p, "/health") == 0 || strcmp(p, "/metrics") == 0) {
+        respond_error(g, r->session, 405, NULL, "method not allowed here");
+    } else {
+        respond_error(g, r->session, 404, NULL, "no such path");
+    }
+}
+
+static void answer(gateway *g, rt_msg *m)
+{
+    pending pd = { 0 };
+    bool found = false;
+    for (size_t i = 0; i < g->npend; i++)
+        if (g->pend[i].req == (int64_t)m->req_id) {
+            pd = g->pend[i];
+            g->pend[i] = g->pend[--g->npend];
+            found = true;
+            break;
+        }
+    if (!found)
+        return;
+    if (m->type == RT_MSG_TIMEOUT) {
+        respond_error(g, pd.session, 503, NULL, "the database did not answer in time");
+        return;
+    }
+    cd_result *res = (cd_result *)m;
+    if (res->res == NULL) {
+        respond_error(g, pd.session, 500, NULL, res->error);
+        return;
+    }
+    switch (pd.kind) {
+    case P_SUBMIT:
+        respond(g, pd.session, 201, "application/json",
+            fmt("{\"id\":%s,\"state\":\"pending\"}\n", PQgetvalue(res->res, 0, 0)));
+        break;
+    case P_LIST:
+        respond(g, pd.session, 200, "application/json", fmt("%s\n", PQgetvalue(res->res, 0, 0)));
+        break;
+    case P_ONE:
+        if (PQntuples(res->res) == 0)
+            respond_error(g, pd.session, 404, NULL, "no such job");
+        else
+            respond(g, pd.session, 200, "application/json", fmt("%s\n", PQgetvalue(res->res, 0, 0)));
+        break;
+    }
+}
+
+/* ---- the actor --------------------------------------------------------------------------------- */
+
+static void behaviour(rt_actor *self, rt_msg *m)
+{
+    gateway *g = rt_state(self);
+    switch (m->type) {
+    case M_REQUEST:
+        route(g, (request *)m);
+        break;
+    case M_DIE:
+        rt_stop(self);
+        break;
+    case CD_MSG_RESULT:
+    case RT_MSG_TIMEOUT:
+        answer(g, m);
+        break;
+    case CD_MSG_STORE_UP:
+        if (!g->db_up)
+            fprintf(stderr, "simfarm: database up\n");
+        g->db_up = true;
+        break;
+    case CD_MSG_STORE_DOWN:
+        if (g->db_up)
+            fprintf(stderr, "simfarm: database down; requests that need it wait, then get 503\n");
+        g->db_up = false;
+        break;
+    default:
+        break;
+    }
+}
+
+static void finalize(rt_actor *self)
+{
+    gateway *g = rt_state(self);
+    if (g->ctx != NULL)
+        lws_context_destroy(g->ctx); /* its handles close as the loop runs on */
+    for (size_t i = 0; i < g->nsessions; i++)
+        free(g->sessions[i].body);
+    free(g->sessions);
+    free(g->pend);
+    if (g->store != NULL)
+        rt_actor_release(g->store);
+}
+
+rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *err, size_t errlen)
+{
+    void *loop = rt_system_loop(sys);
+    if (opts == NULL || opts->store == NULL || loop == NULL || opts->port < 0 || opts->port > 65535) {
+        snprintf(err, errlen, "invalid gateway options");
+        return NULL;
+    }
+    rt_actor_opts o = { .state_size = sizeof(gateway), .pinned = true, .finalize = finalize, .name = "gateway" };
+    rt_actor *a = rt_spawn(sys, behaviour, &o);
+    if (a == NULL) {
+        snprintf(err, errlen, "the runtime is stopping");
+        return NULL;
+    }
+    gateway *g = rt_state(a);
+    g->self = a;
+    g->store = rt_actor_retain(opts->store);
+    g->max_body = opts->max_body ? opts->max_body : (1u << 20);
+    g->db_timeout_ms = opts->db_timeout_ms ? opts->db_timeout_ms : 5000;
+
+    struct lws_context_creation_info info;
+    memset(&info, 0, sizeof info);
+    void *loops[1] = { loop };
+    info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_EXPLICIT_VHOSTS |
+        LWS_SERVER_OPTION_DISABLE_IPV6;
+    info.foreign_loops = loops;
+    info.user = g;
+    lws_set_log_level(LLL_ERR, NULL);
+    g->ctx = lws_create_context(&info);
+    if (g->ctx == NULL) {
+        snprintf(err, errlen, "cannot start libwebsockets on the runtime's loop");
+        goto fail;
+    }
+    info.port = opts->port; /* 0: the system picks a free port */
+    info.iface = opts->host ? opts->host : "127.0.0.1";
+    info.protocols = protocols;
+    info.vhost_name = "simfarm";
+    g->vhost = lws_create_vhost(g->ctx, &info);
+    if (g->vhost == NULL) {
+        snprintf(err, errlen, "cannot listen on %s:%d (in use, or not an address of this machine)",
+            info.iface, opts->port);
+        goto fail;
+    }
+    cd_store_subscribe(opts->store, a);
+    return a;
+fail:
+    /* Stop it through its own mailbox: the finalizer releases what we set. */
+    rt_send(a, rt_msg_new(M_DIE, sizeof(rt_msg)));
+    rt_actor_release(a);
+    return NULL;
+}
+
+int cd_gateway_port(rt_actor *a)
+{
+    gateway *g = rt_state(a);
+    return g->vhost ? lws_get_vhost_listen_port(g->vhost) : -1;
+}

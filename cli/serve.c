@@ -1,0 +1,142 @@
+/*
+ * serve.c — `simfarm serve`: the coordinator. One process, one port: the
+ * store (PostgreSQL) and the gateway (HTTP) actors on one runtime, until
+ * SIGINT or SIGTERM stops it cleanly.
+ *
+ *   simfarm serve --db "host=/tmp/pg dbname=simfarm" --listen 127.0.0.1:8080
+ */
+#include "actors/gateway.h"
+#include "actors/store.h"
+#include "cli/cli.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+enum { SERVE_OK = 0, SERVE_FAIL = 1, SERVE_USAGE = 2 };
+
+static void serve_usage(FILE *out)
+{
+    fprintf(out,
+        "usage: simfarm serve [--listen HOST:PORT] [--db CONNINFO] [--pool N]\n"
+        "\n"
+        "Runs the coordinator: the REST API (/api/jobs), /health and /metrics on one\n"
+        "port, with PostgreSQL as the system of record (migrated on start).\n"
+        "  --listen HOST:PORT  address to serve on (default 127.0.0.1:8080; port 0 = any)\n"
+        "  --db CONNINFO       libpq connection string or URI (default: $SIMFARM_DB)\n"
+        "  --pool N            database connections, 1 to 8 (default 2)\n"
+        "Stops cleanly on SIGINT or SIGTERM.\n");
+}
+
+typedef struct signals {
+    uv_signal_t sigint, sigterm;
+    rt_system *sys;
+} signals;
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    signals *s = h->data;
+    fprintf(stderr, "simfarm serve: %s, stopping\n", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    uv_close((uv_handle_t *)&s->sigint, NULL);
+    uv_close((uv_handle_t *)&s->sigterm, NULL);
+    rt_system_stop(s->sys);
+}
+
+static int parse_listen(const char *arg, char *host, size_t hlen, int *port)
+{
+    const char *colon = strrchr(arg, ':');
+    char *end;
+    if (colon == NULL || colon == arg || (size_t)(colon - arg) >= hlen)
+        return -1;
+    long p = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || colon[1] == '\0' || p < 0 || p > 65535)
+        return -1;
+    memcpy(host, arg, (size_t)(colon - arg));
+    host[colon - arg] = '\0';
+    *port = (int)p;
+    return 0;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    char host[256] = "127.0.0.1";
+    int port = 8080;
+    const char *db = getenv("SIMFARM_DB");
+    unsigned pool = 2;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            serve_usage(stdout);
+            return SERVE_OK;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "simfarm serve: '%s' needs a value\n\n", a);
+            serve_usage(stderr);
+            return SERVE_USAGE;
+        }
+        const char *v = argv[++i];
+        if (strcmp(a, "--listen") == 0) {
+            if (parse_listen(v, host, sizeof host, &port) != 0) {
+                fprintf(stderr, "simfarm serve: --listen wants HOST:PORT with a port from 0 to 65535, not '%s'\n", v);
+                return SERVE_USAGE;
+            }
+        } else if (strcmp(a, "--db") == 0) {
+            db = v;
+        } else if (strcmp(a, "--pool") == 0) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (*end != '\0' || n < 1 || n > 8) {
+                fprintf(stderr, "simfarm serve: --pool wants a number from 1 to 8, not '%s'\n", v);
+                return SERVE_USAGE;
+            }
+            pool = (unsigned)n;
+        } else {
+            fprintf(stderr, "simfarm serve: unknown option '%s'\n\n", a);
+            serve_usage(stderr);
+            return SERVE_USAGE;
+        }
+    }
+    if (db == NULL || *db == '\0') {
+        fprintf(stderr, "simfarm serve: no database: give --db CONNINFO or set SIMFARM_DB\n");
+        return SERVE_USAGE;
+    }
+
+    int err = 0;
+    rt_system *sys = rt_system_create(NULL, &err);
+    if (sys == NULL) {
+        fprintf(stderr, "simfarm serve: cannot start the runtime: %s\n", rt_strerror(err));
+        return SERVE_FAIL;
+    }
+    cd_store_opts so = { .conninfo = db, .connections = pool, .listen = "pending_job" };
+    rt_actor *store = cd_store_spawn(sys, &so);
+    char msg[256];
+    cd_gateway_opts go = { .host = host, .port = port, .store = store };
+    rt_actor *gateway = store ? cd_gateway_spawn(sys, &go, msg, sizeof msg) : NULL;
+    if (gateway == NULL) {
+        fprintf(stderr, "simfarm serve: %s\n", store ? msg : "cannot start the store");
+        if (store != NULL)
+            rt_actor_release(store);
+        rt_system_destroy(sys);
+        return SERVE_FAIL;
+    }
+
+    signals s = { .sys = sys };
+    uv_loop_t *loop = rt_system_loop(sys);
+    uv_signal_init(loop, &s.sigint);
+    uv_signal_init(loop, &s.sigterm);
+    s.sigint.data = s.sigterm.data = &s;
+    uv_signal_start(&s.sigint, on_signal, SIGINT);
+    uv_signal_start(&s.sigterm, on_signal, SIGTERM);
+
+    printf("simfarm serve: listening on http://%s:%d\n", host, cd_gateway_port(gateway));
+    fflush(stdout);
+    rt_actor_release(store);
+    rt_actor_release(gateway);
+    int rc = rt_system_run(sys);
+    rt_system_destroy(sys);
+    fprintf(stderr, "simfarm serve: stopped\n");
+    return rc == 0 ? SERVE_OK : SERVE_FAIL;
+}

@@ -1,0 +1,162 @@
+// `simfarm serve` as a user runs it: a real PostgreSQL, the real binary on
+// a free port, real HTTP. Submissions are checked and kept across restarts;
+// bad input gets an error that names the field.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { build, top } from '../lib/proc.mjs';
+import { startPostgres } from '../lib/pg.mjs';
+
+const simfarm = path.join(build, 'bin/simfarm');
+const option = JSON.parse(fs.readFileSync(path.join(top, 'examples/option.json'), 'utf8'));
+
+// Starts `simfarm serve`; resolves once it listens and the database is up.
+function serve(db, timeoutMs = 30000) {
+  const child = spawn(simfarm, ['serve', '--db', db, '--listen', '127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '', err = '';
+  const lines = new Set();
+  const waiters = [];
+  const check = () => {
+    for (const w of [...waiters]) if (w.match()) { waiters.splice(waiters.indexOf(w), 1); w.resolve(); }
+  };
+  child.stdout.on('data', (d) => { out += d; check(); });
+  child.stderr.on('data', (d) => { err += d; for (const l of d.toString().split('\n')) lines.add(l); check(); });
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  // Resolves when match() holds, rejects at the deadline or if it exits.
+  const until = (match, what) => new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${what} not seen in ${timeoutMs} ms:\n${out}\n${err}`)), timeoutMs);
+    const w = { match, resolve: () => { clearTimeout(timer); resolve(); } };
+    waiters.push(w);
+    exited.then((e) => { clearTimeout(timer); reject(new Error(`serve exited (${e.code ?? e.signal}) waiting for ${what}:\n${err}`)); });
+    check();
+  });
+  return (async () => {
+    await until(() => /listening on http:\/\/127\.0\.0\.1:\d+/.test(out), 'listening');
+    await until(() => err.includes('simfarm: database up'), 'database up');
+    const port = Number(out.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/)[1]);
+    return {
+      url: `http://127.0.0.1:${port}`,
+      stderr: () => err,
+      until,
+      async stop() {
+        child.kill('SIGTERM');
+        const timer = setTimeout(() => child.kill('SIGKILL'), 15000);
+        const e = await exited;
+        clearTimeout(timer);
+        return e;
+      },
+    };
+  })();
+}
+
+async function call(srv, method, p, body) {
+  const res = await fetch(srv.url + p, {
+    method,
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : (typeof body === 'string' ? body : JSON.stringify(body)),
+    signal: AbortSignal.timeout(15000),
+  });
+  const text = await res.text();
+  let json;
+  try { json = JSON.parse(text); } catch { json = undefined; }
+  return { status: res.status, text, json };
+}
+
+let pg, srv;
+before(async () => {
+  pg = await startPostgres();
+  srv = await serve(pg.url);
+});
+after(async () => {
+  await srv?.stop();
+  await pg?.stop();
+});
+
+test('health says the database is up', async () => {
+  const r = await call(srv, 'GET', '/health');
+  assert.equal(r.status, 200);
+  assert.deepEqual({ status: r.json.status, database: r.json.database }, { status: 'ok', database: 'up' });
+});
+
+test('a job is accepted, listed and read back', async () => {
+  const r = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items: 1000000, seed: 7, owner: 'alice' });
+  assert.equal(r.status, 201, r.text);
+  assert.ok(Number.isInteger(r.json.id) && r.json.id > 0);
+  const one = await call(srv, 'GET', `/api/jobs/${r.json.id}`);
+  assert.equal(one.status, 200);
+  assert.equal(one.json.kernel, 'option');
+  assert.equal(one.json.items, 1000000);
+  assert.equal(one.json.owner, 'alice');
+  assert.equal(one.json.state, 'pending');
+  assert.equal(one.json.ctx_hash.length, 64);
+  assert.deepEqual(one.json.spec.params, option);
+  const list = await call(srv, 'GET', '/api/jobs');
+  assert.equal(list.status, 200);
+  assert.ok(list.json.some((j) => j.id === r.json.id));
+});
+
+test('bad submissions are refused with the field named', async () => {
+  const cases = [
+    [{ params: option, items: 10 }, 'kernel', /required/],
+    [{ kernel: 'option', items: 10 }, 'params', /required/],
+    [{ kernel: 'option', params: option }, 'items', /required/],
+    [{ kernel: 'option', params: option, items: 0 }, 'items', /1 to 2\^50/],
+    [{ kernel: 'option', params: option, items: 10, colour: 'red' }, 'colour', /unknown field/],
+    [{ kernel: 'nope', params: option, items: 10 }, 'kernel', /./],
+    [{ kernel: 'option', params: { ...option, sigma: -1 }, items: 10 }, 'params', /sigma/],
+    [{ kernel: 'option', params: option, items: 10, strategy: 'tournament' }, 'strategy', /single/],
+  ];
+  for (const [body, field, message] of cases) {
+    const r = await call(srv, 'POST', '/api/jobs', body);
+    assert.equal(r.status, 400, `${JSON.stringify(body)} -> ${r.text}`);
+    assert.equal(r.json.field, field, r.text);
+    assert.match(r.json.error, message);
+  }
+  const notJson = await call(srv, 'POST', '/api/jobs', '{"kernel": ');
+  assert.equal(notJson.status, 400);
+  assert.match(notJson.json.error, /not valid JSON/);
+  const array = await call(srv, 'POST', '/api/jobs', '[1,2]');
+  assert.equal(array.status, 400);
+  assert.match(array.json.error, /JSON object/);
+});
+
+test('oversized bodies, unknown paths and unknown jobs', async () => {
+  const big = await call(srv, 'POST', '/api/jobs', `{"pad": "${'x'.repeat(1100000)}"}`);
+  assert.equal(big.status, 413);
+  assert.equal((await call(srv, 'GET', '/nowhere')).status, 404);
+  assert.equal((await call(srv, 'GET', '/api/jobs/999999')).status, 404);
+  assert.equal((await call(srv, 'GET', '/api/jobs/abc')).status, 404);
+  assert.equal((await call(srv, 'POST', '/health', {})).status, 405);
+});
+
+test('metrics are Prometheus text', async () => {
+  const r = await call(srv, 'GET', '/metrics');
+  assert.equal(r.status, 200);
+  assert.match(r.text, /^simfarm_up 1$/m);
+  assert.match(r.text, /^simfarm_database_up 1$/m);
+  assert.match(r.text, /^simfarm_http_responses_total\{class="4xx"\} [1-9]\d*$/m);
+  assert.match(r.text, /^# TYPE simfarm_actor_messages_total counter$/m);
+});
+
+test('jobs survive a restart; SIGTERM stops cleanly', async () => {
+  const r = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items: 5 });
+  assert.equal(r.status, 201);
+  const e = await srv.stop();
+  assert.equal(e.code, 0, srv.stderr());
+  assert.match(srv.stderr(), /stopped/);
+  srv = await serve(pg.url);
+  const again = await call(srv, 'GET', `/api/jobs/${r.json.id}`);
+  assert.equal(again.status, 200);
+  assert.equal(again.json.items, 5);
+});
+
+test('without its database it says so', async () => {
+  await pg.stop();
+  pg = undefined;
+  await srv.until(() => srv.stderr().includes('simfarm: database down'), 'database down');
+  const r = await call(srv, 'GET', '/health');
+  assert.equal(r.status, 503);
+  assert.equal(r.json.database, 'down');
+});
