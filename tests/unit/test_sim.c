@@ -684,3 +684,48 @@ Test(sim_params, unknown_kernel_and_absurd_ranges)
     cr_assert_str_eq(sim_strerror(SIM_ERANGE), "item range out of bounds");
     sim_job_destroy(job);
 }
+
+/* ---- JSON parameters ------------------------------------------------------------ */
+
+static int json_ok(const char *json, msgpack_object_type want)
+{
+    msgpack_sbuffer b;
+    msgpack_unpacked up;
+    char err[128];
+    int ok = 0;
+    msgpack_sbuffer_init(&b);
+    msgpack_unpacked_init(&up);
+    if (sim_json_to_msgpack(json, strlen(json), &b, err, sizeof err) == 0 &&
+        msgpack_unpack_next(&up, b.data, b.size, NULL) == MSGPACK_UNPACK_SUCCESS)
+        ok = up.data.type == want;
+    msgpack_unpacked_destroy(&up);
+    msgpack_sbuffer_destroy(&b);
+    return ok;
+}
+
+Test(sim_json, values_and_errors)
+{
+    cr_assert(json_ok(" { \"a\" : [1, -2, 3.5e2, true, false, null, \"x\\n\\u0041\"], \"b\": {} } ", MSGPACK_OBJECT_MAP));
+    cr_assert(json_ok("[]", MSGPACK_OBJECT_ARRAY));
+    cr_assert(json_ok("18446744073709551615", MSGPACK_OBJECT_POSITIVE_INTEGER));
+    cr_assert(json_ok("-9223372036854775808", MSGPACK_OBJECT_NEGATIVE_INTEGER));
+    cr_assert(json_ok("1e308", MSGPACK_OBJECT_FLOAT64));
+    const char *bad[] = { "", "{", "{\"a\" 1}", "[1,]", "[1 2]", "{\"a\":1,}", "\"abc", "tru", "1e999",
+        "{\"a\":1} x", "\"\\q\"", "\"\\u00e9\"", "--1", "{1: 2}" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        msgpack_sbuffer b;
+        char err[128] = "";
+        msgpack_sbuffer_init(&b);
+        cr_assert_eq(sim_json_to_msgpack(bad[i], strlen(bad[i]), &b, err, sizeof err), SIM_EPARAM, "'%s' accepted", bad[i]);
+        cr_assert(strstr(err, "JSON") != NULL, "'%s': %s", bad[i], err);
+        msgpack_sbuffer_destroy(&b);
+    }
+    /* nesting is bounded */
+    char deep[200];
+    memset(deep, '[', 100);
+    memset(deep + 100, ']', 100);
+    msgpack_sbuffer b;
+    msgpack_sbuffer_init(&b);
+    cr_assert_eq(sim_json_to_msgpack(deep, sizeof deep, &b, NULL, 0), SIM_EPARAM);
+    msgpack_sbuffer_destroy(&b);
+}
