@@ -121,31 +121,7 @@ SIM_FN sim_u32x4 sim_philox(sim_u32 c0, sim_u32 c1, sim_u32 c2, sim_u32 c3, sim_
  * sim_philox, laid out so compilers run the blocks side by side. */
 SIM_FN void sim_philox_blocks(sim_u32 c0, sim_u32 c1, sim_u64 blk0, sim_u32 k0, sim_u32 k1, sim_u32 *out)
 {
-#if defined(__wasm__)
-    /* WebAssembly SIMD has a widening 32x32->64 multiply (extmul) */
-    sim_u32 x0[SIM_W / 4], x1[SIM_W / 4], x2[SIM_W / 4], x3[SIM_W / 4];
-    for (int b = 0; b < SIM_W / 4; b++) {
-        sim_u64 blk = blk0 + (sim_u64)b;
-        x0[b] = c0;
-        x1[b] = c1;
-        x2[b] = (sim_u32)blk;
-        x3[b] = (sim_u32)(blk >> 32);
-    }
-    for (int r = 0; r < 10; r++) {
-        for (int b = 0; b < SIM_W / 4; b++) {
-            sim_u64 p0 = (sim_u64)0xD2511F53u * x0[b];
-            sim_u64 p1 = (sim_u64)0xCD9E8D57u * x2[b];
-            sim_u32 n0 = (sim_u32)(p1 >> 32) ^ x1[b] ^ k0;
-            sim_u32 n2 = (sim_u32)(p0 >> 32) ^ x3[b] ^ k1;
-            x1[b] = (sim_u32)p1;
-            x3[b] = (sim_u32)p0;
-            x0[b] = n0;
-            x2[b] = n2;
-        }
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-    }
-#elif defined(__GNUC__) && !defined(__CUDACC__) && !defined(__OPENCL_VERSION__) && (SIM_W % 32) == 0
+#if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__OPENCL_VERSION__) && !defined(__wasm__) && (SIM_W % 32) == 0
     /* Eight blocks per vector (GCC's vector extension; the same
      * operations as below, spelled for the CPU's vector units), 32-bit
      * words held in 64-bit lanes so the products need no widening. */
