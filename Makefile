@@ -114,7 +114,7 @@ $(BUILD)/tests/check/%: $(BUILD)/obj/tests/check/%.o $(LIBS)
 ITEST_SRC := $(wildcard tests/integration/*.c)
 ITEST_BIN := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(ITEST_SRC))
 
-$(BUILD)/tests/integration/%: $(BUILD)/obj/tests/integration/%.o $(LIBS)
+$(BUILD)/tests/integration/%: $(BUILD)/obj/tests/integration/%.o $(SUPPORT_OBJ) $(LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 

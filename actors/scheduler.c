@@ -1,0 +1,619 @@
+/*
+ * scheduler.c — see scheduler.h.
+ *
+ * The ledger's journal callback copies each record into an outbox; after
+ * every ledger call the outbox is written through the store. An ACCEPT
+ * record carries the completion request it answers, which is replied to
+ * when the store confirms the row. Loading is two steps per job: the job's
+ * row, then its journal, then sc_job_restore.
+ */
+#include "actors/scheduler.h"
+
+#include "actors/store.h"
+#include "sim/sim.h"
+
+#include <inttypes.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { M_TICK = CD_MSG__SCHED_PRIVATE, M_SWEEP };
+enum { DB_TIMEOUT_MS = 60000, MAX_JOBS = 4096 };
+
+typedef enum op_kind { OP_LIST = 1, OP_JOURNAL, OP_WRITE, OP_ACCEPT } op_kind;
+
+typedef struct job_info {
+    uint64_t id, seed;
+    char kernel[32];
+    uint8_t ctx_hash[32];
+    uint32_t nout;
+    char names[SIM_MAX_OUT][24];
+} job_info;
+
+typedef struct op {
+    int64_t req;
+    op_kind kind;
+    rt_msg *completion;       /* OP_ACCEPT: the kept cd_complete to answer */
+    sc_outcome outcome;
+    bool job_complete;
+    job_info info;            /* OP_JOURNAL: the job being loaded */
+    sc_job_spec spec;
+    sim_layout layouts[SIM_MAX_OUT];
+} op;
+
+typedef struct outrec {
+    sc_record rec;
+    unsigned char *result;    /* copy of rec.result */
+} outrec;
+
+typedef struct sched {
+    rt_actor *self, *store;
+    sc_ledger *l;
+    uint64_t sweep_ms;
+    bool db_up, loading;
+    unsigned journals_pending;
+    job_info *jobs;           /* loaded jobs */
+    size_t njobs, jobs_cap;
+    op *ops;
+    size_t nops, ops_cap;
+    outrec *out;              /* journal records not yet written */
+    size_t nout, out_cap;
+} sched;
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void *grow(void *v, size_t *cap, size_t size)
+{
+    size_t ncap = *cap ? *cap * 2 : 16;
+    void *nv = realloc(v, ncap * size);
+    if (nv == NULL)
+        rt_oom(ncap * size);
+    *cap = ncap;
+    return nv;
+}
+
+/* ---- completions ------------------------------------------------------------------ */
+
+static void complete_release(rt_msg *m)
+{
+    free(((cd_complete *)m)->result);
+}
+
+cd_complete *cd_complete_new(uint64_t job, uint64_t chunk, const uint8_t token[16], uint64_t node,
+    const void *result, size_t len)
+{
+    cd_complete *c = RT_MSG_NEW(cd_complete, CD_MSG_COMPLETE);
+    c->hdr.release = complete_release;
+    c->job = job;
+    c->chunk = chunk;
+    c->node = node;
+    memcpy(c->token, token, 16);
+    c->result = malloc(len ? len : 1);
+    if (c->result == NULL)
+        rt_oom(len);
+    memcpy(c->result, result, len);
+    c->len = len;
+    return c;
+}
+
+static void reply_completed(rt_msg *req, int err, sc_outcome outcome, bool job_complete)
+{
+    cd_completed *r = RT_MSG_NEW(cd_completed, CD_MSG_COMPLETED);
+    r->err = err;
+    r->outcome = outcome;
+    r->job_complete = job_complete;
+    rt_reply(req, &r->hdr);
+}
+
+/* ---- the outbox ---------------------------------------------------------------------- */
+
+static void journal_cb(void *ctx, const sc_record *r)
+{
+    sched *s = ctx;
+    if (s->nout == s->out_cap)
+        s->out = grow(s->out, &s->out_cap, sizeof *s->out);
+    outrec *o = &s->out[s->nout++];
+    o->rec = *r;
+    o->result = NULL;
+    if (r->result_len > 0) {
+        o->result = malloc(r->result_len);
+        if (o->result == NULL)
+            rt_oom(r->result_len);
+        memcpy(o->result, r->result, r->result_len);
+        o->rec.result = o->result;
+    }
+}
+
+static op *op_add(sched *s, int64_t req, op_kind kind)
+{
+    if (s->nops == s->ops_cap)
+        s->ops = grow(s->ops, &s->ops_cap, sizeof *s->ops);
+    op *o = &s->ops[s->nops++];
+    memset(o, 0, sizeof *o);
+    o->req = req;
+    o->kind = kind;
+    return o;
+}
+
+static const job_info *info_of(const sched *s, uint64_t id)
+{
+    for (size_t i = 0; i < s->njobs; i++)
+        if (s->jobs[i].id == id)
+            return &s->jobs[i];
+    return NULL;
+}
+
+static const char *state_name(sc_job_state st)
+{
+    switch (st) {
+    case SC_JOB_RUNNING: return "running";
+    case SC_JOB_COMPLETE: return "complete";
+    case SC_JOB_FAILED: return "failed";
+    case SC_JOB_CANCELLED: return "cancelled";
+    case SC_JOB_EXPIRED: return "expired";
+    }
+    return "failed";
+}
+
+static void json_num(char *buf, size_t cap, double v)
+{
+    if (v != v || v > 1.7e308 || v < -1.7e308)
+        snprintf(buf, cap, "null");
+    else
+        snprintf(buf, cap, "%.17g", v);
+}
+
+/* The job's result as JSON: each output's count, mean, standard error,
+ * min and max. */
+static char *result_json(sched *s, uint64_t job)
+{
+    sc_job_status st;
+    const job_info *ji = info_of(s, job);
+    size_t cap = 256 + 256 * SIM_MAX_OUT;
+    char *j = malloc(cap);
+    if (j == NULL)
+        rt_oom(cap);
+    if (sc_job_status_get(s->l, job, &st) != 0 || ji == NULL) {
+        snprintf(j, cap, "{}");
+        return j;
+    }
+    size_t n = (size_t)snprintf(j, cap, "{\"state\":\"%s\",\"items_done\":%" PRIu64 ",\"items_failed\":%" PRIu64
+        ",\"outputs\":[", state_name(st.state), st.done_items, st.failed_items);
+    for (uint32_t o = 0; o < st.nout && o < ji->nout; o++) {
+        char mean[32], se[32], mn[32], mx[32];
+        const sim_stats *a = &st.aggregate[o];
+        json_num(mean, sizeof mean, sim_stats_mean(a));
+        json_num(se, sizeof se, sim_stats_stderr(a));
+        json_num(mn, sizeof mn, sim_stats_min(a));
+        json_num(mx, sizeof mx, sim_stats_max(a));
+        n += (size_t)snprintf(j + n, cap - n, "%s{\"name\":\"%s\",\"count\":%" PRIu64 ",\"mean\":%s,\"stderr\":%s,"
+            "\"min\":%s,\"max\":%s}", o ? "," : "", ji->names[o], sim_stats_count(a), mean, se, mn, mx);
+    }
+    snprintf(j + n, cap - n, "]}");
+    return j;
+}
+
+static void write_query(sched *s, cd_query *q, op_kind kind, rt_msg *completion, sc_outcome outcome, bool done)
+{
+    int64_t req = rt_request(s->self, s->store, &q->hdr, DB_TIMEOUT_MS);
+    if (req < 0) {
+        if (completion != NULL) {
+            reply_completed(completion, SC_EINVAL, outcome, done);
+            rt_msg_free(completion);
+        }
+        return;
+    }
+    op *o = op_add(s, req, kind);
+    o->completion = completion;
+    o->outcome = outcome;
+    o->job_complete = done;
+}
+
+/* Writes every record in the outbox. `completion` (kept) is answered when
+ * its ACCEPT row is committed. */
+static void flush(sched *s, rt_msg *completion, sc_outcome outcome, bool done)
+{
+    for (size_t i = 0; i < s->nout; i++) {
+        const sc_record *r = &s->out[i].rec;
+        cd_query *q = cd_query_new(
+            "INSERT INTO journal (job_id, type, variant, chunk, first_item, item_count, token, result, phase, state) "
+            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING");
+        cd_query_int(q, (int64_t)r->job);
+        cd_query_int(q, r->type);
+        cd_query_int(q, r->variant);
+        if (r->type == SC_REC_ACCEPT) {
+            cd_query_int(q, (int64_t)r->chunk);
+            cd_query_int(q, (int64_t)r->first);
+            cd_query_int(q, (int64_t)r->count);
+            cd_query_bytes(q, r->token, 16);
+            cd_query_bytes(q, r->result, r->result_len);
+        } else {
+            cd_query_text(q, NULL);
+            if (r->type == SC_REC_CHUNK_FAILED) {
+                cd_query_int(q, (int64_t)r->first);
+                cd_query_int(q, (int64_t)r->count);
+            } else {
+                cd_query_text(q, NULL);
+                cd_query_text(q, NULL);
+            }
+            cd_query_text(q, NULL);
+            cd_query_text(q, NULL);
+        }
+        if (r->type == SC_REC_PHASE)
+            cd_query_int(q, r->phase);
+        else
+            cd_query_text(q, NULL);
+        if (r->type == SC_REC_JOB_END)
+            cd_query_int(q, r->state);
+        else
+            cd_query_text(q, NULL);
+        bool accept = r->type == SC_REC_ACCEPT && completion != NULL;
+        write_query(s, q, accept ? OP_ACCEPT : OP_WRITE, accept ? completion : NULL, outcome, done);
+        if (accept)
+            completion = NULL;
+
+        if (r->type == SC_REC_JOB_END) {
+            char *res = result_json(s, r->job);
+            cd_query *u = cd_query_new(
+                "UPDATE jobs SET state = $2, result = $3::jsonb, finished_at = now() WHERE id = $1");
+            cd_query_int(u, (int64_t)r->job);
+            cd_query_text(u, state_name(r->state));
+            cd_query_text(u, res);
+            free(res);
+            write_query(s, u, OP_WRITE, NULL, 0, false);
+        }
+        free(s->out[i].result);
+    }
+    s->nout = 0;
+    if (completion != NULL) { /* nothing to wait for */
+        reply_completed(completion, 0, outcome, done);
+        rt_msg_free(completion);
+    }
+}
+
+/* ---- loading jobs ----------------------------------------------------------------------- */
+
+static void load(sched *s)
+{
+    if (!s->db_up || s->loading)
+        return;
+    s->loading = true;
+    cd_query *q = cd_query_new(
+        "SELECT id, kernel, items, seed, priority, tiers, params, ctx_hash, owner FROM jobs "
+        "WHERE state IN ('pending', 'running') ORDER BY id LIMIT 4096");
+    write_query(s, q, OP_LIST, NULL, 0, false);
+}
+
+static bool unhex(const char *text, unsigned char **out, size_t *len)
+{
+    *out = PQunescapeBytea((const unsigned char *)text, len);
+    return *out != NULL;
+}
+
+static void fail_job(sched *s, uint64_t id, const char *why)
+{
+    fprintf(stderr, "simfarm scheduler: job %" PRIu64 " cannot run: %s\n", id, why);
+    char *msg = malloc(strlen(why) * 6 + 32);
+    if (msg == NULL)
+        rt_oom(strlen(why));
+    char *p = msg + sprintf(msg, "{\"error\":\"");
+    for (const char *c = why; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            *p++ = '\\';
+        if ((unsigned char)*c >= 0x20)
+            *p++ = *c;
+    }
+    strcpy(p, "\"}");
+    cd_query *u = cd_query_new("UPDATE jobs SET state = 'failed', result = $2::jsonb, finished_at = now() WHERE id = $1");
+    cd_query_int(u, (int64_t)id);
+    cd_query_text(u, msg);
+    free(msg);
+    write_query(s, u, OP_WRITE, NULL, 0, false);
+}
+
+/* Row of `SELECT id, kernel, items, seed, priority, tiers, params, ctx_hash, owner`. */
+static void start_job(sched *s, PGresult *res, int row)
+{
+    uint64_t id = strtoull(PQgetvalue(res, row, 0), NULL, 10);
+    if (info_of(s, id) != NULL || s->njobs >= MAX_JOBS)
+        return;
+    op tmp;
+    memset(&tmp, 0, sizeof tmp);
+    job_info *ji = &tmp.info;
+    ji->id = id;
+    snprintf(ji->kernel, sizeof ji->kernel, "%s", PQgetvalue(res, row, 1));
+    ji->seed = strtoull(PQgetvalue(res, row, 3), NULL, 10);
+    unsigned char *params = NULL, *hash = NULL;
+    size_t plen = 0, hlen = 0;
+    char err[256];
+    sim_job *job = NULL;
+    if (!unhex(PQgetvalue(res, row, 6), &params, &plen) || !unhex(PQgetvalue(res, row, 7), &hash, &hlen) ||
+        hlen != 32) {
+        fail_job(s, id, "its parameters or context hash do not decode");
+        goto out;
+    }
+    memcpy(ji->ctx_hash, hash, 32);
+    if (sim_job_create(&job, ji->kernel, params, plen, ji->seed, err, sizeof err) != 0) {
+        fail_job(s, id, err);
+        goto out;
+    }
+    ji->nout = (uint32_t)sim_job_nout(job);
+    for (uint32_t o = 0; o < ji->nout; o++) {
+        snprintf(ji->names[o], sizeof ji->names[o], "%s", sim_job_output_name(job, o));
+        tmp.layouts[o] = *sim_job_layout(job, (int)o);
+    }
+    tmp.spec = (sc_job_spec){
+        .id = id,
+        .strategy = SC_SINGLE,
+        .items = strtoull(PQgetvalue(res, row, 2), NULL, 10),
+        .priority = atoi(PQgetvalue(res, row, 4)),
+        .tiers = (uint8_t)atoi(PQgetvalue(res, row, 5)),
+        .nout = ji->nout,
+        .samples_per_item = 1, /* output 0 holds one value per item (an antithetic pair is one) */
+    };
+    /* Owners take turns: a stable number from the owner's name. */
+    const char *owner = PQgetvalue(res, row, 8);
+    uint64_t h = 1469598103934665603ull;
+    for (const char *c = owner; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    tmp.spec.owner = h;
+    memcpy(tmp.spec.ctx_hash, ji->ctx_hash, 32);
+
+    cd_query *q = cd_query_new(
+        "SELECT type, variant, chunk, first_item, item_count, token, result, phase, state "
+        "FROM journal WHERE job_id = $1 ORDER BY seq");
+    cd_query_int(q, (int64_t)id);
+    int64_t req = rt_request(s->self, s->store, &q->hdr, DB_TIMEOUT_MS);
+    if (req > 0) {
+        op *o = op_add(s, req, OP_JOURNAL);
+        op_kind kind = o->kind;
+        *o = tmp;
+        o->req = req;
+        o->kind = kind;
+        s->journals_pending++;
+    }
+out:
+    if (job != NULL)
+        sim_job_destroy(job);
+    PQfreemem(params);
+    PQfreemem(hash);
+}
+
+static void restore_job(sched *s, op *o, PGresult *res)
+{
+    int n = PQntuples(res);
+    sc_record *recs = calloc((size_t)n + 1, sizeof *recs);
+    unsigned char **bufs = calloc((size_t)n + 1, sizeof *bufs);
+    if (recs == NULL || bufs == NULL)
+        rt_oom((size_t)n * sizeof *recs);
+    for (int i = 0; i < n; i++) {
+        sc_record *r = &recs[i];
+        r->job = o->info.id;
+        r->type = (sc_record_type)atoi(PQgetvalue(res, i, 0));
+        r->variant = (uint32_t)atoi(PQgetvalue(res, i, 1));
+        r->chunk = strtoull(PQgetvalue(res, i, 2), NULL, 10);
+        r->first = strtoull(PQgetvalue(res, i, 3), NULL, 10);
+        r->count = strtoull(PQgetvalue(res, i, 4), NULL, 10);
+        if (!PQgetisnull(res, i, 5)) {
+            size_t len;
+            unsigned char *t = PQunescapeBytea((const unsigned char *)PQgetvalue(res, i, 5), &len);
+            if (t != NULL && len == 16)
+                memcpy(r->token, t, 16);
+            PQfreemem(t);
+        }
+        if (!PQgetisnull(res, i, 6)) {
+            bufs[i] = PQunescapeBytea((const unsigned char *)PQgetvalue(res, i, 6), &r->result_len);
+            r->result = bufs[i];
+        }
+        r->phase = (uint32_t)atoi(PQgetvalue(res, i, 7));
+        r->state = (sc_job_state)atoi(PQgetvalue(res, i, 8));
+    }
+    o->spec.layouts = o->layouts;
+    int rc = sc_job_restore(s->l, &o->spec, recs, (size_t)n);
+    for (int i = 0; i < n; i++)
+        PQfreemem(bufs[i]);
+    free(bufs);
+    free(recs);
+    if (rc != 0) {
+        fail_job(s, o->info.id, sc_strerror(rc));
+        return;
+    }
+    if (s->njobs == s->jobs_cap)
+        s->jobs = grow(s->jobs, &s->jobs_cap, sizeof *s->jobs);
+    s->jobs[s->njobs++] = o->info;
+    sc_job_status st;
+    sc_job_status_get(s->l, o->info.id, &st);
+    if (st.state == SC_JOB_RUNNING) {
+        cd_query *u = cd_query_new(
+            "UPDATE jobs SET state = 'running', started_at = coalesce(started_at, now()) WHERE id = $1 AND state = 'pending'");
+        cd_query_int(u, (int64_t)o->info.id);
+        write_query(s, u, OP_WRITE, NULL, 0, false);
+    } else {
+        /* It had ended before the crash; make the jobs row say so. */
+        sc_record end = { .type = SC_REC_JOB_END, .job = o->info.id, .state = st.state };
+        journal_cb(s, &end);
+    }
+    flush(s, NULL, 0, false);
+}
+
+/* ---- replies from the store ---------------------------------------------------------- */
+
+static void on_reply(sched *s, rt_msg *m)
+{
+    op o;
+    bool found = false;
+    for (size_t i = 0; i < s->nops; i++)
+        if (s->ops[i].req == (int64_t)m->req_id) {
+            o = s->ops[i];
+            s->ops[i] = s->ops[--s->nops];
+            found = true;
+            break;
+        }
+    if (!found)
+        return;
+    cd_result *r = m->type == CD_MSG_RESULT ? (cd_result *)m : NULL;
+    const char *error = r == NULL ? "the database did not answer in time" : r->res == NULL ? r->error : NULL;
+    switch (o.kind) {
+    case OP_LIST:
+        if (error == NULL)
+            for (int i = 0; i < PQntuples(r->res); i++)
+                start_job(s, r->res, i);
+        else
+            fprintf(stderr, "simfarm scheduler: cannot list jobs: %s\n", error);
+        if (s->journals_pending == 0)
+            s->loading = false;
+        break;
+    case OP_JOURNAL:
+        s->journals_pending--;
+        if (error == NULL)
+            restore_job(s, &o, r->res);
+        else
+            fprintf(stderr, "simfarm scheduler: cannot read job %" PRIu64 "'s journal: %s\n", o.info.id, error);
+        if (s->journals_pending == 0)
+            s->loading = false;
+        break;
+    case OP_ACCEPT:
+        /* Acknowledged only once durable; a node retrying gets IDEMPOTENT. */
+        if (error != NULL)
+            fprintf(stderr, "simfarm scheduler: journal write failed: %s\n", error);
+        reply_completed(o.completion, error ? SC_EINVAL : 0, o.outcome, o.job_complete);
+        rt_msg_free(o.completion);
+        break;
+    case OP_WRITE:
+        if (error != NULL)
+            fprintf(stderr, "simfarm scheduler: write failed: %s\n", error);
+        break;
+    }
+}
+
+/* ---- the actor ------------------------------------------------------------------------------ */
+
+static void on_claim(sched *s, rt_msg *m)
+{
+    cd_claim *c = (cd_claim *)m;
+    sc_claim_out out[CD_MAX_CLAIMS];
+    unsigned n = 0;
+    unsigned slots = c->slots > CD_MAX_CLAIMS ? CD_MAX_CLAIMS : c->slots;
+    sc_claim(s->l, &c->node, slots, now_ms(), out, &n);
+    cd_claimed *r = RT_MSG_NEW(cd_claimed, CD_MSG_CLAIMED);
+    for (unsigned i = 0; i < n; i++) {
+        const job_info *ji = info_of(s, out[i].job);
+        cd_assignment *a = &r->a[r->n++];
+        a->claim = out[i];
+        if (ji != NULL) {
+            memcpy(a->kernel, ji->kernel, sizeof a->kernel);
+            memcpy(a->ctx_hash, ji->ctx_hash, 32);
+            a->seed = ji->seed;
+        }
+    }
+    rt_reply(m, &r->hdr);
+}
+
+static void on_complete(rt_actor *self, sched *s, rt_msg *m)
+{
+    cd_complete *c = (cd_complete *)m;
+    sc_outcome outcome = SC_STALE;
+    bool done = false;
+    int rc = sc_complete(s->l, c->job, c->chunk, c->token, c->node, c->result, c->len, now_ms(), &outcome, &done);
+    if (rc != 0) {
+        reply_completed(m, rc, 0, false);
+        flush(s, NULL, 0, false);
+        return;
+    }
+    rt_take(self, m);
+    flush(s, outcome == SC_ACCEPTED ? m : NULL, outcome, done);
+    if (outcome != SC_ACCEPTED) {
+        reply_completed(m, 0, outcome, false);
+        rt_msg_free(m);
+    }
+}
+
+static void behaviour(rt_actor *self, rt_msg *m)
+{
+    sched *s = rt_state(self);
+    switch (m->type) {
+    case CD_MSG_STORE_UP:
+        s->db_up = true;
+        load(s);
+        break;
+    case CD_MSG_STORE_DOWN:
+        s->db_up = false;
+        break;
+    case CD_MSG_LISTENING:
+    case CD_MSG_NOTIFY:
+    case M_SWEEP:
+        load(s);
+        break;
+    case M_TICK:
+        sc_reclaim(s->l, now_ms());
+        flush(s, NULL, 0, false);
+        break;
+    case CD_MSG_CLAIM:
+        on_claim(s, m);
+        break;
+    case CD_MSG_COMPLETE:
+        on_complete(self, s, m);
+        break;
+    case CD_MSG_NODE_GONE:
+        sc_release_node(s->l, ((cd_node_gone *)m)->node, now_ms());
+        flush(s, NULL, 0, false);
+        break;
+    case CD_MSG_RESULT:
+    case RT_MSG_TIMEOUT:
+        on_reply(s, m);
+        break;
+    default:
+        break;
+    }
+}
+
+static void random_cb(void *ctx, void *buf, size_t n)
+{
+    (void)ctx;
+    randombytes_buf(buf, n);
+}
+
+static void finalize(rt_actor *self)
+{
+    sched *s = rt_state(self);
+    for (size_t i = 0; i < s->nops; i++)
+        if (s->ops[i].completion != NULL)
+            rt_msg_free(s->ops[i].completion);
+    for (size_t i = 0; i < s->nout; i++)
+        free(s->out[i].result);
+    free(s->out);
+    free(s->ops);
+    free(s->jobs);
+    sc_ledger_destroy(s->l);
+    rt_actor_release(s->store);
+}
+
+rt_actor *cd_scheduler_spawn(rt_system *sys, const cd_scheduler_opts *opts)
+{
+    if (opts == NULL || opts->store == NULL || sodium_init() < 0)
+        return NULL;
+    rt_actor_opts o = { .state_size = sizeof(sched), .finalize = finalize, .name = "scheduler" };
+    rt_actor *a = rt_spawn(sys, behaviour, &o);
+    if (a == NULL)
+        return NULL;
+    sched *s = rt_state(a);
+    s->self = a;
+    s->store = rt_actor_retain(opts->store);
+    s->sweep_ms = opts->sweep_ms ? opts->sweep_ms : 5000;
+    sc_config cfg = opts->ledger;
+    cfg.journal = journal_cb;
+    cfg.journal_ctx = s;
+    cfg.random = random_cb;
+    s->l = sc_ledger_create(&cfg);
+    rt_send_every(a, 1000, M_TICK, 0);
+    rt_send_every(a, s->sweep_ms, M_SWEEP, 0);
+    cd_store_subscribe(opts->store, a);
+    return a;
+}

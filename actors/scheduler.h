@@ -1,0 +1,84 @@
+/*
+ * scheduler.h — the scheduler actor: the claim ledger (sched/) of every
+ * unfinished job, kept durable through the store.
+ *
+ * It loads jobs that are pending or running when the database comes up,
+ * when a `pending_job` notice arrives, and on a periodic sweep (a notice
+ * can be missed); each job's ledger is rebuilt from its journal, so a
+ * restarted coordinator resumes where it was. Claims are answered from
+ * memory. A completion is answered once its journal row is committed, so
+ * an acknowledged result survives any crash; a job's end writes its state
+ * and result (the merged statistics of every output) to the jobs table.
+ * Leases are swept every second.
+ */
+#ifndef SIMFARM_ACTORS_SCHEDULER_H
+#define SIMFARM_ACTORS_SCHEDULER_H
+
+#include "runtime/runtime.h"
+#include "sched/sched.h"
+
+enum {
+    CD_MSG_CLAIM = RT_MSG_USER + 0x1300, /* cd_claim (request) -> cd_claimed */
+    CD_MSG_CLAIMED,
+    CD_MSG_COMPLETE,                     /* cd_complete (request) -> cd_completed */
+    CD_MSG_COMPLETED,
+    CD_MSG_NODE_GONE,                    /* cd_node_gone: its claims go back at once */
+    CD_MSG__SCHED_PRIVATE = RT_MSG_USER + 0x1380,
+};
+
+enum { CD_MAX_CLAIMS = 16 };
+
+typedef struct cd_claim {
+    rt_msg hdr;
+    sc_node_info node;
+    unsigned slots;           /* at most CD_MAX_CLAIMS */
+} cd_claim;
+
+typedef struct cd_assignment {
+    sc_claim_out claim;
+    char kernel[32];
+    uint8_t ctx_hash[32];
+    uint64_t seed;
+} cd_assignment;
+
+typedef struct cd_claimed {
+    rt_msg hdr;
+    unsigned n;
+    cd_assignment a[CD_MAX_CLAIMS];
+} cd_claimed;
+
+typedef struct cd_complete {
+    rt_msg hdr;
+    uint64_t job, chunk, node;
+    uint8_t token[16];
+    unsigned char *result;    /* owned (freed with the message) */
+    size_t len;
+} cd_complete;
+
+typedef struct cd_completed {
+    rt_msg hdr;
+    int err;                  /* 0, or an SC_E* code (SC_EBADRESULT) */
+    sc_outcome outcome;
+    bool job_complete;
+} cd_completed;
+
+typedef struct cd_node_gone {
+    rt_msg hdr;
+    uint64_t node;
+} cd_node_gone;
+
+/* A completion request owning a copy of the result bytes. */
+cd_complete *cd_complete_new(uint64_t job, uint64_t chunk, const uint8_t token[16], uint64_t node,
+    const void *result, size_t len);
+
+typedef struct cd_scheduler_opts {
+    rt_actor *store;          /* retained; the scheduler subscribes to it */
+    sc_config ledger;         /* chunk sizes, leases; journal and random are the actor's */
+    uint64_t sweep_ms;        /* look for new jobs this often (default 5,000) */
+} cd_scheduler_opts;
+
+/* Spawns the scheduler (a pool actor). Returns NULL when the runtime is
+ * stopping. The handle holds one reference for the caller. */
+rt_actor *cd_scheduler_spawn(rt_system *sys, const cd_scheduler_opts *opts);
+
+#endif

@@ -1,0 +1,290 @@
+/*
+ * scheduler_check.c — the scheduler actor with the store and a real
+ * PostgreSQL (argv[1]); the examples/ directory is argv[2]. This program
+ * plays the node: it claims chunks, computes them with the real kernel and
+ * completes them. A finished job's result must equal one local run over all
+ * its items, bit for bit, also when the coordinator restarts mid-job.
+ */
+#include "actors/scheduler.h"
+#include "actors/store.h"
+#include "sim/sim.h"
+#include "sim/sim_json.h"
+#include "tests/support/check.h"
+#include "tests/support/proxy.h"
+
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *conninfo;
+static char params_json[4096];
+static rt_system *sys;
+static rt_actor *store, *scheduler;
+
+static void start_farm(void)
+{
+    rt_actor *proxy = proxy_start(&sys);
+    cd_store_opts so = { .conninfo = conninfo, .connections = 2, .listen = "pending_job", .notify_to = proxy };
+    store = cd_store_spawn(sys, &so);
+    cd_scheduler_opts co = {
+        .store = store,
+        .ledger = { .target_chunk_ms = 1000, .min_chunk = 1000, .max_chunk = 7000, .min_lease_ms = 60000 },
+        .sweep_ms = 500,
+    };
+    scheduler = cd_scheduler_spawn(sys, &co);
+    proxy_run(sys);
+}
+
+static void stop_farm(void)
+{
+    rt_actor_release(scheduler);
+    rt_actor_release(store);
+    proxy_stop(sys);
+}
+
+static cd_result *sql(cd_query *q)
+{
+    rt_msg *r = proxy_call(store, &q->hdr, 20000);
+    if (r != NULL && r->type != CD_MSG_RESULT) {
+        rt_msg_free(r);
+        return NULL;
+    }
+    return (cd_result *)r;
+}
+
+/* Inserts an option job; returns its id, or 0. */
+static uint64_t insert_job(uint64_t items, uint64_t seed)
+{
+    msgpack_sbuffer mp;
+    char err[128];
+    unsigned char hash[32];
+    msgpack_sbuffer_init(&mp);
+    if (sim_json_to_msgpack(params_json, strlen(params_json), &mp, err, sizeof err) != 0)
+        return 0;
+    crypto_hash_sha256(hash, (const unsigned char *)mp.data, mp.size);
+    cd_query *q = cd_query_new("INSERT INTO jobs (owner, kernel, strategy, items, seed, spec, params, ctx_hash) "
+                               "VALUES ('test', 'option', 'single', $1, $2, '{}', $3, $4) RETURNING id");
+    cd_query_int(q, (int64_t)items);
+    cd_query_int(q, (int64_t)seed);
+    cd_query_bytes(q, mp.data, mp.size);
+    cd_query_bytes(q, hash, 32);
+    msgpack_sbuffer_destroy(&mp);
+    cd_result *r = sql(q);
+    uint64_t id = r && r->res ? strtoull(PQgetvalue(r->res, 0, 0), NULL, 10) : 0;
+    rt_msg_free(r ? &r->hdr : NULL);
+    return id;
+}
+
+static sim_job *local_job(uint64_t seed)
+{
+    msgpack_sbuffer mp;
+    char err[128];
+    sim_job *job = NULL;
+    msgpack_sbuffer_init(&mp);
+    sim_json_to_msgpack(params_json, strlen(params_json), &mp, err, sizeof err);
+    sim_job_create(&job, "option", mp.data, mp.size, seed, err, sizeof err);
+    msgpack_sbuffer_destroy(&mp);
+    return job;
+}
+
+/* Claims up to `slots` chunks of job; waits (deadline) until the scheduler
+ * has loaded it. */
+static unsigned claim(uint64_t node, unsigned slots, cd_assignment *out, uint64_t job)
+{
+    struct timespec t0, now, pause = { 0, 5000000 };
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        cd_claim *c = RT_MSG_NEW(cd_claim, CD_MSG_CLAIM);
+        c->node = (sc_node_info){ .id = node, .tier = SC_TIER_OWN, .items_per_s = 1e6 };
+        c->slots = slots;
+        cd_claimed *r = (cd_claimed *)proxy_call(scheduler, &c->hdr, 10000);
+        unsigned n = 0;
+        if (r != NULL && r->hdr.type == CD_MSG_CLAIMED)
+            for (unsigned i = 0; i < r->n; i++)
+                if (r->a[i].claim.job == job)
+                    out[n++] = r->a[i];
+        rt_msg_free(r ? &r->hdr : NULL);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (n > 0 || now.tv_sec - t0.tv_sec > PROXY_DEADLINE_S)
+            return n;
+        nanosleep(&pause, NULL); /* the job is loading: ask again, up to the deadline */
+    }
+}
+
+static size_t compute(sim_job *job, const cd_assignment *a, unsigned char *buf, size_t cap)
+{
+    sim_stats out[SIM_MAX_OUT];
+    size_t len = 0;
+    if (sim_run_cpu(job, a->claim.first, a->claim.count, out) != 0 ||
+        sc_result_encode(out, (uint32_t)sim_job_nout(job), buf, cap, &len) != 0)
+        return 0;
+    return len;
+}
+
+static cd_completed *complete(const cd_assignment *a, uint64_t node, const unsigned char *buf, size_t len)
+{
+    cd_complete *c = cd_complete_new(a->claim.job, a->claim.chunk, a->claim.token, node, buf, len);
+    rt_msg *r = proxy_call(scheduler, &c->hdr, 20000);
+    if (r != NULL && r->type != CD_MSG_COMPLETED) {
+        rt_msg_free(r);
+        return NULL;
+    }
+    return (cd_completed *)r;
+}
+
+/* Completes chunks of job until it is done or `max` chunks; returns the
+ * chunks accepted, or -1 on an unexpected answer. */
+static int work(uint64_t job_id, sim_job *job, int max, bool *done)
+{
+    static unsigned char buf[8192];
+    int accepted = 0;
+    *done = false;
+    while (!*done && accepted < max) {
+        cd_assignment a[4];
+        unsigned n = claim(1, 4, a, job_id);
+        if (n == 0)
+            return -1;
+        for (unsigned i = 0; i < n && !*done; i++) {
+            size_t len = compute(job, &a[i], buf, sizeof buf);
+            cd_completed *r = complete(&a[i], 1, buf, len);
+            if (r == NULL || r->err != 0 || r->outcome != SC_ACCEPTED) {
+                rt_msg_free(r ? &r->hdr : NULL);
+                return -1;
+            }
+            accepted++;
+            *done = r->job_complete;
+            rt_msg_free(&r->hdr);
+        }
+    }
+    return accepted;
+}
+
+/* The jobs row's state and output 0's mean, and the journal's accepts. */
+static void db_state(uint64_t id, char *state, size_t slen, double *mean, long *accepts)
+{
+    cd_query *q = cd_query_new("SELECT state, result->'outputs'->0->>'mean', "
+                               "(SELECT count(*) FROM journal WHERE job_id = $1 AND type = 1) FROM jobs WHERE id = $1");
+    cd_query_int(q, (int64_t)id);
+    cd_result *r = sql(q);
+    snprintf(state, slen, "%s", r && r->res && PQntuples(r->res) ? PQgetvalue(r->res, 0, 0) : "?");
+    *mean = r && r->res && PQntuples(r->res) && !PQgetisnull(r->res, 0, 1) ? strtod(PQgetvalue(r->res, 0, 1), NULL) : -1;
+    *accepts = r && r->res && PQntuples(r->res) ? atol(PQgetvalue(r->res, 0, 2)) : -1;
+    rt_msg_free(r ? &r->hdr : NULL);
+}
+
+static double whole_mean(sim_job *job, uint64_t items)
+{
+    sim_stats out[SIM_MAX_OUT];
+    sim_run_cpu(job, 0, items, out);
+    return sim_stats_mean(&out[0]);
+}
+
+static void job_runs_to_completion(void)
+{
+    enum { ITEMS = 60000 };
+    uint64_t id = insert_job(ITEMS, 3);
+    CHECK(id > 0, "insert");
+    sim_job *job = local_job(3);
+    CHECK(job != NULL, "local job");
+    bool done;
+    int accepted = work(id, job, 1000, &done);
+    CHECK(accepted > 0 && done, "accepted %d, done %d", accepted, done);
+
+    char state[32];
+    double mean;
+    long accepts;
+    db_state(id, state, sizeof state, &mean, &accepts);
+    CHECK(strcmp(state, "complete") == 0, "state %s", state);
+    CHECK(accepts == accepted, "journal has %ld accepts, %d acknowledged", accepts, accepted);
+    double want = whole_mean(job, ITEMS);
+    CHECK(mean == want, "farmed mean %.17g, one local run %.17g", mean, want);
+    sim_job_destroy(job);
+}
+
+static void repeats_and_bad_results(void)
+{
+    static unsigned char buf[8192];
+    uint64_t id = insert_job(10000, 5);
+    sim_job *job = local_job(5);
+    cd_assignment a;
+    CHECK(claim(1, 1, &a, id) == 1, "claim");
+    size_t len = compute(job, &a, buf, sizeof buf);
+    cd_completed *r = complete(&a, 1, buf, len - 1);
+    CHECK(r != NULL && r->err == SC_EBADRESULT, "a truncated result is refused");
+    rt_msg_free(&r->hdr);
+    r = complete(&a, 2, buf, len);
+    CHECK(r != NULL && r->err == 0 && r->outcome == SC_STALE, "another node's token is stale");
+    rt_msg_free(&r->hdr);
+    r = complete(&a, 1, buf, len);
+    CHECK(r != NULL && r->outcome == SC_ACCEPTED, "the good result is accepted");
+    rt_msg_free(&r->hdr);
+    r = complete(&a, 1, buf, len);
+    CHECK(r != NULL && r->outcome == SC_IDEMPOTENT, "the same result again is idempotent");
+    rt_msg_free(&r->hdr);
+    buf[len - 1] ^= 1;
+    r = complete(&a, 1, buf, len);
+    CHECK(r != NULL && (r->outcome == SC_CONFLICT || r->err == SC_EBADRESULT), "a different result conflicts");
+    rt_msg_free(&r->hdr);
+    sim_job_destroy(job);
+}
+
+static void restart_resumes_from_the_journal(void)
+{
+    enum { ITEMS = 70000 };
+    uint64_t id = insert_job(ITEMS, 11);
+    sim_job *job = local_job(11);
+    bool done;
+    int first = work(id, job, 4, &done);
+    CHECK(first == 4 && !done, "first half: %d", first);
+    cd_assignment lost;
+    CHECK(claim(1, 1, &lost, id) == 1, "a claim in flight at the restart");
+
+    stop_farm();
+    start_farm();
+
+    static unsigned char buf[8192];
+    size_t len = compute(job, &lost, buf, sizeof buf);
+    cd_completed *r = complete(&lost, 1, buf, len);
+    /* The new scheduler may still be loading the job: stale either way. */
+    CHECK(r != NULL && r->outcome == SC_STALE, "a claim from before the restart is stale");
+    rt_msg_free(&r->hdr);
+    int second = work(id, job, 1000, &done);
+    CHECK(second > 0 && done, "second half: %d, done %d", second, done);
+
+    char state[32];
+    double mean;
+    long accepts;
+    db_state(id, state, sizeof state, &mean, &accepts);
+    CHECK(strcmp(state, "complete") == 0, "state %s", state);
+    CHECK(accepts == first + second, "journal %ld, acknowledged %d", accepts, first + second);
+    double want = whole_mean(job, ITEMS);
+    CHECK(mean == want, "after a restart: farmed %.17g, one local run %.17g", mean, want);
+    sim_job_destroy(job);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: scheduler_check CONNINFO EXAMPLES_DIR\n");
+        return 2;
+    }
+    conninfo = argv[1];
+    char path[1024];
+    snprintf(path, sizeof path, "%s/option.json", argv[2]);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(params_json, 1, sizeof params_json - 1, f) : 0;
+    if (f)
+        fclose(f);
+    if (n == 0 || sodium_init() < 0) {
+        fprintf(stderr, "scheduler_check: cannot read %s\n", path);
+        return 2;
+    }
+    start_farm();
+    RUN(job_runs_to_completion);
+    RUN(repeats_and_bad_results);
+    RUN(restart_resumes_from_the_journal);
+    stop_farm();
+    return CHECK_SUMMARY();
+}
