@@ -1,11 +1,13 @@
 /*
  * serve.c — `simfarm serve`: the coordinator. One process, one port: the
  * store (PostgreSQL) and the gateway (HTTP) actors on one runtime, until
- * SIGINT or SIGTERM stops it cleanly.
+ * SIGINT or SIGTERM stops it cleanly. The scheduler loads unfinished jobs
+ * from the database and resumes them from their journals.
  *
  *   simfarm serve --db "host=/tmp/pg dbname=simfarm" --listen 127.0.0.1:8080
  */
 #include "actors/gateway.h"
+#include "actors/scheduler.h"
 #include "actors/store.h"
 #include "cli/cli.h"
 
@@ -115,10 +117,14 @@ int cmd_serve(int argc, char **argv)
     char msg[256];
     cd_gateway_opts go = { .host = host, .port = port, .store = store };
     rt_actor *gateway = store ? cd_gateway_spawn(sys, &go, msg, sizeof msg) : NULL;
-    if (gateway == NULL) {
-        fprintf(stderr, "simfarm serve: %s\n", store ? msg : "cannot start the store");
+    cd_scheduler_opts co = { .store = store };
+    rt_actor *scheduler = gateway ? cd_scheduler_spawn(sys, &co) : NULL;
+    if (scheduler == NULL) {
+        fprintf(stderr, "simfarm serve: %s\n", !store ? "cannot start the store" : !gateway ? msg : "cannot start the scheduler");
         if (store != NULL)
             rt_actor_release(store);
+        if (gateway != NULL)
+            rt_actor_release(gateway);
         rt_system_destroy(sys);
         return SERVE_FAIL;
     }
@@ -135,6 +141,7 @@ int cmd_serve(int argc, char **argv)
     fflush(stdout);
     rt_actor_release(store);
     rt_actor_release(gateway);
+    rt_actor_release(scheduler);
     int rc = rt_system_run(sys);
     rt_system_destroy(sys);
     fprintf(stderr, "simfarm serve: stopped\n");
