@@ -33,6 +33,19 @@ EMBED(sim_cl_src_combat, "sim/combat_dev.h");
  * group of SIM_W items, accumulates the items inside [first, end) and
  * writes its accumulators; the host merges them (order does not matter). */
 static const char cl_entries[] =
+    "#if SIM_CL_ALT /* CPU devices: four histogram counters, as the CPU loop */ \n"
+    "#define SIM_ALT_DECL ulong alt[3 * SIM_MAX_OUT][SIM_HIST_BINS + 2]; \\\n"
+    "    for (int r = 0; r < 3 * SIM_MAX_OUT; r++) \\\n"
+    "        for (int k = 0; k < SIM_HIST_BINS + 2; k++) \\\n"
+    "            alt[r][k] = 0;\n"
+    "#define SIM_ALT_PTR alt\n"
+    "#define SIM_ALT_FOLD(o) for (int k = 0; k < SIM_HIST_BINS + 2; k++) \\\n"
+    "    acc[o].hist[k] += alt[o][k] + alt[SIM_MAX_OUT + o][k] + alt[2 * SIM_MAX_OUT + o][k];\n"
+    "#else\n"
+    "#define SIM_ALT_DECL\n"
+    "#define SIM_ALT_PTR 0\n"
+    "#define SIM_ALT_FOLD(o)\n"
+    "#endif\n"
     "#define SIM_CL_ENTRY(NAME, PTYPE, GROUP) \\\n"
     "__kernel void NAME(__global const PTYPE *gp, __global const sim_layout *gl, \\\n"
     "    ulong seed, ulong base, ulong first, ulong end, ulong ngroups, \\\n"
@@ -42,6 +55,7 @@ static const char cl_entries[] =
     "    sim_layout L[SIM_MAX_OUT]; \\\n"
     "    sim_acc acc[SIM_MAX_OUT]; \\\n"
     "    double v[SIM_MAX_OUT][SIM_W]; \\\n"
+    "    SIM_ALT_DECL \\\n"
     "    const int nout = (int)p.nout; \\\n"
     "    const uint k0 = (uint)seed, k1 = (uint)(seed >> 32); \\\n"
     "    const ulong gid = get_global_id(0), gsz = get_global_size(0); \\\n"
@@ -54,10 +68,12 @@ static const char cl_entries[] =
     "        GROUP(&p, k0, k1, g0, v); \\\n"
     "        int lo = g0 < first ? (int)(first - g0) : 0; \\\n"
     "        int hi = end - g0 < SIM_W ? (int)(end - g0) : SIM_W; \\\n"
-    "        sim_acc_lanes(acc, L, nout, v, lo, hi); \\\n"
+    "        sim_acc_lanes2(acc, SIM_ALT_PTR, L, nout, v, lo, hi); \\\n"
     "    } \\\n"
-    "    for (int o = 0; o < nout; o++) \\\n"
+    "    for (int o = 0; o < nout; o++) { \\\n"
+    "        SIM_ALT_FOLD(o) \\\n"
     "        out[gid * (ulong)nout + (ulong)o] = acc[o]; \\\n"
+    "    } \\\n"
     "}                                                                                     \n"
     "SIM_CL_ENTRY(sim_option_cl, sim_option_params, sim_option_group)                      \n"
     "SIM_CL_ENTRY(sim_combat_cl, sim_combat_params, sim_combat_group)                      \n"
@@ -190,7 +206,8 @@ int sim_cl_create(sim_cl **out, char *err, size_t errlen)
         if (v == 4 || v == 8 || v == 16 || v == 32 || v == 64)
             cl->group = v;
     }
-    snprintf(prelude, sizeof prelude, "#define SIM_W %u\n", cl->group);
+    snprintf(prelude, sizeof prelude, "#define SIM_W %u\n#define SIM_CL_ALT %d\n", cl->group,
+        (type & CL_DEVICE_TYPE_GPU) ? 0 : 1);
     cl->ctx = clCreateContext(NULL, 1, &cl->device, NULL, NULL, &e);
     if (e != CL_SUCCESS) {
         rc = cl_fail(err, errlen, SIM_EDEVICE, "clCreateContext", e);
