@@ -10,13 +10,11 @@
  */
 #include "actors/gateway.h"
 
+#include "actors/jobs.h"
 #include "actors/store.h"
-#include "sim/sim.h"
-#include "sim/sim_json.h"
 
 #include <inttypes.h>
 #include <libwebsockets.h>
-#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -295,153 +293,6 @@ static const struct lws_protocols protocols[] = {
 
 /* ---- jobs ----------------------------------------------------------------------------------- */
 
-static bool key_is(const msgpack_object *k, const char *name)
-{
-    size_t n = strlen(name);
-    return k->type == MSGPACK_OBJECT_STR && k->via.str.size == n && memcmp(k->via.str.ptr, name, n) == 0;
-}
-
-static bool get_uint(const msgpack_object *v, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-    if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER && v->via.u64 >= lo && v->via.u64 <= hi) {
-        *out = v->via.u64;
-        return true;
-    }
-    if (v->type == MSGPACK_OBJECT_FLOAT64 && v->via.f64 >= (double)lo && v->via.f64 <= (double)hi &&
-        v->via.f64 == (double)(uint64_t)v->via.f64) {
-        *out = (uint64_t)v->via.f64;
-        return true;
-    }
-    return false;
-}
-
-typedef struct submission {
-    char kernel[64];
-    const char *params;      /* msgpack bytes of "params" inside the whole */
-    size_t params_len;
-    uint64_t items, seed;
-    int64_t priority;
-    char owner[129];
-    char strategy[16];
-} submission;
-
-/* Parses and checks a job submission. On failure writes the field and a
- * message a user can act on, and returns false. */
-static bool parse_submission(const char *json, size_t len, submission *s, msgpack_sbuffer *params,
-    char *field, size_t flen, char *msg, size_t mlen)
-{
-    msgpack_sbuffer whole;
-    msgpack_unpacked up;
-    size_t off = 0;
-    bool ok = false;
-    char err[160];
-
-    memset(s, 0, sizeof *s);
-    s->seed = 1;
-    snprintf(s->owner, sizeof s->owner, "anonymous");
-    snprintf(s->strategy, sizeof s->strategy, "single");
-    snprintf(field, flen, "%s", "");
-    msgpack_sbuffer_init(&whole);
-    msgpack_unpacked_init(&up);
-    if (sim_json_to_msgpack(json, len, &whole, err, sizeof err) != 0) {
-        snprintf(msg, mlen, "the body is not valid JSON: %s", err);
-        goto out;
-    }
-    if (msgpack_unpack_next(&up, whole.data, whole.size, &off) != MSGPACK_UNPACK_SUCCESS ||
-        up.data.type != MSGPACK_OBJECT_MAP) {
-        snprintf(msg, mlen, "the body must be a JSON object");
-        goto out;
-    }
-    bool have_params = false, have_items = false;
-    const msgpack_object_map *m = &up.data.via.map;
-    for (uint32_t i = 0; i < m->size; i++) {
-        const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
-        if (key_is(k, "kernel")) {
-            if (v->type != MSGPACK_OBJECT_STR || v->via.str.size == 0 || v->via.str.size >= sizeof s->kernel) {
-                snprintf(field, flen, "kernel");
-                snprintf(msg, mlen, "must be the name of a kernel");
-                goto out;
-            }
-            memcpy(s->kernel, v->via.str.ptr, v->via.str.size);
-        } else if (key_is(k, "params")) {
-            msgpack_packer pk;
-            msgpack_packer_init(&pk, params, msgpack_sbuffer_write);
-            msgpack_pack_object(&pk, *v);
-            have_params = true;
-        } else if (key_is(k, "items")) {
-            if (!get_uint(v, 1, UINT64_C(1) << 50, &s->items)) {
-                snprintf(field, flen, "items");
-                snprintf(msg, mlen, "must be a whole number from 1 to 2^50");
-                goto out;
-            }
-            have_items = true;
-        } else if (key_is(k, "seed")) {
-            if (!get_uint(v, 0, INT64_MAX, &s->seed)) {
-                snprintf(field, flen, "seed");
-                snprintf(msg, mlen, "must be a whole number from 0 to 2^63-1");
-                goto out;
-            }
-        } else if (key_is(k, "priority")) {
-            if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER && v->via.u64 <= 1000)
-                s->priority = (int64_t)v->via.u64;
-            else if (v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER && v->via.i64 >= -1000)
-                s->priority = v->via.i64;
-            else {
-                snprintf(field, flen, "priority");
-                snprintf(msg, mlen, "must be a whole number from -1000 to 1000");
-                goto out;
-            }
-        } else if (key_is(k, "owner")) {
-            if (v->type != MSGPACK_OBJECT_STR || v->via.str.size == 0 || v->via.str.size >= sizeof s->owner) {
-                snprintf(field, flen, "owner");
-                snprintf(msg, mlen, "must be a name of 1 to 128 characters");
-                goto out;
-            }
-            memcpy(s->owner, v->via.str.ptr, v->via.str.size);
-            s->owner[v->via.str.size] = '\0';
-        } else if (key_is(k, "strategy")) {
-            if (!key_is(v, "single")) {
-                snprintf(field, flen, "strategy");
-                snprintf(msg, mlen, "this coordinator runs \"single\" jobs so far");
-                goto out;
-            }
-        } else {
-            snprintf(field, flen, "%.*s", k->type == MSGPACK_OBJECT_STR ? (int)k->via.str.size : 1,
-                k->type == MSGPACK_OBJECT_STR ? k->via.str.ptr : "?");
-            snprintf(msg, mlen, "unknown field (known: kernel, params, items, seed, priority, owner, strategy)");
-            goto out;
-        }
-    }
-    if (s->kernel[0] == '\0') {
-        snprintf(field, flen, "kernel");
-        snprintf(msg, mlen, "is required");
-        goto out;
-    }
-    if (!have_params) {
-        snprintf(field, flen, "params");
-        snprintf(msg, mlen, "is required: the kernel's parameters (docs/kernels.md)");
-        goto out;
-    }
-    if (!have_items) {
-        snprintf(field, flen, "items");
-        snprintf(msg, mlen, "is required");
-        goto out;
-    }
-    /* The kernel checks its own parameters and names the one that is wrong. */
-    sim_job *job = NULL;
-    if (sim_job_create(&job, s->kernel, params->data, params->size, s->seed, err, sizeof err) != 0) {
-        snprintf(field, flen, "%s", sim_kernel_find(s->kernel) ? "params" : "kernel");
-        snprintf(msg, mlen, "%s", err);
-        goto out;
-    }
-    sim_job_destroy(job);
-    ok = true;
-out:
-    msgpack_unpacked_destroy(&up);
-    msgpack_sbuffer_destroy(&whole);
-    return ok;
-}
-
 static void track(gateway *g, int64_t req, uint64_t sid, int kind)
 {
     if (g->npend == g->pend_cap) {
@@ -467,30 +318,12 @@ static void ask_store(gateway *g, cd_query *q, uint64_t sid, int kind)
 
 static void submit(gateway *g, request *r)
 {
-    submission s;
-    msgpack_sbuffer params;
     char field[64], msg[256];
-    msgpack_sbuffer_init(&params);
-    if (!parse_submission(r->body, r->body_len, &s, &params, field, sizeof field, msg, sizeof msg)) {
+    cd_query *q = cd_job_submission(r->body, r->body_len, field, sizeof field, msg, sizeof msg);
+    if (q == NULL) {
         respond_error(g, r->session, 400, field[0] ? field : NULL, msg);
-        msgpack_sbuffer_destroy(&params);
         return;
     }
-    unsigned char hash[crypto_hash_sha256_BYTES];
-    crypto_hash_sha256(hash, (const unsigned char *)params.data, params.size);
-    cd_query *q = cd_query_new(
-        "INSERT INTO jobs (owner, kernel, strategy, items, seed, priority, spec, params, ctx_hash) "
-        "VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9) RETURNING id");
-    cd_query_text(q, s.owner);
-    cd_query_text(q, s.kernel);
-    cd_query_text(q, s.strategy);
-    cd_query_int(q, (int64_t)s.items);
-    cd_query_int(q, (int64_t)s.seed);
-    cd_query_int(q, s.priority);
-    cd_query_text(q, r->body);
-    cd_query_bytes(q, params.data, params.size);
-    cd_query_bytes(q, hash, sizeof hash);
-    msgpack_sbuffer_destroy(&params);
     ask_store(g, q, r->session, P_SUBMIT);
 }
 

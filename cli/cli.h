@@ -6,7 +6,26 @@
 #ifndef SIMFARM_CLI_H
 #define SIMFARM_CLI_H
 
+#include "runtime/runtime.h"
+
 int cmd_sim(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_up(int argc, char **argv);
+
+typedef struct coordinator_opts {
+    const char *host;        /* interface to serve on */
+    int port;                /* 0 = any free port */
+    const char *db;          /* libpq connection string */
+    unsigned pool;           /* database connections; 0 = 2 */
+    const char *name;        /* the subcommand, for messages */
+    /* Called once listening, before the loop runs: the place to spawn more
+     * actors (the store is borrowed). May be NULL. */
+    void (*started)(rt_system *sys, rt_actor *store, const char *host, int port, void *ctx);
+    void *ctx;
+} coordinator_opts;
+
+/* Runs the coordinator (store, gateway, scheduler) until SIGINT or SIGTERM.
+ * Returns 0 after a clean stop, -1 when it could not start. */
+int coordinator_run(const coordinator_opts *opts);
 
 #endif

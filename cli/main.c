@@ -1,9 +1,8 @@
 /*
  * main.c — the `simfarm` command: dispatches to one subcommand.
  *
- * Subcommands arrive with the subsystems they drive (serve, node, submit,
- * jobs, ...). `version` and `up` exist now; `up` reports what this build
- * can run so far.
+ * Subcommands arrive with the subsystems they drive: serve, up, sim and
+ * version exist now; node, submit, jobs and the rest come with theirs.
  */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
@@ -28,7 +27,7 @@ static void usage(FILE *out)
         "\n"
         "commands:\n"
         "  serve      run the coordinator: serve --db CONNINFO [--listen HOST:PORT]\n"
-        "  up         start a local farm (reports what this build can run so far)\n"
+        "  up         a farm on this machine: PostgreSQL in var/, the coordinator, the demo job\n"
         "  sim        run a kernel locally: sim <option|combat> params.json [--items N] [--backend cpu|opencl|cuda]\n"
         "  version    print the version and the libraries and devices found\n"
         "  help       this text\n");
@@ -77,14 +76,6 @@ static int cmd_version(void)
     return EXIT_OK;
 }
 
-static int cmd_up(void)
-{
-    cmd_version();
-    printf("\nsimfarm up: this build has the toolchain and test harness only.\n"
-           "The local farm (coordinator, nodes, demo job) starts here once\n"
-           "`simfarm serve` and `simfarm node` exist.\n");
-    return EXIT_OK;
-}
 
 int main(int argc, char **argv)
 {
@@ -93,7 +84,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
         return cmd_version();
     if (strcmp(cmd, "up") == 0)
-        return cmd_up();
+        return cmd_up(argc - 1, argv + 1);
     if (strcmp(cmd, "sim") == 0)
         return cmd_sim(argc - 1, argv + 1);
     if (strcmp(cmd, "serve") == 0)

@@ -40,7 +40,7 @@ typedef struct signals {
 static void on_signal(uv_signal_t *h, int signum)
 {
     signals *s = h->data;
-    fprintf(stderr, "simfarm serve: %s, stopping\n", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    fprintf(stderr, "simfarm: %s, stopping\n", signum == SIGINT ? "SIGINT" : "SIGTERM");
     uv_close((uv_handle_t *)&s->sigint, NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);
     rt_system_stop(s->sys);
@@ -106,27 +106,34 @@ int cmd_serve(int argc, char **argv)
         return SERVE_USAGE;
     }
 
+    coordinator_opts co = { .host = host, .port = port, .db = db, .pool = pool, .name = "serve" };
+    return coordinator_run(&co) == 0 ? SERVE_OK : SERVE_FAIL;
+}
+
+int coordinator_run(const coordinator_opts *opts)
+{
     int err = 0;
     rt_system *sys = rt_system_create(NULL, &err);
     if (sys == NULL) {
-        fprintf(stderr, "simfarm serve: cannot start the runtime: %s\n", rt_strerror(err));
-        return SERVE_FAIL;
+        fprintf(stderr, "simfarm %s: cannot start the runtime: %s\n", opts->name, rt_strerror(err));
+        return -1;
     }
-    cd_store_opts so = { .conninfo = db, .connections = pool, .listen = "pending_job" };
+    cd_store_opts so = { .conninfo = opts->db, .connections = opts->pool ? opts->pool : 2, .listen = "pending_job" };
     rt_actor *store = cd_store_spawn(sys, &so);
     char msg[256];
-    cd_gateway_opts go = { .host = host, .port = port, .store = store };
+    cd_gateway_opts go = { .host = opts->host, .port = opts->port, .store = store };
     rt_actor *gateway = store ? cd_gateway_spawn(sys, &go, msg, sizeof msg) : NULL;
-    cd_scheduler_opts co = { .store = store };
-    rt_actor *scheduler = gateway ? cd_scheduler_spawn(sys, &co) : NULL;
+    cd_scheduler_opts cs = { .store = store };
+    rt_actor *scheduler = gateway ? cd_scheduler_spawn(sys, &cs) : NULL;
     if (scheduler == NULL) {
-        fprintf(stderr, "simfarm serve: %s\n", !store ? "cannot start the store" : !gateway ? msg : "cannot start the scheduler");
+        fprintf(stderr, "simfarm %s: %s\n", opts->name,
+            !store ? "cannot start the store" : !gateway ? msg : "cannot start the scheduler");
         if (store != NULL)
             rt_actor_release(store);
         if (gateway != NULL)
             rt_actor_release(gateway);
         rt_system_destroy(sys);
-        return SERVE_FAIL;
+        return -1;
     }
 
     signals s = { .sys = sys };
@@ -137,13 +144,16 @@ int cmd_serve(int argc, char **argv)
     uv_signal_start(&s.sigint, on_signal, SIGINT);
     uv_signal_start(&s.sigterm, on_signal, SIGTERM);
 
-    printf("simfarm serve: listening on http://%s:%d\n", host, cd_gateway_port(gateway));
+    int port = cd_gateway_port(gateway);
+    printf("simfarm %s: listening on http://%s:%d\n", opts->name, opts->host, port);
     fflush(stdout);
+    if (opts->started != NULL)
+        opts->started(sys, store, opts->host, port, opts->ctx);
     rt_actor_release(store);
     rt_actor_release(gateway);
     rt_actor_release(scheduler);
     int rc = rt_system_run(sys);
     rt_system_destroy(sys);
-    fprintf(stderr, "simfarm serve: stopped\n");
-    return rc == 0 ? SERVE_OK : SERVE_FAIL;
+    fprintf(stderr, "simfarm %s: stopped\n", opts->name);
+    return rc == 0 ? 0 : -1;
 }

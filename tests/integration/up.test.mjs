@@ -1,0 +1,76 @@
+// `simfarm up`: a private PostgreSQL created on first run and reused after,
+// the coordinator, the demo job, and a clean stop of all of it on Ctrl-C.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { build, run, top } from '../lib/proc.mjs';
+
+const simfarm = path.join(build, 'bin/simfarm');
+// As root the cluster runs as the postgres user, who must reach it.
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-up-'));
+fs.chmodSync(tmp, 0o755);
+const varDir = path.join(tmp, 'var');
+after(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+// Runs `simfarm up` until `ready` matches its stdout, then Ctrl-C; returns
+// what it printed, its exit and what `during(stdout)` returned.
+async function up(args, ready, during, timeoutMs = 120000) {
+  const child = spawn(simfarm, ['up', '--var', varDir, '--listen', '127.0.0.1:0', ...args],
+    { cwd: top, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '', err = '';
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  const seen = new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`not ready in ${timeoutMs} ms:\n${out}\n${err}`)), timeoutMs);
+    child.stdout.on('data', (d) => { out += d; if (ready.test(out)) { clearTimeout(timer); resolve(); } });
+    child.stderr.on('data', (d) => { err += d; });
+    exited.then((e) => { clearTimeout(timer); reject(new Error(`up exited (${e.code ?? e.signal}):\n${out}\n${err}`)); });
+  });
+  try {
+    await seen;
+    const value = await during(out);
+    child.kill('SIGINT');
+    const e = await exited;
+    return { out, err, exit: e, value };
+  } catch (e) {
+    child.kill('SIGKILL');
+    throw e;
+  }
+}
+
+test('first run creates the database and submits the demo job', async () => {
+  const r = await up([], /demo job \d+ submitted: (\S+)/, async (out) => {
+    const url = out.match(/demo job \d+ submitted: (\S+)/)[1];
+    const res = await fetch(url, { signal: AbortSignal.timeout(10000) });
+    assert.equal(res.status, 200);
+    return res.json();
+  });
+  assert.match(r.out, /creating a PostgreSQL cluster/);
+  assert.equal(r.value.owner, 'demo');
+  assert.equal(r.value.kernel, 'option');
+  assert.equal(r.exit.code, 0, r.err);
+  assert.match(r.err, /PostgreSQL stopped/);
+  const data = fs.readdirSync(path.join(varDir, 'pg', 'data'));
+  assert.ok(data.includes('PG_VERSION'));
+  assert.ok(!data.includes('postmaster.pid'), 'postgres still running after up stopped');
+});
+
+test('a second run reuses the database; --no-demo submits nothing', async () => {
+  const r = await up(['--no-demo'], /Ctrl-C stops everything/, async (out) => {
+    const base = out.match(/listening on (http:\/\/\S+)/)[1];
+    const res = await fetch(`${base}/api/jobs`, { signal: AbortSignal.timeout(10000) });
+    return res.json();
+  });
+  assert.doesNotMatch(r.out, /creating a PostgreSQL cluster/);
+  assert.doesNotMatch(r.out, /demo job/);
+  assert.equal(r.value.length, 1, 'the demo job of the first run is kept');
+  assert.equal(r.exit.code, 0, r.err);
+});
+
+test('a bad option is a usage error', async () => {
+  const r = await run(simfarm, ['up', '--colour', 'red']);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /unknown option '--colour'/);
+});
