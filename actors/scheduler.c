@@ -9,6 +9,7 @@
  */
 #include "actors/scheduler.h"
 
+#include "actors/jobs.h"
 #include "actors/store.h"
 #include "sim/sim.h"
 
@@ -22,7 +23,7 @@
 enum { M_TICK = CD_MSG__SCHED_PRIVATE, M_SWEEP };
 enum { DB_TIMEOUT_MS = 60000, MAX_JOBS = 4096 };
 
-typedef enum op_kind { OP_LIST = 1, OP_JOURNAL, OP_WRITE, OP_ACCEPT } op_kind;
+typedef enum op_kind { OP_LIST = 1, OP_JOURNAL, OP_WRITE } op_kind;
 
 typedef struct job_info {
     uint64_t id, seed;
@@ -32,12 +33,19 @@ typedef struct job_info {
     char names[SIM_MAX_OUT][24];
 } job_info;
 
+/* A completion waiting for every write its ledger call caused. */
+typedef struct barrier {
+    rt_msg *completion;       /* the kept cd_complete to answer; NULL = free slot */
+    unsigned remaining;
+    bool failed;
+    sc_outcome outcome;
+    bool job_complete;
+} barrier;
+
 typedef struct op {
     int64_t req;
     op_kind kind;
-    rt_msg *completion;       /* OP_ACCEPT: the kept cd_complete to answer */
-    sc_outcome outcome;
-    bool job_complete;
+    int barrier;              /* index into sched.barriers, or -1 */
     job_info info;            /* OP_JOURNAL: the job being loaded */
     sc_job_spec spec;
     sim_layout layouts[SIM_MAX_OUT];
@@ -60,6 +68,8 @@ typedef struct sched {
     size_t nops, ops_cap;
     outrec *out;              /* journal records not yet written */
     size_t nout, out_cap;
+    barrier *barriers;
+    size_t nbarriers, barriers_cap;
 } sched;
 
 static uint64_t now_ms(void)
@@ -200,26 +210,55 @@ static char *result_json(sched *s, uint64_t job)
     return j;
 }
 
-static void write_query(sched *s, cd_query *q, op_kind kind, rt_msg *completion, sc_outcome outcome, bool done)
+static void barrier_done(sched *s, int b, bool ok)
+{
+    barrier *w = &s->barriers[b];
+    w->failed |= !ok;
+    if (--w->remaining > 0)
+        return;
+    reply_completed(w->completion, w->failed ? SC_EINVAL : 0, w->outcome, w->job_complete);
+    rt_msg_free(w->completion);
+    w->completion = NULL;
+}
+
+static void write_query(sched *s, cd_query *q, op_kind kind, int b)
 {
     int64_t req = rt_request(s->self, s->store, &q->hdr, DB_TIMEOUT_MS);
     if (req < 0) {
-        if (completion != NULL) {
-            reply_completed(completion, SC_EINVAL, outcome, done);
-            rt_msg_free(completion);
-        }
+        if (b >= 0)
+            barrier_done(s, b, false);
         return;
     }
     op *o = op_add(s, req, kind);
-    o->completion = completion;
-    o->outcome = outcome;
-    o->job_complete = done;
+    o->barrier = b;
 }
 
-/* Writes every record in the outbox. `completion` (kept) is answered when
- * its ACCEPT row is committed. */
+/* Writes every record in the outbox. `completion` (kept), if any, is
+ * answered once all of these writes are committed: an acknowledged result,
+ * and the end of the job it finished, survive any crash. */
 static void flush(sched *s, rt_msg *completion, sc_outcome outcome, bool done)
 {
+    int b = -1;
+    if (completion != NULL) {
+        size_t writes = 0;
+        for (size_t i = 0; i < s->nout; i++)
+            writes += s->out[i].rec.type == SC_REC_JOB_END ? 2 : 1;
+        if (writes == 0) {
+            reply_completed(completion, 0, outcome, done);
+            rt_msg_free(completion);
+        } else {
+            size_t k = 0;
+            while (k < s->nbarriers && s->barriers[k].completion != NULL)
+                k++;
+            if (k == s->nbarriers) {
+                if (s->nbarriers == s->barriers_cap)
+                    s->barriers = grow(s->barriers, &s->barriers_cap, sizeof *s->barriers);
+                s->nbarriers++;
+            }
+            s->barriers[k] = (barrier){ completion, (unsigned)writes, false, outcome, done };
+            b = (int)k;
+        }
+    }
     for (size_t i = 0; i < s->nout; i++) {
         const sc_record *r = &s->out[i].rec;
         cd_query *q = cd_query_new(
@@ -254,10 +293,7 @@ static void flush(sched *s, rt_msg *completion, sc_outcome outcome, bool done)
             cd_query_int(q, r->state);
         else
             cd_query_text(q, NULL);
-        bool accept = r->type == SC_REC_ACCEPT && completion != NULL;
-        write_query(s, q, accept ? OP_ACCEPT : OP_WRITE, accept ? completion : NULL, outcome, done);
-        if (accept)
-            completion = NULL;
+        write_query(s, q, OP_WRITE, b);
 
         if (r->type == SC_REC_JOB_END) {
             char *res = result_json(s, r->job);
@@ -267,15 +303,11 @@ static void flush(sched *s, rt_msg *completion, sc_outcome outcome, bool done)
             cd_query_text(u, state_name(r->state));
             cd_query_text(u, res);
             free(res);
-            write_query(s, u, OP_WRITE, NULL, 0, false);
+            write_query(s, u, OP_WRITE, b);
         }
         free(s->out[i].result);
     }
     s->nout = 0;
-    if (completion != NULL) { /* nothing to wait for */
-        reply_completed(completion, 0, outcome, done);
-        rt_msg_free(completion);
-    }
 }
 
 /* ---- loading jobs ----------------------------------------------------------------------- */
@@ -288,7 +320,7 @@ static void load(sched *s)
     cd_query *q = cd_query_new(
         "SELECT id, kernel, items, seed, priority, tiers, params, ctx_hash, owner FROM jobs "
         "WHERE state IN ('pending', 'running') ORDER BY id LIMIT 4096");
-    write_query(s, q, OP_LIST, NULL, 0, false);
+    write_query(s, q, OP_LIST, -1);
 }
 
 static bool unhex(const char *text, unsigned char **out, size_t *len)
@@ -315,7 +347,7 @@ static void fail_job(sched *s, uint64_t id, const char *why)
     cd_query_int(u, (int64_t)id);
     cd_query_text(u, msg);
     free(msg);
-    write_query(s, u, OP_WRITE, NULL, 0, false);
+    write_query(s, u, OP_WRITE, -1);
 }
 
 /* Row of `SELECT id, kernel, items, seed, priority, tiers, params, ctx_hash, owner`. */
@@ -340,7 +372,17 @@ static void start_job(sched *s, PGresult *res, int row)
         goto out;
     }
     memcpy(ji->ctx_hash, hash, 32);
-    if (sim_job_create(&job, ji->kernel, params, plen, ji->seed, err, sizeof err) != 0) {
+    char kernel[32];
+    msgpack_sbuffer kp;
+    msgpack_sbuffer_init(&kp);
+    if (cd_ctx_decode(params, plen, kernel, sizeof kernel, &ji->seed, &kp) != 0 || strcmp(kernel, ji->kernel) != 0) {
+        msgpack_sbuffer_destroy(&kp);
+        fail_job(s, id, "its work context does not decode");
+        goto out;
+    }
+    int rc = sim_job_create(&job, ji->kernel, kp.data, kp.size, ji->seed, err, sizeof err);
+    msgpack_sbuffer_destroy(&kp);
+    if (rc != 0) {
         fail_job(s, id, err);
         goto out;
     }
@@ -434,7 +476,7 @@ static void restore_job(sched *s, op *o, PGresult *res)
         cd_query *u = cd_query_new(
             "UPDATE jobs SET state = 'running', started_at = coalesce(started_at, now()) WHERE id = $1 AND state = 'pending'");
         cd_query_int(u, (int64_t)o->info.id);
-        write_query(s, u, OP_WRITE, NULL, 0, false);
+        write_query(s, u, OP_WRITE, -1);
     } else {
         /* It had ended before the crash; make the jobs row say so. */
         sc_record end = { .type = SC_REC_JOB_END, .job = o->info.id, .state = st.state };
@@ -479,16 +521,11 @@ static void on_reply(sched *s, rt_msg *m)
         if (s->journals_pending == 0)
             s->loading = false;
         break;
-    case OP_ACCEPT:
-        /* Acknowledged only once durable; a node retrying gets IDEMPOTENT. */
-        if (error != NULL)
-            fprintf(stderr, "simfarm scheduler: journal write failed: %s\n", error);
-        reply_completed(o.completion, error ? SC_EINVAL : 0, o.outcome, o.job_complete);
-        rt_msg_free(o.completion);
-        break;
     case OP_WRITE:
         if (error != NULL)
             fprintf(stderr, "simfarm scheduler: write failed: %s\n", error);
+        if (o.barrier >= 0)
+            barrier_done(s, o.barrier, error == NULL);
         break;
     }
 }
@@ -528,11 +565,13 @@ static void on_complete(rt_actor *self, sched *s, rt_msg *m)
         return;
     }
     rt_take(self, m);
-    flush(s, outcome == SC_ACCEPTED ? m : NULL, outcome, done);
-    if (outcome != SC_ACCEPTED) {
-        reply_completed(m, 0, outcome, false);
-        rt_msg_free(m);
+    if (outcome == SC_ACCEPTED) {
+        flush(s, m, outcome, done); /* answered when its writes are committed */
+        return;
     }
+    flush(s, NULL, 0, false);
+    reply_completed(m, 0, outcome, false);
+    rt_msg_free(m);
 }
 
 static void behaviour(rt_actor *self, rt_msg *m)
@@ -583,9 +622,10 @@ static void random_cb(void *ctx, void *buf, size_t n)
 static void finalize(rt_actor *self)
 {
     sched *s = rt_state(self);
-    for (size_t i = 0; i < s->nops; i++)
-        if (s->ops[i].completion != NULL)
-            rt_msg_free(s->ops[i].completion);
+    for (size_t i = 0; i < s->nbarriers; i++)
+        if (s->barriers[i].completion != NULL)
+            rt_msg_free(s->barriers[i].completion);
+    free(s->barriers);
     for (size_t i = 0; i < s->nout; i++)
         free(s->out[i].result);
     free(s->out);

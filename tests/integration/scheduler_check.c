@@ -5,6 +5,7 @@
  * completes them. A finished job's result must equal one local run over all
  * its items, bit for bit, also when the coordinator restarts mid-job.
  */
+#include "actors/jobs.h"
 #include "actors/scheduler.h"
 #include "actors/store.h"
 #include "sim/sim.h"
@@ -63,13 +64,17 @@ static uint64_t insert_job(uint64_t items, uint64_t seed)
     msgpack_sbuffer_init(&mp);
     if (sim_json_to_msgpack(params_json, strlen(params_json), &mp, err, sizeof err) != 0)
         return 0;
-    crypto_hash_sha256(hash, (const unsigned char *)mp.data, mp.size);
+    msgpack_sbuffer ctx;
+    msgpack_sbuffer_init(&ctx);
+    cd_ctx_encode(&ctx, "option", seed, mp.data, mp.size);
+    crypto_hash_sha256(hash, (const unsigned char *)ctx.data, ctx.size);
     cd_query *q = cd_query_new("INSERT INTO jobs (owner, kernel, strategy, items, seed, spec, params, ctx_hash) "
                                "VALUES ('test', 'option', 'single', $1, $2, '{}', $3, $4) RETURNING id");
     cd_query_int(q, (int64_t)items);
     cd_query_int(q, (int64_t)seed);
-    cd_query_bytes(q, mp.data, mp.size);
+    cd_query_bytes(q, ctx.data, ctx.size);
     cd_query_bytes(q, hash, 32);
+    msgpack_sbuffer_destroy(&ctx);
     msgpack_sbuffer_destroy(&mp);
     cd_result *r = sql(q);
     uint64_t id = r && r->res ? strtoull(PQgetvalue(r->res, 0, 0), NULL, 10) : 0;
