@@ -154,19 +154,22 @@ WASM_OUT := $(patsubst tests/wasm/%.c,$(BUILD)/wasm/%.js,$(WASM_SRC)) \
 	$(WASM_BENCH:%=$(BUILD)/wasm/bench_%.js) $(WASM_CHECK:%=$(BUILD)/wasm/check_%.js)
 WASM_SUBSYS := sim proto runtime
 WASM_LIB_SRC := $(foreach s,$(WASM_SUBSYS),$(call subsys_wasm_src,$(s)))
+# One emcc command compiles and links each program, so no .d files: every
+# header of the subsystems it includes is a prerequisite instead.
+WASM_LIB_HDR := $(foreach s,$(WASM_SUBSYS),$(wildcard $(s)/*.h)) $(wildcard tests/support/*.h)
 
 define emcc_link
 	@mkdir -p $(@D)
 	$(WASM_ENV) $(EMCC) $(WASM_CFLAGS) -I$(SYSROOT)/include $< $(WASM_LIB_SRC) \
 		-L$(SYSROOT)/lib -lsodium -lmsgpackc -sEXIT_RUNTIME=1 -o $@
 endef
-$(BUILD)/wasm/%.js: tests/wasm/%.c $(WASM_LIB_SRC) | $(DEPS_MK) $(SYSROOT)/.complete
+$(BUILD)/wasm/%.js: tests/wasm/%.c $(WASM_LIB_SRC) $(WASM_LIB_HDR) | $(DEPS_MK) $(SYSROOT)/.complete
 	$(emcc_link)
-$(BUILD)/wasm/%.js: tests/bench/%.c $(WASM_LIB_SRC) | $(DEPS_MK) $(SYSROOT)/.complete
+$(BUILD)/wasm/%.js: tests/bench/%.c $(WASM_LIB_SRC) $(WASM_LIB_HDR) | $(DEPS_MK) $(SYSROOT)/.complete
 	$(emcc_link)
 # Check programs block in rt_system_run(), which under emcc yields to the
 # host's event loop through Asyncify.
-$(BUILD)/wasm/%.js: tests/check/%.c $(WASM_LIB_SRC) | $(DEPS_MK) $(SYSROOT)/.complete
+$(BUILD)/wasm/%.js: tests/check/%.c $(WASM_LIB_SRC) $(WASM_LIB_HDR) | $(DEPS_MK) $(SYSROOT)/.complete
 	$(emcc_link) -sASYNCIFY -DRT_WASM_BLOCKING_RUN
 
 # ---- CUDA (sim/) ----

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli/cli.h"
 #include "sim/sim.h"
 #include "sim/sim_json.h"
 
@@ -19,8 +20,6 @@ enum { SIM_EXIT_OK = 0, SIM_EXIT_FAIL = 1, SIM_EXIT_USAGE = 2 };
 
 #define MAX_PARAMS_BYTES (1 << 20)
 
-/* Dispatched from main.c. */
-int cmd_sim(int argc, char **argv);
 
 static void sim_usage(FILE *out)
 {
