@@ -7,6 +7,7 @@
  *   POST /api/jobs         submit a job (JSON); 201 {"id": N} or 400 naming the field
  *   GET  /api/jobs         the newest 100 jobs
  *   GET  /api/jobs/{id}    one job; 404 when there is none
+ *   GET  /ws/node          node sessions (WebSocket, protocol simfarm.node.v1; session.h)
  *
  * The gateway is a pinned actor: lws callbacks (loop thread) hand each
  * complete request to it as a message, it asks the store, and the answer is
@@ -23,6 +24,8 @@ typedef struct cd_gateway_opts {
     const char *host;        /* interface to bind, e.g. "127.0.0.1" */
     int port;                /* 0 = any free port (see cd_gateway_port) */
     rt_actor *store;         /* the store actor (retained) */
+    rt_actor *scheduler;     /* the scheduler (retained): node sessions on /ws/node */
+    bool open_enrolment;     /* unknown node keys join as public nodes */
     size_t max_body;         /* largest request body; default 1 MiB */
     uint64_t db_timeout_ms;  /* an answer from the store within this, else 503; default 5000 */
 } cd_gateway_opts;

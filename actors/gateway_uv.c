@@ -11,6 +11,7 @@
 #include "actors/gateway.h"
 
 #include "actors/jobs.h"
+#include "actors/session.h"
 #include "actors/store.h"
 
 #include <inttypes.h>
@@ -66,6 +67,8 @@ typedef struct gateway {
     pending *pend;           /* store requests in flight */
     size_t npend, pend_cap;
     uint64_t requests, by_class[6]; /* metrics: requests by status class 1xx..5xx */
+    cd_sessions *sessions_ws;         /* node connections */
+    struct lws_protocols protocols[3];
 } gateway;
 
 /* lws per-transaction state */
@@ -286,10 +289,7 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
     return lws_callback_http_dummy(wsi, reason, user, in, len);
 }
 
-static const struct lws_protocols protocols[] = {
-    { "http", http_cb, sizeof(pss), 4096, 0, NULL, 0 },
-    { NULL, NULL, 0, 0, 0, NULL, 0 }
-};
+
 
 /* ---- jobs ----------------------------------------------------------------------------------- */
 
@@ -367,12 +367,15 @@ static void metrics(gateway *g, request *r)
             "# TYPE simfarm_actors gauge\nsimfarm_actors %" PRIu64 "\n"
             "# HELP simfarm_actor_messages_total Messages handled by actors.\n"
             "# TYPE simfarm_actor_messages_total counter\nsimfarm_actor_messages_total %" PRIu64 "\n"
+            "# HELP simfarm_node_sessions Node connections open.\n"
+            "# TYPE simfarm_node_sessions gauge\nsimfarm_node_sessions %u\n"
             "# HELP simfarm_http_responses_total HTTP responses by status class.\n"
             "# TYPE simfarm_http_responses_total counter\n"
             "simfarm_http_responses_total{class=\"2xx\"} %" PRIu64 "\n"
             "simfarm_http_responses_total{class=\"4xx\"} %" PRIu64 "\n"
             "simfarm_http_responses_total{class=\"5xx\"} %" PRIu64 "\n",
-            g->db_up, st.actors_live, st.messages, g->by_class[2], g->by_class[4], g->by_class[5]));
+            g->db_up, st.actors_live, st.messages, cd_sessions_count(g->sessions_ws), g->by_class[2], g->by_class[4],
+            g->by_class[5]));
 }
 
 static void route(gateway *g, request *r)
@@ -469,7 +472,8 @@ static void finalize(rt_actor *self)
 {
     gateway *g = rt_state(self);
     if (g->ctx != NULL)
-        lws_context_destroy(g->ctx); /* its handles close as the loop runs on */
+        lws_context_destroy(g->ctx); /* closes every connection; its handles close as the loop runs on */
+    cd_sessions_destroy(g->sessions_ws);
     for (size_t i = 0; i < g->nsessions; i++)
         free(g->sessions[i].body);
     free(g->sessions);
@@ -481,7 +485,8 @@ static void finalize(rt_actor *self)
 rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *err, size_t errlen)
 {
     void *loop = rt_system_loop(sys);
-    if (opts == NULL || opts->store == NULL || loop == NULL || opts->port < 0 || opts->port > 65535) {
+    if (opts == NULL || opts->store == NULL || opts->scheduler == NULL || loop == NULL || opts->port < 0 ||
+        opts->port > 65535) {
         snprintf(err, errlen, "invalid gateway options");
         return NULL;
     }
@@ -496,6 +501,8 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *er
     g->store = rt_actor_retain(opts->store);
     g->max_body = opts->max_body ? opts->max_body : (1u << 20);
     g->db_timeout_ms = opts->db_timeout_ms ? opts->db_timeout_ms : 5000;
+    cd_sessions_opts so = { .store = opts->store, .scheduler = opts->scheduler, .open_enrolment = opts->open_enrolment };
+    g->sessions_ws = cd_sessions_create(sys, &so);
 
     struct lws_context_creation_info info;
     memset(&info, 0, sizeof info);
@@ -512,7 +519,10 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *er
     }
     info.port = opts->port; /* 0: the system picks a free port */
     info.iface = opts->host ? opts->host : "127.0.0.1";
-    info.protocols = protocols;
+    g->protocols[0] = (struct lws_protocols){ "http", http_cb, sizeof(pss), 4096, 0, NULL, 0 };
+    g->protocols[1] = (struct lws_protocols){ CD_NODE_PROTOCOL, cd_session_lws_cb, cd_session_pss_size(), 65536, 0,
+        g->sessions_ws, 0 };
+    info.protocols = g->protocols;
     info.vhost_name = "simfarm";
     g->vhost = lws_create_vhost(g->ctx, &info);
     if (g->vhost == NULL) {

@@ -600,6 +600,11 @@ static void behaviour(rt_actor *self, rt_msg *m)
     case CD_MSG_COMPLETE:
         on_complete(self, s, m);
         break;
+    case CD_MSG_RENEW: {
+        cd_renew *r = (cd_renew *)m;
+        sc_renew(s->l, r->node, (const uint8_t (*)[16])r->tokens, r->n > CD_MAX_RENEW ? CD_MAX_RENEW : r->n, now_ms());
+        break;
+    }
     case CD_MSG_NODE_GONE:
         sc_release_node(s->l, ((cd_node_gone *)m)->node, now_ms());
         flush(s, NULL, 0, false);

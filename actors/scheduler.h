@@ -23,6 +23,7 @@ enum {
     CD_MSG_COMPLETE,                     /* cd_complete (request) -> cd_completed */
     CD_MSG_COMPLETED,
     CD_MSG_NODE_GONE,                    /* cd_node_gone: its claims go back at once */
+    CD_MSG_RENEW,                        /* cd_renew: a heartbeat renews these leases */
     CD_MSG__SCHED_PRIVATE = RT_MSG_USER + 0x1380,
 };
 
@@ -66,6 +67,15 @@ typedef struct cd_node_gone {
     rt_msg hdr;
     uint64_t node;
 } cd_node_gone;
+
+enum { CD_MAX_RENEW = 64 };
+
+typedef struct cd_renew {
+    rt_msg hdr;
+    uint64_t node;
+    unsigned n;
+    uint8_t tokens[CD_MAX_RENEW][16];
+} cd_renew;
 
 /* A completion request owning a copy of the result bytes. */
 cd_complete *cd_complete_new(uint64_t job, uint64_t chunk, const uint8_t token[16], uint64_t node,

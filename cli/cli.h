@@ -8,6 +8,8 @@
 
 #include "runtime/runtime.h"
 
+#include <stdbool.h>
+
 int cmd_sim(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_up(int argc, char **argv);
@@ -18,6 +20,7 @@ typedef struct coordinator_opts {
     const char *db;          /* libpq connection string */
     unsigned pool;           /* database connections; 0 = 2 */
     const char *name;        /* the subcommand, for messages */
+    bool open_enrolment;     /* unknown node keys join as public nodes */
     /* Called once listening, before the loop runs: the place to spawn more
      * actors (the store is borrowed). May be NULL. */
     void (*started)(rt_system *sys, rt_actor *store, const char *host, int port, void *ctx);

@@ -22,13 +22,14 @@ enum { SERVE_OK = 0, SERVE_FAIL = 1, SERVE_USAGE = 2 };
 static void serve_usage(FILE *out)
 {
     fprintf(out,
-        "usage: simfarm serve [--listen HOST:PORT] [--db CONNINFO] [--pool N]\n"
+        "usage: simfarm serve [--listen HOST:PORT] [--db CONNINFO] [--pool N] [--open-enrolment]\n"
         "\n"
         "Runs the coordinator: the REST API (/api/jobs), /health and /metrics on one\n"
         "port, with PostgreSQL as the system of record (migrated on start).\n"
         "  --listen HOST:PORT  address to serve on (default 127.0.0.1:8080; port 0 = any)\n"
         "  --db CONNINFO       libpq connection string or URI (default: $SIMFARM_DB)\n"
         "  --pool N            database connections, 1 to 8 (default 2)\n"
+        "  --open-enrolment    let unknown node keys join as public nodes\n"
         "Stops cleanly on SIGINT or SIGTERM.\n");
 }
 
@@ -67,12 +68,17 @@ int cmd_serve(int argc, char **argv)
     int port = 8080;
     const char *db = getenv("SIMFARM_DB");
     unsigned pool = 2;
+    bool open = false;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             serve_usage(stdout);
             return SERVE_OK;
+        }
+        if (strcmp(a, "--open-enrolment") == 0) {
+            open = true;
+            continue;
         }
         if (i + 1 >= argc) {
             fprintf(stderr, "simfarm serve: '%s' needs a value\n\n", a);
@@ -106,7 +112,7 @@ int cmd_serve(int argc, char **argv)
         return SERVE_USAGE;
     }
 
-    coordinator_opts co = { .host = host, .port = port, .db = db, .pool = pool, .name = "serve" };
+    coordinator_opts co = { .host = host, .port = port, .db = db, .pool = pool, .name = "serve", .open_enrolment = open };
     return coordinator_run(&co) == 0 ? SERVE_OK : SERVE_FAIL;
 }
 
@@ -121,17 +127,18 @@ int coordinator_run(const coordinator_opts *opts)
     cd_store_opts so = { .conninfo = opts->db, .connections = opts->pool ? opts->pool : 2, .listen = "pending_job" };
     rt_actor *store = cd_store_spawn(sys, &so);
     char msg[256];
-    cd_gateway_opts go = { .host = opts->host, .port = opts->port, .store = store };
-    rt_actor *gateway = store ? cd_gateway_spawn(sys, &go, msg, sizeof msg) : NULL;
     cd_scheduler_opts cs = { .store = store };
-    rt_actor *scheduler = gateway ? cd_scheduler_spawn(sys, &cs) : NULL;
-    if (scheduler == NULL) {
+    rt_actor *scheduler = store ? cd_scheduler_spawn(sys, &cs) : NULL;
+    cd_gateway_opts go = { .host = opts->host, .port = opts->port, .store = store, .scheduler = scheduler,
+        .open_enrolment = opts->open_enrolment };
+    rt_actor *gateway = scheduler ? cd_gateway_spawn(sys, &go, msg, sizeof msg) : NULL;
+    if (gateway == NULL) {
         fprintf(stderr, "simfarm %s: %s\n", opts->name,
-            !store ? "cannot start the store" : !gateway ? msg : "cannot start the scheduler");
+            !store ? "cannot start the store" : !scheduler ? "cannot start the scheduler" : msg);
         if (store != NULL)
             rt_actor_release(store);
-        if (gateway != NULL)
-            rt_actor_release(gateway);
+        if (scheduler != NULL)
+            rt_actor_release(scheduler);
         rt_system_destroy(sys);
         return -1;
     }

@@ -401,7 +401,9 @@ int cmd_up(int argc, char **argv)
     up_ctx u = { .submission = demo_job ? demo_submission() : NULL };
     if (demo_job && u.submission == NULL)
         printf("simfarm up: examples/option.json not found here: no demo job\n");
-    coordinator_opts co = { .host = host, .port = port, .db = db, .name = "up", .started = started, .ctx = &u };
+    /* The local farm's own nodes join without a claim token. */
+    coordinator_opts co = { .host = host, .port = port, .db = db, .name = "up", .started = started, .ctx = &u,
+        .open_enrolment = true };
     int rc = coordinator_run(&co);
     free(u.submission);
     pg_stop(&pg);

@@ -1,0 +1,804 @@
+/*
+ * session_uv.c — see session.h.
+ *
+ * The connection table (conns) belongs to the loop thread: lws callbacks add
+ * and remove entries, queue received frames to the session actor, and
+ * write queued frames when lws says a connection is writable. Session
+ * actors are pinned to the loop thread, so they use the table directly to
+ * send; a connection that closes leaves the table at once, and its actor
+ * learns it from a message.
+ */
+#include "actors/session.h"
+
+#include "actors/scheduler.h"
+#include "actors/store.h"
+#include "proto/msg.h"
+#include "proto/replay.h"
+#include "proto/sign.h"
+
+#include <inttypes.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SERVER_VERSION "simfarm 0.1.0"
+
+/* Application error codes (proto/PROTOCOL.md §7, positive numbers). */
+enum { E_NOT_ENROLLED = 1, E_NOT_READY = 2, E_JOB = 3, E_DATABASE = 4 };
+
+enum {
+    M_START = RT_MSG_USER + 0x1400,
+    M_FRAME,
+    M_CLOSED,
+    M_RETRY,
+    MAX_BATCHES = 64,
+    MAX_INFLIGHT = 1024,
+    RETRY_MS = 1000,
+};
+
+/* ---- the connection table (loop thread) -------------------------------------------- */
+
+typedef struct frame {
+    uint8_t *buf;          /* LWS_PRE bytes of headroom, then the frame */
+    size_t len;
+} frame;
+
+typedef struct conn {
+    uint64_t id;
+    struct lws *wsi;
+    rt_actor *actor;       /* the session; retained */
+    frame *out;
+    size_t nout, out_cap, out_head;
+    uint8_t *rx;
+    size_t rx_len;
+    bool closing, bad;
+} conn;
+
+struct cd_sessions {
+    rt_system *sys;
+    rt_actor *store, *scheduler;
+    bool open_enrolment;
+    uint32_t heartbeat_ms;
+    conn *conns;
+    size_t nconns, conns_cap;
+    uint64_t next_id;
+};
+
+typedef struct pss {
+    uint64_t id;
+} pss;
+
+typedef struct frame_msg {
+    rt_msg hdr;
+    uint8_t *bytes;
+    size_t len;
+} frame_msg;
+
+static conn *conn_find(cd_sessions *ss, uint64_t id)
+{
+    for (size_t i = 0; i < ss->nconns; i++)
+        if (ss->conns[i].id == id)
+            return &ss->conns[i];
+    return NULL;
+}
+
+static void conn_free(conn *c)
+{
+    for (size_t i = 0; i < c->nout; i++)
+        free(c->out[(c->out_head + i) % c->out_cap].buf);
+    free(c->out);
+    free(c->rx);
+    if (c->actor != NULL)
+        rt_actor_release(c->actor);
+}
+
+/* Queues a binary frame (copied) for connection id. Returns -1 when the
+ * connection is gone. */
+static int link_send(cd_sessions *ss, uint64_t id, const uint8_t *bytes, size_t len)
+{
+    conn *c = conn_find(ss, id);
+    if (c == NULL || c->closing)
+        return -1;
+    if (c->nout == c->out_cap) {
+        size_t ncap = c->out_cap ? c->out_cap * 2 : 8;
+        frame *nv = malloc(ncap * sizeof *nv);
+        if (nv == NULL)
+            rt_oom(ncap * sizeof *nv);
+        for (size_t i = 0; i < c->nout; i++)
+            nv[i] = c->out[(c->out_head + i) % c->out_cap];
+        free(c->out);
+        c->out = nv;
+        c->out_cap = ncap;
+        c->out_head = 0;
+    }
+    uint8_t *buf = malloc(LWS_PRE + len);
+    if (buf == NULL)
+        rt_oom(LWS_PRE + len);
+    memcpy(buf + LWS_PRE, bytes, len);
+    c->out[(c->out_head + c->nout++) % c->out_cap] = (frame){ buf, len };
+    lws_callback_on_writable(c->wsi);
+    return 0;
+}
+
+/* Closes the connection once what is queued has been written. */
+static void link_close(cd_sessions *ss, uint64_t id)
+{
+    conn *c = conn_find(ss, id);
+    if (c != NULL && !c->closing) {
+        c->closing = true;
+        lws_callback_on_writable(c->wsi);
+    }
+}
+
+static void frame_release(rt_msg *m)
+{
+    free(((frame_msg *)m)->bytes);
+}
+
+static void session_behaviour(rt_actor *self, rt_msg *m);
+static void session_final(rt_actor *self);
+typedef struct session session;
+static void session_init(session *s, cd_sessions *ss, uint64_t conn_id, rt_actor *self, const char *host);
+static size_t session_size(void);
+
+int cd_session_lws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
+{
+    pss *ps = user;
+    const struct lws_protocols *proto = lws_get_protocol(wsi);
+    cd_sessions *ss = proto ? proto->user : NULL;
+    conn *c;
+
+    switch (reason) {
+    case LWS_CALLBACK_ESTABLISHED: {
+        char uri[64] = "", host[256] = "";
+        lws_hdr_copy(wsi, uri, sizeof uri, WSI_TOKEN_GET_URI);
+        lws_hdr_copy(wsi, host, sizeof host, WSI_TOKEN_HOST);
+        if (strcmp(uri, "/ws/node") != 0 || ss == NULL)
+            return -1;
+        for (char *p = host; *p; p++)
+            if (*p >= 'A' && *p <= 'Z')
+                *p = (char)(*p - 'A' + 'a');
+        rt_actor_opts o = { .state_size = session_size(), .pinned = true, .finalize = session_final, .name = "session" };
+        rt_actor *a = rt_spawn(ss->sys, session_behaviour, &o);
+        if (a == NULL)
+            return -1;
+        if (ss->nconns == ss->conns_cap) {
+            size_t ncap = ss->conns_cap ? ss->conns_cap * 2 : 16;
+            conn *nv = realloc(ss->conns, ncap * sizeof *nv);
+            if (nv == NULL)
+                rt_oom(ncap * sizeof *nv);
+            ss->conns = nv;
+            ss->conns_cap = ncap;
+        }
+        c = &ss->conns[ss->nconns++];
+        memset(c, 0, sizeof *c);
+        c->id = ++ss->next_id;
+        c->wsi = wsi;
+        c->actor = a; /* the spawn reference moves here */
+        ps->id = c->id;
+        session_init(rt_state(a), ss, c->id, a, host);
+        rt_send(a, rt_msg_new(M_START, sizeof(rt_msg)));
+        return 0;
+    }
+    case LWS_CALLBACK_RECEIVE:
+        c = conn_find(ss, ps->id);
+        if (c == NULL)
+            return -1;
+        if (!lws_frame_is_binary(wsi) || c->rx_len + len > PR_MAX_FRAME) {
+            c->bad = true; /* text frames and frames over the limit end the session */
+            return -1;
+        }
+        {
+            uint8_t *nb = realloc(c->rx, c->rx_len + len + 1);
+            if (nb == NULL)
+                rt_oom(c->rx_len + len + 1);
+            c->rx = nb;
+            memcpy(c->rx + c->rx_len, in, len);
+            c->rx_len += len;
+        }
+        if (lws_is_final_fragment(wsi) && lws_remaining_packet_payload(wsi) == 0) {
+            frame_msg *f = RT_MSG_NEW(frame_msg, M_FRAME);
+            f->hdr.release = frame_release;
+            f->bytes = c->rx;
+            f->len = c->rx_len;
+            c->rx = NULL;
+            c->rx_len = 0;
+            rt_send(c->actor, &f->hdr);
+        }
+        return 0;
+    case LWS_CALLBACK_SERVER_WRITEABLE:
+        c = conn_find(ss, ps->id);
+        if (c == NULL)
+            return -1;
+        if (c->nout > 0) {
+            frame f = c->out[c->out_head];
+            c->out_head = (c->out_head + 1) % c->out_cap;
+            c->nout--;
+            int w = lws_write(wsi, f.buf + LWS_PRE, f.len, LWS_WRITE_BINARY);
+            free(f.buf);
+            if (w < (int)f.len)
+                return -1;
+        }
+        if (c->nout > 0)
+            lws_callback_on_writable(wsi);
+        else if (c->closing)
+            return -1;
+        return 0;
+    case LWS_CALLBACK_CLOSED:
+        for (size_t i = 0; ss != NULL && i < ss->nconns; i++) {
+            if (ss->conns[i].id != ps->id)
+                continue;
+            rt_send(ss->conns[i].actor, rt_msg_new(M_CLOSED, sizeof(rt_msg)));
+            conn_free(&ss->conns[i]);
+            ss->conns[i] = ss->conns[--ss->nconns];
+            break;
+        }
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+size_t cd_session_pss_size(void)
+{
+    return sizeof(pss);
+}
+
+unsigned cd_sessions_count(const cd_sessions *ss)
+{
+    return (unsigned)ss->nconns;
+}
+
+cd_sessions *cd_sessions_create(rt_system *sys, const cd_sessions_opts *opts)
+{
+    cd_sessions *ss = calloc(1, sizeof *ss);
+    if (ss == NULL)
+        rt_oom(sizeof *ss);
+    ss->sys = sys;
+    ss->store = rt_actor_retain(opts->store);
+    ss->scheduler = rt_actor_retain(opts->scheduler);
+    ss->open_enrolment = opts->open_enrolment;
+    ss->heartbeat_ms = opts->heartbeat_ms ? opts->heartbeat_ms : 5000;
+    return ss;
+}
+
+void cd_sessions_destroy(cd_sessions *ss)
+{
+    if (ss == NULL)
+        return;
+    for (size_t i = 0; i < ss->nconns; i++)
+        conn_free(&ss->conns[i]);
+    free(ss->conns);
+    rt_actor_release(ss->store);
+    rt_actor_release(ss->scheduler);
+    free(ss);
+}
+
+/* ---- the session actor ------------------------------------------------------------ */
+
+typedef struct inflight {
+    uint64_t chunk, job;
+    uint8_t token[16];
+} inflight;
+
+typedef struct batch {
+    uint64_t frame_id, job;
+    unsigned n, answered;
+    pr_outcome *outcomes;
+    bool job_complete, used;
+} batch;
+
+typedef enum req_kind { R_ENROL = 1, R_CTX, R_CLAIM, R_COMPLETE } req_kind;
+
+typedef struct req {
+    int64_t id;
+    req_kind kind;
+    uint64_t frame_id;     /* the node's frame this answers */
+    int batch, slot;       /* R_COMPLETE: which batch, which outcome */
+    uint64_t job;
+    uint8_t hash[32];
+} req;
+
+struct session {
+    cd_sessions *ss;
+    uint64_t conn;
+    rt_actor *self;
+    char host[256];
+    uint8_t nonce[PR_NONCE_BYTES];
+    enum { AWAIT_HELLO, ENROLLING, RUNNING, CLOSED } phase;
+    uint8_t pk[PR_PK_BYTES];
+    uint64_t node_id;
+    uint8_t tier;
+    pr_replay *guard;
+    unsigned max_slots;
+    bool claiming, retry_pending, draining;
+    double items_per_s;
+    uint64_t next_frame;
+    inflight *fly;
+    size_t nfly, fly_cap;
+    batch batches[MAX_BATCHES];
+    req *reqs;
+    size_t nreqs, reqs_cap;
+};
+
+static size_t session_size(void)
+{
+    return sizeof(session);
+}
+
+static void session_init(session *s, cd_sessions *ss, uint64_t conn_id, rt_actor *self, const char *host)
+{
+    s->ss = ss;
+    s->conn = conn_id;
+    s->self = self;
+    snprintf(s->host, sizeof s->host, "%s", host);
+}
+
+static uint64_t now_s(void)
+{
+    return (uint64_t)time(NULL);
+}
+
+static uint64_t now_ms_wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void send_msg(session *s, pr_msg *m)
+{
+    uint8_t *out = NULL;
+    size_t len = 0;
+    m->v = PR_VERSION;
+    if (m->id == 0)
+        m->id = ++s->next_frame;
+    m->ts = now_ms_wall();
+    int rc = pr_encode(m, &out, &len);
+    if (rc != 0) {
+        fprintf(stderr, "simfarm session: cannot encode %s: %s\n", pr_type_name(m->type), pr_strerror(rc));
+        return;
+    }
+    link_send(s->ss, s->conn, out, len);
+    free(out);
+}
+
+static void send_error(session *s, uint64_t id, int code, const char *message, bool fatal)
+{
+    pr_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = PR_MSG_ERROR;
+    m.id = id;
+    m.body.error.code = code;
+    m.body.error.message = message;
+    send_msg(s, &m);
+    if (fatal) {
+        s->phase = CLOSED;
+        link_close(s->ss, s->conn);
+    }
+}
+
+static req *req_add(session *s, int64_t id, req_kind kind)
+{
+    if (s->nreqs == s->reqs_cap) {
+        size_t ncap = s->reqs_cap ? s->reqs_cap * 2 : 16;
+        req *nv = realloc(s->reqs, ncap * sizeof *nv);
+        if (nv == NULL)
+            rt_oom(ncap * sizeof *nv);
+        s->reqs = nv;
+        s->reqs_cap = ncap;
+    }
+    req *r = &s->reqs[s->nreqs++];
+    memset(r, 0, sizeof *r);
+    r->id = id;
+    r->kind = kind;
+    return r;
+}
+
+/* Asks the scheduler for as many chunks as the node has free slots. */
+static void claim_more(session *s)
+{
+    if (s->phase != RUNNING || s->claiming || s->draining || s->nfly >= s->max_slots)
+        return;
+    cd_claim *c = RT_MSG_NEW(cd_claim, CD_MSG_CLAIM);
+    c->node = (sc_node_info){ .id = s->node_id, .tier = s->tier, .backends = 1, .mem_bytes = UINT64_MAX,
+        .items_per_s = s->items_per_s };
+    unsigned free_slots = s->max_slots - (unsigned)s->nfly;
+    c->slots = free_slots > CD_MAX_CLAIMS ? CD_MAX_CLAIMS : free_slots;
+    int64_t id = rt_request(s->self, s->ss->scheduler, &c->hdr, 10000);
+    if (id > 0) {
+        req_add(s, id, R_CLAIM);
+        s->claiming = true;
+    }
+}
+
+static void on_claimed(session *s, const cd_claimed *r)
+{
+    s->claiming = false;
+    if (r->n == 0) {
+        if (!s->retry_pending) { /* nothing to do now: ask again in a while */
+            s->retry_pending = true;
+            rt_send_after(s->self, RETRY_MS, rt_msg_new(M_RETRY, sizeof(rt_msg)));
+        }
+        return;
+    }
+    /* One assign per job, in the order the chunks came. */
+    bool sent[CD_MAX_CLAIMS] = { false };
+    for (unsigned i = 0; i < r->n; i++) {
+        if (sent[i])
+            continue;
+        pr_chunk chunks[CD_MAX_CLAIMS];
+        uint32_t n = 0;
+        for (unsigned k = i; k < r->n; k++) {
+            const cd_assignment *a = &r->a[k];
+            if (sent[k] || a->claim.job != r->a[i].claim.job)
+                continue;
+            sent[k] = true;
+            chunks[n].chunk = a->claim.chunk;
+            memcpy(chunks[n].token, a->claim.token, 16);
+            chunks[n].start = a->claim.first;
+            chunks[n].count = a->claim.count;
+            chunks[n].lease_ms = 60000;
+            n++;
+            if (s->nfly == s->fly_cap) {
+                size_t ncap = s->fly_cap ? s->fly_cap * 2 : 16;
+                inflight *nv = realloc(s->fly, ncap * sizeof *nv);
+                if (nv == NULL)
+                    rt_oom(ncap * sizeof *nv);
+                s->fly = nv;
+                s->fly_cap = ncap;
+            }
+            s->fly[s->nfly].chunk = a->claim.chunk;
+            s->fly[s->nfly].job = a->claim.job;
+            memcpy(s->fly[s->nfly].token, a->claim.token, 16);
+            s->nfly++;
+        }
+        pr_msg m;
+        memset(&m, 0, sizeof m);
+        m.type = PR_MSG_ASSIGN;
+        m.body.assign.job = r->a[i].claim.job;
+        m.body.assign.kernel = r->a[i].kernel;
+        memcpy(m.body.assign.ctx_hash, r->a[i].ctx_hash, 32);
+        m.body.assign.chunks = chunks;
+        m.body.assign.nchunks = n;
+        send_msg(s, &m);
+    }
+    claim_more(s);
+}
+
+static void on_hello(session *s, pr_msg *m)
+{
+    pr_hello *h = &m->body.hello;
+    int rc = pr_hello_verify(h, s->host, s->nonce, now_s());
+    if (rc != 0) {
+        send_error(s, m->id, rc, pr_strerror(rc), true);
+        return;
+    }
+    if (h->claim_token != NULL && h->claim_token[0] != '\0') {
+        send_error(s, m->id, E_NOT_ENROLLED, "claim tokens are not accepted by this coordinator yet", true);
+        return;
+    }
+    memcpy(s->pk, h->pk, 32);
+    unsigned cores = h->caps.cores ? h->caps.cores : 1;
+    s->max_slots = h->caps.max_parallel && h->caps.max_parallel < cores ? h->caps.max_parallel : cores;
+    if (s->max_slots > 256)
+        s->max_slots = 256;
+    /* Known keys come back with their tier; unknown ones join as public
+     * nodes only when enrolment is open. */
+    cd_query *q = cd_query_new(s->ss->open_enrolment
+        ? "INSERT INTO nodes (public_key, tier, last_seen) VALUES ($1, 'public', now()) "
+          "ON CONFLICT (public_key) DO UPDATE SET last_seen = now() "
+          "RETURNING id, tier, revoked_at IS NOT NULL"
+        : "UPDATE nodes SET last_seen = now() WHERE public_key = $1 RETURNING id, tier, revoked_at IS NOT NULL");
+    cd_query_bytes(q, h->pk, 32);
+    int64_t id = rt_request(s->self, s->ss->store, &q->hdr, 10000);
+    if (id < 0) {
+        send_error(s, m->id, E_DATABASE, "the coordinator is stopping", true);
+        return;
+    }
+    req_add(s, id, R_ENROL)->frame_id = m->id;
+    s->phase = ENROLLING;
+}
+
+static uint8_t tier_bit(const char *t)
+{
+    if (strcmp(t, "own") == 0)
+        return SC_TIER_OWN;
+    if (strcmp(t, "team") == 0)
+        return SC_TIER_TEAM;
+    if (strcmp(t, "community") == 0)
+        return SC_TIER_COMMUNITY;
+    return SC_TIER_PUBLIC;
+}
+
+static void on_enrolled(session *s, const req *r, cd_result *res)
+{
+    if (res == NULL || res->res == NULL || PQntuples(res->res) == 0) {
+        send_error(s, r->frame_id, res && res->res ? E_NOT_ENROLLED : E_DATABASE,
+            res && res->res ? "this key is not enrolled: enrol it with a claim token"
+                            : "the database is unavailable, try again", true);
+        return;
+    }
+    if (strcmp(PQgetvalue(res->res, 0, 2), "t") == 0) {
+        send_error(s, r->frame_id, E_NOT_ENROLLED, "this node was revoked", true);
+        return;
+    }
+    s->node_id = strtoull(PQgetvalue(res->res, 0, 0), NULL, 10);
+    s->tier = tier_bit(PQgetvalue(res->res, 0, 1));
+    if (pr_replay_create(&s->guard, 1024) != 0)
+        rt_oom(1024);
+    pr_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = PR_MSG_WELCOME;
+    m.id = r->frame_id;
+    m.body.welcome.node_id = s->node_id;
+    m.body.welcome.heartbeat_ms = s->ss->heartbeat_ms;
+    m.body.welcome.config.max_parallel = s->max_slots;
+    send_msg(s, &m);
+    s->phase = RUNNING;
+    claim_more(s);
+}
+
+static void on_ctx_req(session *s, pr_msg *m)
+{
+    cd_query *q = cd_query_new("SELECT params, ctx_hash FROM jobs WHERE id = $1");
+    cd_query_int(q, (int64_t)m->body.ctx_req.job);
+    q->binary_result = 1;
+    int64_t id = rt_request(s->self, s->ss->store, &q->hdr, 10000);
+    if (id < 0)
+        return;
+    req *r = req_add(s, id, R_CTX);
+    r->frame_id = m->id;
+    r->job = m->body.ctx_req.job;
+    memcpy(r->hash, m->body.ctx_req.hash, 32);
+}
+
+static void on_ctx(session *s, const req *r, cd_result *res)
+{
+    if (res == NULL || res->res == NULL || PQntuples(res->res) == 0 || PQgetlength(res->res, 0, 1) != 32 ||
+        memcmp(PQgetvalue(res->res, 0, 1), r->hash, 32) != 0) {
+        send_error(s, r->frame_id, E_JOB, "no such job, or not this work context", false);
+        return;
+    }
+    pr_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = PR_MSG_CTX;
+    m.id = r->frame_id;
+    m.body.ctx.job = r->job;
+    memcpy(m.body.ctx.hash, r->hash, 32);
+    m.body.ctx.bytes.ptr = (const uint8_t *)PQgetvalue(res->res, 0, 0);
+    m.body.ctx.bytes.len = (uint32_t)PQgetlength(res->res, 0, 0);
+    send_msg(s, &m);
+}
+
+/* Chunk ids are per job; job 0 matches any (heartbeats list ids only). */
+static int fly_find(const session *s, uint64_t job, uint64_t chunk)
+{
+    for (size_t i = 0; i < s->nfly; i++)
+        if (s->fly[i].chunk == chunk && (job == 0 || s->fly[i].job == job))
+            return (int)i;
+    return -1;
+}
+
+static void on_complete(session *s, pr_msg *m)
+{
+    pr_complete *c = &m->body.complete;
+    int rc = pr_complete_verify(c, s->pk, 32, s->host, now_s(), s->guard);
+    if (rc != 0) {
+        send_error(s, m->id, rc, pr_strerror(rc), false);
+        return;
+    }
+    int b = -1;
+    for (int i = 0; i < MAX_BATCHES; i++)
+        if (!s->batches[i].used) {
+            b = i;
+            break;
+        }
+    if (b < 0 || c->batch.nresults == 0) {
+        send_error(s, m->id, E_JOB, b < 0 ? "too many batches in flight" : "an empty batch", false);
+        return;
+    }
+    batch *bt = &s->batches[b];
+    memset(bt, 0, sizeof *bt);
+    bt->used = true;
+    bt->frame_id = m->id;
+    bt->job = c->batch.job;
+    bt->n = c->batch.nresults;
+    bt->outcomes = calloc(bt->n, sizeof *bt->outcomes);
+    if (bt->outcomes == NULL)
+        rt_oom(bt->n * sizeof *bt->outcomes);
+    for (uint32_t i = 0; i < c->batch.nresults; i++) {
+        const pr_result *r = &c->batch.results[i];
+        bt->outcomes[i].chunk = r->chunk;
+        bt->outcomes[i].outcome = PR_OUTCOME_STALE;
+        if (r->elapsed_ms > 0 && r->count > 0) {
+            double rate = (double)r->count * 1000.0 / r->elapsed_ms;
+            s->items_per_s = s->items_per_s > 0 ? 0.7 * s->items_per_s + 0.3 * rate : rate;
+        }
+        cd_complete *q = cd_complete_new(c->batch.job, r->chunk, r->token, s->node_id, r->data.ptr, r->data.len);
+        int64_t id = rt_request(s->self, s->ss->scheduler, &q->hdr, 70000);
+        if (id < 0) {
+            bt->answered++;
+            continue;
+        }
+        req *rq = req_add(s, id, R_COMPLETE);
+        rq->batch = b;
+        rq->slot = (int)i;
+    }
+    if (bt->answered == bt->n) { /* nothing could be asked */
+        free(bt->outcomes);
+        bt->used = false;
+    }
+}
+
+static void on_completed(session *s, const req *r, const cd_completed *res)
+{
+    batch *bt = &s->batches[r->batch];
+    pr_outcome *o = &bt->outcomes[r->slot];
+    if (res != NULL && res->err == 0) {
+        switch (res->outcome) {
+        case SC_ACCEPTED: o->outcome = PR_OUTCOME_ACCEPTED; break;
+        case SC_IDEMPOTENT: o->outcome = PR_OUTCOME_IDEMPOTENT; break;
+        case SC_CONFLICT: o->outcome = PR_OUTCOME_CONFLICT; break;
+        default: o->outcome = PR_OUTCOME_STALE; break;
+        }
+        bt->job_complete |= res->job_complete;
+    }
+    int k = fly_find(s, bt->job, o->chunk);
+    if (k >= 0 && (res == NULL || res->err == 0)) /* a bad result keeps its slot for a good one */
+        s->fly[k] = s->fly[--s->nfly];
+    if (++bt->answered < bt->n)
+        return;
+    pr_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = PR_MSG_COMPLETE_ACK;
+    m.id = bt->frame_id;
+    m.body.complete_ack.job = bt->job;
+    m.body.complete_ack.job_complete = bt->job_complete;
+    m.body.complete_ack.outcomes = bt->outcomes;
+    m.body.complete_ack.noutcomes = bt->n;
+    send_msg(s, &m);
+    free(bt->outcomes);
+    bt->used = false;
+    claim_more(s);
+}
+
+static void on_heartbeat(session *s, pr_msg *m)
+{
+    cd_renew *r = RT_MSG_NEW(cd_renew, CD_MSG_RENEW);
+    r->node = s->node_id;
+    for (uint32_t i = 0; i < m->body.heartbeat.nin_flight && r->n < CD_MAX_RENEW; i++) {
+        int k = fly_find(s, 0, m->body.heartbeat.in_flight[i]);
+        if (k >= 0)
+            memcpy(r->tokens[r->n++], s->fly[k].token, 16);
+    }
+    if (r->n == 0) /* an old node may not list them: renew all it holds */
+        for (size_t k = 0; k < s->nfly && r->n < CD_MAX_RENEW; k++)
+            memcpy(r->tokens[r->n++], s->fly[k].token, 16);
+    rt_send(s->ss->scheduler, &r->hdr);
+}
+
+static void on_frame(session *s, const frame_msg *f)
+{
+    pr_msg m;
+    int rc = pr_decode(&m, f->bytes, f->len);
+    if (rc != 0) {
+        char why[160];
+        snprintf(why, sizeof why, "%s%s%s", pr_strerror(rc), m.err_at[0] ? " at " : "", m.err_at);
+        send_error(s, m.id, rc, why, s->phase != RUNNING);
+        return;
+    }
+    if (s->phase == AWAIT_HELLO && m.type != PR_MSG_HELLO) {
+        send_error(s, m.id, E_NOT_READY, "say hello first", true);
+    } else if (s->phase == ENROLLING) {
+        send_error(s, m.id, E_NOT_READY, "wait for welcome", true);
+    } else {
+        switch (m.type) {
+        case PR_MSG_HELLO:
+            if (s->phase == AWAIT_HELLO)
+                on_hello(s, &m);
+            else
+                send_error(s, m.id, E_NOT_READY, "hello was already said", false);
+            break;
+        case PR_MSG_HEARTBEAT: on_heartbeat(s, &m); break;
+        case PR_MSG_CTX_REQ: on_ctx_req(s, &m); break;
+        case PR_MSG_COMPLETE: on_complete(s, &m); break;
+        case PR_MSG_BYE:
+            s->draining = true; /* no new work; what it holds it completes */
+            if (m.body.bye.reason == PR_BYE_LEAVING)
+                link_close(s->ss, s->conn);
+            break;
+        case PR_MSG_ERROR:
+            fprintf(stderr, "simfarm session: node %" PRIu64 " says: %s\n", s->node_id,
+                m.body.error.message ? m.body.error.message : "?");
+            break;
+        default:
+            send_error(s, m.id, E_NOT_READY, "a coordinator does not take this message", false);
+            break;
+        }
+    }
+    pr_msg_free(&m);
+}
+
+static void on_reply(session *s, rt_msg *msg)
+{
+    req r;
+    bool found = false;
+    for (size_t i = 0; i < s->nreqs; i++)
+        if (s->reqs[i].id == (int64_t)msg->req_id) {
+            r = s->reqs[i];
+            s->reqs[i] = s->reqs[--s->nreqs];
+            found = true;
+            break;
+        }
+    if (!found || s->phase == CLOSED)
+        return;
+    bool timeout = msg->type == RT_MSG_TIMEOUT;
+    switch (r.kind) {
+    case R_ENROL: on_enrolled(s, &r, timeout ? NULL : (cd_result *)msg); break;
+    case R_CTX: on_ctx(s, &r, timeout ? NULL : (cd_result *)msg); break;
+    case R_CLAIM:
+        if (timeout)
+            s->claiming = false;
+        else
+            on_claimed(s, (cd_claimed *)msg);
+        break;
+    case R_COMPLETE: on_completed(s, &r, timeout ? NULL : (cd_completed *)msg); break;
+    }
+}
+
+static void session_behaviour(rt_actor *self, rt_msg *m)
+{
+    session *s = rt_state(self);
+    switch (m->type) {
+    case M_START: {
+        randombytes_buf(s->nonce, sizeof s->nonce);
+        pr_msg c;
+        memset(&c, 0, sizeof c);
+        c.type = PR_MSG_CHALLENGE;
+        memcpy(c.body.challenge.nonce, s->nonce, sizeof s->nonce);
+        c.body.challenge.server = SERVER_VERSION;
+        send_msg(s, &c);
+        break;
+    }
+    case M_FRAME:
+        if (s->phase != CLOSED)
+            on_frame(s, (frame_msg *)m);
+        break;
+    case M_RETRY:
+        s->retry_pending = false;
+        claim_more(s);
+        break;
+    case M_CLOSED: {
+        s->phase = CLOSED;
+        if (s->node_id != 0) {
+            cd_node_gone *g = RT_MSG_NEW(cd_node_gone, CD_MSG_NODE_GONE);
+            g->node = s->node_id;
+            rt_send(s->ss->scheduler, &g->hdr);
+        }
+        rt_stop(self);
+        break;
+    }
+    case CD_MSG_RESULT:
+    case CD_MSG_CLAIMED:
+    case CD_MSG_COMPLETED:
+    case RT_MSG_TIMEOUT:
+        on_reply(s, m);
+        break;
+    default:
+        break;
+    }
+}
+
+static void session_final(rt_actor *self)
+{
+    session *s = rt_state(self);
+    for (int i = 0; i < MAX_BATCHES; i++)
+        if (s->batches[i].used)
+            free(s->batches[i].outcomes);
+    free(s->fly);
+    free(s->reqs);
+    pr_replay_destroy(s->guard);
+}
