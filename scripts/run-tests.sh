@@ -60,6 +60,11 @@ run_program() { # log program...
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
         f=1
     fi
+    # Criterion runs each test in a child whose LeakSanitizer report does not
+    # change the exit status: a report anywhere in the log is a failure.
+    if [ "$f" -eq 0 ] && grep -qE 'ERROR: (Address|Leak|Thread|Memory)Sanitizer|runtime error:|== ?ERROR SUMMARY: [1-9]' "$log"; then
+        f=1
+    fi
     [ "$f" -eq 0 ] || { echo "-- $* failed (exit $rc); last lines of $log:"; tail -n 25 "$log"; }
     suite_pass=$((suite_pass + p))
     suite_fail=$((suite_fail + f))
