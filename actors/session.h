@@ -16,7 +16,9 @@
 #include <libwebsockets.h>
 #include <stdbool.h>
 
-#define CD_NODE_PROTOCOL "simfarm.node.v1"
+#include "proto/msg.h"
+
+#define CD_NODE_PROTOCOL PR_WS_PROTOCOL
 
 typedef struct cd_sessions cd_sessions;
 

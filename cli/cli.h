@@ -13,6 +13,7 @@
 int cmd_sim(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_up(int argc, char **argv);
+int cmd_node(int argc, char **argv);
 
 typedef struct coordinator_opts {
     const char *host;        /* interface to serve on */

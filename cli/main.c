@@ -27,6 +27,7 @@ static void usage(FILE *out)
         "\n"
         "commands:\n"
         "  serve      run the coordinator: serve --db CONNINFO [--listen HOST:PORT]\n"
+        "  node       lend this machine to a coordinator: node [--server URL] [--cores N]\n"
         "  up         a farm on this machine: PostgreSQL in var/, the coordinator, the demo job\n"
         "  sim        run a kernel locally: sim <option|combat> params.json [--items N] [--backend cpu|opencl|cuda]\n"
         "  version    print the version and the libraries and devices found\n"
@@ -89,6 +90,8 @@ int main(int argc, char **argv)
         return cmd_sim(argc - 1, argv + 1);
     if (strcmp(cmd, "serve") == 0)
         return cmd_serve(argc - 1, argv + 1);
+    if (strcmp(cmd, "node") == 0)
+        return cmd_node(argc - 1, argv + 1);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         usage(stdout);
         return EXIT_OK;

@@ -30,6 +30,7 @@
 /* Limits (PROTOCOL.md, "Limits"). Per-field limits are tighter where the
  * catalogue says so. */
 #define PR_MAX_FRAME (4u << 20)     /* bytes in one frame */
+#define PR_WS_PROTOCOL "simfarm.node.v1" /* the WebSocket subprotocol; the path is /ws/node */
 #define PR_MAX_DEPTH 16u            /* nested arrays/maps; the envelope is 1 */
 #define PR_MAX_COUNT 4096u          /* entries in one array or map */
 #define PR_MAX_OBJECTS 65536u       /* values of any kind in one frame */

@@ -1,0 +1,106 @@
+/*
+ * keyfile.c — see keyfile.h.
+ */
+#include "node-native/keyfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void nd_key_default_path(char *buf, size_t cap)
+{
+    const char *xdg = getenv("XDG_DATA_HOME");
+    const char *home = getenv("HOME");
+    if (xdg != NULL && xdg[0] == '/')
+        snprintf(buf, cap, "%s/simfarm/node.key", xdg);
+    else
+        snprintf(buf, cap, "%s/.local/share/simfarm/node.key", home ? home : ".");
+}
+
+static int mkdirs(char *path)
+{
+    for (char *s = path + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        int rc = mkdir(path, 0700);
+        *s = '/';
+        if (rc != 0 && errno != EEXIST)
+            return -1;
+    }
+    return 0;
+}
+
+static int create(const char *path, uint8_t seed[32], char *err, size_t errlen)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    if (mkdirs(dir) != 0) {
+        snprintf(err, errlen, "cannot create the directory of %s: %s", path, strerror(errno));
+        return -1;
+    }
+    randombytes_buf(seed, 32);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        return -1;
+    }
+    bool ok = write(fd, seed, 32) == 32 && fsync(fd) == 0;
+    close(fd);
+    if (!ok) {
+        unlink(path);
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int nd_key_load(const char *path, pr_key *k, bool *created, char *err, size_t errlen)
+{
+    uint8_t seed[32];
+    struct stat st;
+    *created = false;
+    if (pr_init() != 0) {
+        snprintf(err, errlen, "libsodium failed to initialise");
+        return -1;
+    }
+    if (stat(path, &st) != 0) {
+        if (errno != ENOENT) {
+            snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+            return -1;
+        }
+        if (create(path, seed, err, errlen) != 0)
+            return -1;
+        *created = true;
+    } else {
+        if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+            snprintf(err, errlen, "%s can be read by other users (mode %03o): it must be 0600 "
+                "(chmod 600 %s)", path, (unsigned)(st.st_mode & 0777), path);
+            return -1;
+        }
+        if (st.st_size != 32) {
+            snprintf(err, errlen, "%s holds %lld bytes; a node key is a 32-byte seed", path, (long long)st.st_size);
+            return -1;
+        }
+        int fd = open(path, O_RDONLY);
+        bool ok = fd >= 0 && read(fd, seed, 32) == 32;
+        if (fd >= 0)
+            close(fd);
+        if (!ok) {
+            snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+            return -1;
+        }
+    }
+    int rc = pr_key_from_seed(k, seed, 32);
+    sodium_memzero(seed, sizeof seed);
+    if (rc != 0) {
+        snprintf(err, errlen, "%s does not hold a usable key", path);
+        return -1;
+    }
+    return 0;
+}

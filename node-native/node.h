@@ -1,0 +1,34 @@
+/*
+ * node.h — the native node: connects to a coordinator's /ws/node, proves
+ * its key, computes the chunks it is assigned on a pool of worker actors
+ * (one per allowed core, CPU backend) and sends signed results.
+ *
+ * States: connecting (with exponential backoff, 1 s .. 60 s, ±25 % jitter,
+ * after a lost connection: claims survive a reconnect until their lease
+ * ends, and results computed meanwhile are sent once back), hello sent,
+ * running. SIGINT or SIGTERM drains: no new work, the chunks in hand are
+ * finished and acknowledged, then `bye` and exit; a second signal exits at
+ * once. A coordinator that does not know the key ends the node with
+ * ND_EXIT_NOT_ENROLLED.
+ */
+#ifndef SIMFARM_NODE_NODE_H
+#define SIMFARM_NODE_NODE_H
+
+enum {
+    ND_EXIT_OK = 0,           /* stopped on a signal, after draining */
+    ND_EXIT_FAIL = 1,         /* could not start (key file, runtime) */
+    ND_EXIT_USAGE = 2,
+    ND_EXIT_NOT_ENROLLED = 3, /* the coordinator refused the key */
+};
+
+typedef struct nd_opts {
+    const char *url;          /* ws://host:port/ws/node */
+    const char *key_path;     /* NULL = nd_key_default_path() */
+    unsigned cores;           /* workers; 0 = every core */
+    const char *claim_token;  /* enrol with this token; may be NULL */
+} nd_opts;
+
+/* Runs the node until it stops; returns an ND_EXIT_* status. */
+int nd_run(const nd_opts *opts);
+
+#endif

@@ -1,0 +1,137 @@
+// A real farm: PostgreSQL, `simfarm serve`, and `simfarm node` processes
+// over WebSocket. A job farmed to the node gives what one local run gives;
+// the node's key file is guarded; a node the coordinator does not know is
+// told so; SIGTERM drains.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { build, run, top } from '../lib/proc.mjs';
+import { startPostgres } from '../lib/pg.mjs';
+
+const simfarm = path.join(build, 'bin/simfarm');
+const optionFile = path.join(top, 'examples/option.json');
+const option = JSON.parse(fs.readFileSync(optionFile, 'utf8'));
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-node-'));
+
+// A child process whose output can be waited on, with a deadline.
+function proc(args, { timeoutMs = 60000 } = {}) {
+  const child = spawn(simfarm, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const p = { out: '', err: '', child };
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  child.stdout.on('data', (d) => { p.out += d; });
+  child.stderr.on('data', (d) => { p.err += d; });
+  p.exited = exited;
+  p.until = (re, what) => new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${what}: not in ${timeoutMs} ms\n${p.out}\n${p.err}`)), timeoutMs);
+    const check = () => { const m = (p.out + p.err).match(re); if (m) { clearTimeout(timer); resolve(m); return true; } return false; };
+    if (check()) return;
+    child.stdout.on('data', check);
+    child.stderr.on('data', check);
+    exited.then((e) => { clearTimeout(timer); if (!check()) reject(new Error(`${what}: exited ${e.code ?? e.signal}\n${p.out}\n${p.err}`)); });
+  });
+  return p;
+}
+
+async function serve(extra = []) {
+  const s = proc(['serve', '--db', pg.url, '--listen', '127.0.0.1:0', ...extra]);
+  const m = await s.until(/listening on http:\/\/127\.0\.0\.1:(\d+)/, 'listening');
+  await s.until(/database up/, 'database up');
+  s.port = Number(m[1]);
+  s.url = `http://127.0.0.1:${s.port}`;
+  return s;
+}
+
+async function stop(p) {
+  if (p.child.exitCode !== null || p.child.signalCode !== null) return p.exited;
+  p.child.kill('SIGTERM');
+  const t = setTimeout(() => p.child.kill('SIGKILL'), 20000);
+  const e = await p.exited;
+  clearTimeout(t);
+  return e;
+}
+
+async function eventually(check, what, timeoutMs = 120000) {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await check();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+let pg, srv;
+before(async () => {
+  pg = await startPostgres();
+  srv = await serve(['--open-enrolment']);
+});
+after(async () => {
+  if (srv) await stop(srv);
+  await pg?.stop();
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+test('a job farmed to a node equals one local run', async () => {
+  const items = 3000000, seed = 7;
+  const res = await fetch(`${srv.url}/api/jobs`, { method: 'POST',
+    body: JSON.stringify({ kernel: 'option', params: option, items, seed }) });
+  assert.equal(res.status, 201);
+  const { id } = await res.json();
+  const key = path.join(tmp, 'a', 'node.key');
+  const node = proc(['node', '--server', `ws://127.0.0.1:${srv.port}/ws/node`, '--key', key, '--cores', '2']);
+  try {
+    await node.until(/connected to 127\.0\.0\.1:\d+ as node \d+/, 'node connected');
+    assert.equal(fs.statSync(key).mode & 0o777, 0o600, 'the key file is private');
+    const metrics = await (await fetch(`${srv.url}/metrics`)).text();
+    assert.match(metrics, /^simfarm_node_sessions 1$/m);
+    const job = await eventually(async () => {
+      const j = await (await fetch(`${srv.url}/api/jobs/${id}`)).json();
+      return j.state === 'complete' ? j : null;
+    }, 'job complete');
+
+    const local = await run(simfarm, ['sim', 'option', optionFile, '--items', String(items), '--seed', String(seed)]);
+    assert.equal(local.code, 0, local.stderr);
+    for (const o of job.result.outputs) {
+      const line = local.stdout.split('\n').find((l) => l.startsWith(o.name + ' '));
+      assert.ok(line, `local output ${o.name}`);
+      const [, mean, se] = line.trim().split(/\s+/);
+      assert.equal(o.mean.toFixed(8), Number(mean).toFixed(8), `${o.name} mean`);
+      assert.equal(o.stderr.toFixed(8), Number(se).toFixed(8), `${o.name} stderr`);
+      assert.equal(o.count, items);
+    }
+  } finally {
+    const e = await stop(node);
+    assert.equal(e.code, 0, node.err);
+    assert.match(node.out, /drained, leaving/);
+  }
+});
+
+test('a key file others can read is refused', async () => {
+  const key = path.join(tmp, 'b.key');
+  fs.writeFileSync(key, Buffer.alloc(32, 7), { mode: 0o644 });
+  fs.chmodSync(key, 0o644);
+  const r = await run(simfarm, ['node', '--server', `ws://127.0.0.1:${srv.port}/ws/node`, '--key', key]);
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /can be read by other users/);
+});
+
+test('a coordinator that does not know the key says so', async () => {
+  const closed = await serve();
+  try {
+    const node = proc(['node', '--server', `ws://127.0.0.1:${closed.port}/ws/node`, '--key', path.join(tmp, 'c.key')]);
+    const e = await node.exited;
+    assert.equal(e.code, 3, node.out + node.err);
+    assert.match(node.err, /not enrolled/);
+  } finally {
+    await stop(closed);
+  }
+});
+
+test('bad arguments are usage errors', async () => {
+  const r = await run(simfarm, ['node', '--server', 'http://nope']);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /ws:\/\/HOST:PORT/);
+});
