@@ -3,7 +3,7 @@
  * private PostgreSQL (created on first run, started and stopped with the
  * farm) unless $SIMFARM_DB names one, the coordinator, and the demo job.
  *
- *   simfarm up [--listen HOST:PORT] [--var DIR] [--no-demo]
+ *   simfarm up [--listen HOST:PORT] [--var DIR] [--no-demo] [--no-node] [--cores N]
  *
  * PostgreSQL refuses to run as root, so as root the cluster runs as the
  * `postgres` system user; its directory must then be reachable by that
@@ -44,12 +44,13 @@ typedef struct pgembed {
 static void up_usage(FILE *out)
 {
     fprintf(out,
-        "usage: simfarm up [--listen HOST:PORT] [--var DIR] [--no-demo]\n"
+        "usage: simfarm up [--listen HOST:PORT] [--var DIR] [--no-demo] [--no-node] [--cores N]\n"
         "\n"
         "Starts a farm on this machine: PostgreSQL in DIR/pg (default var/pg; created on\n"
         "first run) unless $SIMFARM_DB names a database, the coordinator on HOST:PORT\n"
-        "(default 127.0.0.1:8080), and the demo job from examples/option.json unless\n"
-        "--no-demo. Ctrl-C stops everything.\n");
+        "(default 127.0.0.1:8080), a local node on N cores (default all; its key in\n"
+        "DIR/node.key) unless --no-node, and the demo job from examples/option.json\n"
+        "unless --no-demo. Ctrl-C stops everything.\n");
 }
 
 /* ---- the embedded PostgreSQL ---------------------------------------------------- */
@@ -301,15 +302,63 @@ static void demo_final(rt_actor *self)
 
 typedef struct up_ctx {
     char *submission;        /* NULL: no demo */
+    bool node;               /* start a local node */
+    unsigned cores;
+    char key[PATH_MAX];      /* the local node's key file */
+    pid_t node_pid;
 } up_ctx;
+
+/* Starts `simfarm node` (this binary) against the coordinator. It shares
+ * our process group, so a Ctrl-C reaches it too and it drains. */
+static void start_node(up_ctx *u, const char *host, int port)
+{
+    char server[300], cores[16];
+    snprintf(server, sizeof server, "ws://%s:%d/ws/node", host, port);
+    snprintf(cores, sizeof cores, "%u", u->cores);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char *argv[] = { "simfarm", "node", "--server", server, "--key", u->key, "--cores", cores, NULL };
+        if (u->cores == 0)
+            argv[6] = NULL;
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    u->node_pid = pid;
+}
+
+static void stop_node(up_ctx *u)
+{
+    if (u->node_pid <= 0)
+        return;
+    kill(u->node_pid, SIGTERM); /* already draining after a Ctrl-C; a second signal would cut it short */
+    time_t deadline = time(NULL) + 30;
+    struct timespec pause = { 0, 50000000 };
+    int status;
+    while (waitpid(u->node_pid, &status, WNOHANG) == 0) {
+        if (time(NULL) > deadline) {
+            kill(u->node_pid, SIGKILL);
+            waitpid(u->node_pid, &status, 0);
+            break;
+        }
+        nanosleep(&pause, NULL);
+    }
+    u->node_pid = 0;
+}
 
 static void started(rt_system *sys, rt_actor *store, const char *host, int port, void *arg)
 {
     up_ctx *u = arg;
-    printf("simfarm up: the API is at http://%s:%d/api/jobs (health: /health, metrics: /metrics)\n"
-           "simfarm up: no nodes run yet, so jobs wait: nodes arrive with `simfarm node`\n"
-           "simfarm up: Ctrl-C stops everything\n", host, port);
+    printf("simfarm up: the API is at http://%s:%d/api/jobs (health: /health, metrics: /metrics)\n", host, port);
+    if (u->node)
+        printf("simfarm up: starting a local node; more can join: simfarm node --server ws://%s:%d/ws/node\n",
+            host, port);
+    else
+        printf("simfarm up: no local node (--no-node): jobs wait for `simfarm node --server ws://%s:%d/ws/node`\n",
+            host, port);
+    printf("simfarm up: Ctrl-C stops everything\n");
     fflush(stdout);
+    if (u->node)
+        start_node(u, host, port);
     if (u->submission == NULL)
         return;
     rt_actor_opts o = { .state_size = sizeof(demo), .finalize = demo_final, .name = "demo" };
@@ -337,7 +386,8 @@ static char *demo_submission(void)
     char *s = malloc(cap);
     if (s == NULL)
         rt_oom(cap);
-    snprintf(s, cap, "{\"kernel\": \"option\", \"params\": %s, \"items\": 100000000, \"owner\": \"demo\"}", params);
+    /* About half a minute on two cores: long enough to watch it converge. */
+    snprintf(s, cap, "{\"kernel\": \"option\", \"params\": %s, \"items\": 1000000000, \"owner\": \"demo\"}", params);
     return s;
 }
 
@@ -346,7 +396,8 @@ int cmd_up(int argc, char **argv)
     char host[256] = "127.0.0.1";
     int port = 8080;
     const char *var = "var";
-    bool demo_job = true;
+    bool demo_job = true, node = true;
+    unsigned cores = 0;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -356,6 +407,10 @@ int cmd_up(int argc, char **argv)
         }
         if (strcmp(a, "--no-demo") == 0) {
             demo_job = false;
+            continue;
+        }
+        if (strcmp(a, "--no-node") == 0) {
+            node = false;
             continue;
         }
         if (i + 1 >= argc) {
@@ -378,6 +433,14 @@ int cmd_up(int argc, char **argv)
             port = (int)p;
         } else if (strcmp(a, "--var") == 0) {
             var = v;
+        } else if (strcmp(a, "--cores") == 0) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (*end != '\0' || n < 1 || n > 1024) {
+                fprintf(stderr, "simfarm up: --cores wants a number from 1 to 1024, not '%s'\n", v);
+                return UP_USAGE;
+            }
+            cores = (unsigned)n;
         } else {
             fprintf(stderr, "simfarm up: unknown option '%s'\n\n", a);
             up_usage(stderr);
@@ -398,13 +461,21 @@ int cmd_up(int argc, char **argv)
         printf("simfarm up: PostgreSQL running in %s\n", pg.dir);
         db = pg.conninfo;
     }
-    up_ctx u = { .submission = demo_job ? demo_submission() : NULL };
+    up_ctx u = { .submission = demo_job ? demo_submission() : NULL, .node = node, .cores = cores };
+    if (mkdirs(var, 0755) == 0) {
+        char abs[PATH_MAX];
+        if (realpath(var, abs) != NULL && strlen(abs) < PATH_MAX - 16)
+            snprintf(u.key, sizeof u.key, "%.*s/node.key", PATH_MAX - 16, abs);
+    }
+    if (u.key[0] == '\0')
+        u.node = false;
     if (demo_job && u.submission == NULL)
         printf("simfarm up: examples/option.json not found here: no demo job\n");
     /* The local farm's own nodes join without a claim token. */
     coordinator_opts co = { .host = host, .port = port, .db = db, .name = "up", .started = started, .ctx = &u,
         .open_enrolment = true };
     int rc = coordinator_run(&co);
+    stop_node(&u);
     free(u.submission);
     pg_stop(&pg);
     return rc == 0 ? UP_OK : UP_FAIL;

@@ -24,7 +24,8 @@ async function up(args, ready, during, timeoutMs = 120000) {
   const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
   const seen = new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`not ready in ${timeoutMs} ms:\n${out}\n${err}`)), timeoutMs);
-    child.stdout.on('data', (d) => { out += d; if (ready.test(out)) { clearTimeout(timer); resolve(); } });
+    const isReady = () => (ready instanceof RegExp ? ready.test(out) : ready(out));
+    child.stdout.on('data', (d) => { out += d; if (isReady()) { clearTimeout(timer); resolve(); } });
     child.stderr.on('data', (d) => { err += d; });
     exited.then((e) => { clearTimeout(timer); reject(new Error(`up exited (${e.code ?? e.signal}):\n${out}\n${err}`)); });
   });
@@ -40,14 +41,16 @@ async function up(args, ready, during, timeoutMs = 120000) {
   }
 }
 
-test('first run creates the database and submits the demo job', async () => {
-  const r = await up([], /demo job \d+ submitted: (\S+)/, async (out) => {
+test('first run creates the database, starts a node and submits the demo job', async () => {
+  const ready = (out) => /demo job \d+ submitted: \S+/.test(out) && /connected to \S+ as node \d+/.test(out);
+  const r = await up(['--cores', '1'], ready, async (out) => {
     const url = out.match(/demo job \d+ submitted: (\S+)/)[1];
     const res = await fetch(url, { signal: AbortSignal.timeout(10000) });
     assert.equal(res.status, 200);
     return res.json();
   });
   assert.match(r.out, /creating a PostgreSQL cluster/);
+  assert.ok(fs.existsSync(path.join(varDir, 'node.key')), 'the local node keeps its key in var/');
   assert.equal(r.value.owner, 'demo');
   assert.equal(r.value.kernel, 'option');
   assert.equal(r.exit.code, 0, r.err);
@@ -57,14 +60,15 @@ test('first run creates the database and submits the demo job', async () => {
   assert.ok(!data.includes('postmaster.pid'), 'postgres still running after up stopped');
 });
 
-test('a second run reuses the database; --no-demo submits nothing', async () => {
-  const r = await up(['--no-demo'], /Ctrl-C stops everything/, async (out) => {
+test('a second run reuses the database; --no-demo --no-node start neither', async () => {
+  const r = await up(['--no-demo', '--no-node'], /Ctrl-C stops everything/, async (out) => {
     const base = out.match(/listening on (http:\/\/\S+)/)[1];
     const res = await fetch(`${base}/api/jobs`, { signal: AbortSignal.timeout(10000) });
     return res.json();
   });
   assert.doesNotMatch(r.out, /creating a PostgreSQL cluster/);
   assert.doesNotMatch(r.out, /demo job/);
+  assert.doesNotMatch(r.out, /connected to/);
   assert.equal(r.value.length, 1, 'the demo job of the first run is kept');
   assert.equal(r.exit.code, 0, r.err);
 });
