@@ -6,6 +6,8 @@
  */
 #include "runtime/rt_int.h"
 
+#include "runtime/pool.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,13 +105,12 @@ static void list_add(rt_actor ***v, size_t *n, size_t *cap, rt_actor *a)
 
 rt_msg *rt_msg_new(uint32_t type, size_t size)
 {
+    unsigned cls;
     if (size < sizeof(rt_msg))
         size = sizeof(rt_msg);
-    rt_msg *m = malloc(size);
-    if (m == NULL)
-        rt_oom(size);
-    memset(m, 0, size);
+    rt_msg *m = rt__pool_alloc(size, &cls);
     m->type = type;
+    m->flags = cls << MF_CLASS_SHIFT;
     return m;
 }
 
@@ -129,7 +130,7 @@ void rt_msg_free(rt_msg *msg)
         rt__timer_release(msg->timer);
     if ((msg->flags & MF_REQUEST) && msg->sender != NULL)
         rt_actor_release(msg->sender); /* requests keep their sender alive for the reply */
-    free(msg);
+    rt__pool_free(msg, (msg->flags & MF_CLASS_MASK) >> MF_CLASS_SHIFT);
 }
 
 /* ---- actors ------------------------------------------------------------------------- */
@@ -267,7 +268,7 @@ static int shed_reply(rt_msg *msg)
     rt_shed *s = RT_MSG_NEW(rt_shed, RT_MSG_SHED);
     s->hdr.req_id = msg->req_id;
     s->shed_type = msg->type;
-    s->hdr.flags = MF_REPLY;
+    s->hdr.flags |= MF_REPLY;
     s->hdr.sender = NULL;
     rt_actor *requester = msg->sender;
     if (atomic_load_explicit(&requester->flags, memory_order_acquire) & AF_DEAD) {

@@ -22,6 +22,8 @@ enum {
 enum {
     MF_REPLY = 1u << 0,   /* answers a request of the receiver */
     MF_REQUEST = 1u << 1, /* sent with rt_request: a shed gets an rt_shed */
+    MF_CLASS_SHIFT = 8,   /* bits 8..11: the pool class it came from (pool.h) */
+    MF_CLASS_MASK = 0xfu << 8,
 };
 
 struct rt_actor_ext; /* rare-path state, allocated on first use */

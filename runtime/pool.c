@@ -1,0 +1,173 @@
+/*
+ * pool.c — see pool.h. A batch is a chain of BATCH free blocks; its first
+ * block also links it into the class's shared stack (blocks are at least 64
+ * bytes, room for both links). The shared stacks are guarded by one spin
+ * flag: it is taken once per BATCH allocations or frees at most.
+ */
+#include "runtime/pool.h"
+
+#include "runtime/runtime.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#ifndef __EMSCRIPTEN__
+#include <pthread.h>
+#endif
+
+enum { CLASSES = 4, BATCH = 64 };
+
+static const size_t class_size[CLASSES] = { 64, 128, 256, 512 };
+
+typedef struct block {
+    struct block *next;       /* within a free list or a batch */
+    struct block *next_batch; /* first block of a batch: the next batch */
+} block;
+
+typedef struct cache {
+    block *head;
+    unsigned n;
+} cache;
+
+static _Thread_local cache local[CLASSES];
+static _Thread_local bool armed;
+static block *shared[CLASSES];
+static atomic_flag shared_lock = ATOMIC_FLAG_INIT;
+
+#ifndef __EMSCRIPTEN__
+/* Any thread that allocates gets a destructor that hands its cache back,
+ * so a thread's exit never strands blocks (the runtime's workers, a test's
+ * loop thread, a caller's own threads alike). */
+static pthread_key_t exit_key;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+static void on_thread_exit(void *arg)
+{
+    (void)arg;
+    rt__pool_thread_exit();
+}
+
+static void make_key(void)
+{
+    pthread_key_create(&exit_key, on_thread_exit);
+}
+
+static void arm(void)
+{
+    pthread_once(&exit_once, make_key);
+    pthread_setspecific(exit_key, &armed);
+    armed = true;
+}
+#else
+static void arm(void)
+{
+    armed = true;
+}
+#endif
+
+static void lock(void)
+{
+    /* Held for two pointer moves. */
+    while (atomic_flag_test_and_set_explicit(&shared_lock, memory_order_acquire))
+        ;
+}
+
+static void unlock(void)
+{
+    atomic_flag_clear_explicit(&shared_lock, memory_order_release);
+}
+
+static int class_of(size_t size)
+{
+    for (int c = 0; c < CLASSES; c++)
+        if (size <= class_size[c])
+            return c;
+    return -1;
+}
+
+void *rt__pool_alloc(size_t size, unsigned *cls)
+{
+#ifdef __EMSCRIPTEN__
+    int c = -1; /* one thread: malloc is as good */
+    (void)class_of;
+#else
+    int c = class_of(size);
+#endif
+    if (c < 0) {
+        void *p = calloc(1, size);
+        if (p == NULL)
+            rt_oom(size);
+        *cls = 0;
+        return p;
+    }
+    cache *k = &local[c];
+    if (!armed)
+        arm();
+    if (k->head == NULL) {
+        lock();
+        block *b = shared[c];
+        if (b != NULL)
+            shared[c] = b->next_batch;
+        unlock();
+        if (b != NULL) {
+            k->head = b;
+            k->n = BATCH;
+        }
+    }
+    block *b = k->head;
+    if (b != NULL) {
+        k->head = b->next;
+        k->n--;
+    } else {
+        b = malloc(class_size[c]);
+        if (b == NULL)
+            rt_oom(class_size[c]);
+    }
+    memset(b, 0, size);
+    *cls = (unsigned)c + 1;
+    return b;
+}
+
+void rt__pool_free(void *p, unsigned cls)
+{
+    if (p == NULL)
+        return;
+    if (cls == 0) {
+        free(p);
+        return;
+    }
+    unsigned c = cls - 1;
+    cache *k = &local[c];
+    block *b = p;
+    if (!armed)
+        arm();
+    b->next = k->head;
+    k->head = b;
+    if (++k->n < 2 * BATCH)
+        return;
+    /* Too many here: the first BATCH go to the shared stack as one batch. */
+    block *first = k->head, *last = first;
+    for (unsigned i = 1; i < BATCH; i++)
+        last = last->next;
+    k->head = last->next;
+    k->n -= BATCH;
+    last->next = NULL;
+    lock();
+    first->next_batch = shared[c];
+    shared[c] = first;
+    unlock();
+}
+
+void rt__pool_thread_exit(void)
+{
+    for (int c = 0; c < CLASSES; c++) {
+        block *b = local[c].head;
+        while (b != NULL) {
+            block *next = b->next;
+            free(b);
+            b = next;
+        }
+        local[c].head = NULL;
+        local[c].n = 0;
+    }
+}
