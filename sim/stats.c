@@ -193,50 +193,143 @@ int sim_stats_encode(const sim_stats *s, void *buf, size_t cap, size_t *len)
     return 0;
 }
 
-static bool get_u64(const msgpack_object *o, uint64_t *out)
+/* A bounded reader of the msgpack this encoding uses, allocating nothing:
+ * results arrive by the thousand per second and msgpack-c's unpacker would
+ * allocate a zone for each. It accepts every valid form of each field, as
+ * the encoding rules require of a decoder: any integer width, float32 or
+ * float64, any array header. */
+typedef struct reader {
+    const uint8_t *p, *end;
+} reader;
+
+static bool rd_be(reader *r, unsigned n, uint64_t *v)
 {
-    if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+    if ((size_t)(r->end - r->p) < n)
         return false;
-    *out = o->via.u64;
+    uint64_t x = 0;
+    for (unsigned i = 0; i < n; i++)
+        x = x << 8 | r->p[i];
+    r->p += n;
+    *v = x;
     return true;
 }
 
-static bool get_i64(const msgpack_object *o, int64_t *out)
+/* Any msgpack integer: *neg tells whether it is negative (then in *i). */
+static bool rd_int(reader *r, bool *neg, uint64_t *u, int64_t *i)
 {
-    if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
-        *out = o->via.i64;
+    if (r->p >= r->end)
+        return false;
+    uint8_t b = *r->p++;
+    uint64_t v;
+    *neg = false;
+    if (b <= 0x7f) {
+        *u = b;
         return true;
     }
-    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= INT64_MAX) {
-        *out = (int64_t)o->via.u64;
+    if (b >= 0xe0) {
+        *neg = true;
+        *i = (int8_t)b;
+        return true;
+    }
+    if (b >= 0xcc && b <= 0xcf) {
+        if (!rd_be(r, 1u << (b - 0xcc), u))
+            return false;
+        return true;
+    }
+    if (b >= 0xd0 && b <= 0xd3) {
+        unsigned n = 1u << (b - 0xd0);
+        if (!rd_be(r, n, &v))
+            return false;
+        int64_t x = n == 8 ? (int64_t)v : (int64_t)(v << (64 - 8 * n)) >> (64 - 8 * n);
+        if (x >= 0) {
+            *u = (uint64_t)x;
+        } else {
+            *neg = true;
+            *i = x;
+        }
         return true;
     }
     return false;
 }
 
-static bool get_f64(const msgpack_object *o, double *out)
+static bool rd_u64(reader *r, uint64_t *out)
 {
-    if (o->type != MSGPACK_OBJECT_FLOAT64 && o->type != MSGPACK_OBJECT_FLOAT32)
+    bool neg;
+    int64_t i;
+    return rd_int(r, &neg, out, &i) && !neg;
+}
+
+static bool rd_i64(reader *r, int64_t *out)
+{
+    bool neg;
+    uint64_t u;
+    if (!rd_int(r, &neg, &u, out))
         return false;
-    *out = o->via.f64;
+    if (neg)
+        return true;
+    if (u > INT64_MAX)
+        return false;
+    *out = (int64_t)u;
     return true;
 }
 
-static bool get_words(const msgpack_object *o, uint64_t *w, uint32_t n)
+static bool rd_f64(reader *r, double *out)
 {
-    if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != n)
+    uint64_t v;
+    if (r->p >= r->end)
+        return false;
+    uint8_t b = *r->p++;
+    if (b == 0xcb) {
+        if (!rd_be(r, 8, &v))
+            return false;
+        memcpy(out, &v, 8);
+        return true;
+    }
+    if (b == 0xca) {
+        float f;
+        uint32_t w;
+        if (!rd_be(r, 4, &v))
+            return false;
+        w = (uint32_t)v;
+        memcpy(&f, &w, 4);
+        *out = f;
+        return true;
+    }
+    return false;
+}
+
+static bool rd_array(reader *r, uint32_t want)
+{
+    uint64_t n;
+    if (r->p >= r->end)
+        return false;
+    uint8_t b = *r->p++;
+    if (b >= 0x90 && b <= 0x9f)
+        n = b & 0x0f;
+    else if (b == 0xdc) {
+        if (!rd_be(r, 2, &n))
+            return false;
+    } else if (b == 0xdd) {
+        if (!rd_be(r, 4, &n))
+            return false;
+    } else {
+        return false;
+    }
+    return n == want;
+}
+
+static bool rd_words(reader *r, uint64_t *w, uint32_t n)
+{
+    if (!rd_array(r, n))
         return false;
     for (uint32_t i = 0; i < n; i++)
-        if (!get_u64(&o->via.array.ptr[i], &w[i]))
+        if (!rd_u64(r, &w[i]))
             return false;
     return true;
 }
 
 int sim_stats_decode(sim_stats *s, const void *buf, size_t len)
 {
-    msgpack_unpacked up;
-    size_t off = 0;
-    int rc = SIM_EFORMAT;
     sim_stats t;
     uint64_t ver;
     int64_t fb, sqfb;
@@ -244,38 +337,28 @@ int sim_stats_decode(sim_stats *s, const void *buf, size_t len)
 
     if (buf == NULL || len == 0 || len > SIM_STATS_MAX_ENCODED)
         return SIM_EFORMAT;
-    msgpack_unpacked_init(&up);
-    if (msgpack_unpack_next(&up, buf, len, &off) != MSGPACK_UNPACK_SUCCESS || off != len)
-        goto out;
-    const msgpack_object *a = &up.data;
-    if (a->type != MSGPACK_OBJECT_ARRAY || a->via.array.size != 12)
-        goto out;
-    const msgpack_object *f = a->via.array.ptr;
+    reader r = { buf, (const uint8_t *)buf + len };
     memset(&t, 0, sizeof t);
-    if (!get_u64(&f[0], &ver) || ver != STATS_VERSION || !get_i64(&f[1], &fb) ||
-        !get_i64(&f[2], &sqfb) || !get_f64(&f[3], &lo) || !get_f64(&f[4], &hi))
-        goto out;
+    if (!rd_array(&r, 12) || !rd_u64(&r, &ver) || ver != STATS_VERSION || !rd_i64(&r, &fb) ||
+        !rd_i64(&r, &sqfb) || !rd_f64(&r, &lo) || !rd_f64(&r, &hi))
+        return SIM_EFORMAT;
     if (layout_from(&t.layout, fb, sqfb, lo, hi) != 0)
-        goto out;
-    if (!get_u64(&f[5], &t.acc.count) || !get_words(&f[6], t.acc.sum, 3) ||
-        !get_words(&f[7], t.acc.sumsq, 3) || !get_i64(&f[8], &t.acc.min) ||
-        !get_i64(&f[9], &t.acc.max) || !get_u64(&f[10], &t.acc.saturated) ||
-        !get_words(&f[11], t.acc.hist, SIM_HIST_BINS + 2))
-        goto out;
+        return SIM_EFORMAT;
+    if (!rd_u64(&r, &t.acc.count) || !rd_words(&r, t.acc.sum, 3) || !rd_words(&r, t.acc.sumsq, 3) ||
+        !rd_i64(&r, &t.acc.min) || !rd_i64(&r, &t.acc.max) || !rd_u64(&r, &t.acc.saturated) ||
+        !rd_words(&r, t.acc.hist, SIM_HIST_BINS + 2) || r.p != r.end)
+        return SIM_EFORMAT;
     /* Cross-field checks: the histogram counts every value once. */
     uint64_t total = 0;
     for (int i = 0; i < SIM_HIST_BINS + 2; i++) {
         if (t.acc.hist[i] > UINT64_MAX - total)
-            goto out;
+            return SIM_EFORMAT;
         total += t.acc.hist[i];
     }
     if (total != t.acc.count || t.acc.saturated > t.acc.count)
-        goto out;
+        return SIM_EFORMAT;
     if (t.acc.count > 0 && t.acc.min > t.acc.max)
-        goto out;
+        return SIM_EFORMAT;
     *s = t;
-    rc = 0;
-out:
-    msgpack_unpacked_destroy(&up);
-    return rc;
+    return 0;
 }
