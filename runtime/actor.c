@@ -791,16 +791,28 @@ int rt_timer_cancel(rt_system *sys, int64_t id)
 void rt__timers_cancel_all(rt_system *sys)
 {
     struct rt_system_common *c = rt__common(sys);
-    for (;;) {
-        int64_t id = 0;
-        rt__port_lock(c->timer_lock);
-        for (size_t b = 0; b < c->timer_buckets && id == 0; b++)
-            if (c->timers[b] != NULL)
-                id = c->timers[b]->id;
-        rt__port_unlock(c->timer_lock);
-        if (id == 0)
-            return;
-        rt_timer_cancel(sys, id);
+    /* Unlink everything first, then cancel outside the lock: the port may
+     * take its own locks. Walking the buckets (not looking ids up again)
+     * ends after one pass whatever the table holds. */
+    rt__port_lock(c->timer_lock);
+    rt_timer *all = NULL;
+    for (size_t b = 0; b < c->timer_buckets; b++) {
+        while (c->timers[b] != NULL) {
+            rt_timer *t = c->timers[b];
+            c->timers[b] = t->table_next;
+            atomic_store_explicit(&t->cancelled, true, memory_order_release);
+            t->table_next = all;
+            all = t;
+        }
+    }
+    c->timer_count = 0;
+    rt__port_unlock(c->timer_lock);
+    while (all != NULL) {
+        rt_timer *t = all;
+        all = t->table_next;
+        t->table_next = NULL;
+        rt__port_timer_cancel(sys, t);
+        rt__timer_release(t); /* the table's reference */
     }
 }
 
