@@ -4,8 +4,8 @@
  * stack in batches, so a message allocated on one thread and freed on
  * another costs no lock most of the time (glibc's allocator takes its arena
  * lock for such frees). Larger requests go to malloc, and so does everything
- * in the WebAssembly port (one thread) and under AddressSanitizer (which must
- * see every message freed to find a use after free). A thread's cache is handed
+ * under AddressSanitizer (which must see every message freed to find a use
+ * after free). A thread's cache is handed
  * back when the thread ends. Internal to runtime/.
  */
 #ifndef SIMFARM_RUNTIME_POOL_H

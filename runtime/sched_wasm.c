@@ -26,6 +26,7 @@ struct rt_system {
     struct rt_system_common c; /* first: rt__common casts */
     rt_mpscq runq;
     bool drain_pending;
+    int drain_timeout;       /* the host timeout of the pending drain */
     bool done;
     uint64_t drains;
 };
@@ -52,7 +53,7 @@ static void request_drain(rt_system *sys)
 {
     if (!sys->drain_pending && !sys->done) {
         sys->drain_pending = true;
-        emscripten_set_timeout(drain, 0, sys);
+        sys->drain_timeout = emscripten_set_timeout(drain, 0, sys);
     }
 }
 
@@ -185,6 +186,11 @@ void rt_system_destroy(rt_system *sys)
         sys->c.stopping = true;
         rt__timers_cancel_all(sys);
         finalize(sys);
+    }
+    /* A drain asked for during the last one must not run on freed memory. */
+    if (sys->drain_pending) {
+        emscripten_clear_timeout(sys->drain_timeout);
+        sys->drain_pending = false;
     }
     free(sys->c.timers);
     free(sys);
