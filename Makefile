@@ -171,6 +171,14 @@ $(BUILD)/wasm/%.js: tests/bench/%.c $(WASM_LIB_SRC) $(WASM_LIB_HDR) | $(DEPS_MK)
 # host's event loop through Asyncify.
 $(BUILD)/wasm/%.js: tests/check/%.c $(WASM_LIB_SRC) $(WASM_LIB_HDR) | $(DEPS_MK) $(SYSROOT)/.complete
 	$(emcc_link) -sASYNCIFY -DRT_WASM_BLOCKING_RUN
+# The same check programs with AddressSanitizer, run under node by the wasm
+# suite: memory errors of the WebAssembly port.
+WASM_ASAN_OUT := $(WASM_CHECK:%=$(BUILD)/wasm-asan/check_%.js)
+$(BUILD)/wasm-asan/%.js: tests/check/%.c $(WASM_LIB_SRC) $(WASM_LIB_HDR) | $(DEPS_MK) $(SYSROOT)/.complete
+	@mkdir -p $(@D)
+	$(WASM_ENV) $(EMCC) $(WASM_CFLAGS) -O1 -g -fsanitize=address -I$(SYSROOT)/include $< $(WASM_LIB_SRC) \
+		-L$(SYSROOT)/lib -lsodium -lmsgpackc -sEXIT_RUNTIME=1 -sASYNCIFY -DRT_WASM_BLOCKING_RUN \
+		-sINITIAL_MEMORY=268435456 -o $@
 
 # ---- CUDA (sim/) ----
 # When nvcc exists (on PATH or in /usr/local/cuda/bin), sim/kernels.cu (the
@@ -232,7 +240,7 @@ test: all wasm web asan tsan ## build everything and run every test suite; ends 
 run: all ## build, install what is missing, and run `simfarm up` (the local farm)
 	$(BIN) up
 
-wasm: $(DEPS_MK) $(WASM_OUT) ## build the WebAssembly programs with emcc (sysroot built once, cached)
+wasm: $(DEPS_MK) $(WASM_OUT) $(WASM_ASAN_OUT) ## build the WebAssembly programs with emcc (sysroot built once, cached)
 
 NPM_DIRS := $(patsubst %/package-lock.json,%,$(NPM_LOCKS))
 web: $(DEPS_MK) $(NPM_DIRS:%=%/node_modules/.package-lock.json) ## install the npm packages of web/ and tests/browser (from package-lock.json)

@@ -21,3 +21,13 @@ test('runtime behaviour: WebAssembly port passes the native suite', async () => 
   assert.ok(cases(wasm.stdout).length >= 11);
   assert.deepEqual(cases(wasm.stdout), cases(native.stdout));
 });
+
+test('runtime behaviour: the WebAssembly port under AddressSanitizer', async () => {
+  const r = await run(process.execPath, [path.join(build, 'wasm-asan/check_rt_behaviour.js')],
+    { env: wasmEnv, timeoutMs: 180000 });
+  assert.doesNotMatch(r.stdout + r.stderr, /AddressSanitizer/, r.stderr);
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  const summary = r.stdout.match(/^(\d+) passed, 0 failed$/m);
+  assert.ok(summary, r.stdout);
+  assert.equal(Number(summary[1]), cases(r.stdout).length);
+});
