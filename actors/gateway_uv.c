@@ -94,12 +94,7 @@ static session *session_find(gateway *g, uint64_t id)
 static uint64_t session_open(gateway *g, struct lws *wsi)
 {
     if (g->nsessions == g->sessions_cap) {
-        size_t ncap = g->sessions_cap ? g->sessions_cap * 2 : 16;
-        session *nv = realloc(g->sessions, ncap * sizeof *nv);
-        if (nv == NULL)
-            rt_oom(ncap * sizeof *nv);
-        g->sessions = nv;
-        g->sessions_cap = ncap;
+        g->sessions = rt_grow(g->sessions, &g->sessions_cap, sizeof *g->sessions);
     }
     session *s = &g->sessions[g->nsessions++];
     memset(s, 0, sizeof *s);
@@ -296,12 +291,7 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
 static void track(gateway *g, int64_t req, uint64_t sid, int kind)
 {
     if (g->npend == g->pend_cap) {
-        size_t ncap = g->pend_cap ? g->pend_cap * 2 : 16;
-        pending *nv = realloc(g->pend, ncap * sizeof *nv);
-        if (nv == NULL)
-            rt_oom(ncap * sizeof *nv);
-        g->pend = nv;
-        g->pend_cap = ncap;
+        g->pend = rt_grow(g->pend, &g->pend_cap, sizeof *g->pend);
     }
     g->pend[g->npend++] = (pending){ req, sid, kind };
 }

@@ -79,16 +79,6 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static void *grow(void *v, size_t *cap, size_t size)
-{
-    size_t ncap = *cap ? *cap * 2 : 16;
-    void *nv = realloc(v, ncap * size);
-    if (nv == NULL)
-        rt_oom(ncap * size);
-    *cap = ncap;
-    return nv;
-}
-
 /* ---- completions ------------------------------------------------------------------ */
 
 static void complete_release(rt_msg *m)
@@ -128,7 +118,7 @@ static void journal_cb(void *ctx, const sc_record *r)
 {
     sched *s = ctx;
     if (s->nout == s->out_cap)
-        s->out = grow(s->out, &s->out_cap, sizeof *s->out);
+        s->out = rt_grow(s->out, &s->out_cap, sizeof *s->out);
     outrec *o = &s->out[s->nout++];
     o->rec = *r;
     o->result = NULL;
@@ -144,7 +134,7 @@ static void journal_cb(void *ctx, const sc_record *r)
 static op *op_add(sched *s, int64_t req, op_kind kind)
 {
     if (s->nops == s->ops_cap)
-        s->ops = grow(s->ops, &s->ops_cap, sizeof *s->ops);
+        s->ops = rt_grow(s->ops, &s->ops_cap, sizeof *s->ops);
     op *o = &s->ops[s->nops++];
     memset(o, 0, sizeof *o);
     o->req = req;
@@ -252,7 +242,7 @@ static void flush(sched *s, rt_msg *completion, sc_outcome outcome, bool done)
                 k++;
             if (k == s->nbarriers) {
                 if (s->nbarriers == s->barriers_cap)
-                    s->barriers = grow(s->barriers, &s->barriers_cap, sizeof *s->barriers);
+                    s->barriers = rt_grow(s->barriers, &s->barriers_cap, sizeof *s->barriers);
                 s->nbarriers++;
             }
             s->barriers[k] = (barrier){ completion, (unsigned)writes, false, outcome, done };
@@ -468,7 +458,7 @@ static void restore_job(sched *s, op *o, PGresult *res)
         return;
     }
     if (s->njobs == s->jobs_cap)
-        s->jobs = grow(s->jobs, &s->jobs_cap, sizeof *s->jobs);
+        s->jobs = rt_grow(s->jobs, &s->jobs_cap, sizeof *s->jobs);
     s->jobs[s->njobs++] = o->info;
     sc_job_status st;
     sc_job_status_get(s->l, o->info.id, &st);

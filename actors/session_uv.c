@@ -165,12 +165,7 @@ int cd_session_lws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *u
         if (a == NULL)
             return -1;
         if (ss->nconns == ss->conns_cap) {
-            size_t ncap = ss->conns_cap ? ss->conns_cap * 2 : 16;
-            conn *nv = realloc(ss->conns, ncap * sizeof *nv);
-            if (nv == NULL)
-                rt_oom(ncap * sizeof *nv);
-            ss->conns = nv;
-            ss->conns_cap = ncap;
+            ss->conns = rt_grow(ss->conns, &ss->conns_cap, sizeof *ss->conns);
         }
         c = &ss->conns[ss->nconns++];
         memset(c, 0, sizeof *c);
@@ -383,12 +378,7 @@ static void send_error(session *s, uint64_t id, int code, const char *message, b
 static req *req_add(session *s, int64_t id, req_kind kind)
 {
     if (s->nreqs == s->reqs_cap) {
-        size_t ncap = s->reqs_cap ? s->reqs_cap * 2 : 16;
-        req *nv = realloc(s->reqs, ncap * sizeof *nv);
-        if (nv == NULL)
-            rt_oom(ncap * sizeof *nv);
-        s->reqs = nv;
-        s->reqs_cap = ncap;
+        s->reqs = rt_grow(s->reqs, &s->reqs_cap, sizeof *s->reqs);
     }
     req *r = &s->reqs[s->nreqs++];
     memset(r, 0, sizeof *r);
@@ -443,12 +433,7 @@ static void on_claimed(session *s, const cd_claimed *r)
             chunks[n].lease_ms = 60000;
             n++;
             if (s->nfly == s->fly_cap) {
-                size_t ncap = s->fly_cap ? s->fly_cap * 2 : 16;
-                inflight *nv = realloc(s->fly, ncap * sizeof *nv);
-                if (nv == NULL)
-                    rt_oom(ncap * sizeof *nv);
-                s->fly = nv;
-                s->fly_cap = ncap;
+                s->fly = rt_grow(s->fly, &s->fly_cap, sizeof *s->fly);
             }
             s->fly[s->nfly].chunk = a->claim.chunk;
             s->fly[s->nfly].job = a->claim.job;

@@ -51,6 +51,11 @@ typedef struct bytes_msg {
     size_t len;
 } bytes_msg;
 
+typedef struct bytes_t {
+    uint8_t *p;
+    size_t len;
+} bytes_t;
+
 typedef struct chunk {
     uint64_t job, id, start, count;
     uint8_t token[16];
@@ -91,8 +96,8 @@ typedef struct nlink {
     struct lws *wsi;
     uint8_t *rx;
     size_t rx_len;
-    uint8_t **out;         /* frames to write, LWS_PRE headroom each */
-    size_t *out_len, nout, out_cap;
+    bytes_t *out;          /* frames to write, LWS_PRE headroom each */
+    size_t nout, out_cap;
     enum { DOWN, CONNECTING, AWAIT_WELCOME, RUNNING } phase;
     uint64_t node_id, next_id;
     uint32_t heartbeat_ms;
@@ -105,8 +110,8 @@ typedef struct nlink {
     chunk *queue;          /* assigned, waiting for a worker or a context */
     size_t nqueue, queue_cap;
     unsigned computing;
-    uint8_t **pending;     /* encoded complete frames not yet sent (disconnected) */
-    size_t *pending_len, npending, pending_cap;
+    bytes_t *pending;      /* encoded complete frames not yet sent (disconnected) */
+    size_t npending, pending_cap;
     unsigned unacked;      /* completions sent, no ack yet */
     jobctx jobs[MAX_JOBS];
     bool draining;
@@ -136,34 +141,17 @@ static void bytes_release(rt_msg *m)
     free(((bytes_msg *)m)->bytes);
 }
 
-static void *grow(void *v, size_t *cap, size_t size)
-{
-    size_t ncap = *cap ? *cap * 2 : 16;
-    void *nv = realloc(v, ncap * size);
-    if (nv == NULL)
-        rt_oom(ncap * size);
-    *cap = ncap;
-    return nv;
-}
-
 /* ---- the connection (lws callbacks, loop thread) ---------------------------------- */
 
 static void queue_frame(nlink *l, const uint8_t *bytes, size_t len)
 {
-    if (l->nout == l->out_cap) {
-        size_t cap = l->out_cap;
-        l->out = grow(l->out, &cap, sizeof *l->out);
-        l->out_len = realloc(l->out_len, cap * sizeof *l->out_len);
-        if (l->out_len == NULL)
-            rt_oom(cap * sizeof *l->out_len);
-        l->out_cap = cap;
-    }
+    if (l->nout == l->out_cap)
+        l->out = rt_grow(l->out, &l->out_cap, sizeof *l->out);
     uint8_t *b = malloc(LWS_PRE + len);
     if (b == NULL)
         rt_oom(LWS_PRE + len);
     memcpy(b + LWS_PRE, bytes, len);
-    l->out[l->nout] = b;
-    l->out_len[l->nout++] = len;
+    l->out[l->nout++] = (bytes_t){ b, len };
     if (l->wsi != NULL)
         lws_callback_on_writable(l->wsi);
 }
@@ -171,7 +159,7 @@ static void queue_frame(nlink *l, const uint8_t *bytes, size_t len)
 static void drop_frames(nlink *l)
 {
     for (size_t i = 0; i < l->nout; i++)
-        free(l->out[i]);
+        free(l->out[i].p);
     l->nout = 0;
     free(l->rx);
     l->rx = NULL;
@@ -213,10 +201,9 @@ static int client_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
         break;
     case LWS_CALLBACK_CLIENT_WRITEABLE:
         if (l->nout > 0) {
-            uint8_t *b = l->out[0];
-            size_t n = l->out_len[0];
+            uint8_t *b = l->out[0].p;
+            size_t n = l->out[0].len;
             memmove(l->out, l->out + 1, (l->nout - 1) * sizeof *l->out);
-            memmove(l->out_len, l->out_len + 1, (l->nout - 1) * sizeof *l->out_len);
             l->nout--;
             int w = lws_write(wsi, b + LWS_PRE, n, LWS_WRITE_BINARY);
             free(b);
@@ -391,7 +378,7 @@ static void on_assign(nlink *l, const pr_msg *m)
     }
     for (uint32_t i = 0; i < a->nchunks; i++) {
         if (l->nqueue == l->queue_cap)
-            l->queue = grow(l->queue, &l->queue_cap, sizeof *l->queue);
+            l->queue = rt_grow(l->queue, &l->queue_cap, sizeof *l->queue);
         chunk *c = &l->queue[l->nqueue++];
         c->job = a->job;
         c->id = a->chunks[i].chunk;
@@ -430,8 +417,8 @@ static void on_ctx(nlink *l, const pr_msg *m)
 static void send_pending(nlink *l)
 {
     for (size_t i = 0; i < l->npending; i++) {
-        queue_frame(l, l->pending[i], l->pending_len[i]);
-        free(l->pending[i]);
+        queue_frame(l, l->pending[i].p, l->pending[i].len);
+        free(l->pending[i].p);
         l->unacked++;
     }
     l->npending = 0;
@@ -483,16 +470,9 @@ static void on_done(nlink *l, done_msg *d)
         if (pr_complete_seal(&m.body.complete, &payload, &l->key, l->hostport, (uint64_t)time(NULL)) == 0 &&
             pr_encode(&m, &frame, &flen) == 0) {
             /* Sent now, or once the connection is back. */
-            if (l->npending == l->pending_cap) {
-                size_t cap = l->pending_cap;
-                l->pending = grow(l->pending, &cap, sizeof *l->pending);
-                l->pending_len = realloc(l->pending_len, cap * sizeof *l->pending_len);
-                if (l->pending_len == NULL)
-                    rt_oom(cap);
-                l->pending_cap = cap;
-            }
-            l->pending[l->npending] = frame;
-            l->pending_len[l->npending++] = flen;
+            if (l->npending == l->pending_cap)
+                l->pending = rt_grow(l->pending, &l->pending_cap, sizeof *l->pending);
+            l->pending[l->npending++] = (bytes_t){ frame, flen };
             if (l->phase == RUNNING)
                 send_pending(l);
         }
@@ -719,11 +699,9 @@ static void link_final(rt_actor *self)
         lws_context_destroy(l->ctx);
     drop_frames(l);
     free(l->out);
-    free(l->out_len);
     for (size_t i = 0; i < l->npending; i++)
-        free(l->pending[i]);
+        free(l->pending[i].p);
     free(l->pending);
-    free(l->pending_len);
     free(l->queue);
     for (int i = 0; i < MAX_JOBS; i++)
         if (l->jobs[i].sim != NULL)

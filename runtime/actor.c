@@ -33,6 +33,18 @@ void rt_oom(size_t size)
     abort();
 }
 
+void *rt_grow(void *v, size_t *cap, size_t elem)
+{
+    size_t ncap = *cap ? *cap * 2 : 8;
+    if (ncap > SIZE_MAX / elem)
+        rt_oom(SIZE_MAX);
+    void *nv = realloc(v, ncap * elem);
+    if (nv == NULL)
+        rt_oom(ncap * elem);
+    *cap = ncap;
+    return nv;
+}
+
 static void *xcalloc(size_t n, size_t size)
 {
     void *p = calloc(n, size);
@@ -91,12 +103,7 @@ static void ext_unlock(struct rt_actor_ext *e)
 static void list_add(rt_actor ***v, size_t *n, size_t *cap, rt_actor *a)
 {
     if (*n == *cap) {
-        size_t ncap = *cap ? *cap * 2 : 4;
-        rt_actor **nv = realloc(*v, ncap * sizeof *nv);
-        if (nv == NULL)
-            rt_oom(ncap * sizeof *nv);
-        *v = nv;
-        *cap = ncap;
+        *v = rt_grow(*v, cap, sizeof **v);
     }
     (*v)[(*n)++] = a;
 }
@@ -447,12 +454,7 @@ static void pending_add(rt_actor *self, uint64_t req, int64_t timer)
 {
     struct rt_actor_ext *e = ext_of(self);
     if (e->npending == e->pending_cap) {
-        size_t ncap = e->pending_cap ? e->pending_cap * 2 : 4;
-        pending *nv = realloc(e->pending, ncap * sizeof *nv);
-        if (nv == NULL)
-            rt_oom(ncap * sizeof *nv);
-        e->pending = nv;
-        e->pending_cap = ncap;
+        e->pending = rt_grow(e->pending, &e->pending_cap, sizeof *e->pending);
     }
     e->pending[e->npending++] = (pending){ req, timer };
 }

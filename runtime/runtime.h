@@ -61,6 +61,11 @@ const char *rt_strerror(int code);
  * a few bytes is better restarted than limping. */
 _Noreturn void rt_oom(size_t size);
 
+/* Doubles the capacity of an array of elem-byte elements (to 8 from 0):
+ * returns the moved array and updates *cap. Never returns NULL: failure is
+ * rt_oom(). For the append-only arrays of actors and hosts. */
+void *rt_grow(void *v, size_t *cap, size_t elem);
+
 /* ---- messages -------------------------------------------------------------- */
 
 /* Message types below RT_MSG_USER are the runtime's own. */

@@ -480,12 +480,7 @@ void rt__port_timer_cancel(rt_system *sys, rt_timer *t)
     atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
     pthread_mutex_lock(&sys->cancel_lock);
     if (sys->ncancels == sys->cancels_cap) {
-        size_t ncap = sys->cancels_cap ? sys->cancels_cap * 2 : 16;
-        rt_timer **nv = realloc(sys->cancels, ncap * sizeof *nv);
-        if (nv == NULL)
-            rt_oom(ncap * sizeof *nv);
-        sys->cancels = nv;
-        sys->cancels_cap = ncap;
+        sys->cancels = rt_grow(sys->cancels, &sys->cancels_cap, sizeof *sys->cancels);
     }
     sys->cancels[sys->ncancels++] = t;
     pthread_mutex_unlock(&sys->cancel_lock);
