@@ -1,0 +1,48 @@
+/*
+ * events.h — the coordinator's live events: the log behind /ws/events.
+ *
+ * Every event gets the next sequence number and is kept, as its JSON text,
+ * in a ring of the last `capacity` events, so a dashboard that reconnects
+ * with the last number it saw gets what it missed (or is told it is too far
+ * behind and needs a snapshot). The latest `job.progress` of each
+ * unfinished job is kept apart, so a snapshot and GET /api/jobs/{id} cost
+ * one lookup per job, never a replay. Plain data; one thread.
+ */
+#ifndef SIMFARM_ACTORS_EVENTS_H
+#define SIMFARM_ACTORS_EVENTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct cd_events cd_events;
+
+/* capacity: events kept for replay (at least 1). Never returns NULL. */
+cd_events *cd_events_create(size_t capacity);
+void cd_events_destroy(cd_events *ev);
+
+/* Appends an event of `type` ("job.progress", "node.online", ...) about job
+ * (0 = none) whose other members are `fields`: JSON object members without
+ * the braces (e.g. "\"state\":\"complete\""), or "" for none. Returns the
+ * event's text, {"seq":N,"type":...,"job":J,fields}, valid until the event
+ * leaves the ring. `job.progress` replaces the job's latest progress;
+ * `job.finished` forgets it. */
+const char *cd_events_add(cd_events *ev, const char *type, uint64_t job, const char *fields);
+
+/* The sequence number of the last event (0 before the first). */
+uint64_t cd_events_last(const cd_events *ev);
+
+/* Calls fn for each kept event with seq > since, oldest first, whose job is
+ * `job` (0 = every event). Returns 0, or -1 when events after `since` have
+ * already left the ring (the caller needs a snapshot instead). */
+int cd_events_since(const cd_events *ev, uint64_t since, uint64_t job,
+    void (*fn)(void *ctx, const char *text, size_t len), void *ctx);
+
+/* The latest job.progress event of job (its whole text), or NULL. */
+const char *cd_events_progress(const cd_events *ev, uint64_t job);
+
+/* Calls fn with the latest progress event of every unfinished job that has
+ * one, in job order. */
+void cd_events_each_progress(const cd_events *ev, void (*fn)(void *ctx, uint64_t job, const char *text), void *ctx);
+
+#endif

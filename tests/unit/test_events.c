@@ -1,0 +1,98 @@
+/*
+ * test_events.c — the event log behind /ws/events: sequence numbers, the
+ * replay ring and when it says "too far behind", the latest progress per
+ * job.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "actors/events.h"
+
+typedef struct seen {
+    char text[16][128];
+    int n;
+} seen;
+
+static void collect(void *ctx, const char *text, size_t len)
+{
+    seen *s = ctx;
+    cr_assert_eq(strlen(text), len);
+    cr_assert_lt(s->n, 16);
+    snprintf(s->text[s->n++], sizeof s->text[0], "%s", text);
+}
+
+Test(events, texts_carry_seq_type_job_and_fields)
+{
+    cd_events *ev = cd_events_create(8);
+    cr_assert_eq(cd_events_last(ev), 0);
+    cr_assert_str_eq(cd_events_add(ev, "node.online", 0, "\"node\":4"), "{\"seq\":1,\"type\":\"node.online\",\"node\":4}");
+    cr_assert_str_eq(cd_events_add(ev, "job.started", 9, ""), "{\"seq\":2,\"type\":\"job.started\",\"job\":9}");
+    cr_assert_eq(cd_events_last(ev), 2);
+    cd_events_destroy(ev);
+}
+
+Test(events, replay_from_a_seq_filtered_by_job)
+{
+    cd_events *ev = cd_events_create(8);
+    cd_events_add(ev, "job.started", 1, "");
+    cd_events_add(ev, "job.started", 2, "");
+    cd_events_add(ev, "job.progress", 1, "\"items_done\":5");
+    seen s = { .n = 0 };
+    cr_assert_eq(cd_events_since(ev, 1, 0, collect, &s), 0);
+    cr_assert_eq(s.n, 2);
+    cr_assert(strstr(s.text[0], "\"seq\":2") != NULL);
+    s.n = 0;
+    cr_assert_eq(cd_events_since(ev, 0, 1, collect, &s), 0);
+    cr_assert_eq(s.n, 2, "job 1 has two events, got %d", s.n);
+    s.n = 0;
+    cr_assert_eq(cd_events_since(ev, 3, 0, collect, &s), 0);
+    cr_assert_eq(s.n, 0, "nothing after the last");
+    cd_events_destroy(ev);
+}
+
+Test(events, a_client_behind_the_ring_needs_a_snapshot)
+{
+    cd_events *ev = cd_events_create(4);
+    for (int i = 0; i < 10; i++)
+        cd_events_add(ev, "job.progress", 7, "");
+    seen s = { .n = 0 };
+    cr_assert_eq(cd_events_since(ev, 5, 0, collect, &s), -1, "seq 6 has left a ring of 4 (7..10 kept)");
+    cr_assert_eq(s.n, 0);
+    cr_assert_eq(cd_events_since(ev, 6, 0, collect, &s), 0);
+    cr_assert_eq(s.n, 4);
+    cr_assert(strstr(s.text[0], "\"seq\":7,") != NULL, "%s", s.text[0]);
+    cr_assert(strstr(s.text[3], "\"seq\":10,") != NULL, "%s", s.text[3]);
+    cd_events_destroy(ev);
+}
+
+typedef struct jobs_seen {
+    uint64_t job[8];
+    int n;
+} jobs_seen;
+
+static void each(void *ctx, uint64_t job, const char *text)
+{
+    jobs_seen *j = ctx;
+    cr_assert_not_null(text);
+    j->job[j->n++] = job;
+}
+
+Test(events, latest_progress_per_unfinished_job)
+{
+    cd_events *ev = cd_events_create(2);
+    cd_events_add(ev, "job.progress", 30, "\"items_done\":1");
+    cd_events_add(ev, "job.progress", 10, "\"items_done\":1");
+    cd_events_add(ev, "job.progress", 20, "\"items_done\":1");
+    cd_events_add(ev, "job.progress", 10, "\"items_done\":2");
+    cr_assert(strstr(cd_events_progress(ev, 10), "\"items_done\":2") != NULL, "the latest one is kept");
+    cr_assert_null(cd_events_progress(ev, 11));
+    cd_events_add(ev, "job.finished", 20, "\"state\":\"complete\"");
+    cr_assert_null(cd_events_progress(ev, 20), "a finished job has no progress");
+    jobs_seen j = { .n = 0 };
+    cd_events_each_progress(ev, each, &j);
+    cr_assert_eq(j.n, 2);
+    cr_assert_eq(j.job[0], 10);
+    cr_assert_eq(j.job[1], 30);
+    cd_events_destroy(ev);
+}
