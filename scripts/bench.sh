@@ -4,6 +4,10 @@
 #
 #   scripts/bench.sh               all
 #   scripts/bench.sh ed25519       build/bench/bench_ed25519 and its wasm build
+#   scripts/bench.sh coord         build/bench/bench_coord: starts its own
+#                                  PostgreSQL and `simfarm serve`, so it needs
+#                                  build/bin/simfarm and PostgreSQL 15's server
+#                                  programs (about a minute; see its header)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
