@@ -32,4 +32,13 @@ typedef struct coordinator_opts {
  * Returns 0 after a clean stop, -1 when it could not start. */
 int coordinator_run(const coordinator_opts *opts);
 
+/* The client subcommands (cli/jobs.c, nodes.c, tokens.c; docs/cli.md). */
+int cmd_submit(int argc, char **argv);
+int cmd_jobs(int argc, char **argv);
+int cmd_job(int argc, char **argv);
+int cmd_cancel(int argc, char **argv);
+int cmd_watch(int argc, char **argv);
+int cmd_nodes(int argc, char **argv);
+int cmd_token(int argc, char **argv);
+
 #endif

@@ -1,8 +1,9 @@
 /*
  * main.c — the `simfarm` command: dispatches to one subcommand.
  *
- * Subcommands arrive with the subsystems they drive: serve, up, sim and
- * version exist now; node, submit, jobs and the rest come with theirs.
+ * Running a farm: serve, node, up. Using one over its HTTP API: submit,
+ * jobs, job, watch, cancel, nodes, token (cli/jobs.c, nodes.c, tokens.c on
+ * cli/remote.h and cli/http.h). Locally: sim, version.
  */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
@@ -23,15 +24,29 @@ enum { EXIT_OK = 0, EXIT_USAGE = 2 };
 static void usage(FILE *out)
 {
     fprintf(out,
-        "usage: simfarm <command> [options]\n"
+        "usage: simfarm <command> [options]     (simfarm <command> --help says more)\n"
         "\n"
-        "commands:\n"
+        "run a farm:\n"
+        "  up         a farm on this machine: PostgreSQL in var/, the coordinator, local nodes\n"
         "  serve      run the coordinator: serve --db CONNINFO [--listen HOST:PORT]\n"
         "  node       lend this machine to a coordinator: node [--server URL] [--cores N]\n"
-        "  up         a farm on this machine: PostgreSQL in var/, the coordinator, the demo job\n"
+        "\n"
+        "use a farm (over its HTTP API; --server URL, --token TOKEN, --json):\n"
+        "  submit     submit a job: submit FILE.json [--watch]\n"
+        "  jobs       list jobs: jobs [--state S] [--owner O] [--kernel K] [--limit N]\n"
+        "  job        one job's state, progress and result: job ID\n"
+        "  watch      follow a job until it ends: watch ID\n"
+        "  cancel     cancel a job: cancel ID\n"
+        "  nodes      list the nodes\n"
+        "  token      API and claim tokens: token create --kind api|claim | token list | token revoke ID\n"
+        "\n"
+        "on this machine:\n"
         "  sim        run a kernel locally: sim <option|combat> params.json [--items N] [--backend cpu|opencl|cuda]\n"
         "  version    print the version and the libraries and devices found\n"
-        "  help       this text\n");
+        "  help       this text\n"
+        "\n"
+        "The client commands read the server and token from --server/--token, then\n"
+        "$SIMFARM_SERVER/$SIMFARM_TOKEN, then the config file (docs/cli.md).\n");
 }
 
 /* Lists OpenCL platforms and devices through the ICD loader; returns the
@@ -92,6 +107,16 @@ int main(int argc, char **argv)
         return cmd_serve(argc - 1, argv + 1);
     if (strcmp(cmd, "node") == 0)
         return cmd_node(argc - 1, argv + 1);
+    static const struct {
+        const char *name;
+        int (*run)(int argc, char **argv);
+    } commands[] = {
+        { "submit", cmd_submit }, { "jobs", cmd_jobs }, { "job", cmd_job }, { "watch", cmd_watch },
+        { "cancel", cmd_cancel }, { "nodes", cmd_nodes }, { "token", cmd_token },
+    };
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(cmd, commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         usage(stdout);
         return EXIT_OK;

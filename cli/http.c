@@ -1,0 +1,520 @@
+/*
+ * http.c — see http.h.
+ *
+ * One socket, non-blocking so that every wait is a poll() with what is left
+ * of the deadline; the answer is gathered in one buffer and parsed as it
+ * grows, so a server that keeps the connection open after a complete answer
+ * does not hold us up.
+ */
+#include "cli/http.h"
+
+#include "runtime/runtime.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_ANSWER (64u << 20)
+#define MAX_HEAD (64u << 10)
+
+const char *http_strerror(int code)
+{
+    switch (code) {
+    case 0: return "success";
+#define X(name, value, text) case value: return text;
+    HTTP_ERRNO_MAP(X)
+#undef X
+    default: return "unknown error";
+    }
+}
+
+static int say(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    if (err != NULL && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+/* ---- URLs ------------------------------------------------------------------------- */
+
+int http_url_parse(const char *url, http_url *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (strncasecmp(url, "https://", 8) == 0)
+        return say(err, errlen, HTTP_ETLS, "%s: TLS is not supported by the CLI yet: use http://HOST:PORT", url);
+    if (strncasecmp(url, "http://", 7) != 0)
+        return say(err, errlen, HTTP_EURL, "'%s' is not an http://HOST:PORT URL", url);
+    const char *p = url + 7, *host, *host_end, *auth_end;
+    if (*p == '[') {
+        host = p + 1;
+        host_end = strchr(host, ']');
+        if (host_end == NULL)
+            return say(err, errlen, HTTP_EURL, "'%s': an IPv6 address needs its closing ']'", url);
+        p = host_end + 1;
+    } else {
+        host = p;
+        p += strcspn(p, ":/?#@");
+        host_end = p;
+    }
+    if (*p == '@' || strchr(url + 7, '@') != NULL)
+        return say(err, errlen, HTTP_EURL, "'%s': user names in the URL are not supported", url);
+    if (host_end == host || (size_t)(host_end - host) >= sizeof out->host)
+        return say(err, errlen, HTTP_EURL, "'%s' names no host", url);
+    memcpy(out->host, host, (size_t)(host_end - host));
+    snprintf(out->port, sizeof out->port, "80");
+    if (*p == ':') {
+        char *end;
+        errno = 0;
+        long port = strtol(p + 1, &end, 10);
+        if (!isdigit((unsigned char)p[1]) || errno != 0 || port < 1 || port > 65535 || (*end != '\0' && *end != '/'))
+            return say(err, errlen, HTTP_EURL, "'%s': the port must be a number from 1 to 65535", url);
+        snprintf(out->port, sizeof out->port, "%ld", port);
+        p = end;
+    }
+    auth_end = p;
+    if (*p != '\0' && *p != '/')
+        return say(err, errlen, HTTP_EURL, "'%s' is not an http://HOST:PORT URL", url);
+    size_t plen = strlen(p);
+    while (plen > 0 && p[plen - 1] == '/')
+        plen--;
+    if (plen >= sizeof out->prefix || memchr(p, '?', plen) != NULL || memchr(p, '#', plen) != NULL)
+        return say(err, errlen, HTTP_EURL, "'%s': only a plain path may follow HOST:PORT", url);
+    memcpy(out->prefix, p, plen);
+    if ((size_t)(auth_end - url) >= sizeof out->origin)
+        return say(err, errlen, HTTP_EURL, "'%s' is too long", url);
+    memcpy(out->origin, url, (size_t)(auth_end - url));
+    return 0;
+}
+
+int http_query_escape(char *buf, size_t cap, const char *s)
+{
+    size_t n = strlen(buf), start = n;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        bool plain = isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~';
+        if (n + (plain ? 1 : 3) >= cap) {
+            buf[start] = '\0';
+            return -1;
+        }
+        if (plain) {
+            buf[n++] = (char)c;
+        } else {
+            snprintf(buf + n, 4, "%%%02X", c);
+            n += 3;
+        }
+    }
+    buf[n] = '\0';
+    return 0;
+}
+
+/* ---- time ------------------------------------------------------------------------- */
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits for events on fd until deadline: 1 ready, 0 timed out, -1 error. */
+static int wait_fd(int fd, short events, int64_t deadline)
+{
+    for (;;) {
+        int64_t left = deadline - now_ms();
+        if (left <= 0)
+            return 0;
+        struct pollfd p = { .fd = fd, .events = events };
+        int n = poll(&p, 1, left > INT32_MAX ? INT32_MAX : (int)left);
+        if (n > 0)
+            return 1;
+        if (n == 0)
+            return 0;
+        if (errno != EINTR)
+            return -1;
+    }
+}
+
+/* strerror with a lower-case first letter, as the rest of a message. */
+static const char *reason_of(int errnum, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s", strerror(errnum));
+    if (buf[0] != '\0' && buf[1] != '\0' && !isupper((unsigned char)buf[1]))
+        buf[0] = (char)tolower((unsigned char)buf[0]);
+    return buf;
+}
+
+/* ---- connecting ------------------------------------------------------------------- */
+
+/* Connects to one of the host's addresses, trying each in turn, within
+ * timeout_ms for all of them. Returns the socket or an HTTP_E* code. */
+static int dial(const http_url *url, int timeout_ms, char *err, size_t errlen)
+{
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *list = NULL;
+    int rc = getaddrinfo(url->host, url->port, &hints, &list);
+    if (rc != 0)
+        return say(err, errlen, HTTP_ERESOLVE, "cannot reach %s: cannot resolve '%s': %s", url->origin, url->host,
+            rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+    int64_t deadline = now_ms() + timeout_ms;
+    int last = ECONNREFUSED;
+    bool timed_out = false;
+    int fd = -1;
+    for (struct addrinfo *a = list; a != NULL && fd < 0; a = a->ai_next) {
+        int s = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+        if (s < 0) {
+            last = errno;
+            continue;
+        }
+        if (connect(s, a->ai_addr, a->ai_addrlen) == 0) {
+            fd = s;
+            break;
+        }
+        if (errno != EINPROGRESS) {
+            last = errno;
+            close(s);
+            continue;
+        }
+        int w = wait_fd(s, POLLOUT, deadline);
+        int soerr = 0;
+        socklen_t len = sizeof soerr;
+        if (w == 1 && getsockopt(s, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr == 0) {
+            fd = s;
+            break;
+        }
+        if (w == 0)
+            timed_out = true;
+        else
+            last = w < 0 ? errno : soerr;
+        close(s);
+    }
+    freeaddrinfo(list);
+    if (fd >= 0)
+        return fd;
+    char why[128];
+    if (timed_out)
+        return say(err, errlen, HTTP_ETIMEDOUT, "cannot reach %s: no connection within %d s", url->origin,
+            (timeout_ms + 999) / 1000);
+    return say(err, errlen, HTTP_ECONNECT, "cannot reach %s: %s", url->origin, reason_of(last, why, sizeof why));
+}
+
+/* ---- the answer ------------------------------------------------------------------- */
+
+typedef struct reader {
+    char *buf;
+    size_t len, cap;
+    size_t head_len;         /* bytes of status line and headers, 0 until seen */
+    long long content_length; /* -1: none */
+    bool chunked;
+    bool no_body;            /* 204, 304 */
+} reader;
+
+static void append(reader *r, const char *p, size_t n)
+{
+    if (r->len + n + 1 > r->cap) {
+        size_t cap = r->cap ? r->cap : 16384;
+        while (cap < r->len + n + 1)
+            cap *= 2;
+        char *b = realloc(r->buf, cap);
+        if (b == NULL)
+            rt_oom(cap);
+        r->buf = b;
+        r->cap = cap;
+    }
+    memcpy(r->buf + r->len, p, n);
+    r->len += n;
+    r->buf[r->len] = '\0';
+}
+
+/* The value of header name in the head (NUL-terminated lines ending in
+ * \r\n), copied into out; false when absent. */
+static bool header(const char *head, size_t head_len, const char *name, char *out, size_t cap)
+{
+    size_t nlen = strlen(name);
+    const char *end = head + head_len;
+    for (const char *line = strstr(head, "\r\n"); line != NULL && line + 2 < end;) {
+        line += 2;
+        const char *eol = strstr(line, "\r\n");
+        if (eol == NULL || eol == line)
+            break;
+        if ((size_t)(eol - line) > nlen && line[nlen] == ':' && strncasecmp(line, name, nlen) == 0) {
+            const char *v = line + nlen + 1;
+            while (v < eol && (*v == ' ' || *v == '\t'))
+                v++;
+            size_t vlen = (size_t)(eol - v);
+            while (vlen > 0 && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t'))
+                vlen--;
+            if (vlen >= cap)
+                vlen = cap - 1;
+            memcpy(out, v, vlen);
+            out[vlen] = '\0';
+            return true;
+        }
+        line = eol;
+    }
+    return false;
+}
+
+/* Whether a Transfer-Encoding value ends with "chunked" (the coding that
+ * frames the body is always the last one). */
+static bool ends_with_chunked(const char *v)
+{
+    size_t n = strlen(v);
+    return n >= 7 && strcasecmp(v + n - 7, "chunked") == 0;
+}
+
+/* Parses the status line and headers once they are all in. Returns 1 when
+ * parsed, 0 when more is needed, or an HTTP_E* code. Interim 1xx answers
+ * are dropped. */
+static int parse_head(reader *r, http_response *res)
+{
+    for (;;) {
+        char *end = r->len >= 4 ? strstr(r->buf, "\r\n\r\n") : NULL;
+        if (end == NULL)
+            return r->len > MAX_HEAD ? HTTP_EPROTO : 0;
+        size_t head_len = (size_t)(end - r->buf) + 4;
+        int status = 0, consumed = 0;
+        if (sscanf(r->buf, "HTTP/1.%*1[01] %3d%n", &status, &consumed) != 1 || consumed != 12 || status < 100 ||
+            status > 599)
+            return HTTP_EPROTO;
+        if (status < 200) {
+            memmove(r->buf, r->buf + head_len, r->len - head_len + 1);
+            r->len -= head_len;
+            continue;
+        }
+        res->status = status;
+        const char *reason = r->buf + 12;
+        while (*reason == ' ')
+            reason++;
+        size_t rlen = strcspn(reason, "\r\n");
+        if (rlen >= sizeof res->reason)
+            rlen = sizeof res->reason - 1;
+        memcpy(res->reason, reason, rlen);
+        res->reason[rlen] = '\0';
+        /* The body starts after the head; header() must not look past it. */
+        char saved = r->buf[head_len - 2];
+        r->buf[head_len - 2] = '\0';
+        char v[64];
+        r->content_length = -1;
+        if (header(r->buf, head_len - 2, "Transfer-Encoding", v, sizeof v))
+            r->chunked = ends_with_chunked(v);
+        if (!r->chunked && header(r->buf, head_len - 2, "Content-Length", v, sizeof v)) {
+            char *e;
+            errno = 0;
+            long long n = strtoll(v, &e, 10);
+            if (*e != '\0' || e == v || n < 0 || errno != 0)
+                return HTTP_EPROTO;
+            r->content_length = n;
+        }
+        header(r->buf, head_len - 2, "Retry-After", res->retry_after, sizeof res->retry_after);
+        r->buf[head_len - 2] = saved;
+        r->no_body = status == 204 || status == 304;
+        r->head_len = head_len;
+        return 1;
+    }
+}
+
+/* Decodes a chunked body from p (n bytes) into out. Returns 1 when the
+ * last chunk and the trailers are in, 0 when more is needed, HTTP_EPROTO
+ * on malformed framing. */
+static int dechunk(const char *p, size_t n, reader *out)
+{
+    size_t i = 0;
+    out->len = 0;
+    for (;;) {
+        const char *eol = memchr(p + i, '\n', n - i);
+        if (eol == NULL)
+            return n - i > 1024 ? HTTP_EPROTO : 0;
+        char *e;
+        errno = 0;
+        unsigned long long size = strtoull(p + i, &e, 16);
+        if (e == p + i || errno != 0 || size > MAX_ANSWER || (*e != ';' && *e != '\r' && *e != '\n'))
+            return HTTP_EPROTO;
+        i = (size_t)(eol - p) + 1;
+        if (size == 0) {
+            /* Trailers, then an empty line. */
+            for (;;) {
+                const char *t = memchr(p + i, '\n', n - i);
+                if (t == NULL)
+                    return 0;
+                bool empty = t == p + i || (t == p + i + 1 && p[i] == '\r');
+                i = (size_t)(t - p) + 1;
+                if (empty)
+                    return 1;
+            }
+        }
+        if (n - i < size + 2)
+            return 0;
+        append(out, p + i, (size_t)size);
+        i += (size_t)size;
+        if (p[i] == '\r')
+            i++;
+        if (p[i] != '\n')
+            return HTTP_EPROTO;
+        i++;
+    }
+}
+
+/* Whether the answer in r is complete (1), needs more (0), or is
+ * malformed (HTTP_EPROTO); at_eof says the server closed the connection.
+ * On 1, res->body holds the body. */
+static int complete(reader *r, http_response *res, bool at_eof)
+{
+    const char *body = r->buf + r->head_len;
+    size_t have = r->len - r->head_len;
+    if (r->no_body) {
+        have = 0;
+    } else if (r->chunked) {
+        reader d = { 0 };
+        int rc = dechunk(body, have, &d);
+        if (rc != 1) {
+            free(d.buf);
+            return rc == 0 && at_eof ? HTTP_EIO : rc;
+        }
+        append(&d, "", 0);
+        res->body = d.buf;
+        res->body_len = d.len;
+        return 1;
+    } else if (r->content_length >= 0) {
+        if (have < (size_t)r->content_length)
+            return at_eof ? HTTP_EIO : 0;
+        have = (size_t)r->content_length;
+    } else if (!at_eof) {
+        return 0;
+    }
+    res->body = malloc(have + 1);
+    if (res->body == NULL)
+        rt_oom(have + 1);
+    memcpy(res->body, body, have);
+    res->body[have] = '\0';
+    res->body_len = have;
+    return 1;
+}
+
+/* ---- one exchange ----------------------------------------------------------------- */
+
+int http_send(const http_url *url, const http_request *req, http_response *res, char *err, size_t errlen)
+{
+    memset(res, 0, sizeof *res);
+    int connect_ms = req->connect_timeout_ms > 0 ? req->connect_timeout_ms : 5000;
+    int total_ms = req->timeout_ms > 0 ? req->timeout_ms : 30000;
+    int fd = dial(url, connect_ms, err, errlen);
+    if (fd < 0)
+        return fd;
+    int64_t deadline = now_ms() + total_ms;
+
+    /* The request: head, then body. */
+    bool v6 = strchr(url->host, ':') != NULL;
+    reader out = { 0 };
+    char line[1024];
+    snprintf(line, sizeof line, "%s %s%s HTTP/1.1\r\nHost: %s%s%s:%s\r\nUser-Agent: simfarm-cli\r\n"
+        "Accept: application/json\r\nConnection: close\r\n", req->method, url->prefix, req->target,
+        v6 ? "[" : "", url->host, v6 ? "]" : "", url->port);
+    append(&out, line, strlen(line));
+    if (req->bearer != NULL && req->bearer[0] != '\0') {
+        append(&out, "Authorization: Bearer ", 22);
+        append(&out, req->bearer, strlen(req->bearer));
+        append(&out, "\r\n", 2);
+    }
+    if (req->body != NULL) {
+        snprintf(line, sizeof line, "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n", req->body_len);
+        append(&out, line, strlen(line));
+        append(&out, req->body, req->body_len);
+    } else if (strcmp(req->method, "GET") != 0) {
+        append(&out, "Content-Length: 0\r\n\r\n", 21);
+    } else {
+        append(&out, "\r\n", 2);
+    }
+
+    int rc = 0, send_errno = 0;
+    char why[128];
+    for (size_t sent = 0; sent < out.len;) {
+        int w = wait_fd(fd, POLLOUT, deadline);
+        if (w == 0) {
+            rc = say(err, errlen, HTTP_ETIMEDOUT, "%s did not answer within %d s", url->origin, total_ms / 1000);
+            goto done;
+        }
+        ssize_t n = w < 0 ? -1 : send(fd, out.buf + sent, out.len - sent, MSG_NOSIGNAL);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+            continue;
+        if (n < 0) {
+            /* The server may have answered already (a refusal of a body
+             * too large) and closed: read what it said. */
+            send_errno = errno;
+            break;
+        }
+        sent += (size_t)n;
+    }
+
+    reader in = { 0 };
+    for (;;) {
+        int w = wait_fd(fd, POLLIN, deadline);
+        if (w == 0) {
+            rc = say(err, errlen, HTTP_ETIMEDOUT, "%s did not answer within %d s", url->origin, total_ms / 1000);
+            break;
+        }
+        char buf[16384];
+        ssize_t n = w < 0 ? -1 : recv(fd, buf, sizeof buf, 0);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+            continue;
+        bool eof = n <= 0;
+        int recv_errno = n < 0 ? errno : 0;
+        if (n > 0) {
+            if (in.len + (size_t)n > MAX_ANSWER) {
+                rc = say(err, errlen, HTTP_ETOOBIG, "%s: the answer is over %u MiB", url->origin, MAX_ANSWER >> 20);
+                break;
+            }
+            append(&in, buf, (size_t)n);
+        }
+        int h = in.head_len ? 1 : in.len ? parse_head(&in, res) : 0;
+        if (h < 0) {
+            rc = say(err, errlen, HTTP_EPROTO, "%s: not an HTTP/1.x answer", url->origin);
+            break;
+        }
+        if (h == 1) {
+            int c = complete(&in, res, eof);
+            if (c == 1)
+                break;
+            if (c < 0) {
+                rc = say(err, errlen, c, "%s: %s", url->origin,
+                    c == HTTP_EIO ? "the connection closed in the middle of the answer" : "malformed chunked body");
+                break;
+            }
+        }
+        if (eof) {
+            int e = recv_errno ? recv_errno : send_errno;
+            if (in.len == 0 && e != 0)
+                rc = say(err, errlen, HTTP_EIO, "%s: %s", url->origin, reason_of(e, why, sizeof why));
+            else
+                rc = say(err, errlen, HTTP_EIO, "%s closed the connection before a complete answer", url->origin);
+            break;
+        }
+    }
+    free(in.buf);
+done:
+    free(out.buf);
+    close(fd);
+    if (rc != 0)
+        http_response_free(res);
+    return rc;
+}
+
+void http_response_free(http_response *res)
+{
+    free(res->body);
+    res->body = NULL;
+    res->body_len = 0;
+}

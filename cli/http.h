@@ -1,0 +1,78 @@
+/*
+ * http.h — a small blocking HTTP/1.1 client for the command-line tools:
+ * one request per connection (`Connection: close`) over a plain TCP socket,
+ * with a deadline on connecting and one on the whole exchange. Answers with
+ * Content-Length, chunked or read-until-close bodies. No TLS: an https://
+ * URL is refused with HTTP_ETLS.
+ */
+#ifndef SIMFARM_CLI_HTTP_H
+#define SIMFARM_CLI_HTTP_H
+
+#include <stddef.h>
+
+/* Error codes (negative), with a static description each. */
+#define HTTP_ERRNO_MAP(X)                                                    \
+    X(EURL, -1, "not an http://HOST:PORT URL")                               \
+    X(ETLS, -2, "https is not supported by the CLI yet: use http://HOST:PORT") \
+    X(ERESOLVE, -3, "cannot resolve the host")                               \
+    X(ECONNECT, -4, "cannot connect")                                        \
+    X(ETIMEDOUT, -5, "timed out")                                            \
+    X(EIO, -6, "the connection failed")                                      \
+    X(EPROTO, -7, "not an HTTP/1.x answer")                                  \
+    X(ETOOBIG, -8, "the answer is too big")
+
+enum {
+#define X(name, value, text) HTTP_##name = value,
+    HTTP_ERRNO_MAP(X)
+#undef X
+};
+
+/* A static description of code (0 or an HTTP_E* value). */
+const char *http_strerror(int code);
+
+/* Where a server is: parsed from http://HOST[:PORT][/PREFIX]. */
+typedef struct http_url {
+    char host[256];          /* without the brackets of an IPv6 literal */
+    char port[8];            /* "80" when the URL names none */
+    char prefix[256];        /* path before the API's paths, no trailing '/'; usually "" */
+    char origin[300];        /* "http://host:port" as the user wrote it, for messages */
+} http_url;
+
+/* Parses url into *out. Returns 0, HTTP_ETLS for https://, or HTTP_EURL;
+ * err (may be NULL) then says what is wrong in one line. */
+int http_url_parse(const char *url, http_url *out, char *err, size_t errlen);
+
+typedef struct http_request {
+    const char *method;      /* "GET", "POST", "DELETE" */
+    const char *target;      /* path and query after the URL's prefix, starting with '/' */
+    const char *bearer;      /* token for `Authorization: Bearer`, or NULL */
+    const char *body;        /* sent as application/json when not NULL */
+    size_t body_len;
+    int connect_timeout_ms;  /* 0 = 5000 */
+    int timeout_ms;          /* the whole exchange; 0 = 30000 */
+} http_request;
+
+typedef struct http_response {
+    int status;              /* 200, 404, ... */
+    char reason[64];
+    char retry_after[32];    /* the Retry-After header, or "" */
+    char *body;              /* owned, NUL-terminated (the NUL is not counted) */
+    size_t body_len;
+} http_response;
+
+/* Sends req to the server at url and reads the whole answer into *res,
+ * which the caller frees with http_response_free (also after a failure,
+ * when it is empty). Any status the server sends is a success here: the
+ * caller judges it. Returns 0, or an HTTP_E* code with one line in err
+ * naming the server ("cannot reach http://127.0.0.1:8080: connection
+ * refused"). Answers over 64 MiB are refused. Never raises SIGPIPE. */
+int http_send(const http_url *url, const http_request *req, http_response *res, char *err, size_t errlen);
+
+void http_response_free(http_response *res);
+
+/* Appends s to buf (capacity cap, NUL-terminated) with every byte that is
+ * not unreserved in a URL query percent-encoded. Returns 0, or -1 when it
+ * does not fit (buf is then unchanged). */
+int http_query_escape(char *buf, size_t cap, const char *s);
+
+#endif /* SIMFARM_CLI_HTTP_H */

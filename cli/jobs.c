@@ -1,0 +1,628 @@
+/*
+ * jobs.c — the job subcommands of the client: submit, jobs, job, cancel and
+ * watch (docs/cli.md), over the coordinator's /api/jobs (docs/api.md).
+ */
+#include "cli/cli.h"
+#include "cli/remote.h"
+
+#include "sim/sim_json.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { MAX_JOB_FILE = 1 << 20, POLL_MS = 500, RETRY_MS = 15000 };
+
+static const char *const terminal_states[] = { "complete", "failed", "cancelled", "expired" };
+static const char *const all_states[] = { "pending", "running", "complete", "failed", "cancelled", "expired" };
+
+static bool one_of(const char *s, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(s, list[i]) == 0)
+            return true;
+    return false;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void pause_ms(int64_t ms)
+{
+    struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+    while (ms > 0 && nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* ---- one job's answer ------------------------------------------------------------- */
+
+/* What a job's answer says, for the progress line and the summaries. */
+typedef struct view {
+    char state[16];
+    double items, done, failed, rate;
+    bool has_rate;
+    const msgpack_object *outputs;   /* progress.outputs or result.outputs; borrowed */
+} view;
+
+static void read_view(const msgpack_object *job, view *v)
+{
+    memset(v, 0, sizeof *v);
+    remote_text(remote_get(job, "state"), v->state, sizeof v->state, "?");
+    v->items = remote_num(remote_get(job, "items"), 0);
+    const msgpack_object *result = remote_get(job, "result");
+    const msgpack_object *progress = remote_get(job, "progress");
+    const msgpack_object *src = result != NULL && remote_get(result, "outputs") != NULL ? result : progress;
+    v->done = remote_num(remote_get(src, "items_done"), 0);
+    v->failed = remote_num(remote_get(src, "items_failed"), 0);
+    const msgpack_object *rate = remote_get(progress, "items_per_s");
+    v->has_rate = rate != NULL && remote_num(rate, 0) > 0;
+    v->rate = remote_num(rate, 0);
+    v->outputs = remote_get(src, "outputs");
+    if (v->outputs != NULL && v->outputs->type != MSGPACK_OBJECT_ARRAY)
+        v->outputs = NULL;
+}
+
+/* "price 10.4513 ± 0.0012" for output i, or false when there is none yet. */
+static bool output_text(const view *v, uint32_t i, char *buf, size_t cap, bool with_name)
+{
+    if (v->outputs == NULL || i >= v->outputs->via.array.size)
+        return false;
+    const msgpack_object *o = &v->outputs->via.array.ptr[i];
+    const msgpack_object *mean = remote_get(o, "mean");
+    if (mean == NULL || remote_num(remote_get(o, "count"), 1) == 0)
+        return false;
+    char name[32], est[80];
+    remote_text(remote_get(o, "name"), name, sizeof name, "output");
+    remote_estimate(est, sizeof est, remote_num(mean, NAN), remote_num(remote_get(o, "stderr"), NAN));
+    if (with_name)
+        snprintf(buf, cap, "%s %s", name, est);
+    else
+        snprintf(buf, cap, "%s", est);
+    return true;
+}
+
+/* Each output as "  name   mean ± stderr   (min .., max ..)". */
+static void print_outputs(const view *v, const char *indent)
+{
+    if (v->outputs == NULL)
+        return;
+    size_t w = 0;
+    for (uint32_t i = 0; i < v->outputs->via.array.size; i++) {
+        char name[64];
+        remote_text(remote_get(&v->outputs->via.array.ptr[i], "name"), name, sizeof name, "output");
+        if (strlen(name) > w)
+            w = strlen(name);
+    }
+    for (uint32_t i = 0; i < v->outputs->via.array.size; i++) {
+        const msgpack_object *o = &v->outputs->via.array.ptr[i];
+        char name[64], est[96], mn[32], mx[32];
+        remote_text(remote_get(o, "name"), name, sizeof name, "output");
+        if (!output_text(v, i, est, sizeof est, false))
+            snprintf(est, sizeof est, "-");
+        remote_text(remote_get(o, "min"), mn, sizeof mn, "?");
+        remote_text(remote_get(o, "max"), mx, sizeof mx, "?");
+        printf("%s%-*s  %s   (min %s, max %s)\n", indent, (int)w, name, est, mn, mx);
+    }
+}
+
+/* ---- reading a job file ----------------------------------------------------------- */
+
+/* Rewrites sim_json's "JSON: what at offset N" as "line L, column C: what". */
+static void json_where(const char *text, const char *err, char *out, size_t cap)
+{
+    const char *what = strncmp(err, "JSON: ", 6) == 0 ? err + 6 : err;
+    const char *at = strstr(what, " at offset ");
+    if (at == NULL) {
+        snprintf(out, cap, "%s", what);
+        return;
+    }
+    long off = strtol(at + 11, NULL, 10);
+    int line = 1, col = 1;
+    for (long i = 0; i < off && text[i] != '\0'; i++) {
+        if (text[i] == '\n') {
+            line++;
+            col = 1;
+        } else if (((unsigned char)text[i] & 0xc0) != 0x80) {
+            col++;
+        }
+    }
+    snprintf(out, cap, "line %d, column %d: %.*s", line, col, (int)(at - what), what);
+}
+
+/* Whether the msgpack in sb is a map: fixmap (0x80-0x8f), map 16 or 32. */
+static bool is_map(const msgpack_sbuffer *sb)
+{
+    unsigned char b = sb->size > 0 ? (unsigned char)sb->data[0] : 0;
+    return (b & 0xf0) == 0x80 || b == 0xde || b == 0xdf;
+}
+
+/* Reads the job file at path ("-": standard input) and checks that it is
+ * a JSON object, as the coordinator will. Returns 0 with *text (owned,
+ * NUL-terminated), or prints what is wrong and returns REMOTE_USAGE. */
+static int read_job_file(remote *r, const char *path, char **text, size_t *len)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+    if (f == NULL)
+        return remote_fail(r, REMOTE_USAGE, "cannot read %s: %s", path, strerror(errno));
+    char *buf = malloc(MAX_JOB_FILE + 2);
+    if (buf == NULL)
+        rt_oom(MAX_JOB_FILE + 2);
+    size_t n = fread(buf, 1, MAX_JOB_FILE + 1, f);
+    bool failed = ferror(f) != 0;
+    int saved = errno;
+    if (f != stdin)
+        fclose(f);
+    buf[n] = '\0';
+    int rc = 0;
+    if (failed) {
+        rc = remote_fail(r, REMOTE_USAGE, "cannot read %s: %s", path, strerror(saved));
+    } else if (n > MAX_JOB_FILE) {
+        rc = remote_fail(r, REMOTE_USAGE, "%s is over 1 MiB, more than the coordinator takes", path);
+    } else if (memchr(buf, '\0', n) != NULL) {
+        rc = remote_fail(r, REMOTE_USAGE, "%s is not JSON text (it holds a NUL byte)", path);
+    } else {
+        msgpack_sbuffer sb;
+        msgpack_sbuffer_init(&sb);
+        char err[160], where[256];
+        if (sim_json_to_msgpack(buf, n, &sb, err, sizeof err) != 0) {
+            json_where(buf, err, where, sizeof where);
+            rc = remote_fail(r, REMOTE_USAGE, "%s is not valid JSON: %s", path, where);
+        } else if (!is_map(&sb)) {
+            rc = remote_fail(r, REMOTE_USAGE, "%s: a job is a JSON object: {\"kernel\": ..., \"params\": {...}, "
+                "\"items\": N}", path);
+        }
+        msgpack_sbuffer_destroy(&sb);
+    }
+    if (rc != 0) {
+        free(buf);
+        return rc;
+    }
+    *text = buf;
+    *len = n;
+    return 0;
+}
+
+/* ---- watch ------------------------------------------------------------------------ */
+
+/* Leaves the progress line behind on its own line before dying of SIGINT. */
+static void on_interrupt(int sig)
+{
+    ssize_t w = write(STDOUT_FILENO, "\n", 1);
+    (void)w;
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static int term_columns(void)
+{
+    struct winsize ws;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
+    return 80;
+}
+
+/* Cuts s to at most cols code points. */
+static void clip(char *s, int cols)
+{
+    int n = 0;
+    for (char *p = s; *p; p++) {
+        if (((unsigned char)*p & 0xc0) != 0x80 && ++n > cols) {
+            *p = '\0';
+            return;
+        }
+    }
+}
+
+/* The live line: for a terminal with a bar, otherwise plain. */
+static void progress_line(char *buf, size_t cap, int64_t id, const view *v, double rate, bool tty)
+{
+    char est[128] = "", eta[32] = "", done[16], items[16], speed[16];
+    bool has_est = output_text(v, 0, est, sizeof est, true);
+    double frac = v->items > 0 ? v->done / v->items : 0;
+    if (frac > 1)
+        frac = 1;
+    if (rate > 0 && v->done < v->items)
+        remote_duration(eta, sizeof eta, (v->items - v->done) / rate);
+    if (strcmp(v->state, "running") != 0) {
+        snprintf(buf, cap, "job %" PRId64 " %s%s", id, v->state,
+            strcmp(v->state, "pending") == 0 ? ": waiting for a node" : "");
+        return;
+    }
+    if (!tty) {
+        snprintf(buf, cap, "job %" PRId64 " running: %.0f/%.0f items (%.1f%%), %.0f items/s%s%s%s%s", id, v->done,
+            v->items, 100 * frac, rate, eta[0] ? ", ETA " : "", eta, has_est ? ", " : "", est);
+        return;
+    }
+    remote_count(done, sizeof done, v->done);
+    remote_count(items, sizeof items, v->items);
+    remote_count(speed, sizeof speed, rate);
+    char tail[256];
+    snprintf(tail, sizeof tail, " %5.1f%%  %s/%s items  %s items/s%s%s%s%s", 100 * frac, done, items, speed,
+        eta[0] ? "  ETA " : "", eta, has_est ? "  " : "", est);
+    char head[32];
+    int hn = snprintf(head, sizeof head, "job %" PRId64 " ", id);
+    int cols = term_columns() - 1;
+    int bar = cols - hn - (int)strlen(tail) - 2;
+    if (bar > 40)
+        bar = 40;
+    if (bar < 10) {
+        snprintf(buf, cap, "%s%s", head, tail + 1);
+    } else {
+        char b[48];
+        int filled = (int)(frac * bar);
+        for (int i = 0; i < bar; i++)
+            b[i] = i < filled ? '#' : '.';
+        b[bar] = '\0';
+        snprintf(buf, cap, "%s[%s]%s", head, b, tail);
+    }
+    clip(buf, cols);
+}
+
+/* Polls the job about twice a second until it ends. Network errors and
+ * 503s are retried for RETRY_MS (the coordinator may be restarting);
+ * other refusals end the watch. Returns the exit status. */
+static int watch_job(remote *r, int64_t id)
+{
+    bool tty = !r->json && isatty(STDOUT_FILENO);
+    char target[64], missing[64], line[512], last[512] = "";
+    snprintf(target, sizeof target, "/api/jobs/%" PRId64, id);
+    snprintf(missing, sizeof missing, "no such job %" PRId64, id);
+    if (tty)
+        signal(SIGINT, on_interrupt);
+    int64_t failing_since = 0, prev_t = 0;
+    double prev_done = -1, my_rate = 0;
+    bool drawn = false;
+    for (int64_t next = now_ms();; next += POLL_MS) {
+        http_response res;
+        char err[700];
+        int rc = remote_exchange(r, "GET", target, NULL, 0, &res, err, sizeof err);
+        bool transient = rc != 0 || res.status == 503;
+        if (transient) {
+            int64_t now = now_ms();
+            if (failing_since == 0)
+                failing_since = now;
+            if (now - failing_since < RETRY_MS) {
+                http_response_free(&res);
+                pause_ms(next + POLL_MS - now_ms());
+                continue;
+            }
+            if (drawn)
+                putchar('\n');
+            if (rc != 0)
+                return remote_fail(r, REMOTE_FAIL, "%s", err);
+        }
+        failing_since = 0;
+        if (res.status < 200 || res.status >= 300) {
+            if (drawn)
+                putchar('\n');
+            return remote_refused(r, &res, missing);
+        }
+        remote_doc doc;
+        if (remote_parse(r, &res, &doc) != 0) {
+            remote_doc_free(&doc);
+            http_response_free(&res);
+            return REMOTE_FAIL;
+        }
+        view v;
+        read_view(doc.root, &v);
+        int64_t now = now_ms();
+        if (prev_done >= 0 && v.done > prev_done && now > prev_t)
+            my_rate = (v.done - prev_done) * 1000.0 / (double)(now - prev_t);
+        if (v.done != prev_done) {
+            prev_done = v.done;
+            prev_t = now;
+        }
+        double rate = v.has_rate ? v.rate : my_rate;
+
+        if (one_of(v.state, terminal_states, 4)) {
+            if (r->json) {
+                remote_print_body(&res);
+            } else {
+                if (drawn)
+                    fputs("\r\033[K", stdout);
+                double secs = remote_time(remote_get(doc.root, "finished_at")) -
+                    remote_time(remote_get(doc.root, "started_at"));
+                char took[32] = "";
+                if (isfinite(secs)) {
+                    snprintf(took, sizeof took, " in ");
+                    remote_duration(took + 4, sizeof took - 4, secs);
+                }
+                printf("job %" PRId64 " %s: %.0f items done%s", id, v.state, v.done, took);
+                if (v.failed > 0)
+                    printf(", %.0f failed", v.failed);
+                putchar('\n');
+                print_outputs(&v, "  ");
+                fflush(stdout);
+            }
+            bool ok = strcmp(v.state, "complete") == 0;
+            char state[16];
+            snprintf(state, sizeof state, "%s", v.state);
+            remote_doc_free(&doc);
+            http_response_free(&res);
+            if (tty)
+                signal(SIGINT, SIG_DFL);
+            return ok ? REMOTE_OK : remote_fail(r, REMOTE_FAIL, "job %" PRId64 " %s", id, state);
+        }
+        if (!r->json) {
+            progress_line(line, sizeof line, id, &v, rate, tty);
+            if (tty) {
+                printf("\r%s\033[K", line);
+                drawn = true;
+            } else if (strcmp(line, last) != 0 && (prev_t == now || strcmp(v.state, "running") != 0)) {
+                /* One line per change of state or of the items done. */
+                printf("%s\n", line);
+                snprintf(last, sizeof last, "%s", line);
+            }
+            fflush(stdout);
+        }
+        remote_doc_free(&doc);
+        http_response_free(&res);
+        pause_ms(next + POLL_MS - now_ms());
+    }
+}
+
+/* ---- the subcommands -------------------------------------------------------------- */
+
+static const char submit_usage[] =
+    "usage: simfarm submit FILE.json [--watch] [options]\n"
+    "\n"
+    "Submits the job in FILE.json (\"-\": standard input) to the coordinator\n"
+    "(POST /api/jobs) and prints its id and URL. The file is checked to be a JSON\n"
+    "object before it is sent; the coordinator checks the rest (docs/api.md).\n"
+    "  --watch          then follow it as `simfarm watch` does; with --json, print\n"
+    "                   the finished job's JSON\n" REMOTE_COMMON_FLAGS;
+
+int cmd_submit(int argc, char **argv)
+{
+    bool watch = false;
+    const remote_opt opts[] = { { "--watch", NULL, &watch }, { NULL, NULL, NULL } };
+    remote r;
+    int rc = remote_init(&r, "submit", submit_usage, argc, argv, opts, 1, 1, "the job file (FILE.json)");
+    if (rc != REMOTE_GO_ON)
+        return rc;
+    char *text = NULL;
+    size_t len = 0;
+    if ((rc = read_job_file(&r, r.args[0], &text, &len)) != 0)
+        return rc;
+    http_response res;
+    rc = remote_call(&r, "POST", "/api/jobs", text, len, NULL, &res);
+    free(text);
+    if (rc != 0)
+        return rc;
+    remote_doc doc;
+    int64_t id = 0;
+    if (remote_parse(&r, &res, &doc) != 0 || !remote_int(remote_get(doc.root, "id"), &id)) {
+        if (doc.root != NULL)
+            remote_fail(&r, REMOTE_FAIL, "the server's answer has no job id: %.200s", res.body);
+        remote_doc_free(&doc);
+        http_response_free(&res);
+        return REMOTE_FAIL;
+    }
+    remote_doc_free(&doc);
+    if (r.json && !watch)
+        remote_print_body(&res);
+    else if (!r.json)
+        printf("job %" PRId64 " submitted: %s%s/api/jobs/%" PRId64 "\n", id, r.url.origin, r.url.prefix, id);
+    fflush(stdout);
+    http_response_free(&res);
+    return watch ? watch_job(&r, id) : REMOTE_OK;
+}
+
+static const char watch_usage[] =
+    "usage: simfarm watch ID [options]\n"
+    "\n"
+    "Follows job ID until it ends, asking the coordinator twice a second. On a\n"
+    "terminal: a progress bar with items/s, the time left and the running estimate\n"
+    "of the first output ± its standard error; otherwise one line per change. Then\n"
+    "the result. Exit status 0 when the job completes, 1 when it failed, was\n"
+    "cancelled or expired. With --json, prints the finished job's JSON only.\n" REMOTE_COMMON_FLAGS;
+
+int cmd_watch(int argc, char **argv)
+{
+    remote r;
+    int rc = remote_init(&r, "watch", watch_usage, argc, argv, NULL, 1, 1, "the job id");
+    if (rc != REMOTE_GO_ON)
+        return rc;
+    int64_t id;
+    if ((rc = remote_id(&r, r.args[0], "job", &id)) != 0)
+        return rc;
+    return watch_job(&r, id);
+}
+
+static const char jobs_usage[] =
+    "usage: simfarm jobs [--state S] [--owner O] [--kernel K] [--limit N] [options]\n"
+    "\n"
+    "Lists jobs, newest first (GET /api/jobs).\n"
+    "  --state S        only jobs in state S: pending, running, complete, failed,\n"
+    "                   cancelled or expired\n"
+    "  --owner O        only O's jobs\n"
+    "  --kernel K       only jobs of kernel K (option, combat)\n"
+    "  --limit N        at most N jobs, 1 to 1000 (default 100)\n" REMOTE_COMMON_FLAGS;
+
+int cmd_jobs(int argc, char **argv)
+{
+    const char *state = NULL, *owner = NULL, *kernel = NULL, *limit = NULL;
+    const remote_opt opts[] = {
+        { "--state", &state, NULL }, { "--owner", &owner, NULL }, { "--kernel", &kernel, NULL },
+        { "--limit", &limit, NULL }, { NULL, NULL, NULL },
+    };
+    remote r;
+    int rc = remote_init(&r, "jobs", jobs_usage, argc, argv, opts, 0, 0, "");
+    if (rc != REMOTE_GO_ON)
+        return rc;
+    if (state != NULL && !one_of(state, all_states, 6))
+        return remote_fail(&r, REMOTE_USAGE, "--state is one of pending, running, complete, failed, cancelled, "
+            "expired; not '%s'", state);
+    if (limit != NULL) {
+        char *end;
+        long n = strtol(limit, &end, 10);
+        if (*end != '\0' || end == limit || n < 1 || n > 1000)
+            return remote_fail(&r, REMOTE_USAGE, "--limit wants a number from 1 to 1000, not '%s'", limit);
+    }
+    char target[1024] = "/api/jobs";
+    const char *names[] = { "state", "owner", "kernel", "limit" }, *values[] = { state, owner, kernel, limit };
+    char sep = '?';
+    for (int i = 0; i < 4; i++) {
+        if (values[i] == NULL)
+            continue;
+        size_t n = strlen(target);
+        snprintf(target + n, sizeof target - n, "%c%s=", sep, names[i]);
+        if (http_query_escape(target, sizeof target, values[i]) != 0)
+            return remote_fail(&r, REMOTE_USAGE, "--%s is too long", names[i]);
+        sep = '&';
+    }
+    http_response res;
+    if ((rc = remote_call(&r, "GET", target, NULL, 0, NULL, &res)) != 0)
+        return rc;
+    if (r.json) {
+        remote_print_body(&res);
+        http_response_free(&res);
+        return REMOTE_OK;
+    }
+    remote_doc doc;
+    rc = remote_parse(&r, &res, &doc);
+    if (rc == 0 && doc.root->type != MSGPACK_OBJECT_ARRAY)
+        rc = remote_fail(&r, REMOTE_FAIL, "the server's answer is not a list of jobs");
+    if (rc == 0 && doc.root->via.array.size == 0) {
+        printf("no jobs\n");
+    } else if (rc == 0) {
+        static const char *const head[] = { "ID", "STATE", "OWNER", "KERNEL", "ITEMS", "DONE", "CREATED", "NAME" };
+        remote_table t;
+        remote_table_init(&t, 8, head);
+        for (uint32_t i = 0; i < doc.root->via.array.size; i++) {
+            const msgpack_object *j = &doc.root->via.array.ptr[i];
+            char id[24], st[16], own[64], ker[32], items[32], done[32], created[40], name[130];
+            view v;
+            read_view(j, &v);
+            if (v.items > 0 && (v.done > 0 || strcmp(v.state, "running") == 0))
+                snprintf(done, sizeof done, "%.0f%%", floor(100 * v.done / v.items));
+            else
+                snprintf(done, sizeof done, "-");
+            remote_count(items, sizeof items, v.items);
+            const char *row[] = {
+                remote_text(remote_get(j, "id"), id, sizeof id, "?"),
+                remote_text(remote_get(j, "state"), st, sizeof st, "?"),
+                remote_text(remote_get(j, "owner"), own, sizeof own, "-"),
+                remote_text(remote_get(j, "kernel"), ker, sizeof ker, "?"),
+                items, done,
+                remote_when(remote_get(j, "created_at"), created, sizeof created),
+                remote_text(remote_get(j, "name"), name, sizeof name, ""),
+            };
+            remote_table_add(&t, row);
+        }
+        remote_table_print(&t, stdout);
+    }
+    remote_doc_free(&doc);
+    http_response_free(&res);
+    return rc;
+}
+
+static const char job_usage[] =
+    "usage: simfarm job ID [options]\n"
+    "\n"
+    "Shows job ID (GET /api/jobs/ID): its state, progress while it runs, and each\n"
+    "output's mean ± standard error.\n" REMOTE_COMMON_FLAGS;
+
+int cmd_job(int argc, char **argv)
+{
+    remote r;
+    int rc = remote_init(&r, "job", job_usage, argc, argv, NULL, 1, 1, "the job id");
+    if (rc != REMOTE_GO_ON)
+        return rc;
+    int64_t id;
+    if ((rc = remote_id(&r, r.args[0], "job", &id)) != 0)
+        return rc;
+    char target[64], missing[64];
+    snprintf(target, sizeof target, "/api/jobs/%" PRId64, id);
+    snprintf(missing, sizeof missing, "no such job %" PRId64, id);
+    http_response res;
+    if ((rc = remote_call(&r, "GET", target, NULL, 0, missing, &res)) != 0)
+        return rc;
+    if (r.json) {
+        remote_print_body(&res);
+        http_response_free(&res);
+        return REMOTE_OK;
+    }
+    remote_doc doc;
+    if ((rc = remote_parse(&r, &res, &doc)) == 0) {
+        const msgpack_object *j = doc.root;
+        view v;
+        read_view(j, &v);
+        char name[130], owner[64], kernel[32], strategy[32], seed[32], prio[16], when[40];
+        remote_text(remote_get(j, "name"), name, sizeof name, "");
+        printf("job %" PRId64 "%s%s\n", id, name[0] ? "  " : "", name);
+        printf("  state     %s\n", v.state);
+        printf("  owner     %s\n", remote_text(remote_get(j, "owner"), owner, sizeof owner, "-"));
+        printf("  kernel    %s, strategy %s, %.0f items, seed %s, priority %s\n",
+            remote_text(remote_get(j, "kernel"), kernel, sizeof kernel, "?"),
+            remote_text(remote_get(j, "strategy"), strategy, sizeof strategy, "single"), v.items,
+            remote_text(remote_get(j, "seed"), seed, sizeof seed, "?"),
+            remote_text(remote_get(j, "priority"), prio, sizeof prio, "0"));
+        printf("  created   %s\n", remote_when(remote_get(j, "created_at"), when, sizeof when));
+        if (remote_get(j, "started_at") != NULL)
+            printf("  started   %s\n", remote_when(remote_get(j, "started_at"), when, sizeof when));
+        if (remote_get(j, "finished_at") != NULL) {
+            char took[32];
+            remote_duration(took, sizeof took, remote_time(remote_get(j, "finished_at")) -
+                remote_time(remote_get(j, "started_at")));
+            printf("  finished  %s (%s after it started)\n", remote_when(remote_get(j, "finished_at"), when,
+                sizeof when), took);
+        }
+        if (remote_get(j, "result") != NULL) {
+            printf("  result    %.0f items done, %.0f failed\n", v.done, v.failed);
+            print_outputs(&v, "    ");
+        } else if (remote_get(j, "progress") != NULL) {
+            char eta[32] = "";
+            if (v.rate > 0 && v.done < v.items)
+                remote_duration(eta, sizeof eta, (v.items - v.done) / v.rate);
+            printf("  progress  %.0f of %.0f items (%.1f%%), %.0f items/s%s%s\n", v.done, v.items,
+                v.items > 0 ? 100 * v.done / v.items : 0.0, v.rate, eta[0] ? ", ETA " : "", eta);
+            if (v.outputs != NULL) {
+                printf("  estimate\n");
+                print_outputs(&v, "    ");
+            }
+        }
+    }
+    remote_doc_free(&doc);
+    http_response_free(&res);
+    return rc;
+}
+
+static const char cancel_usage[] =
+    "usage: simfarm cancel ID [options]\n"
+    "\n"
+    "Cancels job ID (POST /api/jobs/ID/cancel): nodes computing its chunks are told\n"
+    "to stop. Needs a token of the job's owner or of admin.\n" REMOTE_COMMON_FLAGS;
+
+int cmd_cancel(int argc, char **argv)
+{
+    remote r;
+    int rc = remote_init(&r, "cancel", cancel_usage, argc, argv, NULL, 1, 1, "the job id");
+    if (rc != REMOTE_GO_ON)
+        return rc;
+    int64_t id;
+    if ((rc = remote_id(&r, r.args[0], "job", &id)) != 0)
+        return rc;
+    char target[64], missing[64];
+    snprintf(target, sizeof target, "/api/jobs/%" PRId64 "/cancel", id);
+    snprintf(missing, sizeof missing, "no such job %" PRId64, id);
+    http_response res;
+    if ((rc = remote_call(&r, "POST", target, NULL, 0, missing, &res)) != 0)
+        return rc;
+    if (r.json)
+        remote_print_body(&res);
+    else
+        printf("job %" PRId64 " cancelled\n", id);
+    http_response_free(&res);
+    return REMOTE_OK;
+}

@@ -1,0 +1,236 @@
+/*
+ * tokens.c — `simfarm token create | list | revoke`: API and claim tokens
+ * (/api/tokens in docs/api.md).
+ */
+#include "cli/cli.h"
+#include "cli/remote.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char token_usage[] =
+    "usage: simfarm token create --kind api|claim [--owner O] [--tier T] [--expires-in SECONDS] [--note TEXT]\n"
+    "       simfarm token list\n"
+    "       simfarm token revoke ID\n"
+    "\n"
+    "Creates, lists and revokes tokens; each needs a token already (the first one is\n"
+    "the admin token `simfarm serve --token-file` writes). `simfarm token create\n"
+    "--help` says more.\n";
+
+static const char create_usage[] =
+    "usage: simfarm token create --kind api|claim [--owner O] [--tier T] [--expires-in SECONDS] [--note TEXT]\n"
+    "\n"
+    "Creates a token (POST /api/tokens) and prints its secret, which is shown once.\n"
+    "  --kind api|claim     api: for the API (--token); claim: enrols one node\n"
+    "                       (simfarm node --claim-token)\n"
+    "  --owner O            whose it is (default yours; others need an admin token)\n"
+    "  --tier T             a claim token's node tier: own (default), team,\n"
+    "                       community, public\n"
+    "  --expires-in SECONDS lifetime (claim tokens default to 86400; API tokens to\n"
+    "                       never)\n"
+    "  --note TEXT          a note, up to 256 characters\n" REMOTE_COMMON_FLAGS;
+
+static const char list_usage[] =
+    "usage: simfarm token list [options]\n"
+    "\n"
+    "Lists tokens without their secrets (GET /api/tokens).\n" REMOTE_COMMON_FLAGS;
+
+static const char revoke_usage[] =
+    "usage: simfarm token revoke ID [options]\n"
+    "\n"
+    "Revokes token ID (DELETE /api/tokens/ID): an API token is refused from then\n"
+    "on, an unused claim token can no longer enrol a node.\n" REMOTE_COMMON_FLAGS;
+
+static int token_create(int argc, char **argv)
+{
+    const char *kind = NULL, *owner = NULL, *tier = NULL, *expires = NULL, *note = NULL;
+    const remote_opt opts[] = {
+        { "--kind", &kind, NULL }, { "--owner", &owner, NULL }, { "--tier", &tier, NULL },
+        { "--expires-in", &expires, NULL }, { "--note", &note, NULL }, { NULL, NULL, NULL },
+    };
+    remote r;
+    int rc = remote_init(&r, "token create", create_usage, argc, argv, opts, 0, 0, "");
+    if (rc != REMOTE_GO_ON)
+        return rc;
+    if (kind == NULL)
+        return remote_fail(&r, REMOTE_USAGE, "--kind api or --kind claim is required");
+    if (strcmp(kind, "api") != 0 && strcmp(kind, "claim") != 0)
+        return remote_fail(&r, REMOTE_USAGE, "--kind is api or claim, not '%s'", kind);
+    if (tier != NULL && strcmp(tier, "own") != 0 && strcmp(tier, "team") != 0 && strcmp(tier, "community") != 0 &&
+        strcmp(tier, "public") != 0)
+        return remote_fail(&r, REMOTE_USAGE, "--tier is own, team, community or public, not '%s'", tier);
+    long long secs = 0;
+    if (expires != NULL) {
+        char *end;
+        errno = 0;
+        secs = strtoll(expires, &end, 10);
+        if (*end != '\0' || end == expires || errno != 0 || secs < 1)
+            return remote_fail(&r, REMOTE_USAGE, "--expires-in wants a number of seconds, not '%s'", expires);
+    }
+    if (note != NULL && strlen(note) > 1024)
+        return remote_fail(&r, REMOTE_USAGE, "--note is too long");
+
+    char body[2048] = "{\"kind\":";
+    remote_json_quote(body, sizeof body, kind);
+    const char *names[] = { "owner", "tier", "note" }, *values[] = { owner, tier, note };
+    for (int i = 0; i < 3; i++) {
+        if (values[i] == NULL)
+            continue;
+        size_t n = strlen(body);
+        snprintf(body + n, sizeof body - n, ",\"%s\":", names[i]);
+        if (remote_json_quote(body, sizeof body, values[i]) != 0)
+            return remote_fail(&r, REMOTE_USAGE, "--%s is too long", names[i]);
+    }
+    size_t n = strlen(body);
+    if (expires != NULL)
+        snprintf(body + n, sizeof body - n, ",\"expires_in\":%lld}", secs);
+    else
+        snprintf(body + n, sizeof body - n, "}");
+
+    http_response res;
+    if ((rc = remote_call(&r, "POST", "/api/tokens", body, strlen(body), NULL, &res)) != 0)
+        return rc;
+    if (r.json) {
+        remote_print_body(&res);
+        http_response_free(&res);
+        return REMOTE_OK;
+    }
+    remote_doc doc;
+    if ((rc = remote_parse(&r, &res, &doc)) == 0) {
+        char id[24], k[16], own[64], ti[24], secret[256], when[40];
+        remote_text(remote_get(doc.root, "id"), id, sizeof id, "?");
+        remote_text(remote_get(doc.root, "kind"), k, sizeof k, kind);
+        remote_text(remote_get(doc.root, "owner"), own, sizeof own, "?");
+        remote_text(remote_get(doc.root, "token"), secret, sizeof secret, "");
+        bool claim = strcmp(k, "claim") == 0;
+        if (secret[0] == '\0') {
+            rc = remote_fail(&r, REMOTE_FAIL, "the server's answer holds no token: %.200s", res.body);
+        } else {
+            const msgpack_object *exp = remote_get(doc.root, "expires_at");
+            printf("%s token %s for %s", claim ? "claim" : "API", id, own);
+            if (claim)
+                printf(", tier %s", remote_text(remote_get(doc.root, "tier"), ti, sizeof ti, "own"));
+            printf(", %s%s (the secret is shown once: keep it)\n", exp ? "expires " : "never expires",
+                exp ? remote_when(exp, when, sizeof when) : "");
+            printf("%s\n", secret);
+            if (claim) {
+                /* The node's endpoint on the same host and port as the API. */
+                const char *hostport = r.url.origin + strlen("http://");
+                printf("enrol a node with: simfarm node --server ws://%s%s/ws/node --claim-token %s\n", hostport,
+                    r.url.prefix, secret);
+            } else {
+                printf("use it with --token, $SIMFARM_TOKEN or 'token = ...' in the config file\n");
+            }
+        }
+    }
+    remote_doc_free(&doc);
+    http_response_free(&res);
+    return rc;
+}
+
+/* active, used, revoked or expired. */
+static const char *token_state(const msgpack_object *t)
+{
+    if (remote_get(t, "revoked_at") != NULL)
+        return "revoked";
+    if (remote_get(t, "used_at") != NULL)
+        return "used";
+    double exp = remote_time(remote_get(t, "expires_at"));
+    if (!isnan(exp) && exp <= (double)time(NULL))
+        return "expired";
+    return "active";
+}
+
+static int token_list(int argc, char **argv)
+{
+    remote r;
+    int rc = remote_init(&r, "token list", list_usage, argc, argv, NULL, 0, 0, "");
+    if (rc != REMOTE_GO_ON)
+        return rc;
+    http_response res;
+    if ((rc = remote_call(&r, "GET", "/api/tokens", NULL, 0, NULL, &res)) != 0)
+        return rc;
+    if (r.json) {
+        remote_print_body(&res);
+        http_response_free(&res);
+        return REMOTE_OK;
+    }
+    remote_doc doc;
+    rc = remote_parse(&r, &res, &doc);
+    if (rc == 0 && doc.root->type != MSGPACK_OBJECT_ARRAY)
+        rc = remote_fail(&r, REMOTE_FAIL, "the server's answer is not a list of tokens");
+    if (rc == 0 && doc.root->via.array.size == 0) {
+        printf("no tokens\n");
+    } else if (rc == 0) {
+        static const char *const head[] = { "ID", "KIND", "OWNER", "TIER", "STATE", "CREATED", "EXPIRES", "NOTE" };
+        remote_table t;
+        remote_table_init(&t, 8, head);
+        for (uint32_t i = 0; i < doc.root->via.array.size; i++) {
+            const msgpack_object *k = &doc.root->via.array.ptr[i];
+            char id[24], kind[16], owner[64], tier[24], created[40], expires[40], note[260];
+            const char *row[] = {
+                remote_text(remote_get(k, "id"), id, sizeof id, "?"),
+                remote_text(remote_get(k, "kind"), kind, sizeof kind, "?"),
+                remote_text(remote_get(k, "owner"), owner, sizeof owner, "-"),
+                remote_text(remote_get(k, "tier"), tier, sizeof tier, "-"),
+                token_state(k),
+                remote_when(remote_get(k, "created_at"), created, sizeof created),
+                remote_get(k, "expires_at") ? remote_when(remote_get(k, "expires_at"), expires, sizeof expires) : "never",
+                remote_text(remote_get(k, "note"), note, sizeof note, ""),
+            };
+            remote_table_add(&t, row);
+        }
+        remote_table_print(&t, stdout);
+    }
+    remote_doc_free(&doc);
+    http_response_free(&res);
+    return rc;
+}
+
+static int token_revoke(int argc, char **argv)
+{
+    remote r;
+    int rc = remote_init(&r, "token revoke", revoke_usage, argc, argv, NULL, 1, 1, "the token id");
+    if (rc != REMOTE_GO_ON)
+        return rc;
+    int64_t id;
+    if ((rc = remote_id(&r, r.args[0], "token", &id)) != 0)
+        return rc;
+    char target[64], missing[64];
+    snprintf(target, sizeof target, "/api/tokens/%" PRId64, id);
+    snprintf(missing, sizeof missing, "no such token %" PRId64, id);
+    http_response res;
+    if ((rc = remote_call(&r, "DELETE", target, NULL, 0, missing, &res)) != 0)
+        return rc;
+    if (r.json)
+        remote_print_body(&res);
+    else
+        printf("token %" PRId64 " revoked\n", id);
+    http_response_free(&res);
+    return REMOTE_OK;
+}
+
+int cmd_token(int argc, char **argv)
+{
+    const char *sub = argc > 1 ? argv[1] : "";
+    if (strcmp(sub, "create") == 0)
+        return token_create(argc - 1, argv + 1);
+    if (strcmp(sub, "list") == 0)
+        return token_list(argc - 1, argv + 1);
+    if (strcmp(sub, "revoke") == 0)
+        return token_revoke(argc - 1, argv + 1);
+    if (argc < 2) {
+        fprintf(stderr, "simfarm token: which one: create, list or revoke? (see simfarm token --help)\n");
+        return REMOTE_USAGE;
+    }
+    if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 || strcmp(sub, "help") == 0) {
+        fputs(token_usage, stdout);
+        return REMOTE_OK;
+    }
+    fprintf(stderr, "simfarm token: unknown subcommand '%s' (create, list, revoke)\n", sub);
+    return REMOTE_USAGE;
+}
