@@ -268,9 +268,10 @@ static void progress_line(char *buf, size_t cap, int64_t id, const view *v, doub
     clip(buf, cols);
 }
 
-/* Polls the job about twice a second until it ends. Network errors and
- * 503s are retried for RETRY_MS (the coordinator may be restarting);
- * other refusals end the watch. Returns the exit status. */
+/* Polls the job about twice a second until it ends. After the first
+ * answer, network errors and 503s are retried for RETRY_MS (the
+ * coordinator may be restarting); other refusals end the watch. Returns
+ * the exit status. */
 static int watch_job(remote *r, int64_t id)
 {
     bool tty = !r->json && isatty(STDOUT_FILENO);
@@ -281,12 +282,18 @@ static int watch_job(remote *r, int64_t id)
         signal(SIGINT, on_interrupt);
     int64_t failing_since = 0, prev_t = 0;
     double prev_done = -1, my_rate = 0;
-    bool drawn = false;
+    bool drawn = false, seen = false;
     for (int64_t next = now_ms();; next += POLL_MS) {
+        if (next < now_ms() - POLL_MS)
+            next = now_ms(); /* fell behind (a slow answer): no burst of polls to catch up */
         http_response res;
         char err[700];
         int rc = remote_exchange(r, "GET", target, NULL, 0, &res, err, sizeof err);
-        bool transient = rc != 0 || res.status == 503;
+        /* Once the job has been seen, the coordinator may be restarting:
+         * wait for it. A first request that fails is an answer. */
+        bool transient = seen && (rc != 0 || res.status == 503);
+        if (rc != 0 && !transient)
+            return remote_fail(r, REMOTE_FAIL, "%s", err);
         if (transient) {
             int64_t now = now_ms();
             if (failing_since == 0)
@@ -302,6 +309,8 @@ static int watch_job(remote *r, int64_t id)
                 return remote_fail(r, REMOTE_FAIL, "%s", err);
         }
         failing_since = 0;
+        if (res.status >= 200 && res.status < 300)
+            seen = true;
         if (res.status < 200 || res.status >= 300) {
             if (drawn)
                 putchar('\n');

@@ -3,7 +3,11 @@
  * private PostgreSQL (created on first run, started and stopped with the
  * farm) unless $SIMFARM_DB names one, the coordinator, and the demo job.
  *
- *   simfarm up [--listen HOST:PORT] [--var DIR] [--no-demo] [--no-node] [--cores N]
+ *   simfarm up [--listen HOST:PORT] [--var DIR] [--no-demo] [--nodes N] [--no-node] [--cores C]
+ *
+ * Once the coordinator listens, `up` writes DIR/config (server and the
+ * admin token from DIR/token) for the client commands, and the user's
+ * ~/.config/simfarm/config too when there is none yet.
  *
  * PostgreSQL refuses to run as root, so as root the cluster runs as the
  * `postgres` system user; its directory must then be reachable by that
@@ -44,13 +48,16 @@ typedef struct pgembed {
 static void up_usage(FILE *out)
 {
     fprintf(out,
-        "usage: simfarm up [--listen HOST:PORT] [--var DIR] [--no-demo] [--no-node] [--cores N]\n"
+        "usage: simfarm up [--listen HOST:PORT] [--var DIR] [--no-demo] [--nodes N] [--no-node] [--cores C]\n"
         "\n"
         "Starts a farm on this machine: PostgreSQL in DIR/pg (default var/pg; created on\n"
         "first run) unless $SIMFARM_DB names a database, the coordinator on HOST:PORT\n"
-        "(default 127.0.0.1:8080), a local node on N cores (default all; its key in\n"
-        "DIR/node.key) unless --no-node, and the demo job from examples/option.json\n"
-        "unless --no-demo. Ctrl-C stops everything.\n");
+        "(default 127.0.0.1:8080) with its admin token in DIR/token, N local nodes\n"
+        "(default 1; keys in DIR/node.key, DIR/node-2.key, ...) on C cores each (default\n"
+        "this machine's cores shared among them) unless --no-node, and the demo job from\n"
+        "examples/option.json unless --no-demo. Writes DIR/config for the client commands\n"
+        "(simfarm jobs, submit, ...), and $XDG_CONFIG_HOME/simfarm/config (default\n"
+        "~/.config/simfarm/config) when that does not exist. Ctrl-C stops everything.\n");
 }
 
 /* ---- the embedded PostgreSQL ---------------------------------------------------- */
@@ -264,7 +271,7 @@ enum { M_GO = RT_MSG_USER + 0x1500 };
 typedef struct demo {
     rt_actor *store;
     char *submission;
-    char url[128];
+    char url[360];
     bool sent;
 } demo;
 
@@ -300,65 +307,177 @@ static void demo_final(rt_actor *self)
     rt_actor_release(d->store);
 }
 
+enum { MAX_NODES = 64 };
+
 typedef struct up_ctx {
     char *submission;        /* NULL: no demo */
-    bool node;               /* start a local node */
-    unsigned cores;
-    char key[PATH_MAX];      /* the local node's key file */
-    pid_t node_pid;
+    unsigned nodes;          /* local nodes to start */
+    unsigned cores;          /* cores of each; 0 = all */
+    char var[PATH_MAX];      /* DIR, absolute */
+    char token_file[PATH_MAX + 16];
+    pid_t node_pids[MAX_NODES];
 } up_ctx;
 
-/* Starts `simfarm node` (this binary) against the coordinator. It shares
- * our process group, so a Ctrl-C reaches it too and it drains. */
-static void start_node(up_ctx *u, const char *host, int port)
+/* The host clients should use for one we listen on: a wildcard address
+ * is reached through the loopback; an IPv6 literal goes in brackets. */
+static void url_host(char *buf, size_t cap, const char *host)
 {
-    char server[300], cores[16];
-    snprintf(server, sizeof server, "ws://%s:%d/ws/node", host, port);
+    if (strcmp(host, "0.0.0.0") == 0 || host[0] == '\0')
+        snprintf(buf, cap, "127.0.0.1");
+    else if (strcmp(host, "::") == 0)
+        snprintf(buf, cap, "[::1]");
+    else if (strchr(host, ':') != NULL)
+        snprintf(buf, cap, "[%s]", host);
+    else
+        snprintf(buf, cap, "%s", host);
+}
+
+/* Starts `simfarm node` (this binary) number i against the coordinator.
+ * It shares our process group, so a Ctrl-C reaches it too and it drains. */
+static void start_node(up_ctx *u, unsigned i, const char *server)
+{
+    char key[PATH_MAX + 32], cores[16];
+    if (i == 0)
+        snprintf(key, sizeof key, "%s/node.key", u->var);
+    else
+        snprintf(key, sizeof key, "%s/node-%u.key", u->var, i + 1);
     snprintf(cores, sizeof cores, "%u", u->cores);
     pid_t pid = fork();
     if (pid == 0) {
-        char *argv[] = { "simfarm", "node", "--server", server, "--key", u->key, "--cores", cores, NULL };
+        char *argv[] = { "simfarm", "node", "--server", (char *)server, "--key", key, "--cores", cores, NULL };
         if (u->cores == 0)
             argv[6] = NULL;
         execv("/proc/self/exe", argv);
         _exit(127);
     }
-    u->node_pid = pid;
+    u->node_pids[i] = pid > 0 ? pid : 0;
 }
 
-static void stop_node(up_ctx *u)
+/* Waits for the local nodes to finish their chunks and leave; kills those
+ * that will not within 30 s. */
+static void stop_nodes(up_ctx *u)
 {
-    if (u->node_pid <= 0)
-        return;
-    kill(u->node_pid, SIGTERM); /* already draining after a Ctrl-C; a second signal would cut it short */
+    for (unsigned i = 0; i < u->nodes; i++)
+        if (u->node_pids[i] > 0)
+            kill(u->node_pids[i], SIGTERM); /* already draining after a Ctrl-C; a second signal would cut it short */
     time_t deadline = time(NULL) + 30;
     struct timespec pause = { 0, 50000000 };
-    int status;
-    while (waitpid(u->node_pid, &status, WNOHANG) == 0) {
-        if (time(NULL) > deadline) {
-            kill(u->node_pid, SIGKILL);
-            waitpid(u->node_pid, &status, 0);
-            break;
+    for (unsigned i = 0; i < u->nodes; i++) {
+        int status;
+        if (u->node_pids[i] <= 0)
+            continue;
+        while (waitpid(u->node_pids[i], &status, WNOHANG) == 0) {
+            if (time(NULL) > deadline) {
+                kill(u->node_pids[i], SIGKILL);
+                waitpid(u->node_pids[i], &status, 0);
+                break;
+            }
+            nanosleep(&pause, NULL);
         }
-        nanosleep(&pause, NULL);
+        u->node_pids[i] = 0;
     }
-    u->node_pid = 0;
+}
+
+/* Writes text to path (mode 0600) through a temporary file, so a reader
+ * never sees half of it. Returns 0 or -1 with errno set. */
+static int write_private(const char *path, const char *text)
+{
+    char tmp[PATH_MAX + 16];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0)
+        return -1;
+    size_t n = strlen(text);
+    bool ok = fchmod(fd, 0600) == 0 && write(fd, text, n) == (ssize_t)n;
+    int saved = errno;
+    ok = close(fd) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        saved = ok ? errno : saved;
+        unlink(tmp);
+        errno = saved;
+        return -1;
+    }
+    return 0;
+}
+
+/* DIR/config for the client commands: this farm's address and the admin
+ * token the coordinator keeps in DIR/token; and the user's config file
+ * when there is none yet (an existing one is never overwritten). */
+static void write_configs(up_ctx *u, const char *server)
+{
+    char token[128] = "";
+    FILE *f = fopen(u->token_file, "r");
+    if (f != NULL) {
+        if (fgets(token, sizeof token, f) == NULL)
+            token[0] = '\0';
+        token[strcspn(token, "\r\n")] = '\0';
+        fclose(f);
+    }
+    char text[PATH_MAX + 1024];
+    snprintf(text, sizeof text,
+        "# The farm of `simfarm up` in %s: read by simfarm submit, jobs, job, watch,\n"
+        "# cancel, nodes and token (docs/cli.md). Written at every start.\n"
+        "server = %s\n%s%s%s",
+        u->var, server, token[0] ? "token = " : "# no token: the coordinator wrote none\n", token,
+        token[0] ? "\n" : "");
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/config", u->var);
+    if (write_private(path, text) != 0) {
+        fprintf(stderr, "simfarm up: cannot write %s: %s\n", path, strerror(errno));
+        return;
+    }
+
+    const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+    char dir[PATH_MAX], user[PATH_MAX + 16];
+    if (xdg != NULL && xdg[0] == '/')
+        snprintf(dir, sizeof dir, "%s/simfarm", xdg);
+    else if (home != NULL && home[0] != '\0')
+        snprintf(dir, sizeof dir, "%s/.config/simfarm", home);
+    else
+        dir[0] = '\0';
+    snprintf(user, sizeof user, "%s/config", dir);
+    if (dir[0] != '\0' && access(user, F_OK) != 0 && errno == ENOENT) {
+        if (mkdirs(dir, 0700) == 0 && write_private(user, text) == 0) {
+            printf("simfarm up: wrote %s: simfarm jobs, submit, watch ... use this farm\n", user);
+            return;
+        }
+        fprintf(stderr, "simfarm up: cannot write %s: %s\n", user, strerror(errno));
+    } else if (dir[0] != '\0') {
+        /* The same farm as last time: nothing to change. */
+        char old[PATH_MAX + 1024];
+        FILE *o = fopen(user, "r");
+        size_t n = o ? fread(old, 1, sizeof old - 1, o) : 0;
+        if (o != NULL)
+            fclose(o);
+        old[n] = '\0';
+        if (strcmp(old, text) == 0) {
+            printf("simfarm up: %s points at this farm\n", user);
+            return;
+        }
+    }
+    printf("simfarm up: for the client commands: export SIMFARM_CONFIG=%s\n", path);
 }
 
 static void started(rt_system *sys, rt_actor *store, const char *host, int port, void *arg)
 {
     up_ctx *u = arg;
-    printf("simfarm up: the API is at http://%s:%d/api/jobs (health: /health, metrics: /metrics)\n", host, port);
-    if (u->node)
-        printf("simfarm up: starting a local node; more can join: simfarm node --server ws://%s:%d/ws/node\n",
-            host, port);
+    char h[300], base[340], ws[360];
+    url_host(h, sizeof h, host);
+    snprintf(base, sizeof base, "http://%s:%d", h, port);
+    snprintf(ws, sizeof ws, "ws://%s:%d/ws/node", h, port);
+    printf("simfarm up: the dashboard is at %s/\n", base);
+    printf("simfarm up: contribute a browser's cores at %s/contribute\n", base);
+    printf("simfarm up: the API is at %s/api/jobs (health: /health, metrics: /metrics)\n", base);
+    write_configs(u, base);
+    if (u->nodes > 0)
+        printf("simfarm up: starting %u local node%s; more can join: simfarm node --server %s --claim-token "
+            "(simfarm token create --kind claim)\n", u->nodes, u->nodes > 1 ? "s" : "", ws);
     else
-        printf("simfarm up: no local node (--no-node): jobs wait for `simfarm node --server ws://%s:%d/ws/node`\n",
-            host, port);
+        printf("simfarm up: no local node (--no-node): jobs wait for `simfarm node --server %s`\n", ws);
     printf("simfarm up: Ctrl-C stops everything\n");
     fflush(stdout);
-    if (u->node)
-        start_node(u, host, port);
+    for (unsigned i = 0; i < u->nodes; i++)
+        start_node(u, i, ws);
     if (u->submission == NULL)
         return;
     rt_actor_opts o = { .state_size = sizeof(demo), .finalize = demo_final, .name = "demo" };
@@ -367,7 +486,7 @@ static void started(rt_system *sys, rt_actor *store, const char *host, int port,
     d->store = rt_actor_retain(store);
     d->submission = u->submission;
     u->submission = NULL;
-    snprintf(d->url, sizeof d->url, "http://%s:%d", host, port);
+    snprintf(d->url, sizeof d->url, "%s", base);
     cd_store_subscribe(store, a);
     rt_actor_release(a);
 }
@@ -396,8 +515,8 @@ int cmd_up(int argc, char **argv)
     char host[256] = "127.0.0.1";
     int port = 8080;
     const char *var = "var";
-    bool demo_job = true, node = true;
-    unsigned cores = 0;
+    bool demo_job = true;
+    unsigned cores = 0, nodes = 1;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -410,7 +529,7 @@ int cmd_up(int argc, char **argv)
             continue;
         }
         if (strcmp(a, "--no-node") == 0) {
-            node = false;
+            nodes = 0;
             continue;
         }
         if (i + 1 >= argc) {
@@ -433,6 +552,14 @@ int cmd_up(int argc, char **argv)
             port = (int)p;
         } else if (strcmp(a, "--var") == 0) {
             var = v;
+        } else if (strcmp(a, "--nodes") == 0) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (*end != '\0' || end == v || n < 0 || n > MAX_NODES) {
+                fprintf(stderr, "simfarm up: --nodes wants a number from 0 to %d, not '%s'\n", MAX_NODES, v);
+                return UP_USAGE;
+            }
+            nodes = (unsigned)n;
         } else if (strcmp(a, "--cores") == 0) {
             char *end;
             long n = strtol(v, &end, 10);
@@ -461,21 +588,26 @@ int cmd_up(int argc, char **argv)
         printf("simfarm up: PostgreSQL running in %s\n", pg.dir);
         db = pg.conninfo;
     }
-    up_ctx u = { .submission = demo_job ? demo_submission() : NULL, .node = node, .cores = cores };
-    if (mkdirs(var, 0755) == 0) {
-        char abs[PATH_MAX];
-        if (realpath(var, abs) != NULL && strlen(abs) < PATH_MAX - 16)
-            snprintf(u.key, sizeof u.key, "%.*s/node.key", PATH_MAX - 16, abs);
+    up_ctx u = { .submission = demo_job ? demo_submission() : NULL, .nodes = nodes, .cores = cores };
+    if (mkdirs(var, 0755) != 0 || realpath(var, u.var) == NULL || strlen(u.var) > PATH_MAX - 32) {
+        fprintf(stderr, "simfarm up: cannot use %s: %s\n", var, strerror(errno));
+        free(u.submission);
+        pg_stop(&pg);
+        return UP_FAIL;
     }
-    if (u.key[0] == '\0')
-        u.node = false;
+    snprintf(u.token_file, sizeof u.token_file, "%s/token", u.var);
+    if (u.cores == 0 && u.nodes > 1) {
+        /* Several nodes on one machine share its cores. */
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        u.cores = ncpu > (long)u.nodes ? (unsigned)(ncpu / (long)u.nodes) : 1;
+    }
     if (demo_job && u.submission == NULL)
         printf("simfarm up: examples/option.json not found here: no demo job\n");
     /* The local farm's own nodes join without a claim token. */
     coordinator_opts co = { .host = host, .port = port, .db = db, .name = "up", .started = started, .ctx = &u,
         .open_enrolment = true };
     int rc = coordinator_run(&co);
-    stop_node(&u);
+    stop_nodes(&u);
     free(u.submission);
     pg_stop(&pg);
     return rc == 0 ? UP_OK : UP_FAIL;

@@ -1,0 +1,415 @@
+// The client commands (submit, jobs, job, watch, cancel, nodes, token) as a
+// user runs them: against a real `simfarm serve` with a real PostgreSQL and
+// an admin token from --token-file, and against a whole `simfarm up`. Every
+// error is one line on stderr starting "simfarm <cmd>: " with exit status 1
+// (the request failed) or 2 (usage).
+import { test, before, after, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { build, run, top } from '../lib/proc.mjs';
+import { startPostgres } from '../lib/pg.mjs';
+
+const simfarm = path.join(build, 'bin/simfarm');
+// As root, `up`'s PostgreSQL runs as the postgres user, who must reach it.
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-client-'));
+fs.chmodSync(tmp, 0o755);
+after(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+// The environment of every command: none of the user's settings, an empty
+// config directory of our own.
+const xdg = path.join(tmp, 'xdg');
+fs.mkdirSync(xdg);
+const baseEnv = { ...process.env, XDG_CONFIG_HOME: xdg, HOME: tmp };
+for (const k of ['SIMFARM_SERVER', 'SIMFARM_TOKEN', 'SIMFARM_CONFIG', 'SIMFARM_DB']) delete baseEnv[k];
+
+function cli(args, { env = {}, timeoutMs = 30000 } = {}) {
+  return run(simfarm, args, { env: { ...baseEnv, ...env }, timeoutMs });
+}
+
+// Asserts a failure: the exit status and one line on stderr naming the command.
+function failed(r, cmd, code, message) {
+  assert.equal(r.code, code, `exit ${r.code}, stderr: ${r.stderr}`);
+  const lines = r.stderr.split('\n').filter((l) => l !== '');
+  assert.equal(lines.length, 1, `one line on stderr, not:\n${r.stderr}`);
+  assert.ok(lines[0].startsWith(`simfarm ${cmd}: `), lines[0]);
+  if (message) assert.match(lines[0], message);
+}
+
+// A port nothing listens on.
+async function closedPort() {
+  const srv = net.createServer();
+  await new Promise((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const { port } = srv.address();
+  await new Promise((resolve) => srv.close(resolve));
+  return port;
+}
+
+function writeFile(name, text, mode = 0o644) {
+  const p = path.join(tmp, name);
+  fs.writeFileSync(p, text, { mode });
+  return p;
+}
+
+// A small copy of examples/european.json, so jobs on a farm without nodes
+// are cheap to cancel.
+const european = JSON.parse(fs.readFileSync(path.join(top, 'examples/european.json'), 'utf8'));
+const smallJob = writeFile('small.json', JSON.stringify({ ...european, items: 1000000 }));
+
+const commands = [
+  ['submit', [smallJob]], ['jobs', []], ['job', ['1']], ['watch', ['1']], ['cancel', ['1']], ['nodes', []],
+  ['token create', ['--kind', 'api']], ['token list', []], ['token revoke', ['1']],
+];
+const argv = (cmd, args) => [...cmd.split(' '), ...args];
+
+describe('without a server', () => {
+  test('every command explains itself with --help', async () => {
+    for (const [cmd] of commands) {
+      const r = await cli(argv(cmd, ['--help']));
+      assert.equal(r.code, 0, `${cmd}: ${r.stderr}`);
+      assert.match(r.stdout, new RegExp(`^usage: simfarm ${cmd}`), cmd);
+      assert.match(r.stdout, /--server URL/, cmd);
+    }
+    const help = await cli(['help']);
+    for (const cmd of ['submit', 'jobs', 'job', 'watch', 'cancel', 'nodes', 'token'])
+      assert.match(help.stdout, new RegExp(`^  ${cmd} `, 'm'), cmd);
+  });
+
+  test('an unreachable server: exit 1, "cannot reach URL: connection refused"', async () => {
+    const port = await closedPort();
+    const url = `http://127.0.0.1:${port}`;
+    for (const [cmd, args] of commands) {
+      const r = await cli(argv(cmd, [...args, '--server', url, '--token', 'sf_x']));
+      failed(r, cmd, 1, new RegExp(`cannot reach ${url}: connection refused$`));
+    }
+  });
+
+  test('https, a bad URL, unknown options and missing arguments are usage errors', async () => {
+    failed(await cli(['jobs', '--server', 'https://127.0.0.1:8443']), 'jobs', 2, /TLS is not supported by the CLI yet/);
+    failed(await cli(['jobs', '--server', 'ws://127.0.0.1:8080']), 'jobs', 2, /not an http:\/\/HOST:PORT URL/);
+    failed(await cli(['jobs', '--server', 'http://127.0.0.1:99999']), 'jobs', 2, /port/);
+    failed(await cli(['jobs', '--colour', 'red']), 'jobs', 2, /unknown option '--colour'/);
+    failed(await cli(['jobs', '--state', 'sleepy']), 'jobs', 2, /--state/);
+    failed(await cli(['jobs', '--limit', '0']), 'jobs', 2, /--limit/);
+    failed(await cli(['jobs', '--server']), 'jobs', 2, /--server needs a value/);
+    failed(await cli(['submit']), 'submit', 2, /missing the job file/);
+    failed(await cli(['job']), 'job', 2, /missing the job id/);
+    failed(await cli(['job', 'forty-two']), 'job', 2, /job ids are positive whole numbers, not 'forty-two'/);
+    failed(await cli(['cancel', '0']), 'cancel', 2, /positive/);
+    failed(await cli(['watch', '1', '2']), 'watch', 2, /unexpected argument '2'/);
+    failed(await cli(['token']), 'token', 2, /create, list or revoke/);
+    failed(await cli(['token', 'mint']), 'token', 2, /unknown subcommand 'mint'/);
+    failed(await cli(['token', 'create']), 'token create', 2, /--kind/);
+    failed(await cli(['token', 'create', '--kind', 'root']), 'token create', 2, /--kind is api or claim/);
+    failed(await cli(['token', 'create', '--kind', 'claim', '--tier', 'gold']), 'token create', 2, /--tier/);
+    failed(await cli(['token', 'create', '--kind', 'claim', '--expires-in', 'soon']), 'token create', 2,
+      /--expires-in/);
+  });
+
+  test('a job file that is missing or not JSON is refused before anything is sent', async () => {
+    failed(await cli(['submit', path.join(tmp, 'nope.json')]), 'submit', 2, /cannot read .*nope\.json: No such file/);
+    const bad = writeFile('bad.json', '{\n  "kernel": "option",\n  "items": 10,,\n}\n');
+    failed(await cli(['submit', bad]), 'submit', 2, /bad\.json is not valid JSON: line 3, column \d+: /);
+    const unterminated = writeFile('open.json', '{"kernel": "option", "params": {');
+    failed(await cli(['submit', unterminated]), 'submit', 2, /open\.json is not valid JSON: line 1, column \d+/);
+    const array = writeFile('array.json', '[1, 2]');
+    failed(await cli(['submit', array]), 'submit', 2, /a job is a JSON object/);
+    // Checked before connecting: no server is needed to say so.
+    failed(await cli(['submit', bad, '--server', 'http://127.0.0.1:1']), 'submit', 2, /not valid JSON/);
+  });
+
+  test('the config file: keys, comments, errors with file and line, and what overrides it', async () => {
+    const port = await closedPort();
+    const cfg = writeFile('good.conf', `# a comment\n\nserver = http://127.0.0.1:${port}\n  token = sf_abc  \n`, 0o600);
+    // The server named in the file is the one tried.
+    failed(await cli(['jobs', '--config', cfg]), 'jobs', 1, new RegExp(`cannot reach http://127\\.0\\.0\\.1:${port}:`));
+    failed(await cli(['jobs'], { env: { SIMFARM_CONFIG: cfg } }), 'jobs', 1, new RegExp(`:${port}:`));
+    // $XDG_CONFIG_HOME/simfarm/config when nothing else names one.
+    const home = path.join(tmp, 'xdg-cfg');
+    fs.mkdirSync(path.join(home, 'simfarm'), { recursive: true });
+    fs.copyFileSync(cfg, path.join(home, 'simfarm', 'config'));
+    failed(await cli(['jobs'], { env: { XDG_CONFIG_HOME: home } }), 'jobs', 1, new RegExp(`:${port}:`));
+    // The environment beats the file, a flag beats both.
+    const other = await closedPort();
+    failed(await cli(['jobs', '--config', cfg], { env: { SIMFARM_SERVER: `http://127.0.0.1:${other}` } }), 'jobs', 1,
+      new RegExp(`:${other}:`));
+    failed(await cli(['jobs', '--config', cfg, '--server', `http://localhost:${other}`],
+      { env: { SIMFARM_SERVER: `http://127.0.0.1:${port}` } }), 'jobs', 1, new RegExp(`localhost:${other}:`));
+
+    const broken = writeFile('broken.conf', 'server = http://127.0.0.1:8080\nthis is not a setting\n');
+    failed(await cli(['jobs', '--config', broken]), 'jobs', 2, new RegExp(`${broken}:2: expected 'key = value'`));
+    const unknown = writeFile('unknown.conf', '# ok\nsrever = http://127.0.0.1:8080\n');
+    failed(await cli(['nodes', '--config', unknown]), 'nodes', 2, new RegExp(`${unknown}:2: unknown key 'srever'`));
+    failed(await cli(['jobs', '--config', path.join(tmp, 'absent.conf')]), 'jobs', 2, /cannot read the config file/);
+  });
+});
+
+// `simfarm serve` on a free port, its admin token written to --token-file.
+function serve(db, tokenFile, timeoutMs = 60000) {
+  const child = spawn(simfarm, ['serve', '--db', db, '--listen', '127.0.0.1:0', '--token-file', tokenFile],
+    { stdio: ['ignore', 'pipe', 'pipe'], env: baseEnv });
+  let out = '', err = '';
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  const ready = new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`serve not ready in ${timeoutMs} ms:\n${out}\n${err}`)), timeoutMs);
+    const check = () => {
+      if (/listening on http:\/\/127\.0\.0\.1:\d+/.test(out) && err.includes('simfarm: database up')) {
+        clearTimeout(timer);
+        resolve(Number(out.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/)[1]));
+      }
+    };
+    child.stdout.on('data', (d) => { out += d; check(); });
+    child.stderr.on('data', (d) => { err += d; check(); });
+    exited.then((e) => { clearTimeout(timer); reject(new Error(`serve exited (${e.code ?? e.signal}):\n${err}`)); });
+  });
+  return ready.then((port) => ({
+    url: `http://127.0.0.1:${port}`,
+    port,
+    async stop() {
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15000);
+      await exited;
+      clearTimeout(timer);
+    },
+  }));
+}
+
+describe('against simfarm serve', () => {
+  let pg, srv, admin, as;
+  before(async () => {
+    pg = await startPostgres();
+    const tokenFile = path.join(tmp, 'serve-token');
+    srv = await serve(pg.url, tokenFile);
+    admin = fs.readFileSync(tokenFile, 'utf8').trim();
+    // Commands as admin on this server, through the environment.
+    as = (args, token = admin, opts = {}) =>
+      cli(args, { ...opts, env: { SIMFARM_SERVER: srv.url, ...(token ? { SIMFARM_TOKEN: token } : {}) } });
+  });
+  after(async () => {
+    await srv?.stop();
+    await pg?.stop();
+  });
+
+  test('the token file holds an admin API token, mode 0600', () => {
+    assert.match(admin, /^sf_[A-Za-z0-9_-]{43}$/);
+    assert.equal(fs.statSync(path.join(tmp, 'serve-token')).mode & 0o777, 0o600);
+  });
+
+  test('submit --json answers the id; jobs --json lists it; job shows it', async () => {
+    const s = await as(['submit', smallJob, '--json']);
+    assert.equal(s.code, 0, s.stderr);
+    const { id, state } = JSON.parse(s.stdout);
+    assert.ok(Number.isInteger(id) && id > 0, s.stdout);
+    assert.equal(state, 'pending');
+
+    const human = await as(['submit', smallJob]);
+    assert.equal(human.code, 0, human.stderr);
+    assert.match(human.stdout, new RegExp(`^job \\d+ submitted: ${srv.url}/api/jobs/\\d+\\n$`));
+
+    const list = await as(['jobs', '--json']);
+    assert.equal(list.code, 0, list.stderr);
+    const jobs = JSON.parse(list.stdout);
+    assert.ok(jobs.some((j) => j.id === id), list.stdout);
+
+    const table = await as(['jobs', '--kernel', 'option', '--limit', '5']);
+    assert.equal(table.code, 0, table.stderr);
+    assert.match(table.stdout, /^ID +STATE +OWNER +KERNEL +ITEMS/);
+    assert.match(table.stdout, new RegExp(`^${id} +(pending|running) +admin +option +1M`, 'm'));
+
+    const one = await as(['job', String(id)]);
+    assert.equal(one.code, 0, one.stderr);
+    assert.match(one.stdout, new RegExp(`^job ${id}  European call`));
+    assert.match(one.stdout, /^ {2}kernel {4}option, strategy single, 1000000 items, seed 1/m);
+    const raw = await as(['job', String(id), '--json']);
+    assert.equal(JSON.parse(raw.stdout).id, id);
+  });
+
+  test('an unknown job: exit 1, "no such job N"', async () => {
+    for (const cmd of ['job', 'watch', 'cancel'])
+      failed(await as([cmd, '424242']), cmd, 1, /no such job 424242$/);
+    failed(await as(['token', 'revoke', '424242']), 'token revoke', 1, /no such token 424242$/);
+  });
+
+  test('the server refusing a job: its message, naming the field', async () => {
+    const bad = writeFile('refused.json', JSON.stringify({ ...european, items: 0 }));
+    failed(await as(['submit', bad]), 'submit', 1, /^simfarm submit: items: /);
+    const unknown = writeFile('colour.json', JSON.stringify({ ...european, colour: 'red' }));
+    failed(await as(['submit', unknown]), 'submit', 1, /colour: unknown field/);
+  });
+
+  test('a wrong or missing token: the server\'s 401 message', async () => {
+    failed(await as(['submit', smallJob], `sf_${'A'.repeat(43)}`), 'submit', 1, /401|token/i);
+    failed(await as(['submit', smallJob], null), 'submit', 1, /no token given/);
+  });
+
+  test('tokens: create with the admin token, use, list and revoke', async () => {
+    const c = await as(['token', 'create', '--kind', 'api', '--owner', 'alice', '--note', 'for "tests"', '--json']);
+    assert.equal(c.code, 0, c.stderr);
+    const t = JSON.parse(c.stdout);
+    assert.equal(t.kind, 'api');
+    assert.equal(t.owner, 'alice');
+    assert.match(t.token, /^sf_/);
+
+    // Alice submits as herself.
+    const s = await as(['submit', smallJob, '--json'], t.token);
+    assert.equal(s.code, 0, s.stderr);
+    const mine = await as(['jobs', '--owner', 'alice', '--json']);
+    const jobs = JSON.parse(mine.stdout);
+    assert.ok(jobs.length >= 1 && jobs.every((j) => j.owner === 'alice'), mine.stdout);
+
+    const claim = await as(['token', 'create', '--kind', 'claim', '--tier', 'team', '--expires-in', '600']);
+    assert.equal(claim.code, 0, claim.stderr);
+    assert.match(claim.stdout, /^claim token \d+ for admin, tier team, expires /);
+    assert.match(claim.stdout, new RegExp(`simfarm node --server ws://127\\.0\\.0\\.1:${srv.port}/ws/node --claim-token sfc_`));
+
+    const list = await as(['token', 'list', '--json']);
+    assert.equal(list.code, 0, list.stderr);
+    const tokens = JSON.parse(list.stdout);
+    assert.ok(tokens.some((k) => k.id === t.id && k.owner === 'alice'), list.stdout);
+    assert.ok(tokens.every((k) => k.token === undefined), 'the list never shows secrets');
+    const table = await as(['token', 'list']);
+    assert.match(table.stdout, new RegExp(`^${t.id} +api +alice +\\S+ +active`, 'm'));
+
+    const r = await as(['token', 'revoke', String(t.id)]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout, `token ${t.id} revoked\n`);
+    failed(await as(['submit', smallJob], t.token), 'submit', 1);
+    const after = await as(['token', 'list']);
+    assert.match(after.stdout, new RegExp(`^${t.id} +api +alice +\\S+ +revoked`, 'm'));
+  });
+
+  test('watch follows a job until it is cancelled: plain lines, exit 1', async () => {
+    const s = await as(['submit', smallJob, '--json']);
+    const { id } = JSON.parse(s.stdout);
+    // No node serves this coordinator: the job waits until cancelled.
+    const child = spawn(simfarm, ['watch', String(id)], {
+      env: { ...baseEnv, SIMFARM_SERVER: srv.url }, stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '', err = '';
+    const exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
+    const firstLine = new Promise((resolve) => child.stdout.on('data', (d) => { out += d; if (out.includes('\n')) resolve(); }));
+    child.stderr.on('data', (d) => { err += d; });
+    const deadline = (ms, what) => new Promise((_, reject) => setTimeout(() => reject(new Error(`${what} in ${ms} ms`)), ms).unref());
+    await Promise.race([firstLine, deadline(15000, 'no progress line')]);
+    assert.match(out, new RegExp(`^job ${id} (pending|running)`));
+    assert.doesNotMatch(out, /\r|\x1b/, 'no terminal control characters when stdout is not a terminal');
+
+    const c = await as(['cancel', String(id), '--json']);
+    assert.equal(c.code, 0, c.stderr);
+    assert.equal(JSON.parse(c.stdout).state, 'cancelled');
+    const code = await Promise.race([exited, deadline(15000, 'watch did not end')]);
+    assert.equal(code, 1);
+    failed({ code, stderr: err }, 'watch', 1, new RegExp(`job ${id} cancelled$`));
+    assert.match(out, new RegExp(`^job ${id} cancelled: `, 'm'));
+
+    // Cancelling it again: the server's 409.
+    failed(await as(['cancel', String(id)]), 'cancel', 1);
+  });
+
+  test('nodes: a table, or the API\'s JSON', async () => {
+    const r = await as(['nodes', '--json']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.ok(Array.isArray(JSON.parse(r.stdout)));
+    const t = await as(['nodes']);
+    assert.equal(t.code, 0, t.stderr);
+    assert.match(t.stdout, /^(no nodes|ID +NAME +OWNER)/);
+  });
+});
+
+// Every process whose command line names dir (the nodes of `up` name their
+// key files in it), as "pid: command line".
+function processesUnder(dir) {
+  const found = [];
+  for (const pid of fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    let cmd;
+    try { cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' '); } catch { continue; }
+    if (cmd.includes(dir) && Number(pid) !== process.pid) found.push(`${pid}: ${cmd}`);
+  }
+  return found;
+}
+
+function alive(pid) {
+  try { process.kill(pid, 0); return true; } catch (e) { return e.code === 'EPERM'; }
+}
+
+test('simfarm up, then submit examples/european.json --watch --json: the Black-Scholes price', async () => {
+  const varDir = path.join(tmp, 'var');
+  const upXdg = path.join(tmp, 'xdg-up');
+  fs.mkdirSync(upXdg);
+  const env = { ...baseEnv, XDG_CONFIG_HOME: upXdg };
+  const child = spawn(simfarm, ['up', '--no-demo', '--var', varDir, '--listen', '127.0.0.1:0'],
+    { cwd: top, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '', err = '';
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  try {
+    await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`up not ready in 120 s:\n${out}\n${err}`)), 120000);
+      const check = () => {
+        if (/Ctrl-C stops everything/.test(out) && /connected to \S+ as node \d+/.test(out + err)) {
+          clearTimeout(timer);
+          resolve();
+        }
+      };
+      child.stdout.on('data', (d) => { out += d; check(); });
+      child.stderr.on('data', (d) => { err += d; check(); });
+      exited.then((e) => { clearTimeout(timer); reject(new Error(`up exited (${e.code ?? e.signal}):\n${out}\n${err}`)); });
+    });
+    const base = out.match(/the dashboard is at (http:\/\/127\.0\.0\.1:\d+)\/$/m)[1];
+    assert.match(out, new RegExp(`contribute a browser's cores at ${base}/contribute$`, 'm'));
+
+    // var/config, private, with the server and the token `up` keeps in var/token.
+    const config = path.join(varDir, 'config');
+    assert.equal(fs.statSync(config).mode & 0o777, 0o600);
+    const token = fs.readFileSync(path.join(varDir, 'token'), 'utf8').trim();
+    const text = fs.readFileSync(config, 'utf8');
+    assert.match(text, new RegExp(`^server = ${base}$`, 'm'));
+    assert.match(text, new RegExp(`^token = ${token}$`, 'm'));
+    // No user config existed: the same was written there, and said.
+    const userConfig = path.join(upXdg, 'simfarm', 'config');
+    assert.equal(fs.readFileSync(userConfig, 'utf8'), text);
+    assert.match(out, new RegExp(`wrote ${userConfig}`));
+
+    // The client finds the farm through that config alone.
+    const r = await run(simfarm, ['submit', 'examples/european.json', '--watch', '--json'], { env, timeoutMs: 90000 });
+    assert.equal(r.code, 0, r.stderr);
+    const job = JSON.parse(r.stdout);
+    assert.equal(job.state, 'complete');
+    assert.equal(job.items, european.items);
+    const price = job.result.outputs.find((o) => o.name === 'price');
+    const blackScholes = 10.450583572185565;
+    assert.ok(Math.abs(price.mean - blackScholes) < 3 * price.stderr,
+      `price ${price.mean} ± ${price.stderr} is not within 3 standard errors of ${blackScholes}`);
+
+    const shown = await run(simfarm, ['job', String(job.id)], { env });
+    assert.match(shown.stdout, /^ {4}price +10\.45\d* ± 0\.00\d+/m);
+  } catch (e) {
+    child.kill('SIGKILL');
+    throw e;
+  }
+
+  // Ctrl-C: up stops the node, the coordinator and PostgreSQL, and waits for
+  // each, so nothing may be left once it has exited.
+  const pgDir = out.match(/PostgreSQL running in (\S+)/)[1];
+  const pidFile = path.join(pgDir, 'data', 'postmaster.pid');
+  const postmaster = Number(fs.readFileSync(pidFile, 'utf8').split('\n')[0]);
+  assert.ok(alive(postmaster));
+  child.kill('SIGINT');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 60000);
+  const e = await exited;
+  clearTimeout(timer);
+  assert.equal(e.code, 0, `up: ${e.code ?? e.signal}\n${err}`);
+  assert.ok(!alive(child.pid));
+  assert.ok(!fs.existsSync(pidFile), 'postmaster.pid left behind');
+  assert.ok(!alive(postmaster), `postgres ${postmaster} still running`);
+  assert.deepEqual(processesUnder(varDir), [], 'processes left running');
+  assert.deepEqual(processesUnder(pgDir), [], 'processes left running');
+});
+
+test('up --nodes wants a number', async () => {
+  const r = await cli(['up', '--nodes', 'many']);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /--nodes wants a number/);
+});
