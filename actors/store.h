@@ -18,6 +18,14 @@
  * cd_result (or an rt_timeout). A query that was in flight when its
  * connection broke is sent again on a new connection, so it may run twice:
  * write statements to be idempotent (the schema's unique keys help).
+ *
+ * Group commit: queries marked `group` that wait in the queue together when
+ * a connection frees up (at most CD_STORE_GROUP_MAX of them, next to each
+ * other in the queue) are sent in one libpq pipeline and run as one
+ * transaction, committed at its sync point; each is answered only after
+ * that commit. If any of them fails, the transaction rolls back and every
+ * query of the group runs again on its own, so one bad query fails alone.
+ * No timer holds a query back: at a low rate each runs alone as before.
  */
 #ifndef SIMFARM_ACTORS_STORE_H
 #define SIMFARM_ACTORS_STORE_H
@@ -73,8 +81,15 @@ typedef struct cd_query {
     int lengths[CD_QUERY_MAX_PARAMS];
     int formats[CD_QUERY_MAX_PARAMS];
     int binary_result;      /* 1: results in binary format */
+    bool group;             /* may share a transaction and its commit with other
+                               `group` queries (see above): one statement with no
+                               transaction control of its own */
     int attempts;           /* times sent (store-private) */
+    bool solo;              /* store-private: its group failed; it runs alone */
 } cd_query;
+
+/* The most queries one group commit holds. */
+#define CD_STORE_GROUP_MAX 128
 
 /* A query of one statement with $1..$n parameters. The message owns copies
  * of sql and of every parameter. */

@@ -8,6 +8,15 @@
  * Each connection attempt gets its own poll handle ("box"); a box outlives
  * its connection until libuv has closed it, and events from an old box are
  * recognised by their generation and ignored.
+ *
+ * Group commit (store.h): a connection that frees up while several `group`
+ * queries wait at the head of the queue takes them all (up to
+ * CD_STORE_GROUP_MAX) as one pipeline without BEGIN/COMMIT: the extended
+ * protocol runs everything before a Sync as one implicit transaction,
+ * committed at the Sync, or rolled back as a whole when a statement fails
+ * (the statements after it are then skipped: PGRES_PIPELINE_ABORTED). So a
+ * PGRES_PIPELINE_SYNC with no error before it means every query of the group
+ * is committed, and any error means none is.
  */
 #include "actors/store.h"
 
@@ -28,7 +37,7 @@ enum {
 enum { BACKOFF_MIN_MS = 100, BACKOFF_MAX_MS = 5000, MAX_ATTEMPTS = 3 };
 
 typedef enum cstate { C_DOWN, C_CONNECTING, C_IDLE, C_BUSY } cstate;
-typedef enum job_kind { K_NONE, K_QUERY, K_MIGRATE, K_LISTEN } job_kind;
+typedef enum job_kind { K_NONE, K_QUERY, K_GROUP, K_MIGRATE, K_LISTEN } job_kind;
 
 typedef struct box {
     uv_poll_t poll;
@@ -48,6 +57,13 @@ typedef struct conn {
     unsigned migration;      /* the migration in flight */
     PGresult *res;
     unsigned backoff_ms;
+    uint64_t sends;          /* statements or groups sent, to tell a new one from the last */
+    /* K_GROUP: the queries of the pipeline in flight (kept requests), each
+     * one's result (first error, else last result), the one being read. */
+    cd_query *group[CD_STORE_GROUP_MAX];
+    PGresult *gres[CD_STORE_GROUP_MAX];
+    unsigned ngroup, gnext;
+    bool gfailed;
 } conn;
 
 typedef struct store {
@@ -62,6 +78,7 @@ typedef struct store {
     cd_query **queue;        /* waiting queries, FIFO */
     size_t qhead, qlen, qcap;
     bool migrated, migrating, up;
+    uint64_t groups, grouped, groups_failed; /* group commits, their queries, those rolled back */
 } store;
 
 typedef struct io_msg {
@@ -270,23 +287,41 @@ static void schedule_reconnect(rt_actor *self, conn *c, int i)
     rt_send_after(self, c->backoff_ms, &m->hdr);
 }
 
-/* A connection broke: its query (if any) goes back to the front of the
- * queue, and it reconnects after a backoff. */
+/* A query whose connection broke goes back to the front of the queue, or
+ * is answered with an error after MAX_ATTEMPTS tries. */
+static void requeue(store *st, cd_query *q)
+{
+    if (q->attempts >= MAX_ATTEMPTS) {
+        cd_result *r = RT_MSG_NEW(cd_result, CD_MSG_RESULT);
+        r->hdr.release = result_release;
+        snprintf(r->error, sizeof r->error, "the connection broke %d times running this query", MAX_ATTEMPTS);
+        rt_reply(&q->hdr, &r->hdr);
+        rt_msg_free(&q->hdr);
+    } else {
+        queue_push(st, q, true);
+    }
+}
+
+/* A connection broke: its query or group (if any) goes back to the front
+ * of the queue, in its order, and it reconnects after a backoff. A group
+ * cut off before its sync point may or may not have committed: like a lone
+ * query, it is sent again, and the writes are idempotent. */
 static void lost(rt_actor *self, store *st, int i, const char *why)
 {
     conn *c = &st->conns[i];
     if (c->state != C_CONNECTING || c->backoff_ms == 0)
         say("connection %d lost: %s", i, why);
-    if (c->kind == K_QUERY && c->q != NULL) {
-        if (c->q->attempts >= MAX_ATTEMPTS) {
-            cd_result *r = RT_MSG_NEW(cd_result, CD_MSG_RESULT);
-            r->hdr.release = result_release;
-            snprintf(r->error, sizeof r->error, "the connection broke %d times running this query", MAX_ATTEMPTS);
-            rt_reply(&c->q->hdr, &r->hdr);
-            rt_msg_free(&c->q->hdr);
-        } else {
-            queue_push(st, c->q, true);
+    if (c->kind == K_QUERY && c->q != NULL)
+        requeue(st, c->q);
+    if (c->kind == K_GROUP) {
+        for (unsigned k = c->ngroup; k-- > 0;) {
+            if (c->gres[k] != NULL)
+                PQclear(c->gres[k]);
+            c->gres[k] = NULL;
+            requeue(st, c->group[k]);
+            c->group[k] = NULL;
         }
+        c->ngroup = 0;
     }
     if (c->kind == K_MIGRATE)
         st->migrating = false;
@@ -381,12 +416,63 @@ static bool start_migration(rt_actor *self, store *st, int i)
     }
     c->kind = K_MIGRATE;
     c->state = C_BUSY;
+    c->sends++;
     st->migrating = true;
     flush_and_watch(self, st, i);
     return true;
 }
 
-/* Starts the next waiting query on every idle pool connection. */
+static bool groupable(const cd_query *q)
+{
+    return q->group && !q->solo;
+}
+
+static cd_query *queue_at(const store *st, size_t k)
+{
+    return st->queue[(st->qhead + k) % st->qcap];
+}
+
+/* Sends the groupable queries at the head of the queue (at least two) to
+ * the idle connection i as one pipeline, one transaction. */
+static void send_group(rt_actor *self, store *st, int i)
+{
+    conn *c = &st->conns[i];
+    c->ngroup = 0;
+    c->gnext = 0;
+    c->gfailed = false;
+    while (c->ngroup < CD_STORE_GROUP_MAX && st->qlen > 0 && groupable(queue_at(st, 0))) {
+        cd_query *q = queue_pop(st);
+        q->attempts++;
+        c->group[c->ngroup] = q;
+        c->gres[c->ngroup] = NULL;
+        c->ngroup++;
+    }
+    c->kind = K_GROUP;
+    c->sends++;
+    if (!PQenterPipelineMode(c->pg)) {
+        lost(self, st, i, PQerrorMessage(c->pg));
+        return;
+    }
+    for (unsigned k = 0; k < c->ngroup; k++) {
+        cd_query *q = c->group[k];
+        if (!PQsendQueryParams(c->pg, q->sql, q->nparams, NULL, (const char *const *)q->values, q->lengths,
+                q->formats, q->binary_result)) {
+            lost(self, st, i, PQerrorMessage(c->pg));
+            return;
+        }
+    }
+    if (!PQpipelineSync(c->pg)) {
+        lost(self, st, i, PQerrorMessage(c->pg));
+        return;
+    }
+    st->groups++;
+    st->grouped += c->ngroup;
+    c->state = C_BUSY;
+    flush_and_watch(self, st, i);
+}
+
+/* Starts the next waiting query, or group of queries, on every idle pool
+ * connection. */
 static void dispatch(rt_actor *self, store *st)
 {
     if (!st->migrated)
@@ -395,8 +481,13 @@ static void dispatch(rt_actor *self, store *st)
         conn *c = &st->conns[i];
         if (c->state != C_IDLE)
             continue;
+        if (st->qlen >= 2 && groupable(queue_at(st, 0)) && groupable(queue_at(st, 1))) {
+            send_group(self, st, (int)i);
+            continue;
+        }
         cd_query *q = queue_pop(st);
         q->attempts++;
+        c->sends++;
         if (!PQsendQueryParams(c->pg, q->sql, q->nparams, NULL, (const char *const *)q->values,
                 q->lengths, q->formats, q->binary_result)) {
             c->q = q;
@@ -428,6 +519,7 @@ static void ready(rt_actor *self, store *st, int i)
         }
         c->kind = K_LISTEN;
         c->state = C_BUSY;
+        c->sends++;
         flush_and_watch(self, st, i);
         return;
     }
@@ -446,29 +538,110 @@ static void ready(rt_actor *self, store *st, int i)
     dispatch(self, st);
 }
 
-static void reply(conn *c)
+static bool result_ok(const PGresult *res)
+{
+    ExecStatusType s = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+    return s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK || s == PGRES_EMPTY_QUERY;
+}
+
+/* Answers q (kept, freed here) with res (consumed; NULL = no result). */
+static void answer(cd_query *q, PGresult *res)
 {
     cd_result *r = RT_MSG_NEW(cd_result, CD_MSG_RESULT);
     r->hdr.release = result_release;
-    ExecStatusType s = c->res ? PQresultStatus(c->res) : PGRES_FATAL_ERROR;
-    if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK || s == PGRES_EMPTY_QUERY) {
-        r->res = c->res;
+    if (result_ok(res)) {
+        r->res = res;
     } else {
-        const char *msg = c->res ? PQresultErrorMessage(c->res) : "no result";
-        const char *state = c->res ? PQresultErrorField(c->res, PG_DIAG_SQLSTATE) : NULL;
+        const char *msg = res ? PQresultErrorMessage(res) : "no result";
+        const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
         snprintf(r->error, sizeof r->error, "%s", msg && *msg ? msg : "query failed");
         size_t n = strlen(r->error);
         while (n > 0 && (r->error[n - 1] == '\n' || r->error[n - 1] == ' '))
             r->error[--n] = '\0';
         if (state != NULL)
             snprintf(r->sqlstate, sizeof r->sqlstate, "%s", state);
-        if (c->res)
-            PQclear(c->res);
+        if (res)
+            PQclear(res);
     }
+    rt_reply(&q->hdr, &r->hdr);
+    rt_msg_free(&q->hdr);
+}
+
+static void reply(conn *c)
+{
+    answer(c->q, c->res);
     c->res = NULL;
-    rt_reply(&c->q->hdr, &r->hdr);
-    rt_msg_free(&c->q->hdr);
     c->q = NULL;
+}
+
+/* The group on c reached its sync point: all committed (answer each), or
+ * none (run each alone, in order, so each gets its own answer). */
+static void group_done(rt_actor *self, store *st, int i)
+{
+    conn *c = &st->conns[i];
+    if (!PQexitPipelineMode(c->pg)) {
+        lost(self, st, i, PQerrorMessage(c->pg));
+        return;
+    }
+    unsigned n = c->ngroup;
+    c->ngroup = 0;
+    c->kind = K_NONE;
+    c->state = C_IDLE;
+    if (!c->gfailed) {
+        for (unsigned k = 0; k < n; k++)
+            answer(c->group[k], c->gres[k]);
+    } else {
+        st->groups_failed++;
+        for (unsigned k = n; k-- > 0;) {
+            if (c->gres[k] != NULL)
+                PQclear(c->gres[k]);
+            c->group[k]->solo = true;
+            c->group[k]->attempts--; /* not a lost connection: this try does not count */
+            queue_push(st, c->group[k], true);
+        }
+    }
+    for (unsigned k = 0; k < n; k++) {
+        c->group[k] = NULL;
+        c->gres[k] = NULL;
+    }
+    watch(c, UV_READABLE);
+    dispatch(self, st);
+}
+
+/* Reads what has arrived of the group on c: each statement's results end
+ * with a NULL from PQgetResult, the sync point with PGRES_PIPELINE_SYNC. */
+static void read_group(rt_actor *self, store *st, int i)
+{
+    conn *c = &st->conns[i];
+    while (c->kind == K_GROUP && !PQisBusy(c->pg)) {
+        PGresult *r = PQgetResult(c->pg);
+        if (r == NULL) {
+            if (c->gnext >= c->ngroup)
+                return; /* every statement read; the sync point is still coming */
+            c->gnext++;
+            continue;
+        }
+        if (PQresultStatus(r) == PGRES_PIPELINE_SYNC) {
+            PQclear(r);
+            group_done(self, st, i);
+            return;
+        }
+        bool ok = result_ok(r);
+        c->gfailed |= !ok; /* an error, a statement skipped after one, or a failed commit */
+        if (c->gnext >= c->ngroup) {
+            PQclear(r);
+            continue;
+        }
+        /* Keep the first error, else the last result. */
+        PGresult **keep = &c->gres[c->gnext];
+        if (*keep == NULL || result_ok(*keep)) {
+            if (*keep != NULL)
+                PQclear(*keep);
+            *keep = r;
+        } else {
+            PQclear(r);
+        }
+    }
 }
 
 /* The statement on c finished (all results read). */
@@ -536,22 +709,30 @@ static void on_io(rt_actor *self, store *st, const io_msg *m)
         default: lost(self, st, i, PQerrorMessage(c->pg)); return;
         }
     }
-    if ((m->events & UV_WRITABLE) && c->state == C_BUSY) {
+    /* While a statement or group is being sent, send more of it whatever
+     * woke us, and read too: a pipeline's results can fill the socket
+     * before all of it is written, and a server blocked on writing them
+     * reads nothing. */
+    int events = UV_READABLE;
+    uint64_t sends = c->sends;
+    if (c->state == C_BUSY) {
         int f = PQflush(c->pg);
         if (f < 0) {
             lost(self, st, i, PQerrorMessage(c->pg));
             return;
         }
-        if (f == 1) {
-            watch(c, UV_READABLE | UV_WRITABLE);
-            return;
-        }
+        if (f == 1)
+            events |= UV_WRITABLE;
     }
     if (!PQconsumeInput(c->pg)) {
         lost(self, st, i, PQerrorMessage(c->pg));
         return;
     }
-    if (c->state == C_BUSY) {
+    if (c->state == C_BUSY && c->kind == K_GROUP) {
+        read_group(self, st, i);
+        if (c->state == C_BUSY && c->sends == sends)
+            watch(c, events);
+    } else if (c->state == C_BUSY) {
         while (!PQisBusy(c->pg)) {
             PGresult *r = PQgetResult(c->pg);
             if (r == NULL) {
@@ -568,11 +749,13 @@ static void on_io(rt_actor *self, store *st, const io_msg *m)
                 PQclear(r);
             }
         }
-        if (c->state == C_BUSY)
-            watch(c, UV_READABLE);
+        if (c->state == C_BUSY && c->sends == sends)
+            watch(c, events);
     } else {
         watch(c, UV_READABLE);
     }
+    if (c->pg == NULL)
+        return; /* lost above */
     PGnotify *n;
     while ((n = PQnotifies(c->pg)) != NULL) {
         for (unsigned k = 0; k < st->nsubs; k++) {
@@ -634,6 +817,11 @@ static void finalize(rt_actor *self)
         conn *c = &st->conns[i];
         if (c->q != NULL)
             rt_msg_free(&c->q->hdr);
+        for (unsigned k = 0; k < c->ngroup; k++) {
+            rt_msg_free(&c->group[k]->hdr);
+            if (c->gres[k] != NULL)
+                PQclear(c->gres[k]);
+        }
         detach(c);
     }
     while ((q = queue_pop(st)) != NULL)

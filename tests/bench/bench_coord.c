@@ -36,6 +36,7 @@
 #include "sim/sim.h"
 #include "sim/sim_json.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -350,11 +351,11 @@ static long coord_rss_kib(void)
     return kib;
 }
 
-/* CPU seconds the coordinator has used (user + system). */
-static double coord_cpu_s(void)
+/* CPU seconds process pid has used (user + system); its parent in *ppid. */
+static double cpu_s(int pid, int *ppid)
 {
     char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)coord_pid);
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
     FILE *f = fopen(path, "r");
     if (f == NULL)
         return 0;
@@ -363,9 +364,44 @@ static double coord_cpu_s(void)
     buf[n] = '\0';
     char *p = strrchr(buf, ')');
     unsigned long ut = 0, st = 0;
-    if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+    int pp = 0;
+    if (p == NULL || sscanf(p + 2, "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &pp, &ut, &st) != 3)
         return 0;
+    if (ppid != NULL)
+        *ppid = pp;
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static double coord_cpu_s(void)
+{
+    return cpu_s((int)coord_pid, NULL);
+}
+
+/* CPU seconds of PostgreSQL: the postmaster and its live children. */
+static double pg_cpu_s(void)
+{
+    double sum = cpu_s((int)pg_pid, NULL);
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        int pid = atoi(e->d_name), pp = 0;
+        if (pid <= 0)
+            continue;
+        double c = cpu_s(pid, &pp);
+        if (pp == (int)pg_pid)
+            sum += c;
+    }
+    if (d != NULL)
+        closedir(d);
+    return sum;
+}
+
+static double self_cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+        ru.ru_stime.tv_usec * 1e-6;
 }
 
 static long metric(const char *name)
@@ -1124,18 +1160,19 @@ static void completions(void)
     if (B.accepted == base)
         die("nothing accepted after %d s of warm-up", TP_WARMUP_S);
     uint64_t a0 = B.accepted, b0 = B.batches, o0 = B.other_outcomes;
-    double c0 = coord_cpu_s(), t0 = now_s();
+    double c0 = coord_cpu_s(), p0 = pg_cpu_s(), s0 = self_cpu_s(), t0 = now_s();
     run_for(TP_MEASURE_S);
-    double t = now_s() - t0, cpu = coord_cpu_s() - c0;
+    double t = now_s() - t0, cpu = coord_cpu_s() - c0, pg_cpu = pg_cpu_s() - p0, self_cpu = self_cpu_s() - s0;
     uint64_t accepted = B.accepted - a0;
     double rate = (double)accepted / t;
     B.mode = MODE_IDLE; /* stop sending; what is in flight still gets its ack */
     run_for(1);
     long long journal = sql_count("SELECT count(*) FROM journal WHERE job_id = $1 AND type = 1", job);
     fprintf(stderr, "bench_coord: %" PRIu64 " results accepted in %.1f s by %d nodes (%.0f batches/s of %d); "
-        "%" PRIu64 " other outcomes; coordinator CPU %.0f%% of one core; journal holds %lld accepts, %" PRIu64
-        " acknowledged in all\n", accepted, t, TP_NODES, (double)(B.batches - b0) / t, BATCH,
-        B.other_outcomes - o0, 100 * cpu / t, journal, B.accepted - base);
+        "%" PRIu64 " other outcomes; CPU (%% of one core): coordinator %.0f, PostgreSQL %.0f, these nodes %.0f; "
+        "journal holds %lld accepts, %" PRIu64 " acknowledged in all\n", accepted, t, TP_NODES,
+        (double)(B.batches - b0) / t, BATCH, B.other_outcomes - o0, 100 * cpu / t, 100 * pg_cpu / t,
+        100 * self_cpu / t, journal, B.accepted - base);
     if (journal < (long long)(B.accepted - base))
         die("the journal holds fewer accepted results (%lld) than were acknowledged (%" PRIu64 ")", journal,
             B.accepted - base);

@@ -3,12 +3,16 @@
  * connection string is argv[1] (tests/integration/store.test.mjs starts
  * the server and runs this).
  */
+#include "actors/migrations.h"
 #include "actors/store.h"
 #include "tests/support/check.h"
 #include "tests/support/proxy.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static rt_system *sys;
 static rt_actor *store;
@@ -152,6 +156,158 @@ static void survives_lost_connections(void)
     CHECK(proxy_wait(new_notice), "the listener did not come back");
 }
 
+/* ---- group commit ---- */
+
+enum { POOL = 3, MAX_BURST = 64 };
+
+/* Queries answered without error among replies[0..n), each freed. */
+static int free_replies(rt_msg **replies, int n, int *errors_at, char *sqlstate, size_t slen)
+{
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+        cd_result *r = replies[i] != NULL && replies[i]->type == CD_MSG_RESULT ? (cd_result *)replies[i] : NULL;
+        if (r != NULL && r->res != NULL)
+            ok++;
+        else if (errors_at != NULL) {
+            *errors_at = i;
+            snprintf(sqlstate, slen, "%s", r ? r->sqlstate : "");
+        }
+        rt_msg_free(replies[i]);
+    }
+    return ok;
+}
+
+/* A burst: first a slow query on every pool connection, so that the `n`
+ * groupable inserts (keys[i], tag) sent right behind them all wait in the
+ * queue together; then `extra` (groupable, may be NULL) after the inserts. */
+static int burst(const int *keys, int n, const char *tag, const char *extra, rt_msg **replies)
+{
+    rt_msg *reqs[POOL + MAX_BURST + 1];
+    int k = 0;
+    for (int i = 0; i < POOL; i++)
+        reqs[k++] = &cd_query_new("SELECT pg_sleep(0.3)")->hdr;
+    for (int i = 0; i < n; i++) {
+        cd_query *q = cd_query_new("INSERT INTO grouped (k, tag) VALUES ($1, $2)");
+        cd_query_int(q, keys[i]);
+        cd_query_text(q, tag);
+        q->group = true;
+        reqs[k++] = &q->hdr;
+        if (extra != NULL && i == n / 2) {
+            cd_query *x = cd_query_new(extra);
+            x->group = true;
+            reqs[k++] = &x->hdr;
+        }
+    }
+    return proxy_call_many(store, reqs, replies, k, 30000);
+}
+
+/* count(*) and count(DISTINCT xid) of the rows with tag. */
+static void rows_and_commits(const char *tag, int *rows, int *commits)
+{
+    cd_query *q = cd_query_new("SELECT count(*), count(DISTINCT xid) FROM grouped WHERE tag = $1");
+    cd_query_text(q, tag);
+    cd_result *r = sql_on(store, q);
+    *rows = r && r->res ? atoi(PQgetvalue(r->res, 0, 0)) : -1;
+    *commits = r && r->res ? atoi(PQgetvalue(r->res, 0, 1)) : -1;
+    rt_msg_free(r ? &r->hdr : NULL);
+}
+
+static void group_commits_together(void)
+{
+    cd_result *r = sql("CREATE TABLE grouped (k int PRIMARY KEY, tag text NOT NULL, "
+                       "xid bigint NOT NULL DEFAULT txid_current())");
+    CHECK(r != NULL && r->res != NULL, "create: %s", r ? r->error : "no answer");
+    rt_msg_free(&r->hdr);
+    enum { N = 50 };
+    int keys[N];
+    for (int i = 0; i < N; i++)
+        keys[i] = i + 1;
+    rt_msg *replies[POOL + N];
+    int answered = burst(keys, N, "together", NULL, replies);
+    int ok = free_replies(replies, answered == POOL + N ? POOL + N : 0, NULL, NULL, 0);
+    CHECK(answered == POOL + N && ok == POOL + N, "%d answered, %d without error, of %d", answered, ok, POOL + N);
+    int rows, commits;
+    rows_and_commits("together", &rows, &commits);
+    CHECK(rows == N, "%d rows", rows);
+    CHECK(commits == 1, "the %d queued inserts took %d transactions, not one", N, commits);
+}
+
+static void failing_query_fails_alone(void)
+{
+    enum { N = 20, BAD = 9 };
+    cd_result *r = sql("INSERT INTO grouped (k, tag) VALUES (1000, 'taken')");
+    CHECK(r != NULL && r->res != NULL, "insert: %s", r ? r->error : "no answer");
+    rt_msg_free(&r->hdr);
+    int keys[N];
+    for (int i = 0; i < N; i++)
+        keys[i] = i == BAD ? 1000 : 1001 + i; /* one key already taken: a unique violation */
+    rt_msg *replies[POOL + N];
+    int answered = burst(keys, N, "alone", NULL, replies), bad = -1;
+    char sqlstate[6] = "";
+    int ok = free_replies(replies, answered == POOL + N ? POOL + N : 0, &bad, sqlstate, sizeof sqlstate);
+    CHECK(answered == POOL + N, "%d of %d answered", answered, POOL + N);
+    CHECK(ok == POOL + N - 1 && bad == POOL + BAD, "%d without error; the failure was query %d", ok, bad);
+    CHECK(strcmp(sqlstate, "23505") == 0, "the bad insert's sqlstate is '%s'", sqlstate);
+    int rows, commits;
+    rows_and_commits("alone", &rows, &commits);
+    CHECK(rows == N - 1, "%d rows, not %d", rows, N - 1);
+    CHECK(commits == N - 1, "%d transactions: the group was not run again one query at a time", commits);
+}
+
+/* The killer: waits (deadline) until a pool connection runs the group's
+ * slow statement, then ends every other session of the database. */
+static const char *marker = "SELECT pg_sleep(1) AS group_in_flight";
+static int killed = -1;
+
+static void *kill_mid_group(void *arg)
+{
+    (void)arg;
+    PGconn *admin = PQconnectdb(getenv("STORE_CHECK_CONNINFO"));
+    struct timespec t0, now, pause = { 0, 10000000 };
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (PQstatus(admin) == CONNECTION_OK) {
+        const char *v[1] = { marker };
+        PGresult *q = PQexecParams(admin, "SELECT count(*) FROM pg_stat_activity WHERE query = $1 AND state = 'active'",
+            1, NULL, v, NULL, NULL, 0);
+        bool running = PQresultStatus(q) == PGRES_TUPLES_OK && atoi(PQgetvalue(q, 0, 0)) > 0;
+        PQclear(q);
+        if (running) {
+            PGresult *k = PQexec(admin, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                        "WHERE datname = current_database() AND pid <> pg_backend_pid()");
+            killed = PQresultStatus(k) == PGRES_TUPLES_OK ? atoi(PQgetvalue(k, 0, 0)) : -1;
+            PQclear(k);
+            break;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - t0.tv_sec > PROXY_DEADLINE_S)
+            break;
+        nanosleep(&pause, NULL); /* pg_stat_activity has no event to wait on */
+    }
+    PQfinish(admin);
+    return NULL;
+}
+
+static void group_survives_killed_connection(void)
+{
+    enum { N = 20 };
+    int keys[N];
+    for (int i = 0; i < N; i++)
+        keys[i] = 2001 + i;
+    pthread_t killer;
+    CHECK(pthread_create(&killer, NULL, kill_mid_group, NULL) == 0, "thread");
+    rt_msg *replies[POOL + N + 1];
+    int answered = burst(keys, N, "killed", marker, replies);
+    pthread_join(killer, NULL);
+    int ok = free_replies(replies, answered == POOL + N + 1 ? POOL + N + 1 : 0, NULL, NULL, 0);
+    CHECK(killed >= 1, "the group was never seen running (killed %d)", killed);
+    CHECK(answered == POOL + N + 1 && ok == POOL + N + 1, "%d answered, %d without error, of %d", answered, ok,
+        POOL + N + 1);
+    int rows, commits;
+    rows_and_commits("killed", &rows, &commits);
+    CHECK(rows == N, "%d rows, not %d", rows, N);
+    CHECK(commits == 1, "%d transactions: the group was not sent again whole", commits);
+}
+
 static void a_second_store_migrates_idempotently(void)
 {
     cd_store_opts o = { .conninfo = getenv("STORE_CHECK_CONNINFO"), .connections = 1 };
@@ -160,7 +316,8 @@ static void a_second_store_migrates_idempotently(void)
     cd_result *r = sql_on(second, cd_query_new("SELECT count(*) FROM schema_migrations"));
     rt_actor_release(second);
     CHECK(r != NULL && r->res != NULL, "%s", r ? r->error : "no answer");
-    CHECK(strcmp(PQgetvalue(r->res, 0, 0), "1") == 0, "migrations applied again: %s", PQgetvalue(r->res, 0, 0));
+    CHECK((unsigned)atoi(PQgetvalue(r->res, 0, 0)) == cd_nmigrations, "migrations applied again: %s rows for %u",
+        PQgetvalue(r->res, 0, 0), cd_nmigrations);
     rt_msg_free(&r->hdr);
 }
 
@@ -184,7 +341,10 @@ int main(int argc, char **argv)
     RUN(parameters_round_trip);
     RUN(errors_are_reported);
     RUN(many_in_flight_and_notify);
+    RUN(group_commits_together);
+    RUN(failing_query_fails_alone);
     RUN(survives_lost_connections);
+    RUN(group_survives_killed_connection);
     RUN(a_second_store_migrates_idempotently);
 
     rt_actor_release(store);
