@@ -474,14 +474,14 @@ int http_send(const http_url *url, const http_request *req, http_response *res, 
         int recv_errno = n < 0 ? errno : 0;
         if (n > 0) {
             if (in.len + (size_t)n > MAX_ANSWER) {
-                rc = say(err, errlen, HTTP_ETOOBIG, "%s: the answer is over %u MiB", url->origin, MAX_ANSWER >> 20);
+                rc = say(err, errlen, HTTP_ETOOBIG, "%s sent an answer over %u MiB", url->origin, MAX_ANSWER >> 20);
                 break;
             }
             append(&in, buf, (size_t)n);
         }
         int h = in.head_len ? 1 : in.len ? parse_head(&in, res) : 0;
         if (h < 0) {
-            rc = say(err, errlen, HTTP_EPROTO, "%s: not an HTTP/1.x answer", url->origin);
+            rc = say(err, errlen, HTTP_EPROTO, "%s sent something that is not an HTTP/1.x answer", url->origin);
             break;
         }
         if (h == 1) {
@@ -489,8 +489,8 @@ int http_send(const http_url *url, const http_request *req, http_response *res, 
             if (c == 1)
                 break;
             if (c < 0) {
-                rc = say(err, errlen, c, "%s: %s", url->origin,
-                    c == HTTP_EIO ? "the connection closed in the middle of the answer" : "malformed chunked body");
+                rc = say(err, errlen, c, "%s %s", url->origin,
+                    c == HTTP_EIO ? "closed the connection in the middle of the answer" : "sent a malformed chunked body");
                 break;
             }
         }

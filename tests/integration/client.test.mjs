@@ -2,7 +2,8 @@
 // user runs them: against a real `simfarm serve` with a real PostgreSQL and
 // an admin token from --token-file, and against a whole `simfarm up`. Every
 // error is one line on stderr starting "simfarm <cmd>: " with exit status 1
-// (the request failed) or 2 (usage).
+// (the request failed) or 2 (usage). A fake server of raw bytes tries the
+// HTTP client on framings and faults the coordinator does not produce.
 import { test, before, after, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -144,6 +145,102 @@ describe('without a server', () => {
     const unknown = writeFile('unknown.conf', '# ok\nsrever = http://127.0.0.1:8080\n');
     failed(await cli(['nodes', '--config', unknown]), 'nodes', 2, new RegExp(`${unknown}:2: unknown key 'srever'`));
     failed(await cli(['jobs', '--config', path.join(tmp, 'absent.conf')]), 'jobs', 2, /cannot read the config file/);
+  });
+});
+
+// A server that answers every request with raw bytes of our choosing, to
+// see the HTTP client cope with framings and faults the coordinator does
+// not produce. Resolves to { url, requests, close }.
+async function rawServer(answer) {
+  const requests = [];
+  const srv = net.createServer((sock) => {
+    let data = '';
+    sock.on('data', (d) => {
+      data += d;
+      if (!data.includes('\r\n\r\n')) return;
+      requests.push(data);
+      answer(sock, data);
+    });
+    sock.on('error', () => {});
+  });
+  await new Promise((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${srv.address().port}`,
+    requests,
+    close: () => new Promise((resolve) => srv.close(resolve)),
+  };
+}
+
+describe('HTTP framings and faults', () => {
+  const list = '[{"id":1,"state":"complete","owner":"o","kernel":"option","items":10,"created_at":"2026-01-02T03:04:05+00:00"}]';
+
+  test('a chunked answer, in pieces', async () => {
+    const srv = await rawServer((sock) => {
+      const body = Buffer.from(list);
+      sock.write('HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n');
+      sock.write(`5;ext=1\r\n${body.subarray(0, 5)}\r\n`);
+      setTimeout(() => sock.end(`${(body.length - 5).toString(16)}\r\n${body.subarray(5)}\r\n0\r\n\r\n`), 50);
+    });
+    try {
+      const r = await cli(['jobs', '--json', '--server', srv.url, '--token', 'sf_t']);
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(r.stdout, `${list}\n`);
+      const req = srv.requests[0];
+      assert.match(req, /^GET \/api\/jobs HTTP\/1\.1\r\n/);
+      assert.match(req, /\r\nConnection: close\r\n/);
+      assert.match(req, /\r\nAuthorization: Bearer sf_t\r\n/);
+      const table = await cli(['jobs', '--server', srv.url]);
+      assert.match(table.stdout, /^1 +complete +o +option +10 +- +2026-01-02 03:04:05 UTC$/m);
+    } finally {
+      await srv.close();
+    }
+  });
+
+  test('an answer that ends with the connection, and query strings escaped', async () => {
+    const srv = await rawServer((sock) => sock.end(`HTTP/1.1 200 OK\r\n\r\n${list}`));
+    try {
+      const r = await cli(['jobs', '--json', '--owner', 'ann lee&co', '--state', 'running', '--server', `${srv.url}/`]);
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(r.stdout, `${list}\n`);
+      assert.match(srv.requests[0], /^GET \/api\/jobs\?state=running&owner=ann%20lee%26co HTTP\/1\.1/);
+    } finally {
+      await srv.close();
+    }
+  });
+
+  test('a path prefix in --server is kept', async () => {
+    const srv = await rawServer((sock) => sock.end('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n[]'));
+    try {
+      const r = await cli(['nodes', '--server', `${srv.url}/farm/`]);
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(r.stdout, 'no nodes\n');
+      assert.match(srv.requests[0], /^GET \/farm\/api\/nodes HTTP\/1\.1/);
+    } finally {
+      await srv.close();
+    }
+  });
+
+  test('faults: cut short, not HTTP, not JSON, 429, a 5xx without a body', async () => {
+    const answer = (status, body, headers = '') =>
+      `HTTP/1.1 ${status}\r\n${headers}Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+    const cases = [
+      ['HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n[1,2', /closed the connection in the middle of the answer/],
+      ['SSH-2.0-OpenSSH_9.2\r\n\r\n', /not an HTTP\/1\.x answer/],
+      [answer('200 OK', '<html>hi'), /cannot read the server's answer: JSON: /],
+      [answer('429 Too Many Requests', '{"error":"too many failed logins"}', 'Retry-After: 42\r\n'),
+        /: too many failed logins \(retry after 42 s\)$/],
+      [answer('502 Bad Gateway', ''), /answered 502$/],
+      [answer('500 Internal Server Error', '{"error":"database on fire","field":"items"}'), /: items: database on fire$/],
+      ['HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n', /malformed chunked body/],
+    ];
+    for (const [bytes, message] of cases) {
+      const srv = await rawServer((sock) => sock.end(bytes));
+      try {
+        failed(await cli(['nodes', '--server', srv.url]), 'nodes', 1, message);
+      } finally {
+        await srv.close();
+      }
+    }
   });
 });
 
