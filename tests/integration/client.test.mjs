@@ -432,12 +432,12 @@ function alive(pid) {
   try { process.kill(pid, 0); return true; } catch (e) { return e.code === 'EPERM'; }
 }
 
-test('simfarm up, then submit examples/european.json --watch --json: the Black-Scholes price', async () => {
+test('simfarm up --nodes 2, then submit examples/european.json --watch --json: the Black-Scholes price', async () => {
   const varDir = path.join(tmp, 'var');
   const upXdg = path.join(tmp, 'xdg-up');
   fs.mkdirSync(upXdg);
   const env = { ...baseEnv, XDG_CONFIG_HOME: upXdg };
-  const child = spawn(simfarm, ['up', '--no-demo', '--var', varDir, '--listen', '127.0.0.1:0'],
+  const child = spawn(simfarm, ['up', '--no-demo', '--var', varDir, '--listen', '127.0.0.1:0', '--nodes', '2', '--cores', '1'],
     { cwd: top, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '', err = '';
   const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
@@ -445,7 +445,7 @@ test('simfarm up, then submit examples/european.json --watch --json: the Black-S
     await new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`up not ready in 120 s:\n${out}\n${err}`)), 120000);
       const check = () => {
-        if (/Ctrl-C stops everything/.test(out) && /connected to \S+ as node \d+/.test(out + err)) {
+        if (/Ctrl-C stops everything/.test(out) && (out + err).match(/connected to \S+ as node \d+/g)?.length === 2) {
           clearTimeout(timer);
           resolve();
         }
@@ -469,7 +469,12 @@ test('simfarm up, then submit examples/european.json --watch --json: the Black-S
     assert.equal(fs.readFileSync(userConfig, 'utf8'), text);
     assert.match(out, new RegExp(`wrote ${userConfig}`));
 
-    // The client finds the farm through that config alone.
+    // The client finds the farm through that config alone; both nodes are there.
+    const nodes = await run(simfarm, ['nodes', '--json'], { env });
+    assert.equal(nodes.code, 0, nodes.stderr);
+    assert.equal(JSON.parse(nodes.stdout).filter((n) => n.online).length, 2, nodes.stdout);
+    assert.ok(fs.existsSync(path.join(varDir, 'node-2.key')), 'the second node keeps its own key');
+
     const r = await run(simfarm, ['submit', 'examples/european.json', '--watch', '--json'], { env, timeoutMs: 90000 });
     assert.equal(r.code, 0, r.stderr);
     const job = JSON.parse(r.stdout);
