@@ -160,3 +160,22 @@ void cd_events_each_progress(const cd_events *ev, void (*fn)(void *ctx, uint64_t
     for (size_t i = 0; i < ev->nprog; i++)
         fn(ctx, ev->prog[i].job, ev->prog[i].text);
 }
+
+char *cd_json_quote(char *out, size_t cap, const char *s)
+{
+    size_t n = 0;
+    out[n++] = '"';
+    for (const unsigned char *c = (const unsigned char *)s; *c && n + 8 < cap; c++) {
+        if (*c == '"' || *c == '\\') {
+            out[n++] = '\\';
+            out[n++] = (char)*c;
+        } else if (*c < 0x20) {
+            n += (size_t)snprintf(out + n, cap - n, "\\u%04x", *c);
+        } else {
+            out[n++] = (char)*c;
+        }
+    }
+    out[n++] = '"';
+    out[n] = '\0';
+    return out;
+}

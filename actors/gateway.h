@@ -1,19 +1,18 @@
 /*
  * gateway.h — the coordinator's one port: libwebsockets on the runtime's
- * libuv loop, serving
+ * libuv loop (with TLS when given a certificate), serving
  *
- *   GET  /health           {"status", "database", "version"}; 503 while the database is down
- *   GET  /metrics          Prometheus text
- *   POST /api/jobs         submit a job (JSON); 201 {"id": N} or 400 naming the field
- *   GET  /api/jobs         the newest 100 jobs
- *   GET  /api/jobs/{id}    one job; 404 when there is none
- *   GET  /ws/node          node sessions (WebSocket, protocol simfarm.node.v1; session.h)
+ *   /health, /metrics      health and Prometheus metrics
+ *   /api/...               the HTTP API (docs/api.md; api.c)
+ *   /ws/node               node sessions (WebSocket, simfarm.node.v1; session.h)
+ *   /ws/events             live events (WebSocket, simfarm.events.v1; events.h)
+ *   anything else (GET)    the files of the web directory
  *
  * The gateway is a pinned actor: lws callbacks (loop thread) hand each
  * complete request to it as a message, it asks the store, and the answer is
- * written when lws says the connection is writable. Sessions live in a
- * table that only the loop thread touches; a connection that closes leaves
- * it at once, so a late answer finds nothing to write to.
+ * written when lws says the connection is writable. It receives the
+ * scheduler's job events and the sessions' node events, numbers them and
+ * sends them to /ws/events clients.
  */
 #ifndef SIMFARM_ACTORS_GATEWAY_H
 #define SIMFARM_ACTORS_GATEWAY_H
@@ -28,6 +27,11 @@ typedef struct cd_gateway_opts {
     bool open_enrolment;     /* unknown node keys join as public nodes */
     size_t max_body;         /* largest request body; default 1 MiB */
     uint64_t db_timeout_ms;  /* an answer from the store within this, else 503; default 5000 */
+    uint32_t heartbeat_ms;   /* nodes' heartbeat interval; default 5000 */
+    const char *web_dir;     /* static files; NULL = none */
+    const char *token_file;  /* an admin API token kept here (created when absent); may be NULL */
+    const char *tls_cert;    /* PEM certificate and key: https and wss; both or neither */
+    const char *tls_key;
 } cd_gateway_opts;
 
 /* Spawns the gateway on sys (native: it joins the runtime's libuv loop) and

@@ -1,89 +1,69 @@
 /*
- * gateway_uv.c — see gateway.h.
+ * gateway_uv.c — see gateway.h; the HTTP API itself is in api.c.
  *
- * lws calls http_cb on the loop thread. A complete request (path, method,
- * body) becomes a message to the gateway actor, which is pinned to the same
- * thread; its answer goes into the session table and lws is asked for a
- * writable callback, which sends it. The table and the lws context are
- * touched only on the loop thread: by the callbacks and by the gateway's
- * behaviour, which never run at the same time.
+ * lws calls its callbacks on the loop thread. A complete request (method,
+ * path, arguments, Authorization, body) becomes a message to the gateway
+ * actor, pinned to the same thread; its answer goes into the transaction
+ * table and lws is asked for a writable callback, which sends it. GET
+ * requests for other paths are files of the web directory, which lws
+ * sends by itself. /ws/events connections each have a queue of event
+ * texts. The tables and the lws context are touched only on the loop
+ * thread: by the callbacks and by the gateway's behaviour, which never run
+ * at the same time.
  */
-#include "actors/gateway.h"
+#include "actors/gateway_int.h"
 
-#include "actors/jobs.h"
-#include "actors/session.h"
+#include "actors/scheduler.h"
 #include "actors/store.h"
 
 #include <inttypes.h>
 #include <libwebsockets.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <uv.h>
 
-#define SIMFARM_VERSION "0.1.0"
+#define EVENTS_PROTOCOL "simfarm.events.v1"
 
 enum { M_REQUEST = RT_MSG_USER + 0x1200, M_DIE };
-enum { GET = 1, POST };
+enum {
+    EVENTS_KEPT = 4096,         /* events a reconnecting client can catch up on */
+    EVENTS_QUEUE_MAX = 8192,    /* a client further behind than this is dropped */
+};
 
-typedef struct request {
-    rt_msg hdr;
-    uint64_t session;
-    int method;
-    char path[256];
-    char *body;              /* owned; NUL-terminated */
-    size_t body_len;
-} request;
-
-typedef struct session {
+/* An HTTP transaction waiting for its answer. */
+struct gw_session {
     uint64_t id;
     struct lws *wsi;
     int status;              /* 0 until the answer is ready */
     const char *type;
+    const char *extra;       /* a header line, or NULL */
     char *body;
     size_t body_len;
-} session;
+};
 
-typedef struct pending {
-    int64_t req;
-    uint64_t session;
-    int kind;                /* what the answer is for */
-} pending;
+/* A /ws/events connection. */
+struct gw_events_conn {
+    struct lws *wsi;
+    uint64_t job;            /* only this job's events; 0 = all */
+    char **q;                /* texts to send (owned), a ring */
+    size_t qhead, qn, qcap;
+    bool overflow;
+};
 
-enum { P_SUBMIT = 1, P_LIST, P_ONE };
-
-typedef struct gateway {
-    struct lws_context *ctx;
-    struct lws_vhost *vhost;
-    rt_actor *self;
-    rt_actor *store;
-    size_t max_body;
-    uint64_t db_timeout_ms;
-    bool db_up;
-    session *sessions;       /* loop thread only */
-    size_t nsessions, sessions_cap;
-    uint64_t next_session;
-    pending *pend;           /* store requests in flight */
-    size_t npend, pend_cap;
-    uint64_t requests, by_class[6]; /* metrics: requests by status class 1xx..5xx */
-    cd_sessions *sessions_ws;         /* node connections */
-    struct lws_protocols protocols[3];
-} gateway;
-
-/* lws per-transaction state */
+/* lws per-transaction state of the http protocol */
 typedef struct pss {
     uint64_t session;
-    int method;
-    char path[256];
-    char *body;
-    size_t body_len;
+    gw_request *req;         /* a POST waiting for its body */
     bool too_big;
 } pss;
 
-/* ---- sessions (loop thread) ----------------------------------------------------- */
+/* ---- transactions (loop thread) ---------------------------------------------------- */
 
-static session *session_find(gateway *g, uint64_t id)
+static gw_session *session_find(gateway *g, uint64_t id)
 {
     for (size_t i = 0; i < g->nsessions; i++)
         if (g->sessions[i].id == id)
@@ -93,10 +73,9 @@ static session *session_find(gateway *g, uint64_t id)
 
 static uint64_t session_open(gateway *g, struct lws *wsi)
 {
-    if (g->nsessions == g->sessions_cap) {
+    if (g->nsessions == g->sessions_cap)
         g->sessions = rt_grow(g->sessions, &g->sessions_cap, sizeof *g->sessions);
-    }
-    session *s = &g->sessions[g->nsessions++];
+    gw_session *s = &g->sessions[g->nsessions++];
     memset(s, 0, sizeof *s);
     s->id = ++g->next_session;
     s->wsi = wsi;
@@ -105,33 +84,32 @@ static uint64_t session_open(gateway *g, struct lws *wsi)
 
 static void session_close(gateway *g, uint64_t id)
 {
-    session *s = session_find(g, id);
+    gw_session *s = session_find(g, id);
     if (s == NULL)
         return;
     free(s->body);
     *s = g->sessions[--g->nsessions];
 }
 
-/* Sets the answer of a session and asks lws to write it. An answer for a
- * session that closed meanwhile is dropped. Takes body (malloc'd). */
-static void respond(gateway *g, uint64_t id, int status, const char *type, char *body)
+void gw_respond(gateway *g, uint64_t id, int status, const char *type, char *body, const char *extra)
 {
-    session *s = session_find(g, id);
+    gw_session *s = session_find(g, id);
+    g->requests++;
+    if (status >= 100 && status < 600)
+        g->by_class[status / 100]++;
     if (s == NULL) {
         free(body);
         return;
     }
     s->status = status;
     s->type = type;
+    s->extra = extra;
     s->body = body;
     s->body_len = strlen(body);
-    g->requests++;
-    if (status >= 100 && status < 600)
-        g->by_class[status / 100]++;
     lws_callback_on_writable(s->wsi);
 }
 
-static char *fmt(const char *f, ...)
+char *gw_fmt(const char *f, ...)
 {
     va_list ap;
     va_start(ap, f);
@@ -146,53 +124,74 @@ static char *fmt(const char *f, ...)
     return s;
 }
 
-/* A JSON string literal of s (quotes and escapes), malloc'd. */
-static char *json_str(const char *s)
+void gw_respond_error(gateway *g, uint64_t id, int status, const char *field, const char *msg)
 {
-    size_t n = strlen(s);
-    char *out = malloc(n * 6 + 3), *p = out;
-    if (out == NULL)
-        rt_oom(n * 6 + 3);
-    *p++ = '"';
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\') {
-            *p++ = '\\';
-            *p++ = (char)*c;
-        } else if (*c < 0x20) {
-            p += sprintf(p, "\\u%04x", *c);
-        } else {
-            *p++ = (char)*c;
-        }
-    }
-    *p++ = '"';
-    *p = '\0';
-    return out;
+    char m[600], f[160];
+    cd_json_quote(m, sizeof m, msg);
+    gw_respond(g, id, status, "application/json",
+        field ? gw_fmt("{\"error\":%s,\"field\":%s}\n", m, cd_json_quote(f, sizeof f, field))
+              : gw_fmt("{\"error\":%s}\n", m),
+        NULL);
 }
 
-static void respond_error(gateway *g, uint64_t id, int status, const char *field, const char *msg)
+/* ---- static files ---------------------------------------------------------------------- */
+
+static const char *mime_of(const char *path)
 {
-    char *m = json_str(msg);
-    char *f = field ? json_str(field) : NULL;
-    respond(g, id, status, "application/json",
-        f ? fmt("{\"error\":%s,\"field\":%s}\n", m, f) : fmt("{\"error\":%s}\n", m));
-    free(m);
-    free(f);
+    static const struct { const char *ext, *type; } types[] = {
+        { ".html", "text/html; charset=utf-8" }, { ".js", "text/javascript; charset=utf-8" },
+        { ".mjs", "text/javascript; charset=utf-8" }, { ".css", "text/css; charset=utf-8" },
+        { ".json", "application/json" }, { ".wasm", "application/wasm" }, { ".svg", "image/svg+xml" },
+        { ".png", "image/png" }, { ".ico", "image/x-icon" }, { ".txt", "text/plain; charset=utf-8" },
+    };
+    const char *dot = strrchr(path, '.');
+    for (size_t i = 0; dot && i < sizeof types / sizeof types[0]; i++)
+        if (strcmp(dot, types[i].ext) == 0)
+            return types[i].type;
+    return "application/octet-stream";
 }
 
-/* ---- lws ------------------------------------------------------------------------------ */
+/* The file for a GET of path under the web directory: "/" is index.html,
+ * "/contribute" is contribute.html. No "..", no hidden files. Returns
+ * false when there is none. */
+static bool web_file(const gateway *g, const char *path, char *out, size_t cap)
+{
+    if (g->web_dir[0] == '\0' || path[0] != '/' || strstr(path, "/.") != NULL || strchr(path, '\\') != NULL)
+        return false;
+    const char *rel = strcmp(path, "/") == 0 ? "/index.html" : path;
+    const char *dot = strrchr(rel, '.'), *slash = strrchr(rel, '/');
+    int n = snprintf(out, cap, "%s%s%s", g->web_dir, rel, dot == NULL || dot < slash ? ".html" : "");
+    if (n < 0 || (size_t)n >= cap)
+        return false;
+    struct stat st;
+    return stat(out, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static bool is_api_path(const char *p)
+{
+    return strncmp(p, "/api/", 5) == 0 || strcmp(p, "/api") == 0 || strcmp(p, "/health") == 0 ||
+        strcmp(p, "/metrics") == 0;
+}
+
+/* ---- http ------------------------------------------------------------------------------ */
 
 static void request_release(rt_msg *m)
 {
-    free(((request *)m)->body);
+    free(((gw_request *)m)->body);
 }
 
-static request *new_request(const pss *ps)
+static gw_request *new_request(struct lws *wsi, uint64_t session, int method, const char *path)
 {
-    request *r = RT_MSG_NEW(request, M_REQUEST);
+    gw_request *r = RT_MSG_NEW(gw_request, M_REQUEST);
     r->hdr.release = request_release;
-    r->session = ps->session;
-    r->method = ps->method;
-    memcpy(r->path, ps->path, sizeof r->path);
+    r->session = session;
+    r->method = method;
+    snprintf(r->path, sizeof r->path, "%s", path);
+    if (lws_hdr_copy(wsi, r->query, sizeof r->query, WSI_TOKEN_HTTP_URI_ARGS) < 0)
+        r->query[0] = '\0';
+    if (lws_hdr_copy(wsi, r->auth, sizeof r->auth, WSI_TOKEN_HTTP_AUTHORIZATION) < 0)
+        r->auth[0] = '\0';
+    lws_get_peer_simple(wsi, r->peer, sizeof r->peer);
     return r;
 }
 
@@ -206,54 +205,77 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
     switch (reason) {
     case LWS_CALLBACK_HTTP: {
         memset(ps, 0, sizeof *ps);
-        snprintf(ps->path, sizeof ps->path, "%s", (const char *)in);
-        if (lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0)
-            ps->method = POST;
-        else if (lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0)
-            ps->method = GET;
+        const char *path = in;
+        int method = lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0     ? GW_POST
+                   : lws_hdr_total_length(wsi, WSI_TOKEN_DELETE_URI) > 0 ? GW_DELETE
+                   : lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0    ? GW_GET
+                                                                          : 0;
+        char file[PATH_MAX];
+        if (method == GW_GET && !is_api_path(path) && web_file(g, path, file, sizeof file)) {
+            int n = lws_serve_http_file(wsi, file, mime_of(file), NULL, 0);
+            return n < 0 || (n > 0 && lws_http_transaction_completed(wsi)) ? -1 : 0;
+        }
         ps->session = session_open(g, wsi);
-        if (ps->method == POST)
-            return 0; /* the body follows */
-        rt_send(g->self, &new_request(ps)->hdr);
+        gw_request *r = new_request(wsi, ps->session, method, path);
+        if (method == GW_POST) { /* the body follows */
+            ps->req = r;
+            return 0;
+        }
+        rt_send(g->self, &r->hdr);
         return 0;
     }
     case LWS_CALLBACK_HTTP_BODY:
-        if (ps->too_big || ps->body_len + len > g->max_body) {
+        if (ps->req == NULL || ps->too_big || ps->req->body_len + len > g->max_body) {
             ps->too_big = true;
             return 0;
         }
         {
-            char *nb = realloc(ps->body, ps->body_len + len + 1);
+            gw_request *r = ps->req;
+            char *nb = realloc(r->body, r->body_len + len + 1);
             if (nb == NULL)
-                rt_oom(ps->body_len + len + 1);
-            ps->body = nb;
-            memcpy(ps->body + ps->body_len, in, len);
-            ps->body_len += len;
-            ps->body[ps->body_len] = '\0';
+                rt_oom(r->body_len + len + 1);
+            r->body = nb;
+            memcpy(r->body + r->body_len, in, len);
+            r->body_len += len;
+            r->body[r->body_len] = '\0';
         }
         return 0;
     case LWS_CALLBACK_HTTP_BODY_COMPLETION: {
+        gw_request *r = ps->req;
+        ps->req = NULL;
+        if (r == NULL)
+            return 0;
         if (ps->too_big) {
             char msg[96];
             snprintf(msg, sizeof msg, "request body over %zu bytes", g->max_body);
-            respond_error(g, ps->session, 413, NULL, msg);
-            free(ps->body);
-            ps->body = NULL;
+            gw_respond_error(g, ps->session, 413, NULL, msg);
+            rt_msg_free(&r->hdr);
             return 0;
         }
-        request *r = new_request(ps);
-        r->body = ps->body ? ps->body : calloc(1, 1);
-        r->body_len = ps->body_len;
-        ps->body = NULL;
+        if (r->body == NULL) {
+            r->body = calloc(1, 1);
+            if (r->body == NULL)
+                rt_oom(1);
+        }
         rt_send(g->self, &r->hdr);
         return 0;
     }
     case LWS_CALLBACK_HTTP_WRITEABLE: {
-        session *s = session_find(g, ps->session);
+        gw_session *s = session_find(g, ps->session);
         if (s == NULL || s->status == 0)
             return 0;
-        if (lws_add_http_common_headers(wsi, (unsigned)s->status, s->type, s->body_len, &p, end) ||
-            lws_finalize_write_http_header(wsi, start, &p, end))
+        if (lws_add_http_common_headers(wsi, (unsigned)s->status, s->type, s->body_len, &p, end))
+            return 1;
+        if (s->extra != NULL) {
+            const char *colon = strchr(s->extra, ':');
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", colon ? (int)(colon - s->extra + 1) : 0, s->extra);
+            const char *value = colon ? colon + 1 + (colon[1] == ' ') : "";
+            if (lws_add_http_header_by_name(wsi, (const unsigned char *)name, (const unsigned char *)value,
+                    (int)strlen(value), &p, end))
+                return 1;
+        }
+        if (lws_finalize_write_http_header(wsi, start, &p, end))
             return 1;
         size_t blen = s->body_len;
         unsigned char *out = malloc(LWS_PRE + blen + 1);
@@ -274,8 +296,9 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
             if (ps->session != 0 && g != NULL)
                 session_close(g, ps->session);
             ps->session = 0;
-            free(ps->body);
-            ps->body = NULL;
+            if (ps->req != NULL)
+                rt_msg_free(&ps->req->hdr);
+            ps->req = NULL;
         }
         break;
     default:
@@ -284,164 +307,220 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
     return lws_callback_http_dummy(wsi, reason, user, in, len);
 }
 
+/* ---- /ws/events ------------------------------------------------------------------------ */
 
-
-/* ---- jobs ----------------------------------------------------------------------------------- */
-
-static void track(gateway *g, int64_t req, uint64_t sid, int kind)
+static gw_events_conn *evc_find(gateway *g, struct lws *wsi)
 {
-    if (g->npend == g->pend_cap) {
-        g->pend = rt_grow(g->pend, &g->pend_cap, sizeof *g->pend);
-    }
-    g->pend[g->npend++] = (pending){ req, sid, kind };
+    for (size_t i = 0; i < g->nevc; i++)
+        if (g->evc[i].wsi == wsi)
+            return &g->evc[i];
+    return NULL;
 }
 
-static void ask_store(gateway *g, cd_query *q, uint64_t sid, int kind)
+static void evc_push(gw_events_conn *c, const char *text, size_t len)
 {
-    int64_t req = rt_request(g->self, g->store, &q->hdr, g->db_timeout_ms);
-    if (req < 0) {
-        respond_error(g, sid, 503, NULL, "the coordinator is stopping");
+    if (c->overflow)
+        return;
+    if (c->qn >= EVENTS_QUEUE_MAX) { /* too slow: it reconnects with since= */
+        c->overflow = true;
+        lws_callback_on_writable(c->wsi);
         return;
     }
-    track(g, req, sid, kind);
-}
-
-static void submit(gateway *g, request *r)
-{
-    char field[64], msg[256];
-    cd_query *q = cd_job_submission(r->body, r->body_len, field, sizeof field, msg, sizeof msg);
-    if (q == NULL) {
-        respond_error(g, r->session, 400, field[0] ? field : NULL, msg);
-        return;
+    if (c->qn == c->qcap) {
+        size_t ncap = c->qcap ? c->qcap * 2 : 16;
+        char **nq = malloc(ncap * sizeof *nq);
+        if (nq == NULL)
+            rt_oom(ncap * sizeof *nq);
+        for (size_t i = 0; i < c->qn; i++)
+            nq[i] = c->q[(c->qhead + i) % c->qcap];
+        free(c->q);
+        c->q = nq;
+        c->qcap = ncap;
+        c->qhead = 0;
     }
-    ask_store(g, q, r->session, P_SUBMIT);
+    char *t = malloc(len + 1);
+    if (t == NULL)
+        rt_oom(len + 1);
+    memcpy(t, text, len + 1);
+    c->q[(c->qhead + c->qn++) % c->qcap] = t;
+    lws_callback_on_writable(c->wsi);
 }
 
-static const char *job_columns =
-    "id, owner, kernel, strategy, items, seed, priority, state, spec, "
-    "encode(ctx_hash, 'hex') AS ctx_hash, result, created_at, started_at, finished_at";
-
-static void get_jobs(gateway *g, request *r, const char *rest)
+static void evc_free(gw_events_conn *c)
 {
-    char sql[512];
-    if (*rest == '\0') {
-        snprintf(sql, sizeof sql,
-            "SELECT coalesce(json_agg(j ORDER BY j.id DESC), '[]')::text FROM "
-            "(SELECT %s FROM jobs ORDER BY id DESC LIMIT 100) j", job_columns);
-        ask_store(g, cd_query_new(sql), r->session, P_LIST);
-        return;
+    for (size_t i = 0; i < c->qn; i++)
+        free(c->q[(c->qhead + i) % c->qcap]);
+    free(c->q);
+}
+
+static void replay_one(void *ctx, const char *text, size_t len)
+{
+    evc_push(ctx, text, len);
+}
+
+typedef struct snap {
+    char *buf;
+    size_t len, cap;
+} snap;
+
+static void snap_add(snap *s, const char *text)
+{
+    size_t n = strlen(text);
+    while (s->len + n + 2 > s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 1024;
+        s->buf = realloc(s->buf, s->cap);
+        if (s->buf == NULL)
+            rt_oom(s->cap);
     }
-    char *endp;
-    unsigned long long id = strtoull(rest, &endp, 10);
-    if (*rest < '0' || *rest > '9' || *endp != '\0' || id == 0 || id > INT64_MAX) {
-        respond_error(g, r->session, 404, NULL, "no such job: ids are positive whole numbers");
-        return;
-    }
-    snprintf(sql, sizeof sql, "SELECT row_to_json(j)::text FROM (SELECT %s FROM jobs WHERE id = $1) j",
-        job_columns);
-    cd_query *q = cd_query_new(sql);
-    cd_query_int(q, (int64_t)id);
-    ask_store(g, q, r->session, P_ONE);
+    memcpy(s->buf + s->len, text, n + 1);
+    s->len += n;
 }
 
-static void metrics(gateway *g, request *r)
+static void snap_job(void *ctx, uint64_t job, const char *text)
 {
-    rt_system_stats st;
-    rt_system_stats_get(rt_actor_system(g->self), &st);
-    respond(g, r->session, 200, "text/plain; version=0.0.4",
-        fmt("# HELP simfarm_up The coordinator is serving.\n"
-            "# TYPE simfarm_up gauge\nsimfarm_up 1\n"
-            "# HELP simfarm_database_up The database is reachable and migrated.\n"
-            "# TYPE simfarm_database_up gauge\nsimfarm_database_up %d\n"
-            "# HELP simfarm_actors Live actors.\n"
-            "# TYPE simfarm_actors gauge\nsimfarm_actors %" PRIu64 "\n"
-            "# HELP simfarm_actor_messages_total Messages handled by actors.\n"
-            "# TYPE simfarm_actor_messages_total counter\nsimfarm_actor_messages_total %" PRIu64 "\n"
-            "# HELP simfarm_node_sessions Node connections open.\n"
-            "# TYPE simfarm_node_sessions gauge\nsimfarm_node_sessions %u\n"
-            "# HELP simfarm_http_responses_total HTTP responses by status class.\n"
-            "# TYPE simfarm_http_responses_total counter\n"
-            "simfarm_http_responses_total{class=\"2xx\"} %" PRIu64 "\n"
-            "simfarm_http_responses_total{class=\"4xx\"} %" PRIu64 "\n"
-            "simfarm_http_responses_total{class=\"5xx\"} %" PRIu64 "\n",
-            g->db_up, st.actors_live, st.messages, cd_sessions_count(g->sessions_ws), g->by_class[2], g->by_class[4],
-            g->by_class[5]));
+    snap *s = ctx;
+    (void)job;
+    if (s->buf[s->len - 1] != '[')
+        snap_add(s, ",");
+    snap_add(s, text);
 }
 
-static void route(gateway *g, request *r)
+static void snap_node(void *ctx, const cd_node_view *v)
 {
-    const char *p = r->path;
-    if (strcmp(p, "/health") == 0 && r->method == GET) {
-        respond(g, r->session, g->db_up ? 200 : 503, "application/json",
-            fmt("{\"status\":\"%s\",\"database\":\"%s\",\"version\":\"%s\"}\n", g->db_up ? "ok" : "degraded",
-                g->db_up ? "up" : "down", SIMFARM_VERSION));
-    } else if (strcmp(p, "/metrics") == 0 && r->method == GET) {
-        metrics(g, r);
-    } else if (strcmp(p, "/api/jobs") == 0 && r->method == POST) {
-        submit(g, r);
-    } else if (strncmp(p, "/api/jobs", 9) == 0 && (p[9] == '\0' || p[9] == '/') && r->method == GET) {
-        get_jobs(g, r, p[9] == '/' ? p + 10 : "");
-    } else if (strncmp(p, "/api/jobs", 9) == 0 || strcmp(p, "/health") == 0 || strcmp(p, "/metrics") == 0) {
-        respond_error(g, r->session, 405, NULL, "method not allowed here");
+    snap *s = ctx;
+    char fields[1024];
+    cd_node_view_json(v, fields, sizeof fields);
+    if (s->buf[s->len - 1] != '[')
+        snap_add(s, ",");
+    snap_add(s, "{");
+    snap_add(s, fields);
+    snap_add(s, "}");
+}
+
+/* What a client that is new, or too far behind, starts with. */
+static void send_snapshot(gateway *g, gw_events_conn *c)
+{
+    snap s = { NULL, 0, 0 };
+    char head[64];
+    snprintf(head, sizeof head, "{\"seq\":%" PRIu64 ",\"type\":\"snapshot\",\"jobs\":[", cd_events_last(g->events));
+    snap_add(&s, head);
+    if (c->job != 0) {
+        const char *p = cd_events_progress(g->events, c->job);
+        if (p != NULL)
+            snap_add(&s, p);
     } else {
-        respond_error(g, r->session, 404, NULL, "no such path");
+        cd_events_each_progress(g->events, snap_job, &s);
+    }
+    snap_add(&s, "],\"nodes\":[");
+    cd_sessions_each(g->nodes, snap_node, &s);
+    snap_add(&s, "]}");
+    evc_push(c, s.buf, s.len);
+    free(s.buf);
+}
+
+static int events_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
+{
+    (void)user;
+    (void)in;
+    (void)len;
+    struct lws_context *ctx = lws_get_context(wsi);
+    gateway *g = ctx ? lws_context_user(ctx) : NULL;
+    gw_events_conn *c;
+
+    switch (reason) {
+    case LWS_CALLBACK_ESTABLISHED: {
+        char uri[64] = "", v[32];
+        lws_hdr_copy(wsi, uri, sizeof uri, WSI_TOKEN_GET_URI);
+        if (g == NULL || strcmp(uri, "/ws/events") != 0)
+            return -1;
+        if (g->nevc == g->evc_cap)
+            g->evc = rt_grow(g->evc, &g->evc_cap, sizeof *g->evc);
+        c = &g->evc[g->nevc++];
+        memset(c, 0, sizeof *c);
+        c->wsi = wsi;
+        const char *jv = lws_get_urlarg_by_name(wsi, "job=", v, sizeof v);
+        c->job = jv ? strtoull(jv, NULL, 10) : 0;
+        const char *sv = lws_get_urlarg_by_name(wsi, "since=", v, sizeof v);
+        if (sv == NULL || cd_events_since(g->events, strtoull(sv, NULL, 10), c->job, replay_one, c) != 0)
+            send_snapshot(g, c);
+        return 0;
+    }
+    case LWS_CALLBACK_RECEIVE:
+        return 0; /* clients have nothing to say */
+    case LWS_CALLBACK_SERVER_WRITEABLE: {
+        c = evc_find(g, wsi);
+        if (c == NULL || c->overflow)
+            return -1;
+        if (c->qn == 0)
+            return 0;
+        char *t = c->q[c->qhead];
+        c->qhead = (c->qhead + 1) % c->qcap;
+        c->qn--;
+        size_t n = strlen(t);
+        unsigned char *out = malloc(LWS_PRE + n);
+        if (out == NULL)
+            rt_oom(LWS_PRE + n);
+        memcpy(out + LWS_PRE, t, n);
+        int w = lws_write(wsi, out + LWS_PRE, n, LWS_WRITE_TEXT);
+        free(out);
+        free(t);
+        if (w < (int)n)
+            return -1;
+        if (c->qn > 0)
+            lws_callback_on_writable(wsi);
+        return 0;
+    }
+    case LWS_CALLBACK_CLOSED:
+        if (g != NULL && (c = evc_find(g, wsi)) != NULL) {
+            evc_free(c);
+            *c = g->evc[--g->nevc];
+        }
+        return 0;
+    default:
+        return 0;
     }
 }
 
-static void answer(gateway *g, rt_msg *m)
+void gw_publish(gateway *g, const char *type, uint64_t job, const char *fields)
 {
-    pending pd = { 0 };
-    bool found = false;
-    for (size_t i = 0; i < g->npend; i++)
-        if (g->pend[i].req == (int64_t)m->req_id) {
-            pd = g->pend[i];
-            g->pend[i] = g->pend[--g->npend];
-            found = true;
-            break;
-        }
-    if (!found)
-        return;
-    if (m->type == RT_MSG_TIMEOUT) {
-        respond_error(g, pd.session, 503, NULL, "the database did not answer in time");
-        return;
-    }
-    cd_result *res = (cd_result *)m;
-    if (res->res == NULL) {
-        respond_error(g, pd.session, 500, NULL, res->error);
-        return;
-    }
-    switch (pd.kind) {
-    case P_SUBMIT:
-        respond(g, pd.session, 201, "application/json",
-            fmt("{\"id\":%s,\"state\":\"pending\"}\n", PQgetvalue(res->res, 0, 0)));
-        break;
-    case P_LIST:
-        respond(g, pd.session, 200, "application/json", fmt("%s\n", PQgetvalue(res->res, 0, 0)));
-        break;
-    case P_ONE:
-        if (PQntuples(res->res) == 0)
-            respond_error(g, pd.session, 404, NULL, "no such job");
-        else
-            respond(g, pd.session, 200, "application/json", fmt("%s\n", PQgetvalue(res->res, 0, 0)));
-        break;
-    }
+    const char *text = cd_events_add(g->events, type, job, fields ? fields : "");
+    size_t len = strlen(text);
+    for (size_t i = 0; i < g->nevc; i++)
+        if (g->evc[i].job == 0 || g->evc[i].job == job)
+            evc_push(&g->evc[i], text, len);
+}
+
+static void publish_cb(void *ctx, const char *type, uint64_t job, const char *fields)
+{
+    gw_publish(ctx, type, job, fields);
 }
 
 /* ---- the actor --------------------------------------------------------------------------------- */
+
+static void on_event(gateway *g, const cd_event *e)
+{
+    gw_publish(g, e->type, e->job, e->fields);
+    /* Nodes still holding chunks of a job that ended drop them. */
+    if (strcmp(e->type, "job.finished") == 0)
+        cd_sessions_cancel_job(g->nodes, e->job, "the job has ended");
+}
 
 static void behaviour(rt_actor *self, rt_msg *m)
 {
     gateway *g = rt_state(self);
     switch (m->type) {
     case M_REQUEST:
-        route(g, (request *)m);
+        api_route(g, (gw_request *)m);
         break;
     case M_DIE:
         rt_stop(self);
         break;
     case CD_MSG_RESULT:
     case RT_MSG_TIMEOUT:
-        answer(g, m);
+        api_answer(g, m);
+        break;
+    case CD_MSG_EVENT:
+        on_event(g, (cd_event *)m);
         break;
     case CD_MSG_STORE_UP:
         if (!g->db_up)
@@ -463,13 +542,22 @@ static void finalize(rt_actor *self)
     gateway *g = rt_state(self);
     if (g->ctx != NULL)
         lws_context_destroy(g->ctx); /* closes every connection; its handles close as the loop runs on */
-    cd_sessions_destroy(g->sessions_ws);
+    cd_sessions_destroy(g->nodes);
     for (size_t i = 0; i < g->nsessions; i++)
         free(g->sessions[i].body);
     free(g->sessions);
+    for (size_t i = 0; i < g->npend; i++)
+        if (g->pend[i].r != NULL)
+            rt_msg_free(&g->pend[i].r->hdr);
     free(g->pend);
+    for (size_t i = 0; i < g->nevc; i++)
+        evc_free(&g->evc[i]);
+    free(g->evc);
+    cd_events_destroy(g->events);
     if (g->store != NULL)
         rt_actor_release(g->store);
+    if (g->scheduler != NULL)
+        rt_actor_release(g->scheduler);
 }
 
 rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *err, size_t errlen)
@@ -478,6 +566,10 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *er
     if (opts == NULL || opts->store == NULL || opts->scheduler == NULL || loop == NULL || opts->port < 0 ||
         opts->port > 65535) {
         snprintf(err, errlen, "invalid gateway options");
+        return NULL;
+    }
+    if ((opts->tls_cert == NULL) != (opts->tls_key == NULL)) {
+        snprintf(err, errlen, "TLS needs both a certificate and its key");
         return NULL;
     }
     rt_actor_opts o = { .state_size = sizeof(gateway), .pinned = true, .finalize = finalize, .name = "gateway" };
@@ -489,16 +581,21 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *er
     gateway *g = rt_state(a);
     g->self = a;
     g->store = rt_actor_retain(opts->store);
+    g->scheduler = rt_actor_retain(opts->scheduler);
     g->max_body = opts->max_body ? opts->max_body : (1u << 20);
     g->db_timeout_ms = opts->db_timeout_ms ? opts->db_timeout_ms : 5000;
-    cd_sessions_opts so = { .store = opts->store, .scheduler = opts->scheduler, .open_enrolment = opts->open_enrolment };
-    g->sessions_ws = cd_sessions_create(sys, &so);
+    g->events = cd_events_create(EVENTS_KEPT);
+    if (opts->web_dir != NULL)
+        snprintf(g->web_dir, sizeof g->web_dir, "%s", opts->web_dir);
+    cd_sessions_opts so = { .store = opts->store, .scheduler = opts->scheduler, .open_enrolment = opts->open_enrolment,
+        .heartbeat_ms = opts->heartbeat_ms, .publish = publish_cb, .publish_ctx = g };
+    g->nodes = cd_sessions_create(sys, &so);
 
     struct lws_context_creation_info info;
     memset(&info, 0, sizeof info);
     void *loops[1] = { loop };
-    info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_EXPLICIT_VHOSTS |
-        LWS_SERVER_OPTION_DISABLE_IPV6;
+    info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_EXPLICIT_VHOSTS | LWS_SERVER_OPTION_DISABLE_IPV6 |
+        (opts->tls_cert ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0);
     info.foreign_loops = loops;
     info.user = g;
     lws_set_log_level(LLL_ERR, NULL);
@@ -509,18 +606,28 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *er
     }
     info.port = opts->port; /* 0: the system picks a free port */
     info.iface = opts->host ? opts->host : "127.0.0.1";
+    info.ssl_cert_filepath = opts->tls_cert;
+    info.ssl_private_key_filepath = opts->tls_key;
     g->protocols[0] = (struct lws_protocols){ "http", http_cb, sizeof(pss), 4096, 0, NULL, 0 };
     g->protocols[1] = (struct lws_protocols){ CD_NODE_PROTOCOL, cd_session_lws_cb, cd_session_pss_size(), 65536, 0,
-        g->sessions_ws, 0 };
+        g->nodes, 0 };
+    g->protocols[2] = (struct lws_protocols){ EVENTS_PROTOCOL, events_cb, 0, 4096, 0, NULL, 0 };
     info.protocols = g->protocols;
     info.vhost_name = "simfarm";
     g->vhost = lws_create_vhost(g->ctx, &info);
     if (g->vhost == NULL) {
-        snprintf(err, errlen, "cannot listen on %s:%d (in use, or not an address of this machine)",
-            info.iface, opts->port);
+        if (opts->tls_cert != NULL)
+            snprintf(err, errlen, "cannot listen on %s:%d with TLS (is %s a PEM certificate and %s its key?)",
+                info.iface, opts->port, opts->tls_cert, opts->tls_key);
+        else
+            snprintf(err, errlen, "cannot listen on %s:%d (in use, or not an address of this machine)", info.iface,
+                opts->port);
         goto fail;
     }
+    if (opts->token_file != NULL && api_token_file(g, opts->token_file, err, errlen) != 0)
+        goto fail;
     cd_store_subscribe(opts->store, a);
+    cd_scheduler_watch(opts->scheduler, a);
     return a;
 fail:
     /* Stop it through its own mailbox: the finalizer releases what we set. */

@@ -20,8 +20,14 @@
 #include <string.h>
 #include <time.h>
 
-enum { M_TICK = CD_MSG__SCHED_PRIVATE, M_SWEEP };
-enum { DB_TIMEOUT_MS = 60000, MAX_JOBS = 4096 };
+enum { M_TICK = CD_MSG__SCHED_PRIVATE, M_SWEEP, M_PROGRESS };
+enum {
+    DB_TIMEOUT_MS = 60000,
+    MAX_JOBS = 4096,
+    PROGRESS_MS = 250,        /* job.progress at most this often per job */
+    PARK_MS = 5000,           /* an idle node's claim waits this long for work */
+    MAX_PARKED = 65536,
+};
 
 typedef enum op_kind { OP_LIST = 1, OP_JOURNAL, OP_WRITE } op_kind;
 
@@ -31,7 +37,15 @@ typedef struct job_info {
     uint8_t ctx_hash[32];
     uint32_t nout;
     char names[SIM_MAX_OUT][24];
+    bool dirty;               /* progress to tell */
+    uint64_t rate_done, rate_ms; /* items done at rate_ms, for items/s */
+    double items_per_s;
 } job_info;
+
+typedef struct parked {
+    rt_msg *claim;            /* the kept cd_claim */
+    uint64_t since_ms;
+} parked;
 
 /* A completion waiting for every write its ledger call caused. */
 typedef struct barrier {
@@ -70,6 +84,9 @@ typedef struct sched {
     size_t nout, out_cap;
     barrier *barriers;
     size_t nbarriers, barriers_cap;
+    rt_actor *watcher;        /* receives job events; may be NULL */
+    parked *parked;           /* claims waiting for work, oldest first */
+    size_t nparked, parked_cap;
 } sched;
 
 static uint64_t now_ms(void)
@@ -170,25 +187,34 @@ static void json_num(char *buf, size_t cap, double v)
         snprintf(buf, cap, "%.17g", v);
 }
 
-/* The job's result as JSON: each output's count, mean, standard error,
- * min and max. */
-static char *result_json(sched *s, uint64_t job)
+static void event_release(rt_msg *m)
 {
-    sc_job_status st;
-    const job_info *ji = info_of(s, job);
-    size_t cap = 256 + 256 * SIM_MAX_OUT;
-    char *j = malloc(cap);
-    if (j == NULL)
-        rt_oom(cap);
-    if (sc_job_status_get(s->l, job, &st) != 0 || ji == NULL) {
-        snprintf(j, cap, "{}");
-        return j;
+    free(((cd_event *)m)->fields);
+}
+
+/* Sends an event to the watcher; takes fields (malloc'd). */
+static void emit(sched *s, const char *type, uint64_t job, char *fields)
+{
+    if (s->watcher == NULL) {
+        free(fields);
+        return;
     }
-    size_t n = (size_t)snprintf(j, cap, "{\"state\":\"%s\",\"items_done\":%" PRIu64 ",\"items_failed\":%" PRIu64
-        ",\"outputs\":[", state_name(st.state), st.done_items, st.failed_items);
-    for (uint32_t o = 0; o < st.nout && o < ji->nout; o++) {
+    cd_event *e = RT_MSG_NEW(cd_event, CD_MSG_EVENT);
+    e->hdr.release = event_release;
+    snprintf(e->type, sizeof e->type, "%s", type);
+    e->job = job;
+    e->fields = fields;
+    rt_send(s->watcher, &e->hdr);
+}
+
+/* Each output's count, mean, standard error, min and max, as the JSON
+ * member "outputs":[...], written at j + n; returns the new length. */
+static size_t outputs_json(const job_info *ji, const sc_job_status *st, char *j, size_t cap, size_t n)
+{
+    n += (size_t)snprintf(j + n, cap - n, "\"outputs\":[");
+    for (uint32_t o = 0; o < st->nout && o < ji->nout; o++) {
         char mean[32], se[32], mn[32], mx[32];
-        const sim_stats *a = &st.aggregate[o];
+        const sim_stats *a = &st->aggregate[o];
         json_num(mean, sizeof mean, sim_stats_mean(a));
         json_num(se, sizeof se, sim_stats_stderr(a));
         json_num(mn, sizeof mn, sim_stats_min(a));
@@ -196,8 +222,78 @@ static char *result_json(sched *s, uint64_t job)
         n += (size_t)snprintf(j + n, cap - n, "%s{\"name\":\"%s\",\"count\":%" PRIu64 ",\"mean\":%s,\"stderr\":%s,"
             "\"min\":%s,\"max\":%s}", o ? "," : "", ji->names[o], sim_stats_count(a), mean, se, mn, mx);
     }
-    snprintf(j + n, cap - n, "]}");
+    n += (size_t)snprintf(j + n, cap - n, "]");
+    return n;
+}
+
+enum { JSON_CAP = 512 + 256 * SIM_MAX_OUT };
+
+/* The job's result as JSON: state, items, and each output's statistics. */
+static char *result_json(sched *s, uint64_t job)
+{
+    sc_job_status st;
+    const job_info *ji = info_of(s, job);
+    char *j = malloc(JSON_CAP);
+    if (j == NULL)
+        rt_oom(JSON_CAP);
+    if (sc_job_status_get(s->l, job, &st) != 0 || ji == NULL) {
+        snprintf(j, JSON_CAP, "{}");
+        return j;
+    }
+    size_t n = (size_t)snprintf(j, JSON_CAP, "{\"state\":\"%s\",\"items_done\":%" PRIu64 ",\"items_failed\":%" PRIu64 ",",
+        state_name(st.state), st.done_items, st.failed_items);
+    n = outputs_json(ji, &st, j, JSON_CAP, n);
+    snprintf(j + n, JSON_CAP - n, "}");
     return j;
+}
+
+/* job.progress from the ledger's counters: its cost does not depend on
+ * the job's size. */
+static void emit_progress(sched *s, job_info *ji, uint64_t now)
+{
+    sc_job_status st;
+    if (sc_job_status_get(s->l, ji->id, &st) != 0)
+        return;
+    if (ji->rate_ms == 0) {
+        ji->rate_ms = now;
+        ji->rate_done = st.done_items;
+    } else if (now - ji->rate_ms >= 1000) { /* items/s over about a second, smoothed */
+        double rate = (double)(st.done_items - ji->rate_done) * 1000.0 / (double)(now - ji->rate_ms);
+        ji->items_per_s = ji->items_per_s > 0 ? 0.5 * ji->items_per_s + 0.5 * rate : rate;
+        ji->rate_ms = now;
+        ji->rate_done = st.done_items;
+    }
+    char *j = malloc(JSON_CAP);
+    if (j == NULL)
+        rt_oom(JSON_CAP);
+    size_t n = (size_t)snprintf(j, JSON_CAP,
+        "\"items\":%" PRIu64 ",\"items_done\":%" PRIu64 ",\"items_failed\":%" PRIu64 ",\"items_in_flight\":%" PRIu64
+        ",\"claims_in_flight\":%u,\"chunks_accepted\":%" PRIu64 ",\"chunks_failed\":%" PRIu64 ",\"reclaims\":%" PRIu64
+        ",\"items_per_s\":%.0f,",
+        st.items, st.done_items, st.failed_items, st.inflight_items, st.inflight_claims, st.chunks_accepted,
+        st.chunks_failed, st.reclaims, ji->items_per_s);
+    outputs_json(ji, &st, j, JSON_CAP, n);
+    emit(s, "job.progress", ji->id, j);
+}
+
+static void on_progress_tick(sched *s)
+{
+    uint64_t now = now_ms();
+    for (size_t i = 0; i < s->njobs; i++)
+        if (s->jobs[i].dirty) {
+            s->jobs[i].dirty = false;
+            emit_progress(s, &s->jobs[i], now);
+        }
+}
+
+static void forget_job(sched *s, uint64_t id)
+{
+    sc_job_forget(s->l, id);
+    for (size_t i = 0; i < s->njobs; i++)
+        if (s->jobs[i].id == id) {
+            s->jobs[i] = s->jobs[--s->njobs];
+            break;
+        }
 }
 
 static void barrier_done(sched *s, int b, bool ok)
@@ -254,6 +350,7 @@ static void flush(sched *s, rt_msg *completion, sc_outcome outcome, bool done)
         cd_query *q = cd_query_new(
             "INSERT INTO journal (job_id, type, variant, chunk, first_item, item_count, token, result, phase, state) "
             "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING");
+        q->group = true; /* may share a commit with other journal writes */
         cd_query_int(q, (int64_t)r->job);
         cd_query_int(q, r->type);
         cd_query_int(q, r->variant);
@@ -287,8 +384,18 @@ static void flush(sched *s, rt_msg *completion, sc_outcome outcome, bool done)
 
         if (r->type == SC_REC_JOB_END) {
             char *res = result_json(s, r->job);
+            job_info *ji = (job_info *)info_of(s, r->job);
+            if (ji != NULL && ji->dirty)
+                emit_progress(s, ji, now_ms()); /* the last counts before the end */
+            size_t flen = strlen(res) + 64;
+            char *fields = malloc(flen);
+            if (fields == NULL)
+                rt_oom(flen);
+            snprintf(fields, flen, "\"state\":\"%s\",\"result\":%s", state_name(r->state), res);
+            emit(s, "job.finished", r->job, fields);
             cd_query *u = cd_query_new(
                 "UPDATE jobs SET state = $2, result = $3::jsonb, finished_at = now() WHERE id = $1");
+            u->group = true;
             cd_query_int(u, (int64_t)r->job);
             cd_query_text(u, state_name(r->state));
             cd_query_text(u, res);
@@ -297,10 +404,21 @@ static void flush(sched *s, rt_msg *completion, sc_outcome outcome, bool done)
         }
         free(s->out[i].result);
     }
+    /* Ended jobs leave memory once their end is written (a completion that
+     * comes later is stale). */
+    uint64_t ended[16];
+    size_t nended = 0;
+    for (size_t i = 0; i < s->nout; i++)
+        if (s->out[i].rec.type == SC_REC_JOB_END && nended < 16)
+            ended[nended++] = s->out[i].rec.job;
     s->nout = 0;
+    for (size_t i = 0; i < nended; i++)
+        forget_job(s, ended[i]);
 }
 
 /* ---- loading jobs ----------------------------------------------------------------------- */
+
+static void serve_parked(sched *s, bool expire);
 
 static void load(sched *s)
 {
@@ -463,6 +581,8 @@ static void restore_job(sched *s, op *o, PGresult *res)
     sc_job_status st;
     sc_job_status_get(s->l, o->info.id, &st);
     if (st.state == SC_JOB_RUNNING) {
+        emit(s, "job.started", o->info.id, NULL);
+        s->jobs[s->njobs - 1].dirty = true;
         cd_query *u = cd_query_new(
             "UPDATE jobs SET state = 'running', started_at = coalesce(started_at, now()) WHERE id = $1 AND state = 'pending'");
         cd_query_int(u, (int64_t)o->info.id);
@@ -473,6 +593,7 @@ static void restore_job(sched *s, op *o, PGresult *res)
         journal_cb(s, &end);
     }
     flush(s, NULL, 0, false);
+    serve_parked(s, false); /* idle nodes start on it at once */
 }
 
 /* ---- replies from the store ---------------------------------------------------------- */
@@ -522,14 +643,18 @@ static void on_reply(sched *s, rt_msg *m)
 
 /* ---- the actor ------------------------------------------------------------------------------ */
 
-static void on_claim(sched *s, rt_msg *m)
+/* Answers a claim with what the ledger hands out; returns how many chunks. */
+static unsigned answer_claim(sched *s, rt_msg *m, bool always, unsigned retry_ms)
 {
     cd_claim *c = (cd_claim *)m;
     sc_claim_out out[CD_MAX_CLAIMS];
     unsigned n = 0;
     unsigned slots = c->slots > CD_MAX_CLAIMS ? CD_MAX_CLAIMS : c->slots;
     sc_claim(s->l, &c->node, slots, now_ms(), out, &n);
+    if (n == 0 && !always)
+        return 0;
     cd_claimed *r = RT_MSG_NEW(cd_claimed, CD_MSG_CLAIMED);
+    r->retry_ms = retry_ms;
     for (unsigned i = 0; i < n; i++) {
         const job_info *ji = info_of(s, out[i].job);
         cd_assignment *a = &r->a[r->n++];
@@ -541,6 +666,62 @@ static void on_claim(sched *s, rt_msg *m)
         }
     }
     rt_reply(m, &r->hdr);
+    return n;
+}
+
+/* A claim with nothing to hand out waits here for work (a new job, chunks
+ * given back), so an idle node starts at once instead of polling. */
+static void on_claim(rt_actor *self, sched *s, rt_msg *m)
+{
+    if (answer_claim(s, m, false, 0) > 0)
+        return;
+    if (s->nparked >= MAX_PARKED) {
+        answer_claim(s, m, true, 1000);
+        return;
+    }
+    rt_take(self, m);
+    if (s->nparked == s->parked_cap)
+        s->parked = rt_grow(s->parked, &s->parked_cap, sizeof *s->parked);
+    s->parked[s->nparked++] = (parked){ m, now_ms() };
+}
+
+/* Work may have appeared: the waiting claims, oldest first, until one
+ * finds nothing. With expire, those waiting for PARK_MS are answered
+ * empty (the node asks again at once). */
+static void serve_parked(sched *s, bool expire)
+{
+    uint64_t now = now_ms();
+    size_t k = 0, i = 0;
+    bool dry = false;
+    for (; i < s->nparked; i++) {
+        parked *p = &s->parked[i];
+        if (!dry && answer_claim(s, p->claim, false, 0) > 0) {
+            rt_msg_free(p->claim);
+            continue;
+        }
+        dry = true;
+        if (expire && now - p->since_ms >= PARK_MS) {
+            answer_claim(s, p->claim, true, 0);
+            rt_msg_free(p->claim);
+            continue;
+        }
+        s->parked[k++] = *p;
+    }
+    s->nparked = k;
+    flush(s, NULL, 0, false);
+}
+
+/* A node left: its waiting claims go (nothing to answer). */
+static void unpark_node(sched *s, uint64_t node)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < s->nparked; i++) {
+        if (((cd_claim *)s->parked[i].claim)->node.id == node)
+            rt_msg_free(s->parked[i].claim);
+        else
+            s->parked[k++] = s->parked[i];
+    }
+    s->nparked = k;
 }
 
 static void on_complete(rt_actor *self, sched *s, rt_msg *m)
@@ -549,6 +730,10 @@ static void on_complete(rt_actor *self, sched *s, rt_msg *m)
     sc_outcome outcome = SC_STALE;
     bool done = false;
     int rc = sc_complete(s->l, c->job, c->chunk, c->token, c->node, c->result, c->len, now_ms(), &outcome, &done);
+    if (rc == SC_ENOJOB) { /* ended and forgotten */
+        reply_completed(m, 0, SC_STALE, false);
+        return;
+    }
     if (rc != 0) {
         reply_completed(m, rc, 0, false);
         flush(s, NULL, 0, false);
@@ -556,6 +741,9 @@ static void on_complete(rt_actor *self, sched *s, rt_msg *m)
     }
     rt_take(self, m);
     if (outcome == SC_ACCEPTED) {
+        job_info *ji = (job_info *)info_of(s, c->job);
+        if (ji != NULL)
+            ji->dirty = true;
         flush(s, m, outcome, done); /* answered when its writes are committed */
         return;
     }
@@ -583,10 +771,28 @@ static void behaviour(rt_actor *self, rt_msg *m)
     case M_TICK:
         sc_reclaim(s->l, now_ms());
         flush(s, NULL, 0, false);
+        serve_parked(s, true);
+        break;
+    case M_PROGRESS:
+        on_progress_tick(s);
         break;
     case CD_MSG_CLAIM:
-        on_claim(s, m);
+        on_claim(self, s, m);
         break;
+    case CD_MSG_WATCH: {
+        cd_watch *w = (cd_watch *)m;
+        if (s->watcher != NULL)
+            rt_actor_release(s->watcher);
+        s->watcher = w->who;
+        w->who = NULL;
+        break;
+    }
+    case CD_MSG_CANCEL_JOB: {
+        uint64_t job = ((cd_cancel_job *)m)->job;
+        if (sc_job_cancel(s->l, job, now_ms()) == 0)
+            flush(s, NULL, 0, false);
+        break;
+    }
     case CD_MSG_COMPLETE:
         on_complete(self, s, m);
         break;
@@ -596,7 +802,9 @@ static void behaviour(rt_actor *self, rt_msg *m)
         break;
     }
     case CD_MSG_NODE_GONE:
-        sc_release_node(s->l, ((cd_node_gone *)m)->node, now_ms());
+        unpark_node(s, ((cd_node_gone *)m)->node);
+        if (sc_release_node(s->l, ((cd_node_gone *)m)->node, now_ms()) > 0)
+            serve_parked(s, false);
         flush(s, NULL, 0, false);
         break;
     case CD_MSG_RESULT:
@@ -626,8 +834,28 @@ static void finalize(rt_actor *self)
     free(s->out);
     free(s->ops);
     free(s->jobs);
+    for (size_t i = 0; i < s->nparked; i++)
+        rt_msg_free(s->parked[i].claim);
+    free(s->parked);
     sc_ledger_destroy(s->l);
     rt_actor_release(s->store);
+    if (s->watcher != NULL)
+        rt_actor_release(s->watcher);
+}
+
+static void watch_release(rt_msg *m)
+{
+    cd_watch *w = (cd_watch *)m;
+    if (w->who != NULL)
+        rt_actor_release(w->who);
+}
+
+void cd_scheduler_watch(rt_actor *scheduler, rt_actor *who)
+{
+    cd_watch *w = RT_MSG_NEW(cd_watch, CD_MSG_WATCH);
+    w->who = rt_actor_retain(who);
+    w->hdr.release = watch_release;
+    rt_send(scheduler, &w->hdr);
 }
 
 rt_actor *cd_scheduler_spawn(rt_system *sys, const cd_scheduler_opts *opts)
@@ -649,6 +877,7 @@ rt_actor *cd_scheduler_spawn(rt_system *sys, const cd_scheduler_opts *opts)
     s->l = sc_ledger_create(&cfg);
     rt_send_every(a, 1000, M_TICK, 0);
     rt_send_every(a, s->sweep_ms, M_SWEEP, 0);
+    rt_send_every(a, PROGRESS_MS, M_PROGRESS, 0);
     cd_store_subscribe(opts->store, a);
     return a;
 }

@@ -24,6 +24,9 @@ enum {
     CD_MSG_COMPLETED,
     CD_MSG_NODE_GONE,                    /* cd_node_gone: its claims go back at once */
     CD_MSG_RENEW,                        /* cd_renew: a heartbeat renews these leases */
+    CD_MSG_WATCH,                        /* cd_watch: send job events (cd_event) to who */
+    CD_MSG_EVENT,                        /* cd_event: job.started, job.progress, job.finished */
+    CD_MSG_CANCEL_JOB,                   /* cd_cancel_job: stop a job (its row already says cancelled) */
     CD_MSG__SCHED_PRIVATE = RT_MSG_USER + 0x1380,
 };
 
@@ -42,8 +45,11 @@ typedef struct cd_assignment {
     uint64_t seed;
 } cd_assignment;
 
+/* A claim the scheduler has nothing for waits (up to a few seconds) until
+ * work appears, so an idle node gets a new job's chunks at once. */
 typedef struct cd_claimed {
     rt_msg hdr;
+    unsigned retry_ms;        /* n == 0: ask again after this (0 = at once) */
     unsigned n;
     cd_assignment a[CD_MAX_CLAIMS];
 } cd_claimed;
@@ -76,6 +82,26 @@ typedef struct cd_renew {
     unsigned n;
     uint8_t tokens[CD_MAX_RENEW][16];
 } cd_renew;
+
+typedef struct cd_watch {
+    rt_msg hdr;
+    rt_actor *who;            /* retained by the message, then by the scheduler */
+} cd_watch;
+
+typedef struct cd_event {
+    rt_msg hdr;
+    char type[24];
+    uint64_t job;
+    char *fields;             /* owned: JSON object members without braces (events.h) */
+} cd_event;
+
+typedef struct cd_cancel_job {
+    rt_msg hdr;
+    uint64_t job;
+} cd_cancel_job;
+
+/* Makes `who` the receiver of the scheduler's job events. Any thread. */
+void cd_scheduler_watch(rt_actor *scheduler, rt_actor *who);
 
 /* A completion request owning a copy of the result bytes. */
 cd_complete *cd_complete_new(uint64_t job, uint64_t chunk, const uint8_t token[16], uint64_t node,

@@ -22,12 +22,40 @@
 
 typedef struct cd_sessions cd_sessions;
 
+/* Tells of node.online / node.offline events (fields: JSON object members
+ * without braces, see events.h). Called on the loop thread. */
+typedef void (*cd_publish_fn)(void *ctx, const char *type, uint64_t job, const char *fields);
+
 typedef struct cd_sessions_opts {
     rt_actor *store;          /* retained */
     rt_actor *scheduler;      /* retained */
     bool open_enrolment;      /* unknown keys join as `public` nodes without a claim token */
-    uint32_t heartbeat_ms;    /* default 5000 */
+    uint32_t heartbeat_ms;    /* default 5000; a node silent for 3 intervals is offline */
+    cd_publish_fn publish;    /* may be NULL */
+    void *publish_ctx;
 } cd_sessions_opts;
+
+/* What the coordinator knows of a node online, kept up to date by its
+ * session (the registry's live half; the nodes table is the other). */
+typedef struct cd_node_view {
+    uint64_t node;            /* 0 until welcomed */
+    char owner[129], tier[12], version[64], os[32], arch[32];
+    unsigned cores, max_parallel, slots, in_flight;
+    uint64_t chunks_done, items_done;
+    double items_per_s;
+    uint64_t connected_ms, last_seen_ms; /* unix milliseconds */
+} cd_node_view;
+
+/* Calls fn for every welcomed node online. Loop thread only. */
+void cd_sessions_each(const cd_sessions *ss, void (*fn)(void *ctx, const cd_node_view *v), void *ctx);
+
+/* The view as JSON object members (no braces): "node":N,"owner":...,
+ * "online":true,... Returns the length written (snprintf's). */
+int cd_node_view_json(const cd_node_view *v, char *buf, size_t cap);
+
+/* Tells every session holding chunks of job to cancel them on its node
+ * (`cancel`) and free their slots. Loop thread only. */
+void cd_sessions_cancel_job(cd_sessions *ss, uint64_t job, const char *reason);
 
 /* The table of node connections of one gateway. Loop thread only. */
 cd_sessions *cd_sessions_create(rt_system *sys, const cd_sessions_opts *opts);

@@ -10,6 +10,7 @@
  */
 #include "actors/session.h"
 
+#include "actors/events.h"
 #include "actors/scheduler.h"
 #include "actors/store.h"
 #include "proto/msg.h"
@@ -33,9 +34,10 @@ enum {
     M_FRAME,
     M_CLOSED,
     M_RETRY,
+    M_WATCH,
+    M_CANCEL,
     MAX_BATCHES = 64,
     MAX_INFLIGHT = 1024,
-    RETRY_MS = 1000,
 };
 
 /* ---- the connection table (loop thread) -------------------------------------------- */
@@ -54,6 +56,7 @@ typedef struct conn {
     uint8_t *rx;
     size_t rx_len;
     bool closing, bad;
+    cd_node_view view;     /* written by the session actor (same thread) */
 } conn;
 
 struct cd_sessions {
@@ -61,6 +64,8 @@ struct cd_sessions {
     rt_actor *store, *scheduler;
     bool open_enrolment;
     uint32_t heartbeat_ms;
+    cd_publish_fn publish;
+    void *publish_ctx;
     conn *conns;
     size_t nconns, conns_cap;
     uint64_t next_id;
@@ -256,6 +261,8 @@ cd_sessions *cd_sessions_create(rt_system *sys, const cd_sessions_opts *opts)
     ss->scheduler = rt_actor_retain(opts->scheduler);
     ss->open_enrolment = opts->open_enrolment;
     ss->heartbeat_ms = opts->heartbeat_ms ? opts->heartbeat_ms : 5000;
+    ss->publish = opts->publish;
+    ss->publish_ctx = opts->publish_ctx;
     return ss;
 }
 
@@ -274,9 +281,15 @@ void cd_sessions_destroy(cd_sessions *ss)
 /* ---- the session actor ------------------------------------------------------------ */
 
 typedef struct inflight {
-    uint64_t chunk, job;
+    uint64_t chunk, job, count;
     uint8_t token[16];
 } inflight;
+
+typedef struct cancel_msg {
+    rt_msg hdr;
+    uint64_t job;
+    char reason[64];
+} cancel_msg;
 
 typedef struct batch {
     uint64_t frame_id, job;
@@ -306,6 +319,10 @@ struct session {
     uint8_t pk[PR_PK_BYTES];
     uint64_t node_id;
     uint8_t tier;
+    bool claim;            /* enrolling with a claim token */
+    char version[64];
+    const char *offline_reason;
+    uint64_t last_rx_ms;
     pr_replay *guard;
     unsigned max_slots;
     bool claiming, retry_pending, draining;
@@ -341,6 +358,12 @@ static uint64_t now_ms_wall(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static cd_node_view *view_of(session *s)
+{
+    conn *c = conn_find(s->ss, s->conn);
+    return c ? &c->view : NULL;
 }
 
 static void send_msg(session *s, pr_msg *m)
@@ -408,9 +431,13 @@ static void on_claimed(session *s, const cd_claimed *r)
 {
     s->claiming = false;
     if (r->n == 0) {
-        if (!s->retry_pending) { /* nothing to do now: ask again in a while */
+        /* The scheduler kept the claim while it had nothing: ask again at
+         * once, or after the pause it asks for. */
+        if (r->retry_ms == 0)
+            claim_more(s);
+        else if (!s->retry_pending) {
             s->retry_pending = true;
-            rt_send_after(s->self, RETRY_MS, rt_msg_new(M_RETRY, sizeof(rt_msg)));
+            rt_send_after(s->self, r->retry_ms, rt_msg_new(M_RETRY, sizeof(rt_msg)));
         }
         return;
     }
@@ -437,6 +464,7 @@ static void on_claimed(session *s, const cd_claimed *r)
             }
             s->fly[s->nfly].chunk = a->claim.chunk;
             s->fly[s->nfly].job = a->claim.job;
+            s->fly[s->nfly].count = a->claim.count;
             memcpy(s->fly[s->nfly].token, a->claim.token, 16);
             s->nfly++;
         }
@@ -450,8 +478,66 @@ static void on_claimed(session *s, const cd_claimed *r)
         m.body.assign.nchunks = n;
         send_msg(s, &m);
     }
+    cd_node_view *v = view_of(s);
+    if (v != NULL)
+        v->in_flight = (unsigned)s->nfly;
     claim_more(s);
 }
+
+static void publish(session *s, const char *type, const char *fields)
+{
+    if (s->ss->publish != NULL)
+        s->ss->publish(s->ss->publish_ctx, type, 0, fields);
+}
+
+static const char *backend_name(uint32_t kind)
+{
+    static const char *names[] = { "cpu", "opencl", "cuda", "wasm" };
+    return kind < sizeof names / sizeof names[0] ? names[kind] : "unknown";
+}
+
+/* The hello's capabilities as the JSON kept in nodes.capabilities. */
+static char *caps_json(const pr_caps *c)
+{
+    size_t cap = 512 + (size_t)c->nbackends * 400, n = 0;
+    char *j = malloc(cap), q1[80], q2[80], q3[80];
+    if (j == NULL)
+        rt_oom(cap);
+    n += (size_t)snprintf(j + n, cap - n, "{\"cores\":%u,\"max_parallel\":%u,\"os\":%s,\"arch\":%s,\"browser\":%s,"
+        "\"backends\":[", c->cores, c->max_parallel, cd_json_quote(q1, sizeof q1, c->os ? c->os : ""),
+        cd_json_quote(q2, sizeof q2, c->arch ? c->arch : ""), cd_json_quote(q3, sizeof q3, c->browser ? c->browser : ""));
+    for (uint32_t i = 0; i < c->nbackends && i < 64; i++) {
+        char dev[300];
+        n += (size_t)snprintf(j + n, cap - n, "%s{\"kind\":\"%s\",\"device\":%s,\"memory\":%" PRIu64 ",\"units\":%u}",
+            i ? "," : "", backend_name(c->backends[i].kind),
+            cd_json_quote(dev, sizeof dev, c->backends[i].device ? c->backends[i].device : ""),
+            c->backends[i].memory, c->backends[i].units);
+    }
+    snprintf(j + n, cap - n, "]}");
+    return j;
+}
+
+/* Enrolment, in one statement each, so a statement the store sends again
+ * after a lost connection gives the same answer: $1 key, $2 version,
+ * $3 capabilities, $4 the claim token's hash. All return id, tier,
+ * revoked, owner. */
+static const char *enrol_claim_sql =
+    "WITH t AS (UPDATE tokens SET used_at = coalesce(used_at, now()), used_by = $1 "
+    "  WHERE secret_hash = $4 AND kind = 'claim' AND revoked_at IS NULL "
+    "    AND (used_at IS NULL OR used_by = $1) AND (expires_at IS NULL OR expires_at > now()) "
+    "  RETURNING owner, tier) "
+    "INSERT INTO nodes (public_key, owner, tier, last_seen, version, capabilities) "
+    "SELECT $1, owner, tier, now(), $2, $3::jsonb FROM t "
+    "ON CONFLICT (public_key) DO UPDATE SET owner = EXCLUDED.owner, tier = EXCLUDED.tier, revoked_at = NULL, "
+    "  last_seen = now(), version = EXCLUDED.version, capabilities = EXCLUDED.capabilities "
+    "RETURNING id, tier, revoked_at IS NOT NULL, coalesce(owner, '')";
+static const char *enrol_open_sql =
+    "INSERT INTO nodes (public_key, tier, last_seen, version, capabilities) VALUES ($1, 'public', now(), $2, $3::jsonb) "
+    "ON CONFLICT (public_key) DO UPDATE SET last_seen = now(), version = $2, capabilities = $3::jsonb "
+    "RETURNING id, tier, revoked_at IS NOT NULL, coalesce(owner, '')";
+static const char *enrol_known_sql =
+    "UPDATE nodes SET last_seen = now(), version = $2, capabilities = $3::jsonb WHERE public_key = $1 "
+    "RETURNING id, tier, revoked_at IS NOT NULL, coalesce(owner, '')";
 
 static void on_hello(session *s, pr_msg *m)
 {
@@ -461,23 +547,36 @@ static void on_hello(session *s, pr_msg *m)
         send_error(s, m->id, rc, pr_strerror(rc), true);
         return;
     }
-    if (h->claim_token != NULL && h->claim_token[0] != '\0') {
-        send_error(s, m->id, E_NOT_ENROLLED, "claim tokens are not accepted by this coordinator yet", true);
-        return;
-    }
     memcpy(s->pk, h->pk, 32);
     unsigned cores = h->caps.cores ? h->caps.cores : 1;
     s->max_slots = h->caps.max_parallel && h->caps.max_parallel < cores ? h->caps.max_parallel : cores;
     if (s->max_slots > 256)
         s->max_slots = 256;
-    /* Known keys come back with their tier; unknown ones join as public
-     * nodes only when enrolment is open. */
-    cd_query *q = cd_query_new(s->ss->open_enrolment
-        ? "INSERT INTO nodes (public_key, tier, last_seen) VALUES ($1, 'public', now()) "
-          "ON CONFLICT (public_key) DO UPDATE SET last_seen = now() "
-          "RETURNING id, tier, revoked_at IS NOT NULL"
-        : "UPDATE nodes SET last_seen = now() WHERE public_key = $1 RETURNING id, tier, revoked_at IS NOT NULL");
+    snprintf(s->version, sizeof s->version, "%s", h->version ? h->version : "");
+    cd_node_view *v = view_of(s);
+    if (v != NULL) {
+        snprintf(v->version, sizeof v->version, "%s", s->version);
+        snprintf(v->os, sizeof v->os, "%s", h->caps.os ? h->caps.os : "");
+        snprintf(v->arch, sizeof v->arch, "%s", h->caps.arch ? h->caps.arch : "");
+        v->cores = h->caps.cores;
+        v->max_parallel = h->caps.max_parallel;
+        v->slots = s->max_slots;
+    }
+    /* A claim token enrols the key under the token's owner and tier;
+     * known keys come back with theirs; unknown ones join as public nodes
+     * only when enrolment is open. */
+    s->claim = h->claim_token != NULL && h->claim_token[0] != '\0';
+    cd_query *q = cd_query_new(s->claim ? enrol_claim_sql : s->ss->open_enrolment ? enrol_open_sql : enrol_known_sql);
+    char *caps = caps_json(&h->caps);
     cd_query_bytes(q, h->pk, 32);
+    cd_query_text(q, s->version);
+    cd_query_text(q, caps);
+    free(caps);
+    if (s->claim) {
+        uint8_t hash[crypto_hash_sha256_BYTES];
+        crypto_hash_sha256(hash, (const uint8_t *)h->claim_token, strlen(h->claim_token));
+        cd_query_bytes(q, hash, sizeof hash);
+    }
     int64_t id = rt_request(s->self, s->ss->store, &q->hdr, 10000);
     if (id < 0) {
         send_error(s, m->id, E_DATABASE, "the coordinator is stopping", true);
@@ -502,8 +601,9 @@ static void on_enrolled(session *s, const req *r, cd_result *res)
 {
     if (res == NULL || res->res == NULL || PQntuples(res->res) == 0) {
         send_error(s, r->frame_id, res && res->res ? E_NOT_ENROLLED : E_DATABASE,
-            res && res->res ? "this key is not enrolled: enrol it with a claim token"
-                            : "the database is unavailable, try again", true);
+            !(res && res->res) ? "the database is unavailable, try again"
+            : s->claim         ? "the claim token is unknown, used up, revoked or expired: ask for a new one"
+                               : "this key is not enrolled: enrol it with a claim token", true);
         return;
     }
     if (strcmp(PQgetvalue(res->res, 0, 2), "t") == 0) {
@@ -523,6 +623,61 @@ static void on_enrolled(session *s, const req *r, cd_result *res)
     m.body.welcome.config.max_parallel = s->max_slots;
     send_msg(s, &m);
     s->phase = RUNNING;
+    s->last_rx_ms = now_ms_wall();
+    rt_send_every(s->self, s->ss->heartbeat_ms, M_WATCH, 0);
+    cd_node_view *v = view_of(s);
+    if (v != NULL) {
+        v->node = s->node_id;
+        snprintf(v->tier, sizeof v->tier, "%s", PQgetvalue(res->res, 0, 1));
+        snprintf(v->owner, sizeof v->owner, "%s", PQgetvalue(res->res, 0, 3));
+        v->connected_ms = v->last_seen_ms = s->last_rx_ms;
+        char fields[1024];
+        cd_node_view_json(v, fields, sizeof fields);
+        publish(s, "node.online", fields);
+    }
+    claim_more(s);
+}
+
+/* A node silent for three heartbeat intervals is offline. */
+static void on_watch(session *s)
+{
+    uint64_t limit = 3 * (uint64_t)s->ss->heartbeat_ms;
+    if (s->phase != RUNNING || now_ms_wall() - s->last_rx_ms <= limit)
+        return;
+    s->offline_reason = "missed heartbeats";
+    char why[96];
+    snprintf(why, sizeof why, "nothing heard for %" PRIu64 " s (3 heartbeat intervals)", limit / 1000);
+    send_error(s, 0, E_NOT_READY, why, true);
+}
+
+/* The coordinator stops a job: the node drops its chunks of it. */
+static void on_cancel(session *s, const cancel_msg *c)
+{
+    if (s->phase != RUNNING)
+        return;
+    uint64_t chunks[MAX_INFLIGHT];
+    uint32_t n = 0;
+    for (size_t i = 0; i < s->nfly;) {
+        if (s->fly[i].job == c->job && n < MAX_INFLIGHT) {
+            chunks[n++] = s->fly[i].chunk;
+            s->fly[i] = s->fly[--s->nfly];
+        } else {
+            i++;
+        }
+    }
+    if (n == 0)
+        return;
+    pr_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = PR_MSG_CANCEL;
+    m.body.cancel.job = c->job;
+    m.body.cancel.chunks = chunks;
+    m.body.cancel.nchunks = n;
+    m.body.cancel.reason = c->reason;
+    send_msg(s, &m);
+    cd_node_view *v = view_of(s);
+    if (v != NULL)
+        v->in_flight = (unsigned)s->nfly;
     claim_more(s);
 }
 
@@ -632,8 +787,16 @@ static void on_completed(session *s, const req *r, const cd_completed *res)
         bt->job_complete |= res->job_complete;
     }
     int k = fly_find(s, bt->job, o->chunk);
+    cd_node_view *v = view_of(s);
+    if (k >= 0 && v != NULL && o->outcome == PR_OUTCOME_ACCEPTED) {
+        v->chunks_done++;
+        v->items_done += s->fly[k].count;
+        v->items_per_s = s->items_per_s;
+    }
     if (k >= 0 && (res == NULL || res->err == 0)) /* a bad result keeps its slot for a good one */
         s->fly[k] = s->fly[--s->nfly];
+    if (v != NULL)
+        v->in_flight = (unsigned)s->nfly;
     if (++bt->answered < bt->n)
         return;
     pr_msg m;
@@ -668,6 +831,10 @@ static void on_heartbeat(session *s, pr_msg *m)
 static void on_frame(session *s, const frame_msg *f)
 {
     pr_msg m;
+    s->last_rx_ms = now_ms_wall();
+    cd_node_view *v = view_of(s);
+    if (v != NULL)
+        v->last_seen_ms = s->last_rx_ms;
     int rc = pr_decode(&m, f->bytes, f->len);
     if (rc != 0) {
         char why[160];
@@ -756,12 +923,24 @@ static void session_behaviour(rt_actor *self, rt_msg *m)
         s->retry_pending = false;
         claim_more(s);
         break;
+    case M_WATCH:
+        on_watch(s);
+        break;
+    case M_CANCEL:
+        on_cancel(s, (cancel_msg *)m);
+        break;
     case M_CLOSED: {
         s->phase = CLOSED;
         if (s->node_id != 0) {
             cd_node_gone *g = RT_MSG_NEW(cd_node_gone, CD_MSG_NODE_GONE);
             g->node = s->node_id;
             rt_send(s->ss->scheduler, &g->hdr);
+            char fields[160], why[80];
+            snprintf(fields, sizeof fields, "\"node\":%" PRIu64 ",\"reason\":%s", s->node_id,
+                cd_json_quote(why, sizeof why, s->offline_reason ? s->offline_reason
+                                               : s->draining       ? "left"
+                                                                   : "disconnected"));
+            publish(s, "node.offline", fields);
         }
         rt_stop(self);
         break;
@@ -786,4 +965,39 @@ static void session_final(rt_actor *self)
     free(s->fly);
     free(s->reqs);
     pr_replay_destroy(s->guard);
+}
+
+/* ---- the registry's live half ---------------------------------------------------- */
+
+void cd_sessions_each(const cd_sessions *ss, void (*fn)(void *ctx, const cd_node_view *v), void *ctx)
+{
+    for (size_t i = 0; i < ss->nconns; i++)
+        if (ss->conns[i].view.node != 0 && !ss->conns[i].closing)
+            fn(ctx, &ss->conns[i].view);
+}
+
+int cd_node_view_json(const cd_node_view *v, char *buf, size_t cap)
+{
+    char owner[300], version[140], os[80], arch[80];
+    return snprintf(buf, cap,
+        "\"node\":%" PRIu64 ",\"owner\":%s,\"tier\":\"%s\",\"online\":true,\"version\":%s,\"protocol\":%d,"
+        "\"os\":%s,\"arch\":%s,\"cores\":%u,\"max_parallel\":%u,\"slots\":%u,\"in_flight\":%u,"
+        "\"chunks_done\":%" PRIu64 ",\"items_done\":%" PRIu64 ",\"items_per_s\":%.0f,"
+        "\"connected_ms\":%" PRIu64 ",\"last_seen_ms\":%" PRIu64,
+        v->node, cd_json_quote(owner, sizeof owner, v->owner), v->tier, cd_json_quote(version, sizeof version, v->version),
+        PR_VERSION, cd_json_quote(os, sizeof os, v->os), cd_json_quote(arch, sizeof arch, v->arch), v->cores,
+        v->max_parallel, v->slots, v->in_flight, v->chunks_done, v->items_done, v->items_per_s, v->connected_ms,
+        v->last_seen_ms);
+}
+
+void cd_sessions_cancel_job(cd_sessions *ss, uint64_t job, const char *reason)
+{
+    for (size_t i = 0; i < ss->nconns; i++) {
+        if (ss->conns[i].view.node == 0 || ss->conns[i].closing)
+            continue;
+        cancel_msg *c = RT_MSG_NEW(cancel_msg, M_CANCEL);
+        c->job = job;
+        snprintf(c->reason, sizeof c->reason, "%s", reason ? reason : "");
+        rt_send(ss->conns[i].actor, &c->hdr);
+    }
 }

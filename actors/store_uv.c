@@ -16,12 +16,17 @@
  * committed at the Sync, or rolled back as a whole when a statement fails
  * (the statements after it are then skipped: PGRES_PIPELINE_ABORTED). So a
  * PGRES_PIPELINE_SYNC with no error before it means every query of the group
- * is committed, and any error means none is.
+ * is committed, and any error means none is. The statements of groups are
+ * prepared once per connection (a few named statements, keyed by their
+ * text): parsing and planning the same INSERT again for every row was most
+ * of PostgreSQL's work. A name is never reused, so a statement whose Parse
+ * fell in a failed group cannot collide with a later one.
  */
 #include "actors/store.h"
 
 #include "actors/migrations.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +39,7 @@ enum {
     M_RECONNECT,
 };
 
-enum { BACKOFF_MIN_MS = 100, BACKOFF_MAX_MS = 5000, MAX_ATTEMPTS = 3 };
+enum { BACKOFF_MIN_MS = 100, BACKOFF_MAX_MS = 5000, MAX_ATTEMPTS = 3, MAX_PREPARED = 8 };
 
 typedef enum cstate { C_DOWN, C_CONNECTING, C_IDLE, C_BUSY } cstate;
 typedef enum job_kind { K_NONE, K_QUERY, K_GROUP, K_MIGRATE, K_LISTEN } job_kind;
@@ -45,6 +50,13 @@ typedef struct box {
     int conn;
     uint64_t gen;
 } box;
+
+/* A statement prepared on one connection for groups. */
+typedef struct prepared {
+    char *sql;
+    char name[24];
+    bool fresh;              /* its Parse is in the group in flight */
+} prepared;
 
 typedef struct conn {
     PGconn *pg;
@@ -58,12 +70,19 @@ typedef struct conn {
     PGresult *res;
     unsigned backoff_ms;
     uint64_t sends;          /* statements or groups sent, to tell a new one from the last */
-    /* K_GROUP: the queries of the pipeline in flight (kept requests), each
-     * one's result (first error, else last result), the one being read. */
+    /* K_GROUP: the queries of the pipeline in flight (kept requests) and
+     * each one's result (first error, else last result); its statements in
+     * order, each the index of its query or -1 for a Parse; the statement
+     * being read. */
     cd_query *group[CD_STORE_GROUP_MAX];
     PGresult *gres[CD_STORE_GROUP_MAX];
-    unsigned ngroup, gnext;
+    unsigned ngroup;
+    int16_t stmt[2 * CD_STORE_GROUP_MAX];
+    unsigned nstmt, gnext;
     bool gfailed;
+    prepared prep[MAX_PREPARED];
+    unsigned nprep;
+    uint64_t prep_names;
 } conn;
 
 typedef struct store {
@@ -234,8 +253,23 @@ static void watch(conn *c, int events)
         uv_poll_start(&c->box->poll, events, on_poll);
 }
 
+/* Forgets the prepared statements: all of them (a new session has none),
+ * or only those whose Parse was in a group that failed. */
+static void forget_prepared(conn *c, bool only_fresh)
+{
+    unsigned keep = 0;
+    for (unsigned k = 0; k < c->nprep; k++) {
+        if (only_fresh && !c->prep[k].fresh)
+            c->prep[keep++] = c->prep[k];
+        else
+            free(c->prep[k].sql);
+    }
+    c->nprep = keep;
+}
+
 static void detach(conn *c)
 {
+    forget_prepared(c, false);
     if (c->box != NULL) {
         c->box->store = NULL;
         uv_poll_stop(&c->box->poll);
@@ -432,12 +466,35 @@ static cd_query *queue_at(const store *st, size_t k)
     return st->queue[(st->qhead + k) % st->qcap];
 }
 
+/* The prepared statement for q's text on c, its Parse added to the
+ * pipeline if it is new; one with an empty name (run q unprepared) when c
+ * has prepared MAX_PREPARED already; NULL when libpq refuses. */
+static const prepared *prepare(conn *c, const cd_query *q)
+{
+    static const prepared unnamed = { .sql = NULL };
+    for (unsigned k = 0; k < c->nprep; k++)
+        if (strcmp(c->prep[k].sql, q->sql) == 0)
+            return &c->prep[k];
+    if (c->nprep == MAX_PREPARED)
+        return &unnamed;
+    prepared *p = &c->prep[c->nprep];
+    snprintf(p->name, sizeof p->name, "simfarm_g%" PRIu64, ++c->prep_names);
+    if (!PQsendPrepare(c->pg, p->name, q->sql, q->nparams, NULL))
+        return NULL;
+    p->sql = xstrdup(q->sql);
+    p->fresh = true;
+    c->nprep++;
+    c->stmt[c->nstmt++] = -1;
+    return p;
+}
+
 /* Sends the groupable queries at the head of the queue (at least two) to
  * the idle connection i as one pipeline, one transaction. */
 static void send_group(rt_actor *self, store *st, int i)
 {
     conn *c = &st->conns[i];
     c->ngroup = 0;
+    c->nstmt = 0;
     c->gnext = 0;
     c->gfailed = false;
     while (c->ngroup < CD_STORE_GROUP_MAX && st->qlen > 0 && groupable(queue_at(st, 0))) {
@@ -455,11 +512,21 @@ static void send_group(rt_actor *self, store *st, int i)
     }
     for (unsigned k = 0; k < c->ngroup; k++) {
         cd_query *q = c->group[k];
-        if (!PQsendQueryParams(c->pg, q->sql, q->nparams, NULL, (const char *const *)q->values, q->lengths,
-                q->formats, q->binary_result)) {
+        const prepared *p = prepare(c, q);
+        if (p == NULL) {
             lost(self, st, i, PQerrorMessage(c->pg));
             return;
         }
+        int ok = p->name[0] != '\0'
+            ? PQsendQueryPrepared(c->pg, p->name, q->nparams, (const char *const *)q->values, q->lengths,
+                  q->formats, q->binary_result)
+            : PQsendQueryParams(c->pg, q->sql, q->nparams, NULL, (const char *const *)q->values, q->lengths,
+                  q->formats, q->binary_result);
+        if (!ok) {
+            lost(self, st, i, PQerrorMessage(c->pg));
+            return;
+        }
+        c->stmt[c->nstmt++] = (int16_t)k;
     }
     if (!PQpipelineSync(c->pg)) {
         lost(self, st, i, PQerrorMessage(c->pg));
@@ -587,6 +654,10 @@ static void group_done(rt_actor *self, store *st, int i)
     c->ngroup = 0;
     c->kind = K_NONE;
     c->state = C_IDLE;
+    if (c->gfailed)
+        forget_prepared(c, true);
+    for (unsigned k = 0; k < c->nprep; k++)
+        c->prep[k].fresh = false;
     if (!c->gfailed) {
         for (unsigned k = 0; k < n; k++)
             answer(c->group[k], c->gres[k]);
@@ -616,7 +687,7 @@ static void read_group(rt_actor *self, store *st, int i)
     while (c->kind == K_GROUP && !PQisBusy(c->pg)) {
         PGresult *r = PQgetResult(c->pg);
         if (r == NULL) {
-            if (c->gnext >= c->ngroup)
+            if (c->gnext >= c->nstmt)
                 return; /* every statement read; the sync point is still coming */
             c->gnext++;
             continue;
@@ -628,12 +699,13 @@ static void read_group(rt_actor *self, store *st, int i)
         }
         bool ok = result_ok(r);
         c->gfailed |= !ok; /* an error, a statement skipped after one, or a failed commit */
-        if (c->gnext >= c->ngroup) {
+        int q = c->gnext < c->nstmt ? c->stmt[c->gnext] : -1;
+        if (q < 0) { /* a Parse, or the commit */
             PQclear(r);
             continue;
         }
         /* Keep the first error, else the last result. */
-        PGresult **keep = &c->gres[c->gnext];
+        PGresult **keep = &c->gres[q];
         if (*keep == NULL || result_ok(*keep)) {
             if (*keep != NULL)
                 PQclear(*keep);

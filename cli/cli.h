@@ -22,6 +22,10 @@ typedef struct coordinator_opts {
     unsigned pool;           /* database connections; 0 = 2 */
     const char *name;        /* the subcommand, for messages */
     bool open_enrolment;     /* unknown node keys join as public nodes */
+    const char *token_file;  /* an admin API token kept here (created when absent); may be NULL */
+    const char *web_dir;     /* static files served at /; NULL = none */
+    const char *tls_cert;    /* https/wss with this PEM certificate and key; NULL = plain */
+    const char *tls_key;
     /* Called once listening, before the loop runs: the place to spawn more
      * actors (the store is borrowed). May be NULL. */
     void (*started)(rt_system *sys, rt_actor *store, const char *host, int port, void *ctx);

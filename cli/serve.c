@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <uv.h>
 
 enum { SERVE_OK = 0, SERVE_FAIL = 1, SERVE_USAGE = 2 };
@@ -22,14 +23,21 @@ enum { SERVE_OK = 0, SERVE_FAIL = 1, SERVE_USAGE = 2 };
 static void serve_usage(FILE *out)
 {
     fprintf(out,
-        "usage: simfarm serve [--listen HOST:PORT] [--db CONNINFO] [--pool N] [--open-enrolment]\n"
+        "usage: simfarm serve [--listen HOST:PORT] [--db CONNINFO] [options]\n"
         "\n"
-        "Runs the coordinator: the REST API (/api/jobs), /health and /metrics on one\n"
-        "port, with PostgreSQL as the system of record (migrated on start).\n"
-        "  --listen HOST:PORT  address to serve on (default 127.0.0.1:8080; port 0 = any)\n"
-        "  --db CONNINFO       libpq connection string or URI (default: $SIMFARM_DB)\n"
-        "  --pool N            database connections, 1 to 8 (default 2)\n"
-        "  --open-enrolment    let unknown node keys join as public nodes\n"
+        "Runs the coordinator: the HTTP API (/api, docs/api.md), node sessions\n"
+        "(/ws/node), live events (/ws/events), the web directory, /health and\n"
+        "/metrics on one port, with PostgreSQL as the system of record (migrated on\n"
+        "start).\n"
+        "  --listen HOST:PORT     address to serve on (default 127.0.0.1:8080; port 0 = any)\n"
+        "  --db CONNINFO          libpq connection string or URI (default: $SIMFARM_DB)\n"
+        "  --pool N               database connections, 1 to 8 (default 2)\n"
+        "  --token-file PATH      an admin API token kept in PATH: created (mode 0600) when\n"
+        "                         PATH does not exist, and made valid in this database\n"
+        "  --allow-public-nodes   let unknown node keys join as public nodes (also\n"
+        "                         --open-enrolment); otherwise a node needs a claim token\n"
+        "  --web DIR              serve the files of DIR at / (default: ./web when it exists)\n"
+        "  --tls-cert PEM --tls-key PEM   serve https and wss\n"
         "Stops cleanly on SIGINT or SIGTERM.\n");
 }
 
@@ -69,6 +77,7 @@ int cmd_serve(int argc, char **argv)
     const char *db = getenv("SIMFARM_DB");
     unsigned pool = 2;
     bool open = false;
+    const char *token_file = NULL, *web = NULL, *cert = NULL, *key = NULL;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -76,7 +85,7 @@ int cmd_serve(int argc, char **argv)
             serve_usage(stdout);
             return SERVE_OK;
         }
-        if (strcmp(a, "--open-enrolment") == 0) {
+        if (strcmp(a, "--open-enrolment") == 0 || strcmp(a, "--allow-public-nodes") == 0) {
             open = true;
             continue;
         }
@@ -93,6 +102,14 @@ int cmd_serve(int argc, char **argv)
             }
         } else if (strcmp(a, "--db") == 0) {
             db = v;
+        } else if (strcmp(a, "--token-file") == 0) {
+            token_file = v;
+        } else if (strcmp(a, "--web") == 0) {
+            web = v;
+        } else if (strcmp(a, "--tls-cert") == 0) {
+            cert = v;
+        } else if (strcmp(a, "--tls-key") == 0) {
+            key = v;
         } else if (strcmp(a, "--pool") == 0) {
             char *end;
             long n = strtol(v, &end, 10);
@@ -112,7 +129,12 @@ int cmd_serve(int argc, char **argv)
         return SERVE_USAGE;
     }
 
-    coordinator_opts co = { .host = host, .port = port, .db = db, .pool = pool, .name = "serve", .open_enrolment = open };
+    if ((cert == NULL) != (key == NULL)) {
+        fprintf(stderr, "simfarm serve: TLS needs both --tls-cert and --tls-key\n");
+        return SERVE_USAGE;
+    }
+    coordinator_opts co = { .host = host, .port = port, .db = db, .pool = pool, .name = "serve", .open_enrolment = open,
+        .token_file = token_file, .web_dir = web, .tls_cert = cert, .tls_key = key };
     return coordinator_run(&co) == 0 ? SERVE_OK : SERVE_FAIL;
 }
 
@@ -129,8 +151,11 @@ int coordinator_run(const coordinator_opts *opts)
     char msg[256];
     cd_scheduler_opts cs = { .store = store };
     rt_actor *scheduler = store ? cd_scheduler_spawn(sys, &cs) : NULL;
+    struct stat st;
+    const char *web = opts->web_dir ? opts->web_dir : stat("web", &st) == 0 && S_ISDIR(st.st_mode) ? "web" : NULL;
     cd_gateway_opts go = { .host = opts->host, .port = opts->port, .store = store, .scheduler = scheduler,
-        .open_enrolment = opts->open_enrolment };
+        .open_enrolment = opts->open_enrolment, .token_file = opts->token_file, .web_dir = web,
+        .tls_cert = opts->tls_cert, .tls_key = opts->tls_key };
     rt_actor *gateway = scheduler ? cd_gateway_spawn(sys, &go, msg, sizeof msg) : NULL;
     if (gateway == NULL) {
         fprintf(stderr, "simfarm %s: %s\n", opts->name,
@@ -152,7 +177,9 @@ int coordinator_run(const coordinator_opts *opts)
     uv_signal_start(&s.sigterm, on_signal, SIGTERM);
 
     int port = cd_gateway_port(gateway);
-    printf("simfarm %s: listening on http://%s:%d\n", opts->name, opts->host, port);
+    printf("simfarm %s: listening on %s://%s:%d\n", opts->name, opts->tls_cert ? "https" : "http", opts->host, port);
+    if (opts->token_file != NULL)
+        printf("simfarm %s: the admin API token is in %s\n", opts->name, opts->token_file);
     fflush(stdout);
     if (opts->started != NULL)
         opts->started(sys, store, opts->host, port, opts->ctx);

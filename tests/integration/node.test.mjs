@@ -35,13 +35,23 @@ function proc(args, { timeoutMs = 60000 } = {}) {
   return p;
 }
 
+let serves = 0;
 async function serve(extra = []) {
-  const s = proc(['serve', '--db', pg.url, '--listen', '127.0.0.1:0', ...extra]);
+  const tokenFile = path.join(tmp, `token-${++serves}`);
+  const s = proc(['serve', '--db', pg.url, '--listen', '127.0.0.1:0', '--token-file', tokenFile, ...extra]);
   const m = await s.until(/listening on http:\/\/127\.0\.0\.1:(\d+)/, 'listening');
   await s.until(/database up/, 'database up');
   s.port = Number(m[1]);
   s.url = `http://127.0.0.1:${s.port}`;
+  s.token = fs.readFileSync(tokenFile, 'utf8').trim();
   return s;
+}
+
+// An API call with the coordinator's admin token.
+async function api(s, method, p, body) {
+  const res = await fetch(s.url + p, { method, headers: { authorization: `Bearer ${s.token}` },
+    body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(15000) });
+  return { status: res.status, json: await res.json() };
 }
 
 async function stop(p) {
@@ -76,10 +86,9 @@ after(async () => {
 
 test('a job farmed to a node equals one local run', async () => {
   const items = 3000000, seed = 7;
-  const res = await fetch(`${srv.url}/api/jobs`, { method: 'POST',
-    body: JSON.stringify({ kernel: 'option', params: option, items, seed }) });
+  const res = await api(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed });
   assert.equal(res.status, 201);
-  const { id } = await res.json();
+  const { id } = res.json;
   const key = path.join(tmp, 'a', 'node.key');
   const node = proc(['node', '--server', `ws://127.0.0.1:${srv.port}/ws/node`, '--key', key, '--cores', '2']);
   try {
@@ -134,4 +143,44 @@ test('bad arguments are usage errors', async () => {
   const r = await run(simfarm, ['node', '--server', 'http://nope']);
   assert.equal(r.code, 2);
   assert.match(r.stderr, /ws:\/\/HOST:PORT/);
+});
+
+test('a claim token enrols one node under its owner and tier, once', async () => {
+  const closed = await serve();
+  try {
+    const t = await api(closed, 'POST', '/api/tokens', { kind: 'claim', owner: 'ops', tier: 'team', expires_in: 600 });
+    assert.equal(t.status, 201, JSON.stringify(t.json));
+    assert.match(t.json.token, /^sfc_[A-Za-z0-9_-]{43}$/);
+    const server = `ws://127.0.0.1:${closed.port}/ws/node`;
+    const key = path.join(tmp, 'claimed.key');
+    const node = proc(['node', '--server', server, '--key', key, '--claim-token', t.json.token, '--cores', '1']);
+    const m = await node.until(/connected to 127\.0\.0\.1:\d+ as node (\d+)/, 'enrolled node connected');
+    const id = Number(m[1]);
+    const nodes = await eventually(async () => {
+      const r = await api(closed, 'GET', '/api/nodes');
+      return r.json.find((n) => n.id === id && n.online) ? r.json : null;
+    }, 'the node listed online', 15000);
+    const me = nodes.find((n) => n.id === id);
+    assert.equal(me.owner, 'ops');
+    assert.equal(me.tier, 'team');
+    assert.match(me.version, /^simfarm-node \d/);
+    assert.equal(me.capabilities.cores > 0, true);
+    await stop(node);
+
+    // Used up: another key cannot enrol with it.
+    const other = proc(['node', '--server', server, '--key', path.join(tmp, 'other.key'), '--claim-token', t.json.token]);
+    const e = await other.exited;
+    assert.equal(e.code, 3, other.err);
+    assert.match(other.err, /claim token is unknown, used up, revoked or expired/);
+
+    // The enrolled key comes back without it.
+    const again = proc(['node', '--server', server, '--key', key, '--cores', '1']);
+    await again.until(new RegExp(`as node ${id}\\b`), 'known key reconnects');
+    const list = await api(closed, 'GET', '/api/tokens');
+    assert.ok(list.json.find((x) => x.id === t.json.id).used_at, 'the claim token is marked used');
+    assert.equal(list.json.some((x) => 'token' in x || 'secret_hash' in x), false, 'no secrets listed');
+    await stop(again);
+  } finally {
+    await stop(closed);
+  }
 });

@@ -3,66 +3,14 @@
 // bad input gets an error that names the field.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { build, top } from '../lib/proc.mjs';
 import { startPostgres } from '../lib/pg.mjs';
+import { serve, call } from '../lib/coord.mjs';
 
 const simfarm = path.join(build, 'bin/simfarm');
 const option = JSON.parse(fs.readFileSync(path.join(top, 'examples/option.json'), 'utf8'));
-
-// Starts `simfarm serve`; resolves once it listens and the database is up.
-function serve(db, timeoutMs = 30000) {
-  const child = spawn(simfarm, ['serve', '--db', db, '--listen', '127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '', err = '';
-  const lines = new Set();
-  const waiters = [];
-  const check = () => {
-    for (const w of [...waiters]) if (w.match()) { waiters.splice(waiters.indexOf(w), 1); w.resolve(); }
-  };
-  child.stdout.on('data', (d) => { out += d; check(); });
-  child.stderr.on('data', (d) => { err += d; for (const l of d.toString().split('\n')) lines.add(l); check(); });
-  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
-  // Resolves when match() holds, rejects at the deadline or if it exits.
-  const until = (match, what) => new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${what} not seen in ${timeoutMs} ms:\n${out}\n${err}`)), timeoutMs);
-    const w = { match, resolve: () => { clearTimeout(timer); resolve(); } };
-    waiters.push(w);
-    exited.then((e) => { clearTimeout(timer); reject(new Error(`serve exited (${e.code ?? e.signal}) waiting for ${what}:\n${err}`)); });
-    check();
-  });
-  return (async () => {
-    await until(() => /listening on http:\/\/127\.0\.0\.1:\d+/.test(out), 'listening');
-    await until(() => err.includes('simfarm: database up'), 'database up');
-    const port = Number(out.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/)[1]);
-    return {
-      url: `http://127.0.0.1:${port}`,
-      stderr: () => err,
-      until,
-      async stop() {
-        child.kill('SIGTERM');
-        const timer = setTimeout(() => child.kill('SIGKILL'), 15000);
-        const e = await exited;
-        clearTimeout(timer);
-        return e;
-      },
-    };
-  })();
-}
-
-async function call(srv, method, p, body) {
-  const res = await fetch(srv.url + p, {
-    method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : (typeof body === 'string' ? body : JSON.stringify(body)),
-    signal: AbortSignal.timeout(15000),
-  });
-  const text = await res.text();
-  let json;
-  try { json = JSON.parse(text); } catch { json = undefined; }
-  return { status: res.status, text, json };
-}
 
 let pg, srv;
 before(async () => {

@@ -1,0 +1,775 @@
+/*
+ * api.c — the coordinator's HTTP API (docs/api.md): routes, API tokens,
+ * and the store's answers. Every request the gateway hands over is kept
+ * (rt_take) until its answer is written; the steps that need the database
+ * (the token, then the work) go through the store one after another.
+ */
+#include "actors/gateway_int.h"
+
+#include "actors/jobs.h"
+#include "actors/scheduler.h"
+#include "actors/store.h"
+#include "sim/sim_json.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <msgpack.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+enum {
+    P_AUTH = 1, P_SUBMIT, P_LIST, P_ONE, P_CANCEL_LOOK, P_CANCEL_DO, P_NODES, P_TOKEN_NEW, P_TOKENS,
+    P_TOKEN_REVOKE, P_BOOT,
+};
+
+enum { FAIL_LIMIT = 10, FAIL_WINDOW_MS = 60000, TOKEN_BYTES = 32 };
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void done(gw_request *r)
+{
+    rt_msg_free(&r->hdr);
+}
+
+static void fail(gateway *g, gw_request *r, int status, const char *field, const char *msg)
+{
+    gw_respond_error(g, r->session, status, field, msg);
+    done(r);
+}
+
+static void ok_json(gateway *g, gw_request *r, int status, char *body)
+{
+    gw_respond(g, r->session, status, "application/json", body, NULL);
+    done(r);
+}
+
+static void ask(gateway *g, gw_request *r, cd_query *q, int kind)
+{
+    int64_t req = rt_request(g->self, g->store, &q->hdr, g->db_timeout_ms);
+    if (req < 0) {
+        if (r != NULL)
+            fail(g, r, 503, NULL, "the coordinator is stopping");
+        return;
+    }
+    if (g->npend == g->pend_cap)
+        g->pend = rt_grow(g->pend, &g->pend_cap, sizeof *g->pend);
+    g->pend[g->npend++] = (gw_pending){ req, r ? r->session : 0, kind, r };
+}
+
+/* ---- tokens -------------------------------------------------------------------------- */
+
+/* A new secret: prefix + base64url of 32 random bytes. */
+static void token_new(char *out, size_t cap, const char *prefix)
+{
+    unsigned char raw[TOKEN_BYTES];
+    char b64[64];
+    randombytes_buf(raw, sizeof raw);
+    sodium_bin2base64(b64, sizeof b64, raw, sizeof raw, sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+    snprintf(out, cap, "%s%s", prefix, b64);
+    sodium_memzero(raw, sizeof raw);
+}
+
+/* Only the SHA-256 of a secret is stored or looked up. */
+static void token_hash(const char *token, unsigned char hash[32])
+{
+    crypto_hash_sha256(hash, (const unsigned char *)token, strlen(token));
+}
+
+/* The well-formed shape of an API token: sf_ and 43 base64url characters. */
+static bool api_token_shape(const char *t)
+{
+    if (strncmp(t, "sf_", 3) != 0 || strlen(t) != 46)
+        return false;
+    for (const char *c = t + 3; *c; c++)
+        if (!((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-' ||
+                *c == '_'))
+            return false;
+    return true;
+}
+
+static gw_fail *fail_slot(gateway *g, const char *peer, bool create)
+{
+    gw_fail *oldest = &g->fails[0];
+    for (int i = 0; i < GW_FAILS; i++) {
+        if (g->fails[i].count > 0 && strcmp(g->fails[i].peer, peer) == 0)
+            return &g->fails[i];
+        if (g->fails[i].since_ms < oldest->since_ms)
+            oldest = &g->fails[i];
+    }
+    if (!create)
+        return NULL;
+    memset(oldest, 0, sizeof *oldest);
+    snprintf(oldest->peer, sizeof oldest->peer, "%s", peer);
+    return oldest;
+}
+
+/* Seconds until peer may try again, or 0 when it is not blocked. */
+static unsigned blocked_for(gateway *g, const char *peer)
+{
+    gw_fail *f = fail_slot(g, peer, false);
+    uint64_t now = wall_ms();
+    if (f == NULL || now - f->since_ms >= FAIL_WINDOW_MS || f->count < FAIL_LIMIT)
+        return 0;
+    return (unsigned)((f->since_ms + FAIL_WINDOW_MS - now) / 1000) + 1;
+}
+
+static void auth_failed(gateway *g, gw_request *r, const char *why)
+{
+    gw_fail *f = fail_slot(g, r->peer, true);
+    uint64_t now = wall_ms();
+    if (now - f->since_ms >= FAIL_WINDOW_MS) {
+        f->since_ms = now;
+        f->count = 0;
+    }
+    f->count++;
+    char q[512];
+    gw_respond(g, r->session, 401, "application/json", gw_fmt("{\"error\":%s}\n", cd_json_quote(q, sizeof q, why)),
+        "WWW-Authenticate: Bearer realm=\"simfarm\"");
+    done(r);
+}
+
+static void dispatch(gateway *g, gw_request *r);
+
+/* Checks the request's API token, then carries on with it. */
+static void authenticate(gateway *g, gw_request *r)
+{
+    unsigned wait = blocked_for(g, r->peer);
+    if (wait > 0) {
+        char retry[48];
+        snprintf(retry, sizeof retry, "Retry-After: %u", wait);
+        gw_respond(g, r->session, 429, "application/json",
+            gw_fmt("{\"error\":\"too many failed attempts from this address: try again in %u s\"}\n", wait), retry);
+        done(r);
+        return;
+    }
+    if (r->auth[0] == '\0') {
+        auth_failed(g, r, "this needs an API token: Authorization: Bearer sf_...");
+        return;
+    }
+    const char *t = r->auth;
+    if (strncasecmp(t, "Bearer ", 7) != 0 || !api_token_shape(t + 7)) {
+        auth_failed(g, r, "the Authorization header must be 'Bearer sf_...' with an API token");
+        return;
+    }
+    unsigned char hash[32];
+    token_hash(t + 7, hash);
+    cd_query *q = cd_query_new(
+        "SELECT owner FROM tokens WHERE secret_hash = $1 AND kind = 'api' AND revoked_at IS NULL "
+        "AND (expires_at IS NULL OR expires_at > now())");
+    cd_query_bytes(q, hash, sizeof hash);
+    ask(g, r, q, P_AUTH);
+}
+
+int api_token_file(gateway *g, const char *path, char *err, size_t errlen)
+{
+    char token[96] = "";
+    FILE *f = fopen(path, "r");
+    if (f != NULL) {
+        struct stat st;
+        if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077) != 0) {
+            fclose(f);
+            snprintf(err, errlen, "%s is readable by others: chmod 600 it", path);
+            return -1;
+        }
+        if (fgets(token, sizeof token, f) == NULL)
+            token[0] = '\0';
+        fclose(f);
+        token[strcspn(token, "\r\n")] = '\0';
+        if (!api_token_shape(token)) {
+            snprintf(err, errlen, "%s does not hold an API token (sf_ and 43 characters)", path);
+            return -1;
+        }
+    } else if (errno == ENOENT) {
+        token_new(token, sizeof token, "sf_");
+        char tmp[600];
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd < 0) {
+            snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+            return -1;
+        }
+        size_t n = strlen(token);
+        bool ok = write(fd, token, n) == (ssize_t)n && write(fd, "\n", 1) == 1;
+        ok = close(fd) == 0 && ok;
+        if (!ok || rename(tmp, path) != 0) {
+            snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+            unlink(tmp);
+            return -1;
+        }
+    } else {
+        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    /* The file's token is an admin token of this database (again, if it was
+     * already: the insert does nothing then). */
+    unsigned char hash[32];
+    token_hash(token, hash);
+    sodium_memzero(token, sizeof token);
+    cd_query *q = cd_query_new("INSERT INTO tokens (kind, owner, secret_hash, note) VALUES ('api', 'admin', $1, $2) "
+                               "ON CONFLICT (secret_hash) DO NOTHING");
+    cd_query_bytes(q, hash, sizeof hash);
+    cd_query_text(q, "the token file of simfarm serve");
+    ask(g, NULL, q, P_BOOT);
+    return 0;
+}
+
+/* ---- query strings ---------------------------------------------------------------------- */
+
+/* The value of name in r->query ("a=1&b=2"), or NULL. */
+static const char *arg(const gw_request *r, const char *name, char *out, size_t cap)
+{
+    size_t n = strlen(name);
+    for (const char *p = r->query; *p;) {
+        const char *end = strchr(p, '&');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > n && strncmp(p, name, n) == 0 && p[n] == '=') {
+            snprintf(out, cap, "%.*s", (int)(len - n - 1), p + n + 1);
+            return out;
+        }
+        p += len + (end ? 1 : 0);
+    }
+    return NULL;
+}
+
+/* A positive id from text; 0 when it is not one. */
+static uint64_t parse_id(const char *s)
+{
+    char *end;
+    if (*s < '0' || *s > '9')
+        return 0;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    return *end != '\0' || errno != 0 || v > INT64_MAX ? 0 : (uint64_t)v;
+}
+
+/* The job id in /api/jobs/{id}[/...]; 0 when it is not one. */
+static uint64_t path_job_id(const gw_request *r)
+{
+    char idtext[32];
+    snprintf(idtext, sizeof idtext, "%.*s", (int)strcspn(r->path + 10, "/"), r->path + 10);
+    return parse_id(idtext);
+}
+
+/* ---- jobs ---------------------------------------------------------------------------------- */
+
+static const char *job_columns =
+    "id, owner, name, kernel, strategy, items, seed, priority, state, spec, "
+    "encode(ctx_hash, 'hex') AS ctx_hash, result, created_at, started_at, finished_at";
+
+static void submit(gateway *g, gw_request *r)
+{
+    char field[64], msg[256];
+    cd_query *q = cd_job_submission_by(r->body, r->body_len, r->owner, r->admin, field, sizeof field, msg, sizeof msg);
+    if (q == NULL) {
+        fail(g, r, 400, field[0] ? field : NULL, msg);
+        return;
+    }
+    ask(g, r, q, P_SUBMIT);
+}
+
+static void list_jobs(gateway *g, gw_request *r)
+{
+    char state[32], owner[130], kernel[40], limit[16], before[24];
+    static const char *states[] = { "pending", "running", "complete", "failed", "cancelled", "expired" };
+    bool state_ok = arg(r, "state", state, sizeof state) == NULL;
+    for (size_t i = 0; !state_ok && i < sizeof states / sizeof states[0]; i++)
+        state_ok = strcmp(state, states[i]) == 0;
+    if (!state_ok) {
+        fail(g, r, 400, "state", "must be pending, running, complete, failed, cancelled or expired");
+        return;
+    }
+    int64_t lim = 100;
+    if (arg(r, "limit", limit, sizeof limit) != NULL) {
+        uint64_t v = parse_id(limit);
+        if (v < 1 || v > 1000) {
+            fail(g, r, 400, "limit", "must be a whole number from 1 to 1000");
+            return;
+        }
+        lim = (int64_t)v;
+    }
+    uint64_t bef = 0;
+    if (arg(r, "before", before, sizeof before) != NULL && (bef = parse_id(before)) == 0) {
+        fail(g, r, 400, "before", "must be a job id");
+        return;
+    }
+    char sql[768];
+    snprintf(sql, sizeof sql,
+        "SELECT coalesce(json_agg(j ORDER BY j.id DESC), '[]')::text FROM "
+        "(SELECT %s FROM jobs WHERE ($1::text IS NULL OR state = $1) AND ($2::text IS NULL OR owner = $2) "
+        "AND ($3::text IS NULL OR kernel = $3) AND ($4::bigint IS NULL OR id < $4) ORDER BY id DESC LIMIT $5) j",
+        job_columns);
+    cd_query *q = cd_query_new(sql);
+    cd_query_text(q, arg(r, "state", state, sizeof state));
+    cd_query_text(q, arg(r, "owner", owner, sizeof owner));
+    cd_query_text(q, arg(r, "kernel", kernel, sizeof kernel));
+    if (bef)
+        cd_query_int(q, (int64_t)bef);
+    else
+        cd_query_text(q, NULL);
+    cd_query_int(q, lim);
+    ask(g, r, q, P_LIST);
+}
+
+static void one_job(gateway *g, gw_request *r, uint64_t id)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT row_to_json(j)::text FROM (SELECT %s FROM jobs WHERE id = $1) j", job_columns);
+    cd_query *q = cd_query_new(sql);
+    cd_query_int(q, (int64_t)id);
+    ask(g, r, q, P_ONE);
+}
+
+static void cancel_job(gateway *g, gw_request *r, uint64_t id)
+{
+    cd_query *q = cd_query_new("SELECT owner, state FROM jobs WHERE id = $1");
+    cd_query_int(q, (int64_t)id);
+    ask(g, r, q, P_CANCEL_LOOK);
+}
+
+/* ---- tokens API ----------------------------------------------------------------------------- */
+
+static bool str_is(const msgpack_object *o, const char *s)
+{
+    size_t n = strlen(s);
+    return o->type == MSGPACK_OBJECT_STR && o->via.str.size == n && memcmp(o->via.str.ptr, s, n) == 0;
+}
+
+static bool str_copy(const msgpack_object *o, char *out, size_t cap, size_t min)
+{
+    if (o->type != MSGPACK_OBJECT_STR || o->via.str.size < min || o->via.str.size >= cap)
+        return false;
+    memcpy(out, o->via.str.ptr, o->via.str.size);
+    out[o->via.str.size] = '\0';
+    return true;
+}
+
+static void create_token(gateway *g, gw_request *r)
+{
+    char kind[8] = "", owner[129], tier[16] = "own", note[257] = "", err[160];
+    int64_t expires = -1;
+    snprintf(owner, sizeof owner, "%s", r->owner);
+    msgpack_sbuffer buf;
+    msgpack_unpacked up;
+    size_t off = 0;
+    msgpack_sbuffer_init(&buf);
+    msgpack_unpacked_init(&up);
+    const char *field = NULL, *msg = NULL;
+    if (sim_json_to_msgpack(r->body, r->body_len, &buf, err, sizeof err) != 0) {
+        msg = "the body is not valid JSON";
+    } else if (msgpack_unpack_next(&up, buf.data, buf.size, &off) != MSGPACK_UNPACK_SUCCESS ||
+               up.data.type != MSGPACK_OBJECT_MAP) {
+        msg = "the body must be a JSON object";
+    } else {
+        const msgpack_object_map *m = &up.data.via.map;
+        for (uint32_t i = 0; i < m->size && msg == NULL; i++) {
+            const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
+            if (str_is(k, "kind")) {
+                if (!str_is(v, "api") && !str_is(v, "claim"))
+                    field = "kind", msg = "must be \"api\" or \"claim\"";
+                else
+                    str_copy(v, kind, sizeof kind, 1);
+            } else if (str_is(k, "owner")) {
+                if (!str_copy(v, owner, sizeof owner, 1))
+                    field = "owner", msg = "must be a name of 1 to 128 characters";
+            } else if (str_is(k, "tier")) {
+                if (!str_is(v, "own") && !str_is(v, "team") && !str_is(v, "community") && !str_is(v, "public"))
+                    field = "tier", msg = "must be own, team, community or public";
+                else
+                    str_copy(v, tier, sizeof tier, 1);
+            } else if (str_is(k, "expires_in")) {
+                if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER || v->via.u64 < 1 || v->via.u64 > 10u * 365 * 86400)
+                    field = "expires_in", msg = "must be a number of seconds from 1 to 10 years";
+                else
+                    expires = (int64_t)v->via.u64;
+            } else if (str_is(k, "note")) {
+                if (!str_copy(v, note, sizeof note, 0))
+                    field = "note", msg = "must be a text of up to 256 characters";
+            } else {
+                field = "", msg = "unknown field (known: kind, owner, tier, expires_in, note)";
+                static char unknown[64];
+                snprintf(unknown, sizeof unknown, "%.*s", k->type == MSGPACK_OBJECT_STR ? (int)k->via.str.size : 1,
+                    k->type == MSGPACK_OBJECT_STR ? k->via.str.ptr : "?");
+                field = unknown;
+            }
+        }
+        if (msg == NULL && kind[0] == '\0')
+            field = "kind", msg = "is required: \"api\" or \"claim\"";
+        if (msg == NULL && !r->admin && strcmp(owner, r->owner) != 0)
+            field = "owner", msg = "only an admin token creates tokens for another owner";
+    }
+    msgpack_unpacked_destroy(&up);
+    msgpack_sbuffer_destroy(&buf);
+    if (msg != NULL) {
+        char full[256];
+        snprintf(full, sizeof full, "%s%s%s", msg, field == NULL && err[0] ? ": " : "", field == NULL ? err : "");
+        fail(g, r, field && strcmp(field, "owner") == 0 && strstr(msg, "admin") ? 403 : 400, field, full);
+        return;
+    }
+    bool claim = strcmp(kind, "claim") == 0;
+    if (claim && expires < 0)
+        expires = 86400;
+    char token[96];
+    token_new(token, sizeof token, claim ? "sfc_" : "sf_");
+    unsigned char hash[32];
+    token_hash(token, hash);
+    cd_query *q = cd_query_new(
+        "INSERT INTO tokens (kind, owner, tier, secret_hash, note, expires_at) "
+        "VALUES ($1, $2, $3, $4, nullif($5, ''), CASE WHEN $6::bigint IS NULL THEN NULL "
+        "ELSE now() + make_interval(secs => $6::bigint) END) "
+        "RETURNING json_build_object('id', id, 'kind', kind, 'owner', owner, 'tier', tier, 'token', $7::text, "
+        "'expires_at', expires_at, 'note', note)::text");
+    cd_query_text(q, kind);
+    cd_query_text(q, owner);
+    cd_query_text(q, tier);
+    cd_query_bytes(q, hash, sizeof hash);
+    cd_query_text(q, note);
+    if (expires >= 0)
+        cd_query_int(q, expires);
+    else
+        cd_query_text(q, NULL);
+    cd_query_text(q, token);
+    sodium_memzero(token, sizeof token);
+    ask(g, r, q, P_TOKEN_NEW);
+}
+
+static void list_tokens(gateway *g, gw_request *r)
+{
+    cd_query *q = cd_query_new(
+        "SELECT coalesce(json_agg(t ORDER BY t.id), '[]')::text FROM (SELECT id, kind, owner, tier, note, "
+        "created_at, expires_at, used_at, revoked_at FROM tokens WHERE $1 OR owner = $2) t");
+    cd_query_text(q, r->admin ? "true" : "false");
+    cd_query_text(q, r->owner);
+    ask(g, r, q, P_TOKENS);
+}
+
+static void revoke_token(gateway *g, gw_request *r, uint64_t id)
+{
+    cd_query *q = cd_query_new(
+        "UPDATE tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 AND ($2 OR owner = $3) "
+        "RETURNING json_build_object('id', id, 'revoked_at', revoked_at)::text");
+    cd_query_int(q, (int64_t)id);
+    cd_query_text(q, r->admin ? "true" : "false");
+    cd_query_text(q, r->owner);
+    ask(g, r, q, P_TOKEN_REVOKE);
+}
+
+/* ---- nodes ------------------------------------------------------------------------------------ */
+
+static void list_nodes(gateway *g, gw_request *r)
+{
+    cd_query *q = cd_query_new(
+        "SELECT id, row_to_json(n)::text FROM (SELECT id, owner, tier, name, version, capabilities, created_at, "
+        "last_seen, revoked_at FROM nodes ORDER BY id LIMIT 100000) n");
+    ask(g, r, q, P_NODES);
+}
+
+typedef struct views {
+    cd_node_view *v;
+    size_t n, cap;
+} views;
+
+static void collect_view(void *ctx, const cd_node_view *v)
+{
+    views *vs = ctx;
+    if (vs->n == vs->cap)
+        vs->v = rt_grow(vs->v, &vs->cap, sizeof *vs->v);
+    vs->v[vs->n++] = *v;
+}
+
+/* The nodes table's rows, online ones first, each with what its session
+ * knows now. */
+static char *nodes_json(gateway *g, PGresult *res)
+{
+    views vs = { NULL, 0, 0 };
+    cd_sessions_each(g->nodes, collect_view, &vs);
+    int rows = PQntuples(res);
+    size_t cap = 16, len = 0;
+    for (int i = 0; i < rows; i++)
+        cap += (size_t)PQgetlength(res, i, 1) + 400;
+    char *out = malloc(cap);
+    if (out == NULL)
+        rt_oom(cap);
+    out[len++] = '[';
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < rows; i++) {
+            uint64_t id = strtoull(PQgetvalue(res, i, 0), NULL, 10);
+            const cd_node_view *v = NULL;
+            for (size_t k = 0; k < vs.n && v == NULL; k++)
+                if (vs.v[k].node == id)
+                    v = &vs.v[k];
+            if ((pass == 0) != (v != NULL))
+                continue;
+            const char *row = PQgetvalue(res, i, 1);
+            size_t rl = strlen(row);
+            if (len > 1)
+                out[len++] = ',';
+            memcpy(out + len, row, rl - 1); /* without its closing brace */
+            len += rl - 1;
+            if (v == NULL)
+                len += (size_t)snprintf(out + len, cap - len, ",\"online\":false}");
+            else
+                len += (size_t)snprintf(out + len, cap - len,
+                    ",\"online\":true,\"slots\":%u,"
+                    "\"in_flight\":%u,\"chunks_done\":%" PRIu64 ",\"items_done\":%" PRIu64 ",\"items_per_s\":%.0f,"
+                    "\"connected_ms\":%" PRIu64 ",\"last_seen_ms\":%" PRIu64 "}",
+                    v->slots, v->in_flight, v->chunks_done, v->items_done,
+                    v->items_per_s, v->connected_ms, v->last_seen_ms);
+        }
+    snprintf(out + len, cap - len, "]\n");
+    free(vs.v);
+    return out;
+}
+
+/* ---- routing ---------------------------------------------------------------------------------- */
+
+static void metrics(gateway *g, gw_request *r)
+{
+    rt_system_stats st;
+    rt_system_stats_get(rt_actor_system(g->self), &st);
+    gw_respond(g, r->session, 200, "text/plain; version=0.0.4",
+        gw_fmt("# HELP simfarm_up The coordinator is serving.\n"
+               "# TYPE simfarm_up gauge\nsimfarm_up 1\n"
+               "# HELP simfarm_database_up The database is reachable and migrated.\n"
+               "# TYPE simfarm_database_up gauge\nsimfarm_database_up %d\n"
+               "# HELP simfarm_actors Live actors.\n"
+               "# TYPE simfarm_actors gauge\nsimfarm_actors %" PRIu64 "\n"
+               "# HELP simfarm_actor_messages_total Messages handled by actors.\n"
+               "# TYPE simfarm_actor_messages_total counter\nsimfarm_actor_messages_total %" PRIu64 "\n"
+               "# HELP simfarm_node_sessions Node connections open.\n"
+               "# TYPE simfarm_node_sessions gauge\nsimfarm_node_sessions %u\n"
+               "# HELP simfarm_event_clients Connections on /ws/events.\n"
+               "# TYPE simfarm_event_clients gauge\nsimfarm_event_clients %zu\n"
+               "# HELP simfarm_events_total Events published.\n"
+               "# TYPE simfarm_events_total counter\nsimfarm_events_total %" PRIu64 "\n"
+               "# HELP simfarm_http_responses_total HTTP responses by status class.\n"
+               "# TYPE simfarm_http_responses_total counter\n"
+               "simfarm_http_responses_total{class=\"2xx\"} %" PRIu64 "\n"
+               "simfarm_http_responses_total{class=\"4xx\"} %" PRIu64 "\n"
+               "simfarm_http_responses_total{class=\"5xx\"} %" PRIu64 "\n",
+            g->db_up, st.actors_live, st.messages, cd_sessions_count(g->nodes), g->nevc, cd_events_last(g->events),
+            g->by_class[2], g->by_class[4], g->by_class[5]),
+        NULL);
+    done(r);
+}
+
+/* After authentication (when needed): the work itself. */
+static void dispatch(gateway *g, gw_request *r)
+{
+    const char *p = r->path;
+    uint64_t id;
+    if (strcmp(p, "/api/jobs") == 0) {
+        if (r->method == GW_POST)
+            submit(g, r);
+        else
+            list_jobs(g, r);
+    } else if (strncmp(p, "/api/jobs/", 10) == 0) {
+        const char *rest = p + 10 + strcspn(p + 10, "/");
+        if ((id = path_job_id(r)) == 0)
+            fail(g, r, 404, NULL, "no such job: ids are positive whole numbers");
+        else if (strcmp(rest, "/cancel") == 0)
+            cancel_job(g, r, id);
+        else
+            one_job(g, r, id);
+    } else if (strcmp(p, "/api/nodes") == 0) {
+        list_nodes(g, r);
+    } else if (strcmp(p, "/api/tokens") == 0) {
+        if (r->method == GW_POST)
+            create_token(g, r);
+        else
+            list_tokens(g, r);
+    } else if (strncmp(p, "/api/tokens/", 12) == 0) {
+        if ((id = parse_id(p + 12)) == 0)
+            fail(g, r, 404, NULL, "no such token: ids are positive whole numbers");
+        else
+            revoke_token(g, r, id);
+    } else {
+        fail(g, r, 404, NULL, "no such path");
+    }
+}
+
+/* Which method each path takes, and whether it needs a token. Returns 0
+ * for an unknown path, -1 for a known path with the wrong method. */
+static int allowed(const gw_request *r, bool *needs_token)
+{
+    const char *p = r->path;
+    int m = r->method;
+    *needs_token = m != GW_GET;
+    if (strcmp(p, "/health") == 0 || strcmp(p, "/metrics") == 0 || strcmp(p, "/api/nodes") == 0)
+        return m == GW_GET ? 1 : -1;
+    if (strcmp(p, "/api/jobs") == 0)
+        return m == GW_GET || m == GW_POST ? 1 : -1;
+    if (strncmp(p, "/api/jobs/", 10) == 0) {
+        const char *slash = strchr(p + 10, '/');
+        if (slash == NULL)
+            return m == GW_GET ? 1 : -1;
+        return strcmp(slash, "/cancel") != 0 ? 0 : m == GW_POST ? 1 : -1;
+    }
+    if (strcmp(p, "/api/tokens") == 0) {
+        *needs_token = true;
+        return m == GW_GET || m == GW_POST ? 1 : -1;
+    }
+    if (strncmp(p, "/api/tokens/", 12) == 0)
+        return m == GW_DELETE ? 1 : -1;
+    return 0;
+}
+
+void api_route(gateway *g, gw_request *r)
+{
+    rt_take(g->self, &r->hdr);
+    bool needs_token;
+    int a = allowed(r, &needs_token);
+    if (a == 0) {
+        fail(g, r, 404, NULL, "no such path");
+    } else if (a < 0) {
+        fail(g, r, 405, NULL, "method not allowed here");
+    } else if (strcmp(r->path, "/health") == 0) {
+        gw_respond(g, r->session, g->db_up ? 200 : 503, "application/json",
+            gw_fmt("{\"status\":\"%s\",\"database\":\"%s\",\"version\":\"%s\"}\n", g->db_up ? "ok" : "degraded",
+                g->db_up ? "up" : "down", SIMFARM_VERSION),
+            NULL);
+        done(r);
+    } else if (strcmp(r->path, "/metrics") == 0) {
+        metrics(g, r);
+    } else if (needs_token) {
+        authenticate(g, r);
+    } else {
+        dispatch(g, r);
+    }
+}
+
+/* ---- answers ------------------------------------------------------------------------------------ */
+
+static void answer_cancel_look(gateway *g, gw_request *r, PGresult *res)
+{
+    if (PQntuples(res) == 0) {
+        fail(g, r, 404, NULL, "no such job");
+        return;
+    }
+    const char *owner = PQgetvalue(res, 0, 0), *state = PQgetvalue(res, 0, 1);
+    if (!r->admin && strcmp(owner, r->owner) != 0) {
+        fail(g, r, 403, NULL, "this job belongs to another owner");
+        return;
+    }
+    if (strcmp(state, "pending") != 0 && strcmp(state, "running") != 0) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "the job has already ended (%s)", state);
+        fail(g, r, 409, NULL, msg);
+        return;
+    }
+    cd_query *q = cd_query_new("UPDATE jobs SET state = 'cancelled', finished_at = now() "
+                               "WHERE id = $1 AND state IN ('pending', 'running') RETURNING id");
+    cd_query_int(q, (int64_t)path_job_id(r));
+    ask(g, r, q, P_CANCEL_DO);
+}
+
+static void answer_cancel_do(gateway *g, gw_request *r, PGresult *res)
+{
+    if (PQntuples(res) == 0) {
+        fail(g, r, 409, NULL, "the job has already ended");
+        return;
+    }
+    uint64_t id = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+    cd_cancel_job *c = RT_MSG_NEW(cd_cancel_job, CD_MSG_CANCEL_JOB);
+    c->job = id;
+    rt_send(g->scheduler, &c->hdr);
+    cd_sessions_cancel_job(g->nodes, id, "cancelled");
+    gw_publish(g, "job.finished", id, "\"state\":\"cancelled\"");
+    ok_json(g, r, 200, gw_fmt("{\"id\":%" PRIu64 ",\"state\":\"cancelled\"}\n", id));
+}
+
+static void answer_one(gateway *g, gw_request *r, PGresult *res)
+{
+    if (PQntuples(res) == 0) {
+        fail(g, r, 404, NULL, "no such job");
+        return;
+    }
+    const char *row = PQgetvalue(res, 0, 0);
+    const char *prog = cd_events_progress(g->events, path_job_id(r));
+    if (prog == NULL) {
+        ok_json(g, r, 200, gw_fmt("%s\n", row));
+        return;
+    }
+    size_t rl = strlen(row);
+    ok_json(g, r, 200, gw_fmt("%.*s,\"progress\":%s}\n", (int)(rl - 1), row, prog));
+}
+
+static void answer_submit(gateway *g, gw_request *r, PGresult *res)
+{
+    const char *id = PQgetvalue(res, 0, 0);
+    char owner[300], kernel[80], fields[512];
+    snprintf(fields, sizeof fields, "\"owner\":%s,\"kernel\":%s,\"strategy\":\"%s\",\"items\":%s,\"priority\":%s",
+        cd_json_quote(owner, sizeof owner, PQgetvalue(res, 0, 1)),
+        cd_json_quote(kernel, sizeof kernel, PQgetvalue(res, 0, 2)), PQgetvalue(res, 0, 3), PQgetvalue(res, 0, 4),
+        PQgetvalue(res, 0, 5));
+    gw_publish(g, "job.submitted", strtoull(id, NULL, 10), fields);
+    ok_json(g, r, 201, gw_fmt("{\"id\":%s,\"state\":\"pending\"}\n", id));
+}
+
+void api_answer(gateway *g, rt_msg *m)
+{
+    gw_pending pd;
+    bool found = false;
+    for (size_t i = 0; i < g->npend; i++)
+        if (g->pend[i].req == (int64_t)m->req_id) {
+            pd = g->pend[i];
+            g->pend[i] = g->pend[--g->npend];
+            found = true;
+            break;
+        }
+    if (!found)
+        return;
+    gw_request *r = pd.r;
+    cd_result *res = m->type == CD_MSG_RESULT ? (cd_result *)m : NULL;
+    if (pd.kind == P_BOOT) {
+        if (res == NULL || res->res == NULL)
+            fprintf(stderr, "simfarm: cannot store the token file's token: %s\n",
+                res ? res->error : "the database did not answer");
+        return;
+    }
+    if (res == NULL) {
+        fail(g, r, 503, NULL, "the database did not answer in time");
+        return;
+    }
+    if (res->res == NULL) {
+        fail(g, r, 500, NULL, res->error);
+        return;
+    }
+    PGresult *pr = res->res;
+    switch (pd.kind) {
+    case P_AUTH:
+        if (PQntuples(pr) == 0) {
+            auth_failed(g, r, "unknown, revoked or expired API token");
+            return;
+        }
+        snprintf(r->owner, sizeof r->owner, "%s", PQgetvalue(pr, 0, 0));
+        r->admin = strcmp(r->owner, "admin") == 0;
+        dispatch(g, r);
+        break;
+    case P_SUBMIT: answer_submit(g, r, pr); break;
+    case P_LIST:
+    case P_TOKENS: ok_json(g, r, 200, gw_fmt("%s\n", PQgetvalue(pr, 0, 0))); break;
+    case P_ONE: answer_one(g, r, pr); break;
+    case P_CANCEL_LOOK: answer_cancel_look(g, r, pr); break;
+    case P_CANCEL_DO: answer_cancel_do(g, r, pr); break;
+    case P_NODES: ok_json(g, r, 200, nodes_json(g, pr)); break;
+    case P_TOKEN_NEW: ok_json(g, r, 201, gw_fmt("%s\n", PQgetvalue(pr, 0, 0))); break;
+    case P_TOKEN_REVOKE:
+        if (PQntuples(pr) == 0)
+            fail(g, r, 404, NULL, "no such token of yours");
+        else
+            ok_json(g, r, 200, gw_fmt("%s\n", PQgetvalue(pr, 0, 0)));
+        break;
+    default: done(r); break;
+    }
+}

@@ -1,0 +1,108 @@
+/*
+ * gateway_int.h — what the gateway's two halves share: gateway_uv.c (the
+ * libwebsockets side: connections, /ws/events, static files, the actor)
+ * and api.c (the HTTP API: routes, authentication, the store's answers).
+ * Everything here runs on the loop thread.
+ */
+#ifndef SIMFARM_ACTORS_GATEWAY_INT_H
+#define SIMFARM_ACTORS_GATEWAY_INT_H
+
+#include "actors/events.h"
+#include "actors/gateway.h"
+#include "actors/session.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SIMFARM_VERSION "0.1.0"
+
+enum { GW_GET = 1, GW_POST, GW_DELETE };
+
+/* One HTTP request, as the lws side hands it to the gateway actor. */
+typedef struct gw_request {
+    rt_msg hdr;
+    uint64_t session;        /* where the answer goes */
+    int method;
+    char path[256];
+    char query[512];         /* the arguments after '?', '&'-separated, decoded */
+    char auth[256];          /* the Authorization header */
+    char peer[64];           /* the client's address */
+    char *body;              /* owned; NUL-terminated */
+    size_t body_len;
+    /* set once the API token is checked */
+    char owner[129];
+    bool admin;
+} gw_request;
+
+/* A store request in flight and what its answer is for. */
+typedef struct gw_pending {
+    int64_t req;
+    uint64_t session;
+    int kind;
+    gw_request *r;           /* kept; freed with the last answer (NULL for none) */
+} gw_pending;
+
+typedef struct gw_fail {
+    char peer[64];
+    uint64_t since_ms;       /* start of the window */
+    unsigned count;
+} gw_fail;
+
+enum { GW_FAILS = 256 };
+
+typedef struct gw_session gw_session;
+typedef struct gw_events_conn gw_events_conn;
+
+typedef struct gateway {
+    struct lws_context *ctx;
+    struct lws_vhost *vhost;
+    rt_actor *self, *store, *scheduler;
+    size_t max_body;
+    uint64_t db_timeout_ms;
+    bool db_up;
+    char web_dir[512];
+    gw_session *sessions;    /* HTTP transactions waiting for their answer */
+    size_t nsessions, sessions_cap;
+    uint64_t next_session;
+    gw_pending *pend;
+    size_t npend, pend_cap;
+    uint64_t requests, by_class[6]; /* responses by status class 1xx..5xx */
+    gw_fail fails[GW_FAILS]; /* failed logins by address */
+    cd_sessions *nodes;      /* node connections */
+    cd_events *events;
+    gw_events_conn *evc;     /* /ws/events connections */
+    size_t nevc, evc_cap;
+    struct lws_protocols protocols[4];
+} gateway;
+
+/* ---- gateway_uv.c ---- */
+
+/* Sets the answer of an HTTP transaction; takes body (malloc'd). An answer
+ * for a transaction that closed meanwhile is dropped. `extra` is a header
+ * line or NULL ("WWW-Authenticate: Bearer"). */
+void gw_respond(gateway *g, uint64_t session, int status, const char *type, char *body, const char *extra);
+void gw_respond_error(gateway *g, uint64_t session, int status, const char *field, const char *msg);
+
+/* Appends an event to the log and sends it to the /ws/events clients that
+ * want it. fields may be NULL. */
+void gw_publish(gateway *g, const char *type, uint64_t job, const char *fields);
+
+/* malloc'd printf. */
+char *gw_fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- api.c ---- */
+
+/* Handles a request; the gateway's behaviour hands over r, which the API
+ * keeps (rt_take) or frees. */
+void api_route(gateway *g, gw_request *r);
+
+/* An answer from the store (cd_result or rt_timeout) to one of the API's
+ * requests. */
+void api_answer(gateway *g, rt_msg *m);
+
+/* Makes the token in path (created, mode 0600, when it does not exist) an
+ * admin API token in the database. Returns 0, or -1 with a message. */
+int api_token_file(gateway *g, const char *path, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,74 @@
+// A real coordinator for tests: `simfarm serve` on a free port with an
+// admin API token, and a small HTTP helper that sends it.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { build } from './proc.mjs';
+
+const simfarm = path.join(build, 'bin/simfarm');
+
+// Starts `simfarm serve`; resolves once it listens and the database is up.
+// `extra` are more arguments for serve. The admin token is srv.token.
+export function serve(db, { extra = [], timeoutMs = 30000 } = {}) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-serve-'));
+  const tokenFile = path.join(dir, 'token');
+  const child = spawn(simfarm, ['serve', '--db', db, '--listen', '127.0.0.1:0', '--token-file', tokenFile, ...extra],
+    { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '', err = '';
+  const lines = new Set();
+  const waiters = [];
+  const check = () => {
+    for (const w of [...waiters]) if (w.match()) { waiters.splice(waiters.indexOf(w), 1); w.resolve(); }
+  };
+  child.stdout.on('data', (d) => { out += d; check(); });
+  child.stderr.on('data', (d) => { err += d; for (const l of d.toString().split('\n')) lines.add(l); check(); });
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  // Resolves when match() holds, rejects at the deadline or if it exits.
+  const until = (match, what) => new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${what} not seen in ${timeoutMs} ms:\n${out}\n${err}`)), timeoutMs);
+    const w = { match, resolve: () => { clearTimeout(timer); resolve(); } };
+    waiters.push(w);
+    exited.then((e) => { clearTimeout(timer); reject(new Error(`serve exited (${e.code ?? e.signal}) waiting for ${what}:\n${err}`)); });
+    check();
+  });
+  return (async () => {
+    await until(() => /listening on http:\/\/127\.0\.0\.1:\d+/.test(out), 'listening');
+    await until(() => err.includes('simfarm: database up'), 'database up');
+    const port = Number(out.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/)[1]);
+    return {
+      url: `http://127.0.0.1:${port}`,
+      port,
+      token: fs.readFileSync(tokenFile, 'utf8').trim(),
+      tokenFile,
+      pid: child.pid,
+      stderr: () => err,
+      until,
+      async stop() {
+        child.kill('SIGTERM');
+        const timer = setTimeout(() => child.kill('SIGKILL'), 15000);
+        const e = await exited;
+        clearTimeout(timer);
+        fs.rmSync(dir, { recursive: true, force: true });
+        return e;
+      },
+    };
+  })();
+}
+
+// An API call; sends srv.token unless `token` says otherwise (null: none).
+export async function call(srv, method, p, body, token = srv.token) {
+  const headers = body === undefined ? {} : { 'content-type': 'application/json' };
+  if (token) headers.authorization = `Bearer ${token}`;
+  const res = await fetch(srv.url + p, {
+    method,
+    headers,
+    body: body === undefined ? undefined : (typeof body === 'string' ? body : JSON.stringify(body)),
+    signal: AbortSignal.timeout(15000),
+  });
+  const text = await res.text();
+  let json;
+  try { json = JSON.parse(text); } catch { json = undefined; }
+  return { status: res.status, text, json };
+}
+
