@@ -187,8 +187,15 @@ static gw_request *new_request(struct lws *wsi, uint64_t session, int method, co
     r->session = session;
     r->method = method;
     snprintf(r->path, sizeof r->path, "%s", path);
-    if (lws_hdr_copy(wsi, r->query, sizeof r->query, WSI_TOKEN_HTTP_URI_ARGS) < 0)
-        r->query[0] = '\0';
+    /* lws keeps each argument as a fragment, decoded: join them with '&'. */
+    size_t q = 0;
+    char frag[256];
+    for (int i = 0; lws_hdr_copy_fragment(wsi, frag, sizeof frag, WSI_TOKEN_HTTP_URI_ARGS, i) > 0; i++) {
+        int n = snprintf(r->query + q, sizeof r->query - q, "%s%s", q ? "&" : "", frag);
+        if (n < 0 || (size_t)n >= sizeof r->query - q)
+            break;
+        q += (size_t)n;
+    }
     if (lws_hdr_copy(wsi, r->auth, sizeof r->auth, WSI_TOKEN_HTTP_AUTHORIZATION) < 0)
         r->auth[0] = '\0';
     lws_get_peer_simple(wsi, r->peer, sizeof r->peer);

@@ -72,3 +72,40 @@ export async function call(srv, method, p, body, token = srv.token) {
   return { status: res.status, text, json };
 }
 
+
+// Follows /ws/events in a child node (node 20 has WebSocket behind a
+// flag): events (parsed) arrive in t.events; t.until(pred) waits for one.
+export function tailEvents(srv, query = '', { timeoutMs = 60000 } = {}) {
+  const url = `ws://127.0.0.1:${srv.port}/ws/events${query}`;
+  const code = `const ws = new WebSocket(${JSON.stringify(url)}, 'simfarm.events.v1');
+    ws.onmessage = (e) => console.log(e.data);
+    ws.onerror = () => { console.error('websocket error'); process.exit(3); };
+    ws.onclose = () => process.exit(0);`;
+  const child = spawn(process.execPath, ['--experimental-websocket', '--no-warnings', '-e', code],
+    { stdio: ['ignore', 'pipe', 'pipe'] });
+  const t = { events: [], err: '' };
+  const waiters = [];
+  let buf = '';
+  child.stdout.on('data', (d) => {
+    buf += d;
+    let nl;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      t.events.push(JSON.parse(buf.slice(0, nl)));
+      buf = buf.slice(nl + 1);
+    }
+    for (const w of [...waiters]) w();
+  });
+  child.stderr.on('data', (d) => { t.err += d; });
+  const exited = new Promise((resolve) => child.on('exit', resolve));
+  t.until = (pred, what) => new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${what}: not seen in ${timeoutMs} ms (${t.events.length} events) ${t.err}`)), timeoutMs);
+    const w = () => {
+      const e = t.events.find(pred);
+      if (e) { clearTimeout(timer); waiters.splice(waiters.indexOf(w), 1); resolve(e); }
+    };
+    waiters.push(w);
+    w();
+  });
+  t.close = async () => { child.kill('SIGTERM'); await exited; };
+  return t;
+}

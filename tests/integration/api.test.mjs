@@ -1,0 +1,182 @@
+// The coordinator's HTTP API as docs/api.md describes it, against the real
+// binary and a real PostgreSQL: API tokens and who may do what, job
+// filters and cancellation, live events on /ws/events with a real node,
+// and the rate limit on failed logins.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { build, top } from '../lib/proc.mjs';
+import { startPostgres } from '../lib/pg.mjs';
+import { serve, call, tailEvents } from '../lib/coord.mjs';
+
+const simfarm = path.join(build, 'bin/simfarm');
+const option = JSON.parse(fs.readFileSync(path.join(top, 'examples/option.json'), 'utf8'));
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-api-'));
+const job = (items, extra = {}) => ({ kernel: 'option', params: option, items, seed: 3, ...extra });
+
+let pg, srv;
+before(async () => {
+  pg = await startPostgres();
+  srv = await serve(pg.url, { extra: ['--allow-public-nodes'] });
+});
+after(async () => {
+  await srv?.stop();
+  await pg?.stop();
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+test('mutations need a valid API token; reads do not', async () => {
+  const none = await call(srv, 'POST', '/api/jobs', job(1000), null);
+  assert.equal(none.status, 401);
+  assert.match(none.json.error, /needs an API token/);
+  const bad = await call(srv, 'POST', '/api/jobs', job(1000), 'not-a-token');
+  assert.equal(bad.status, 401);
+  assert.match(bad.json.error, /Bearer sf_/);
+  const unknown = await call(srv, 'POST', '/api/jobs', job(1000), 'sf_' + 'A'.repeat(43));
+  assert.equal(unknown.status, 401);
+  assert.match(unknown.json.error, /unknown, revoked or expired/);
+  const res = await fetch(srv.url + '/api/jobs', { method: 'POST', body: '{}' });
+  assert.equal(res.headers.get('www-authenticate'), 'Bearer realm="simfarm"');
+  assert.equal((await call(srv, 'GET', '/api/jobs', undefined, null)).status, 200);
+  const bodyErr = await call(srv, 'POST', '/api/jobs', '{"kernel": ');
+  assert.equal(bodyErr.status, 400);
+  assert.match(bodyErr.json.error, /not valid JSON/);
+});
+
+test('tokens: an owner acts for itself only; a revoked token is refused', async () => {
+  const made = await call(srv, 'POST', '/api/tokens', { kind: 'api', owner: 'alice', note: 'laptop' });
+  assert.equal(made.status, 201, made.text);
+  assert.match(made.json.token, /^sf_[A-Za-z0-9_-]{43}$/);
+  assert.equal(made.json.owner, 'alice');
+  const alice = made.json.token;
+
+  const mine = await call(srv, 'POST', '/api/jobs', job(1000), alice);
+  assert.equal(mine.status, 201);
+  const j = await call(srv, 'GET', `/api/jobs/${mine.json.id}`);
+  assert.equal(j.json.owner, 'alice');
+  const forged = await call(srv, 'POST', '/api/jobs', job(1000, { owner: 'bob' }), alice);
+  assert.equal(forged.status, 400);
+  assert.equal(forged.json.field, 'owner');
+
+  const forBob = await call(srv, 'POST', '/api/tokens', { kind: 'api', owner: 'bob' }, alice);
+  assert.equal(forBob.status, 403);
+  const badKind = await call(srv, 'POST', '/api/tokens', { kind: 'root' });
+  assert.deepEqual([badKind.status, badKind.json.field], [400, 'kind']);
+  const extra = await call(srv, 'POST', '/api/tokens', { kind: 'api', colour: 'red' });
+  assert.deepEqual([extra.status, extra.json.field], [400, 'colour']);
+
+  const adminJob = await call(srv, 'POST', '/api/jobs', job(1000));
+  const notHers = await call(srv, 'POST', `/api/jobs/${adminJob.json.id}/cancel`, undefined, alice);
+  assert.equal(notHers.status, 403);
+
+  const listed = await call(srv, 'GET', '/api/tokens', undefined, alice);
+  assert.equal(listed.status, 200);
+  assert.deepEqual([...new Set(listed.json.map((t) => t.owner))], ['alice']);
+  assert.equal(listed.json.some((t) => 'token' in t || 'secret_hash' in t), false);
+
+  const revoked = await call(srv, 'DELETE', `/api/tokens/${made.json.id}`);
+  assert.equal(revoked.status, 200);
+  assert.ok(revoked.json.revoked_at);
+  const after = await call(srv, 'POST', '/api/jobs', job(1000), alice);
+  assert.equal(after.status, 401);
+  assert.equal((await call(srv, 'DELETE', '/api/tokens/999999')).status, 404);
+});
+
+test('jobs: filters, cancel, and the answers for jobs that cannot be cancelled', async () => {
+  const a = await call(srv, 'POST', '/api/jobs', job(5000, { name: 'to cancel' }));
+  assert.equal(a.status, 201);
+  const c = await call(srv, 'POST', `/api/jobs/${a.json.id}/cancel`);
+  assert.equal(c.status, 200, c.text + " " + JSON.stringify(a.json));
+  assert.deepEqual(c.json, { id: a.json.id, state: 'cancelled' });
+  const again = await call(srv, 'POST', `/api/jobs/${a.json.id}/cancel`);
+  assert.equal(again.status, 409);
+  assert.equal((await call(srv, 'POST', '/api/jobs/424242/cancel')).status, 404);
+  assert.equal((await call(srv, 'GET', `/api/jobs/${a.json.id}/cancel`)).status, 405);
+
+  const cancelled = await call(srv, 'GET', '/api/jobs?state=cancelled&limit=5');
+  assert.equal(cancelled.status, 200);
+  assert.ok(cancelled.json.length >= 1 && cancelled.json.every((j) => j.state === 'cancelled'));
+  assert.equal(cancelled.json[0].name, 'to cancel');
+  const byOwner = await call(srv, 'GET', '/api/jobs?owner=nobody');
+  assert.deepEqual(byOwner.json, []);
+  const page = await call(srv, 'GET', `/api/jobs?before=${a.json.id}&limit=1`);
+  assert.ok(page.json.length === 1 && page.json[0].id < a.json.id);
+  const badState = await call(srv, 'GET', '/api/jobs?state=done');
+  assert.deepEqual([badState.status, badState.json.field], [400, 'state']);
+  const badLimit = await call(srv, 'GET', '/api/jobs?limit=0');
+  assert.deepEqual([badLimit.status, badLimit.json.field], [400, 'limit']);
+});
+
+test('live events: a job and a node, in order, and a client that reconnects catches up', async () => {
+  const ev = tailEvents(srv);
+  const snap = await ev.until((e) => e.type === 'snapshot', 'snapshot');
+  assert.ok(Array.isArray(snap.jobs) && Array.isArray(snap.nodes));
+
+  const sub = await call(srv, 'POST', '/api/jobs', job(2000000, { seed: 11 }));
+  assert.equal(sub.status, 201);
+  const id = sub.json.id;
+  const node = spawn(simfarm, ['node', '--server', `ws://127.0.0.1:${srv.port}/ws/node`, '--key',
+    path.join(tmp, 'events.key'), '--cores', '2'], { stdio: 'ignore' });
+  try {
+    const online = await ev.until((e) => e.type === 'node.online', 'node.online');
+    assert.ok(online.node > 0 && online.cores > 0);
+    const done = await ev.until((e) => e.type === 'job.finished' && e.job === id, 'job.finished');
+    assert.equal(done.state, 'complete');
+    assert.equal(done.result.items_done, 2000000);
+
+    const mine = ev.events.filter((e) => e.job === id).map((e) => e.type);
+    assert.equal(mine[0], 'job.submitted');
+    assert.equal(mine[1], 'job.started');
+    assert.ok(mine.includes('job.progress'), mine.join(' '));
+    assert.equal(mine.at(-1), 'job.finished');
+    const last = ev.events.filter((e) => e.job === id && e.type === 'job.progress').at(-1);
+    assert.equal(last.items_done, 2000000, 'the last progress counts every item');
+    assert.equal(last.outputs[0].mean, done.result.outputs[0].mean);
+    // Sequence numbers grow by one, with nothing missing or repeated.
+    const seqs = ev.events.filter((e) => e.type !== 'snapshot').map((e) => e.seq);
+    for (let i = 1; i < seqs.length; i++) assert.equal(seqs[i], seqs[i - 1] + 1);
+    assert.equal(seqs[0], snap.seq + 1);
+
+    // A client that saw up to the job's submission gets exactly the rest.
+    const from = ev.events.find((e) => e.job === id && e.type === 'job.submitted').seq;
+    const again = tailEvents(srv, `?since=${from}&job=${id}`);
+    await again.until((e) => e.type === 'job.finished', 'replayed job.finished');
+    const want = ev.events.filter((e) => e.job === id && e.seq > from).map((e) => e.seq);
+    assert.deepEqual(again.events.map((e) => e.seq).slice(0, want.length), want);
+    await again.close();
+    // Far behind the kept events: a snapshot instead.
+    const behind = tailEvents(srv, '?since=0');
+    const s2 = await behind.until(() => true, 'first event');
+    assert.ok(s2.type === 'snapshot' || s2.seq === 1);
+    await behind.close();
+
+    const nodes = await call(srv, 'GET', '/api/nodes');
+    const me = nodes.json.find((n) => n.id === online.node);
+    assert.equal(me.online, true);
+    assert.ok(me.chunks_done > 0 && me.items_done > 0, JSON.stringify(me));
+  } finally {
+    node.kill('SIGTERM');
+    await new Promise((resolve) => node.on('exit', resolve));
+  }
+  const off = await ev.until((e) => e.type === 'node.offline', 'node.offline');
+  assert.match(off.reason, /left|disconnected/);
+  await ev.close();
+});
+
+test('failed logins from one address are rate-limited', async () => {
+  const other = await serve(pg.url);
+  try {
+    for (let i = 0; i < 10; i++)
+      assert.equal((await call(other, 'POST', '/api/jobs', job(1000), 'sf_' + 'B'.repeat(43))).status, 401);
+    const res = await fetch(other.url + '/api/jobs', { method: 'POST', body: '{}',
+      headers: { authorization: `Bearer ${other.token}` } });
+    assert.equal(res.status, 429, 'even a good token waits out the minute');
+    assert.ok(Number(res.headers.get('retry-after')) > 0);
+    assert.equal((await call(other, 'GET', '/api/jobs', undefined, null)).status, 200, 'reads go on');
+  } finally {
+    await other.stop();
+  }
+});
