@@ -5,7 +5,9 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { build, top } from '../lib/proc.mjs';
+import https from 'node:https';
+import os from 'node:os';
+import { build, run, top } from '../lib/proc.mjs';
 import { startPostgres } from '../lib/pg.mjs';
 import { serve, call } from '../lib/coord.mjs';
 
@@ -119,6 +121,57 @@ test('jobs survive a restart; SIGTERM stops cleanly', async () => {
   const again = await call(srv, 'GET', `/api/jobs/${r.json.id}`);
   assert.equal(again.status, 200);
   assert.equal(again.json.items, 5);
+});
+
+test('the web directory is served at /, and nothing outside it', async () => {
+  const web = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-web-'));
+  fs.writeFileSync(path.join(web, 'index.html'), '<title>simfarm</title>');
+  fs.writeFileSync(path.join(web, 'contribute.html'), '<title>contribute</title>');
+  fs.writeFileSync(path.join(web, 'app.js'), 'export {};');
+  const other = await serve(pg.url, { extra: ['--web', web] });
+  try {
+    const index = await fetch(other.url + '/');
+    assert.equal(index.status, 200);
+    assert.match(index.headers.get('content-type'), /^text\/html/);
+    assert.equal(await index.text(), '<title>simfarm</title>');
+    assert.equal(await (await fetch(other.url + '/contribute')).text(), '<title>contribute</title>');
+    assert.match((await fetch(other.url + '/app.js')).headers.get('content-type'), /^text\/javascript/);
+    assert.equal((await fetch(other.url + '/nothing-here.js')).status, 404);
+    assert.equal((await fetch(other.url + '/.hidden')).status, 404);
+    assert.equal((await call(other, 'GET', '/api/jobs')).status, 200, 'the API is still the API');
+  } finally {
+    await other.stop();
+    fs.rmSync(web, { recursive: true, force: true });
+  }
+});
+
+test('with a certificate it serves https', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-tls-'));
+  const cert = path.join(dir, 'cert.pem'), key = path.join(dir, 'key.pem');
+  const r = await run('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert,
+    '-days', '1', '-subj', '/CN=127.0.0.1']);
+  assert.equal(r.code, 0, r.stderr);
+  const other = await serve(pg.url, { extra: ['--tls-cert', cert, '--tls-key', key] });
+  try {
+    assert.match(other.url, /^https:/);
+    const body = await new Promise((resolve, reject) => {
+      https.get(other.url + '/health', { rejectUnauthorized: false }, (res) => {
+        let b = '';
+        res.on('data', (d) => { b += d; });
+        res.on('end', () => resolve({ status: res.statusCode, text: b }));
+      }).on('error', reject);
+    });
+    assert.equal(body.status, 200);
+    assert.equal(JSON.parse(body.text).status, 'ok');
+    const plain = await run('curl', ['-s', '-o', '/dev/null', '-w', '%{http_code}', `http://127.0.0.1:${other.port}/health`]);
+    assert.notEqual(plain.stdout, '200', 'plain http is not served on the TLS port');
+  } finally {
+    await other.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  const half = await run(simfarm, ['serve', '--db', pg.url, '--tls-cert', cert]);
+  assert.equal(half.code, 2);
+  assert.match(half.stderr, /both --tls-cert and --tls-key/);
 });
 
 test('without its database it says so', async () => {

@@ -33,11 +33,12 @@ export function serve(db, { extra = [], timeoutMs = 30000 } = {}) {
     check();
   });
   return (async () => {
-    await until(() => /listening on http:\/\/127\.0\.0\.1:\d+/.test(out), 'listening');
+    await until(() => /listening on https?:\/\/127\.0\.0\.1:\d+/.test(out), 'listening');
     await until(() => err.includes('simfarm: database up'), 'database up');
-    const port = Number(out.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/)[1]);
+    const [, scheme, p] = out.match(/listening on (https?):\/\/127\.0\.0\.1:(\d+)/);
+    const port = Number(p);
     return {
-      url: `http://127.0.0.1:${port}`,
+      url: `${scheme}://127.0.0.1:${port}`,
       port,
       token: fs.readFileSync(tokenFile, 'utf8').trim(),
       tokenFile,
