@@ -5,12 +5,29 @@
 #include "cli/remote.h"
 
 #include <string.h>
+#include <time.h>
 
 static const char nodes_usage[] =
     "usage: simfarm nodes [options]\n"
     "\n"
-    "Lists the nodes the coordinator knows, online first (GET /api/nodes): owner,\n"
-    "tier, cores, speed and the work done.\n" REMOTE_COMMON_FLAGS;
+    "Lists the nodes enrolled with the coordinator, online first (GET /api/nodes):\n"
+    "owner, tier, cores, the chunks it may hold (SLOTS), speed, the work done and\n"
+    "its system (or browser).\n" REMOTE_COMMON_FLAGS;
+
+/* When the node was last heard from: its session's clock (Unix ms) while
+ * online, else the nodes table's. */
+static void last_seen(const msgpack_object *n, char *buf, size_t cap)
+{
+    int64_t ms;
+    if (remote_int(remote_get(n, "last_seen_ms"), &ms) && ms > 0) {
+        time_t secs = (time_t)(ms / 1000);
+        struct tm tm;
+        gmtime_r(&secs, &tm);
+        strftime(buf, cap, "%Y-%m-%d %H:%M:%S UTC", &tm);
+        return;
+    }
+    remote_when(remote_get(n, "last_seen"), buf, cap);
+}
 
 int cmd_nodes(int argc, char **argv)
 {
@@ -33,28 +50,36 @@ int cmd_nodes(int argc, char **argv)
     if (rc == 0 && doc.root->via.array.size == 0) {
         printf("no nodes\n");
     } else if (rc == 0) {
-        static const char *const head[] = { "ID", "NAME", "OWNER", "TIER", "STATUS", "CORES", "ITEMS/S", "ITEMS",
-            "SYSTEM", "LAST SEEN" };
+        static const char *const head[] = { "ID", "NAME", "OWNER", "TIER", "STATUS", "CORES", "SLOTS", "ITEMS/S",
+            "ITEMS", "SYSTEM", "LAST SEEN" };
         remote_table t;
-        remote_table_init(&t, 10, head);
+        remote_table_init(&t, 11, head);
         for (uint32_t i = 0; i < doc.root->via.array.size; i++) {
             const msgpack_object *n = &doc.root->via.array.ptr[i];
+            /* What the node's hello said; older coordinators put it at the top. */
+            const msgpack_object *caps = remote_get(n, "capabilities") ? remote_get(n, "capabilities") : n;
             const msgpack_object *online = remote_get(n, "online");
-            char id[24], name[64], owner[64], tier[24], cores[16], speed[16], items[16], os[32], arch[32],
-                sys[72], seen[40];
+            bool is_online = online != NULL && online->type == MSGPACK_OBJECT_BOOLEAN && online->via.boolean;
+            char id[24], name[64], owner[64], tier[24], cores[16], slots[16], speed[16], items[16], os[32], arch[32],
+                browser[64], sys[72], seen[40];
             remote_count(speed, sizeof speed, remote_num(remote_get(n, "items_per_s"), 0));
             remote_count(items, sizeof items, remote_num(remote_get(n, "items_done"), 0));
-            snprintf(sys, sizeof sys, "%s/%s", remote_text(remote_get(n, "os"), os, sizeof os, "?"),
-                remote_text(remote_get(n, "arch"), arch, sizeof arch, "?"));
+            remote_text(remote_get(caps, "browser"), browser, sizeof browser, "");
+            if (browser[0] != '\0')
+                snprintf(sys, sizeof sys, "%s", browser);
+            else
+                snprintf(sys, sizeof sys, "%s/%s", remote_text(remote_get(caps, "os"), os, sizeof os, "?"),
+                    remote_text(remote_get(caps, "arch"), arch, sizeof arch, "?"));
+            last_seen(n, seen, sizeof seen);
             const char *row[] = {
                 remote_text(remote_get(n, "id"), id, sizeof id, "?"),
                 remote_text(remote_get(n, "name"), name, sizeof name, "-"),
                 remote_text(remote_get(n, "owner"), owner, sizeof owner, "-"),
                 remote_text(remote_get(n, "tier"), tier, sizeof tier, "-"),
-                online != NULL && online->type == MSGPACK_OBJECT_BOOLEAN && online->via.boolean ? "online" : "offline",
-                remote_text(remote_get(n, "cores"), cores, sizeof cores, "?"),
-                speed, items, sys,
-                remote_when(remote_get(n, "last_seen"), seen, sizeof seen),
+                remote_get(n, "revoked_at") ? "revoked" : is_online ? "online" : "offline",
+                remote_text(remote_get(caps, "cores"), cores, sizeof cores, "?"),
+                is_online ? remote_text(remote_get(n, "slots"), slots, sizeof slots, "-") : "-",
+                speed, items, sys, seen,
             };
             remote_table_add(&t, row);
         }
