@@ -38,6 +38,8 @@ static void serve_usage(FILE *out)
         "                         --open-enrolment); otherwise a node needs a claim token\n"
         "  --web DIR              serve the files of DIR at / (default: ./web when it exists)\n"
         "  --tls-cert PEM --tls-key PEM   serve https and wss\n"
+        "  --heartbeat-ms N       nodes' heartbeat interval, 100 to 60000 (default 5000);\n"
+        "                         a node silent for 3 intervals is offline\n"
         "Stops cleanly on SIGINT or SIGTERM.\n");
 }
 
@@ -78,6 +80,7 @@ int cmd_serve(int argc, char **argv)
     unsigned pool = 2;
     bool open = false;
     const char *token_file = NULL, *web = NULL, *cert = NULL, *key = NULL;
+    unsigned heartbeat_ms = 0;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -110,6 +113,14 @@ int cmd_serve(int argc, char **argv)
             cert = v;
         } else if (strcmp(a, "--tls-key") == 0) {
             key = v;
+        } else if (strcmp(a, "--heartbeat-ms") == 0) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (*end != '\0' || n < 100 || n > 60000) {
+                fprintf(stderr, "simfarm serve: --heartbeat-ms wants a number from 100 to 60000, not '%s'\n", v);
+                return SERVE_USAGE;
+            }
+            heartbeat_ms = (unsigned)n;
         } else if (strcmp(a, "--pool") == 0) {
             char *end;
             long n = strtol(v, &end, 10);
@@ -134,7 +145,7 @@ int cmd_serve(int argc, char **argv)
         return SERVE_USAGE;
     }
     coordinator_opts co = { .host = host, .port = port, .db = db, .pool = pool, .name = "serve", .open_enrolment = open,
-        .token_file = token_file, .web_dir = web, .tls_cert = cert, .tls_key = key };
+        .token_file = token_file, .web_dir = web, .tls_cert = cert, .tls_key = key, .heartbeat_ms = heartbeat_ms };
     return coordinator_run(&co) == 0 ? SERVE_OK : SERVE_FAIL;
 }
 
@@ -155,7 +166,7 @@ int coordinator_run(const coordinator_opts *opts)
     const char *web = opts->web_dir ? opts->web_dir : stat("web", &st) == 0 && S_ISDIR(st.st_mode) ? "web" : NULL;
     cd_gateway_opts go = { .host = opts->host, .port = opts->port, .store = store, .scheduler = scheduler,
         .open_enrolment = opts->open_enrolment, .token_file = opts->token_file, .web_dir = web,
-        .tls_cert = opts->tls_cert, .tls_key = opts->tls_key };
+        .tls_cert = opts->tls_cert, .tls_key = opts->tls_key, .heartbeat_ms = opts->heartbeat_ms };
     rt_actor *gateway = scheduler ? cd_gateway_spawn(sys, &go, msg, sizeof msg) : NULL;
     if (gateway == NULL) {
         fprintf(stderr, "simfarm %s: %s\n", opts->name,

@@ -166,6 +166,27 @@ test('live events: a job and a node, in order, and a client that reconnects catc
   await ev.close();
 });
 
+test('a node silent for three heartbeat intervals goes offline', async () => {
+  const other = await serve(pg.url, { extra: ['--allow-public-nodes', '--heartbeat-ms', '300'] });
+  const ev = tailEvents(other);
+  await ev.until((e) => e.type === 'snapshot', 'snapshot');
+  const node = spawn(simfarm, ['node', '--server', `ws://127.0.0.1:${other.port}/ws/node`, '--key',
+    path.join(tmp, 'silent.key'), '--cores', '1'], { stdio: 'ignore' });
+  try {
+    const online = await ev.until((e) => e.type === 'node.online', 'node.online');
+    node.kill('SIGSTOP'); // the connection stays open, the node says nothing
+    const off = await ev.until((e) => e.type === 'node.offline' && e.node === online.node, 'node.offline');
+    assert.equal(off.reason, 'missed heartbeats');
+    const nodes = await call(other, 'GET', '/api/nodes');
+    assert.equal(nodes.json.find((n) => n.id === online.node).online, false);
+  } finally {
+    node.kill('SIGKILL');
+    node.kill('SIGCONT');
+    await ev.close();
+    await other.stop();
+  }
+});
+
 test('failed logins from one address are rate-limited', async () => {
   const other = await serve(pg.url);
   try {
