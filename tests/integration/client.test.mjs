@@ -12,7 +12,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { build, run, top } from '../lib/proc.mjs';
-import { startPostgres } from '../lib/pg.mjs';
+import { psql, startPostgres } from '../lib/pg.mjs';
 
 const simfarm = path.join(build, 'bin/simfarm');
 // As root, `up`'s PostgreSQL runs as the postgres user, who must reach it.
@@ -281,6 +281,13 @@ describe('against simfarm serve', () => {
     const tokenFile = path.join(tmp, 'serve-token');
     srv = await serve(pg.url, tokenFile);
     admin = fs.readFileSync(tokenFile, 'utf8').trim();
+    // The coordinator stores the file's token after it starts listening:
+    // wait for the row (a failed login would count against the rate limit).
+    const deadline = Date.now() + 15000;
+    while (await psql(pg, "SELECT count(*) FROM tokens WHERE owner = 'admin' AND kind = 'api'") === '0') {
+      if (Date.now() > deadline) throw new Error('the admin token never reached the database');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
     // Commands as admin on this server, through the environment.
     as = (args, token = admin, opts = {}) =>
       cli(args, { ...opts, env: { SIMFARM_SERVER: srv.url, ...(token ? { SIMFARM_TOKEN: token } : {}) } });
