@@ -333,18 +333,8 @@ static void evc_push(gw_events_conn *c, const char *text, size_t len)
         lws_callback_on_writable(c->wsi);
         return;
     }
-    if (c->qn == c->qcap) {
-        size_t ncap = c->qcap ? c->qcap * 2 : 16;
-        char **nq = malloc(ncap * sizeof *nq);
-        if (nq == NULL)
-            rt_oom(ncap * sizeof *nq);
-        for (size_t i = 0; i < c->qn; i++)
-            nq[i] = c->q[(c->qhead + i) % c->qcap];
-        free(c->q);
-        c->q = nq;
-        c->qcap = ncap;
-        c->qhead = 0;
-    }
+    if (c->qn == c->qcap)
+        c->q = rt_grow_ring(c->q, &c->qhead, c->qn, &c->qcap, sizeof *c->q);
     char *t = malloc(len + 1);
     if (t == NULL)
         rt_oom(len + 1);

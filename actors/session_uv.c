@@ -106,18 +106,8 @@ static int link_send(cd_sessions *ss, uint64_t id, const uint8_t *bytes, size_t 
     conn *c = conn_find(ss, id);
     if (c == NULL || c->closing)
         return -1;
-    if (c->nout == c->out_cap) {
-        size_t ncap = c->out_cap ? c->out_cap * 2 : 8;
-        frame *nv = malloc(ncap * sizeof *nv);
-        if (nv == NULL)
-            rt_oom(ncap * sizeof *nv);
-        for (size_t i = 0; i < c->nout; i++)
-            nv[i] = c->out[(c->out_head + i) % c->out_cap];
-        free(c->out);
-        c->out = nv;
-        c->out_cap = ncap;
-        c->out_head = 0;
-    }
+    if (c->nout == c->out_cap)
+        c->out = rt_grow_ring(c->out, &c->out_head, c->nout, &c->out_cap, sizeof *c->out);
     uint8_t *buf = malloc(LWS_PRE + len);
     if (buf == NULL)
         rt_oom(LWS_PRE + len);

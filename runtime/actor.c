@@ -45,6 +45,23 @@ void *rt_grow(void *v, size_t *cap, size_t elem)
     return nv;
 }
 
+void *rt_grow_ring(void *v, size_t *head, size_t n, size_t *cap, size_t elem)
+{
+    size_t old = *cap;
+    unsigned char *nv = rt_grow(v, cap, elem);
+    /* Wrapped elements (head .. old-1, then 0 ..) become one run. */
+    if (*head + n > old) {
+        size_t tail = old - *head; /* elements from head to the old end */
+        memmove(nv + (*cap - tail) * elem, nv + *head * elem, tail * elem);
+        memmove(nv + tail * elem, nv, (n - tail) * elem);
+        memmove(nv, nv + (*cap - tail) * elem, tail * elem);
+    } else if (*head > 0) {
+        memmove(nv, nv + *head * elem, n * elem);
+    }
+    *head = 0;
+    return nv;
+}
+
 static void *xcalloc(size_t n, size_t size)
 {
     void *p = calloc(n, size);

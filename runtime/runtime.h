@@ -66,6 +66,10 @@ _Noreturn void rt_oom(size_t size);
  * rt_oom(). For the append-only arrays of actors and hosts. */
 void *rt_grow(void *v, size_t *cap, size_t elem);
 
+/* The same for a ring of n elements starting at *head (a queue): the
+ * elements move to the start of the new array in order and *head becomes 0. */
+void *rt_grow_ring(void *v, size_t *head, size_t n, size_t *cap, size_t elem);
+
 /* ---- messages -------------------------------------------------------------- */
 
 /* Message types below RT_MSG_USER are the runtime's own. */

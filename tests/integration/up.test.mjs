@@ -19,7 +19,8 @@ after(() => fs.rmSync(tmp, { recursive: true, force: true }));
 // what it printed, its exit and what `during(stdout)` returned.
 async function up(args, ready, during, timeoutMs = 120000) {
   const child = spawn(simfarm, ['up', '--var', varDir, '--listen', '127.0.0.1:0', ...args],
-    { cwd: top, stdio: ['ignore', 'pipe', 'pipe'] });
+    // Its CLI config goes to a private XDG_CONFIG_HOME, not the user's.
+    { cwd: top, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, XDG_CONFIG_HOME: path.join(tmp, 'config') } });
   let out = '', err = '';
   const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
   const seen = new Promise((resolve, reject) => {
