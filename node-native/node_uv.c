@@ -107,6 +107,7 @@ typedef struct nlink {
     unsigned nworkers;
     bool *busy;
     chunk *wchunk;         /* what each busy worker computes */
+    bool *wcancel;         /* its result is not wanted any more */
     chunk *queue;          /* assigned, waiting for a worker or a context */
     size_t nqueue, queue_cap;
     unsigned computing;
@@ -337,6 +338,7 @@ static void dispatch(nlink *l)
         m->c = l->queue[i];
         m->sim = j->sim;
         l->busy[w] = true;
+        l->wcancel[w] = false;
         l->wchunk[w] = l->queue[i];
         l->computing++;
         l->queue[i] = l->queue[--l->nqueue];
@@ -391,6 +393,48 @@ static void on_assign(nlink *l, const pr_msg *m)
     dispatch(l);
 }
 
+static void maybe_leave(nlink *l);
+
+static bool cancel_hits(const pr_cancel *c, uint64_t job, uint64_t id)
+{
+    if (c->job != job)
+        return false;
+    if (c->nchunks == 0)
+        return true;
+    for (uint32_t i = 0; i < c->nchunks; i++)
+        if (c->chunks[i] == id)
+            return true;
+    return false;
+}
+
+/* The coordinator stops chunks (a job cancelled or ended): those waiting
+ * are dropped, and the results of those being computed are not sent. */
+static void on_cancel(nlink *l, const pr_msg *m)
+{
+    const pr_cancel *c = &m->body.cancel;
+    unsigned dropped = 0;
+    for (size_t i = 0; i < l->nqueue;) {
+        if (cancel_hits(c, l->queue[i].job, l->queue[i].id)) {
+            release_job(l, l->queue[i].job, l->queue[i].hash);
+            l->queue[i] = l->queue[--l->nqueue];
+            dropped++;
+        } else {
+            i++;
+        }
+    }
+    for (unsigned w = 0; w < l->nworkers; w++)
+        if (l->busy[w] && !l->wcancel[w] && cancel_hits(c, l->wchunk[w].job, l->wchunk[w].id)) {
+            l->wcancel[w] = true;
+            dropped++;
+        }
+    if (dropped > 0)
+        printf("simfarm node: job %llu: %u chunks cancelled (%s)\n", (unsigned long long)c->job, dropped,
+            c->reason && c->reason[0] ? c->reason : "no reason given");
+    fflush(stdout);
+    dispatch(l);
+    maybe_leave(l);
+}
+
 static void on_ctx(nlink *l, const pr_msg *m)
 {
     const pr_ctx *c = &m->body.ctx;
@@ -441,14 +485,18 @@ static void maybe_leave(nlink *l)
 
 static void on_done(nlink *l, done_msg *d)
 {
+    bool cancelled = false;
     for (unsigned w = 0; w < l->nworkers; w++)
         if (l->workers[w] == d->hdr.sender) {
             l->busy[w] = false;
+            cancelled = l->wcancel[w];
             break;
         }
     l->computing--;
     release_job(l, d->c.job, d->c.hash);
-    if (d->err == 0) {
+    if (cancelled) {
+        /* the coordinator no longer wants it: nothing to send */
+    } else if (d->err == 0) {
         l->chunks_done++;
         l->items_done += d->c.count;
         pr_result r = { .chunk = d->c.id, .start = d->c.start, .count = d->c.count, .elapsed_ms = d->elapsed_ms,
@@ -573,6 +621,9 @@ static void on_frame(nlink *l, const bytes_msg *f)
         break;
     case PR_MSG_CTX:
         on_ctx(l, &m);
+        break;
+    case PR_MSG_CANCEL:
+        on_cancel(l, &m);
         break;
     case PR_MSG_COMPLETE_ACK:
         if (l->unacked > 0)
@@ -711,6 +762,7 @@ static void link_final(rt_actor *self)
     free(l->workers);
     free(l->busy);
     free(l->wchunk);
+    free(l->wcancel);
     pr_key_wipe(&l->key);
 }
 
@@ -787,7 +839,8 @@ int nd_run(const nd_opts *opts)
     l->workers = calloc(workers, sizeof *l->workers);
     l->busy = calloc(workers, sizeof *l->busy);
     l->wchunk = calloc(workers, sizeof *l->wchunk);
-    if (l->workers == NULL || l->busy == NULL || l->wchunk == NULL)
+    l->wcancel = calloc(workers, sizeof *l->wcancel);
+    if (l->workers == NULL || l->busy == NULL || l->wchunk == NULL || l->wcancel == NULL)
         rt_oom(workers * sizeof *l->workers);
     for (unsigned w = 0; w < workers; w++)
         l->workers[w] = rt_spawn(sys, worker_behaviour, &(rt_actor_opts){ .name = "worker" });

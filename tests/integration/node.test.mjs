@@ -118,6 +118,31 @@ test('a job farmed to a node equals one local run', async () => {
   }
 });
 
+test('cancelling a job stops its chunks on the node', async () => {
+  const res = await api(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items: 20000000000, seed: 5 });
+  assert.equal(res.status, 201);
+  const { id } = res.json;
+  const node = proc(['node', '--server', `ws://127.0.0.1:${srv.port}/ws/node`, '--key', path.join(tmp, 'cancel.key'),
+    '--cores', '2']);
+  try {
+    await node.until(/connected to 127\.0\.0\.1:\d+ as node \d+/, 'node connected');
+    // Cancel while the node computes chunks of a million items or more.
+    await eventually(async () => {
+      const p = (await api(srv, 'GET', `/api/jobs/${id}`)).json.progress;
+      return p && p.items_in_flight >= 1000000;
+    }, 'big chunks in flight', 30000);
+    const c = await api(srv, 'POST', `/api/jobs/${id}/cancel`);
+    assert.equal(c.status, 200);
+    await node.until(new RegExp(`job ${id}: \\d+ chunks cancelled \\(cancelled\\)`), 'the node drops the chunks');
+    const j = (await api(srv, 'GET', `/api/jobs/${id}`)).json;
+    assert.equal(j.state, 'cancelled');
+    assert.ok(j.result === null || j.result.items_done < 20000000000);
+  } finally {
+    const e = await stop(node);
+    assert.equal(e.code, 0, node.err);
+  }
+});
+
 test('a key file others can read is refused', async () => {
   const key = path.join(tmp, 'b.key');
   fs.writeFileSync(key, Buffer.alloc(32, 7), { mode: 0o644 });
