@@ -828,7 +828,11 @@ static void on_frame(session *s, const frame_msg *f)
     int rc = pr_decode(&m, f->bytes, f->len);
     if (rc != 0) {
         char why[160];
-        snprintf(why, sizeof why, "%s%s%s", pr_strerror(rc), m.err_at[0] ? " at " : "", m.err_at);
+        if (rc == PR_EVERSION)
+            snprintf(why, sizeof why, "unsupported protocol version: this coordinator (%s) speaks version %d; "
+                "upgrade the node", SERVER_VERSION, PR_VERSION);
+        else
+            snprintf(why, sizeof why, "%s%s%s", pr_strerror(rc), m.err_at[0] ? " at " : "", m.err_at);
         send_error(s, m.id, rc, why, s->phase != RUNNING);
         return;
     }

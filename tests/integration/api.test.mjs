@@ -187,6 +187,28 @@ test('a node silent for three heartbeat intervals goes offline', async () => {
   }
 });
 
+test('a node that speaks another protocol version is told to upgrade', async () => {
+  // {v: 2, type: "hello", id: 1, ts: 0, body: {}} in msgpack, sent after the challenge.
+  const frame = [0x85, 0xa1, 0x76, 0x02, 0xa4, ...Buffer.from('type'), 0xa5, ...Buffer.from('hello'),
+    0xa2, ...Buffer.from('id'), 0x01, 0xa2, ...Buffer.from('ts'), 0x00, 0xa4, ...Buffer.from('body'), 0x80];
+  const code = `const ws = new WebSocket('ws://127.0.0.1:${srv.port}/ws/node', 'simfarm.node.v1');
+    ws.binaryType = 'arraybuffer';
+    let n = 0;
+    ws.onmessage = (e) => {
+      if (n++ === 0) { ws.send(new Uint8Array(${JSON.stringify(frame)})); return; }
+      console.log(Buffer.from(e.data).toString('latin1'));
+    };
+    ws.onclose = () => { console.log('closed'); process.exit(0); };`;
+  const child = spawn(process.execPath, ['--experimental-websocket', '--no-warnings', '-e', code]);
+  let out = '';
+  child.stdout.on('data', (d) => { out += d; });
+  const timer = setTimeout(() => child.kill('SIGKILL'), 20000);
+  await new Promise((resolve) => child.on('exit', resolve));
+  clearTimeout(timer);
+  assert.match(out, /speaks version 1; upgrade the node/);
+  assert.match(out, /closed/, 'the session ends');
+});
+
 test('failed logins from one address are rate-limited', async () => {
   const other = await serve(pg.url);
   try {
