@@ -111,16 +111,23 @@ void gw_respond(gateway *g, uint64_t id, int status, const char *type, char *bod
 
 char *gw_fmt(const char *f, ...)
 {
+    char small[256];
     va_list ap;
     va_start(ap, f);
-    int n = vsnprintf(NULL, 0, f, ap);
+    int n = vsnprintf(small, sizeof small, f, ap);
     va_end(ap);
+    if (n < 0)
+        n = 0;
     char *s = malloc((size_t)n + 1);
     if (s == NULL)
         rt_oom((size_t)n + 1);
-    va_start(ap, f);
-    vsnprintf(s, (size_t)n + 1, f, ap);
-    va_end(ap);
+    if ((size_t)n < sizeof small) {
+        memcpy(s, small, (size_t)n + 1);
+    } else {
+        va_start(ap, f);
+        vsnprintf(s, (size_t)n + 1, f, ap);
+        va_end(ap);
+    }
     return s;
 }
 
