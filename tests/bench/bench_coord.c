@@ -24,7 +24,8 @@
  * PostgreSQL's server programs (default /usr/lib/postgresql/15/bin);
  * BENCH_COORD_FSYNC=on runs PostgreSQL with fsync (default off, as the
  * tests run it); BENCH_COORD_POOL the coordinator's --pool;
- * BENCH_COORD_IDLE the number of idle sessions. As root, PostgreSQL runs as
+ * BENCH_COORD_IDLE the number of idle sessions; BENCH_COORD_SLOTS the slots
+ * of each loaded node (default TP_SLOTS). As root, PostgreSQL runs as
  * the postgres user. The bench raises its RLIMIT_NOFILE to the hard limit
  * before starting the coordinator, which inherits it: a coordinator with N
  * sessions needs `ulimit -n` above N + 100.
@@ -1155,7 +1156,8 @@ static void completions(void)
 {
     uint64_t job = insert_job(UINT64_C(1) << 40, 7), base = B.accepted;
     B.mode = MODE_THROUGHPUT;
-    open_and_welcome(0, TP_NODES, TP_SLOTS, 60);
+    unsigned slots = getenv("BENCH_COORD_SLOTS") ? (unsigned)atoi(getenv("BENCH_COORD_SLOTS")) : TP_SLOTS;
+    open_and_welcome(0, TP_NODES, slots, 60);
     run_for(TP_WARMUP_S);
     if (B.accepted == base)
         die("nothing accepted after %d s of warm-up", TP_WARMUP_S);
