@@ -42,6 +42,12 @@ typedef struct job_info {
     double items_per_s;
 } job_info;
 
+/* A write in flight: the request and the barrier it counts for (-1: none). */
+typedef struct wslot {
+    int64_t req;              /* 0 = empty */
+    int barrier;
+} wslot;
+
 typedef struct parked {
     rt_msg *claim;            /* the kept cd_claim */
     uint64_t since_ms;
@@ -84,6 +90,10 @@ typedef struct sched {
     size_t nout, out_cap;
     barrier *barriers;
     size_t nbarriers, barriers_cap;
+    int *bfree;               /* barriers free for reuse */
+    size_t nbfree, bfree_cap;
+    wslot *writes;            /* writes in flight by request id: open addressing */
+    size_t nwrites, writes_cap;
     rt_actor *watcher;        /* receives job events; may be NULL */
     parked *parked;           /* claims waiting for work, oldest first */
     size_t nparked, parked_cap;
@@ -305,6 +315,63 @@ static void barrier_done(sched *s, int b, bool ok)
     reply_completed(w->completion, w->failed ? SC_EINVAL : 0, w->outcome, w->job_complete);
     rt_msg_free(w->completion);
     w->completion = NULL;
+    if (s->nbfree == s->bfree_cap)
+        s->bfree = rt_grow(s->bfree, &s->bfree_cap, sizeof *s->bfree);
+    s->bfree[s->nbfree++] = b;
+}
+
+/* ---- writes in flight: a hash table by request id (thousands at full load) ---- */
+
+static size_t wslot_of(const sched *s, int64_t req)
+{
+    return (size_t)(((uint64_t)req * 0x9E3779B97F4A7C15ull) >> 32) & (s->writes_cap - 1);
+}
+
+static void writes_put(sched *s, int64_t req, int b)
+{
+    if (2 * (s->nwrites + 1) > s->writes_cap) { /* at most half full */
+        wslot *old = s->writes;
+        size_t ocap = s->writes_cap;
+        s->writes_cap = ocap ? ocap * 2 : 64;
+        s->writes = calloc(s->writes_cap, sizeof *s->writes);
+        if (s->writes == NULL)
+            rt_oom(s->writes_cap * sizeof *s->writes);
+        s->nwrites = 0;
+        for (size_t i = 0; i < ocap; i++)
+            if (old[i].req != 0)
+                writes_put(s, old[i].req, old[i].barrier);
+        free(old);
+    }
+    size_t i = wslot_of(s, req);
+    while (s->writes[i].req != 0)
+        i = (i + 1) & (s->writes_cap - 1);
+    s->writes[i] = (wslot){ req, b };
+    s->nwrites++;
+}
+
+/* Removes req; returns false when it is not a write in flight. */
+static bool writes_take(sched *s, int64_t req, int *b)
+{
+    if (s->writes_cap == 0)
+        return false;
+    size_t mask = s->writes_cap - 1, i = wslot_of(s, req);
+    while (s->writes[i].req != req) {
+        if (s->writes[i].req == 0)
+            return false;
+        i = (i + 1) & mask;
+    }
+    *b = s->writes[i].barrier;
+    s->nwrites--;
+    /* Backward-shift deletion keeps every probe run unbroken. */
+    for (size_t j = (i + 1) & mask; s->writes[j].req != 0; j = (j + 1) & mask) {
+        size_t home = wslot_of(s, s->writes[j].req);
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            s->writes[i] = s->writes[j];
+            i = j;
+        }
+    }
+    s->writes[i].req = 0;
+    return true;
 }
 
 static void write_query(sched *s, cd_query *q, op_kind kind, int b)
@@ -315,8 +382,10 @@ static void write_query(sched *s, cd_query *q, op_kind kind, int b)
             barrier_done(s, b, false);
         return;
     }
-    op *o = op_add(s, req, kind);
-    o->barrier = b;
+    if (kind == OP_WRITE)
+        writes_put(s, req, b);
+    else
+        op_add(s, req, kind)->barrier = b;
 }
 
 /* Writes every record in the outbox. `completion` (kept), if any, is
@@ -333,9 +402,7 @@ static void flush(sched *s, rt_msg *completion, sc_outcome outcome, bool done)
             reply_completed(completion, 0, outcome, done);
             rt_msg_free(completion);
         } else {
-            size_t k = 0;
-            while (k < s->nbarriers && s->barriers[k].completion != NULL)
-                k++;
+            size_t k = s->nbfree > 0 ? (size_t)s->bfree[--s->nbfree] : s->nbarriers;
             if (k == s->nbarriers) {
                 if (s->nbarriers == s->barriers_cap)
                     s->barriers = rt_grow(s->barriers, &s->barriers_cap, sizeof *s->barriers);
@@ -600,6 +667,16 @@ static void restore_job(sched *s, op *o, PGresult *res)
 
 static void on_reply(sched *s, rt_msg *m)
 {
+    cd_result *r = m->type == CD_MSG_RESULT ? (cd_result *)m : NULL;
+    const char *error = r == NULL ? "the database did not answer in time" : r->res == NULL ? r->error : NULL;
+    int b;
+    if (writes_take(s, (int64_t)m->req_id, &b)) {
+        if (error != NULL)
+            fprintf(stderr, "simfarm scheduler: write failed: %s\n", error);
+        if (b >= 0)
+            barrier_done(s, b, error == NULL);
+        return;
+    }
     op o;
     bool found = false;
     for (size_t i = 0; i < s->nops; i++)
@@ -611,8 +688,6 @@ static void on_reply(sched *s, rt_msg *m)
         }
     if (!found)
         return;
-    cd_result *r = m->type == CD_MSG_RESULT ? (cd_result *)m : NULL;
-    const char *error = r == NULL ? "the database did not answer in time" : r->res == NULL ? r->error : NULL;
     switch (o.kind) {
     case OP_LIST:
         if (error == NULL)
@@ -632,11 +707,7 @@ static void on_reply(sched *s, rt_msg *m)
         if (s->journals_pending == 0)
             s->loading = false;
         break;
-    case OP_WRITE:
-        if (error != NULL)
-            fprintf(stderr, "simfarm scheduler: write failed: %s\n", error);
-        if (o.barrier >= 0)
-            barrier_done(s, o.barrier, error == NULL);
+    case OP_WRITE: /* kept in s->writes */
         break;
     }
 }
@@ -834,6 +905,8 @@ static void finalize(rt_actor *self)
     free(s->out);
     free(s->ops);
     free(s->jobs);
+    free(s->bfree);
+    free(s->writes);
     for (size_t i = 0; i < s->nparked; i++)
         rt_msg_free(s->parked[i].claim);
     free(s->parked);
