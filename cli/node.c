@@ -15,10 +15,12 @@ static void node_usage(FILE *out)
     fprintf(out,
         "usage: simfarm node [--server URL] [--cores N] [--key PATH] [--claim-token TOKEN]\n"
         "\n"
-        "Lends this machine to a coordinator: connects to URL (default\n"
-        "ws://127.0.0.1:8080/ws/node, or $SIMFARM_SERVER), computes the chunks it is\n"
-        "given on N cores (default all) and sends signed results. The key is created on\n"
-        "first start in PATH (default $XDG_DATA_HOME/simfarm/node.key), mode 0600.\n"
+        "Lends this machine to a coordinator: connects to URL (ws://HOST:PORT/ws/node,\n"
+        "or the coordinator's http://HOST:PORT; default $SIMFARM_SERVER, else\n"
+        "ws://127.0.0.1:8080/ws/node), computes the chunks it is given on N cores\n"
+        "(default all) and sends signed results. The key is created on first start in\n"
+        "PATH (default $XDG_DATA_HOME/simfarm/node.key), mode 0600. A new key enrols\n"
+        "with a claim token (--claim-token, or $NODE_CLAIM_TOKEN).\n"
         "SIGINT or SIGTERM finishes the chunks in hand, then leaves; a second signal\n"
         "leaves at once. Exit status: 0 stopped, 1 could not start, 2 usage,\n"
         "3 the coordinator does not know this key (enrol with --claim-token).\n");
@@ -26,7 +28,8 @@ static void node_usage(FILE *out)
 
 int cmd_node(int argc, char **argv)
 {
-    nd_opts o = { .url = getenv("SIMFARM_SERVER") ? getenv("SIMFARM_SERVER") : "ws://127.0.0.1:8080/ws/node" };
+    nd_opts o = { .url = getenv("SIMFARM_SERVER") ? getenv("SIMFARM_SERVER") : "ws://127.0.0.1:8080/ws/node",
+        .claim_token = getenv("NODE_CLAIM_TOKEN") };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {

@@ -772,12 +772,14 @@ static void on_signal(uv_signal_t *h, int signum)
     rt_send(h->data, rt_msg_new(M_SIGNAL, sizeof(rt_msg)));
 }
 
-/* ws://host:port/path -> parts. */
+/* ws://host:port/path, or the coordinator's http://host:port (its node
+ * endpoint is /ws/node) -> parts. */
 static int parse_url(const char *url, char *addr, size_t alen, int *port, char *path, size_t plen)
 {
-    if (strncmp(url, "ws://", 5) != 0)
+    size_t skip = strncmp(url, "ws://", 5) == 0 ? 5 : strncmp(url, "http://", 7) == 0 ? 7 : 0;
+    if (skip == 0)
         return -1;
-    const char *h = url + 5, *slash = strchr(h, '/'), *colon = strchr(h, ':');
+    const char *h = url + skip, *slash = strchr(h, '/'), *colon = strchr(h, ':');
     if (slash == NULL)
         slash = h + strlen(h);
     if (colon == NULL || colon > slash || colon == h || (size_t)(colon - h) >= alen)
@@ -789,7 +791,9 @@ static int parse_url(const char *url, char *addr, size_t alen, int *port, char *
     if (end != slash || p <= 0 || p > 65535)
         return -1;
     *port = (int)p;
-    snprintf(path, plen, "%s", *slash ? slash : "/ws/node");
+    snprintf(path, plen, "%s", *slash && strcmp(slash, "/") != 0 ? slash : "/ws/node");
+    if (skip == 7 && strcmp(path, "/ws/node") != 0)
+        return -1; /* an http address is the coordinator's, not a path on it */
     return 0;
 }
 
@@ -826,7 +830,8 @@ int nd_run(const nd_opts *opts)
     l->key = key;
     pr_key_wipe(&key);
     if (parse_url(opts->url, l->addr, sizeof l->addr, &l->port, l->path, sizeof l->path) != 0) {
-        fprintf(stderr, "simfarm node: --server wants ws://HOST:PORT/ws/node, not '%s'\n", opts->url);
+        fprintf(stderr, "simfarm node: --server wants ws://HOST:PORT/ws/node or http://HOST:PORT, not '%s'\n",
+            opts->url);
         rt_actor_release(a);
         rt_system_destroy(sys);
         return ND_EXIT_USAGE;

@@ -17,8 +17,8 @@ const option = JSON.parse(fs.readFileSync(optionFile, 'utf8'));
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-node-'));
 
 // A child process whose output can be waited on, with a deadline.
-function proc(args, { timeoutMs = 60000 } = {}) {
-  const child = spawn(simfarm, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+function proc(args, { timeoutMs = 60000, env = process.env } = {}) {
+  const child = spawn(simfarm, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
   const p = { out: '', err: '', child };
   const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
   child.stdout.on('data', (d) => { p.out += d; });
@@ -193,13 +193,14 @@ test('a claim token enrols one node under its owner and tier, once', async () =>
     await stop(node);
 
     // Used up: another key cannot enrol with it.
-    const other = proc(['node', '--server', server, '--key', path.join(tmp, 'other.key'), '--claim-token', t.json.token]);
+    const other = proc(['node', '--server', server, '--key', path.join(tmp, 'other.key')],
+      { env: { ...process.env, NODE_CLAIM_TOKEN: t.json.token } });
     const e = await other.exited;
     assert.equal(e.code, 3, other.err);
     assert.match(other.err, /claim token is unknown, used up, revoked or expired/);
 
-    // The enrolled key comes back without it.
-    const again = proc(['node', '--server', server, '--key', key, '--cores', '1']);
+    // The enrolled key comes back without it, here through the coordinator's http address.
+    const again = proc(['node', '--server', closed.url, '--key', key, '--cores', '1']);
     await again.until(new RegExp(`as node ${id}\\b`), 'known key reconnects');
     const list = await api(closed, 'GET', '/api/tokens');
     assert.ok(list.json.find((x) => x.id === t.json.id).used_at, 'the claim token is marked used');
