@@ -27,7 +27,11 @@
 #define SERVER_VERSION "simfarm 0.1.0"
 
 /* Application error codes (proto/PROTOCOL.md §7, positive numbers). */
-enum { E_NOT_ENROLLED = 1, E_NOT_READY = 2, E_JOB = 3, E_DATABASE = 4 };
+enum { E_NOT_ENROLLED = 1, E_NOT_READY = 2, E_JOB = 3, E_DATABASE = 4, E_RATE_LIMITED = 5 };
+
+/* Frames a node may send: RATE_PER_S a second on average, RATE_BURST at
+ * once. An honest node sends a few a second (completions are batched). */
+enum { RATE_PER_S = 200, RATE_BURST = 400 };
 
 enum {
     M_START = RT_MSG_USER + 0x1400,
@@ -313,6 +317,8 @@ struct session {
     char version[64];
     const char *offline_reason;
     uint64_t last_rx_ms;
+    double bucket;          /* frames it may send now (a token bucket) */
+    uint64_t bucket_ms;
     pr_replay *guard;
     unsigned max_slots;
     bool claiming, retry_pending, draining;
@@ -818,8 +824,33 @@ static void on_heartbeat(session *s, pr_msg *m)
     rt_send(s->ss->scheduler, &r->hdr);
 }
 
+/* Takes one frame's token; false when the node sends too fast. */
+static bool rate_ok(session *s, uint64_t now)
+{
+    if (s->bucket_ms == 0) {
+        s->bucket = RATE_BURST;
+        s->bucket_ms = now;
+    }
+    s->bucket += (double)(now - s->bucket_ms) * RATE_PER_S / 1000.0;
+    if (s->bucket > RATE_BURST)
+        s->bucket = RATE_BURST;
+    s->bucket_ms = now;
+    if (s->bucket < 1)
+        return false;
+    s->bucket -= 1;
+    return true;
+}
+
 static void on_frame(session *s, const frame_msg *f)
 {
+    if (!rate_ok(s, now_ms_wall())) {
+        char why[96];
+        snprintf(why, sizeof why, "more than %d frames a second (%d at once): the session is closed", RATE_PER_S,
+            RATE_BURST);
+        s->offline_reason = "rate limited";
+        send_error(s, 0, E_RATE_LIMITED, why, true);
+        return;
+    }
     pr_msg m;
     s->last_rx_ms = now_ms_wall();
     cd_node_view *v = view_of(s);

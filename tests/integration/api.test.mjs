@@ -209,6 +209,80 @@ test('a node that speaks another protocol version is told to upgrade', async () 
   assert.match(out, /closed/, 'the session ends');
 });
 
+// A scripted node over a real WebSocket: a signed hello (Ed25519 over the
+// canonical message of PROTOCOL.md §6), then `flood` frames as fast as it
+// can. Prints each frame it receives (latin1) and "closed".
+function scriptedNode(port, flood) {
+  const code = `
+    const crypto = require('node:crypto');
+    const enc = (v) => {
+      const out = [];
+      const str = (x) => { const b = Buffer.from(x); out.push(0xa0 | b.length, ...b); };
+      (function w(x) {
+        if (typeof x === 'string') str(x);
+        else if (typeof x === 'bigint') { const b = Buffer.alloc(8); b.writeBigUInt64BE(x); out.push(0xcf, ...b); }
+        else if (typeof x === 'number') out.push(x);
+        else if (Buffer.isBuffer(x)) out.push(0xc4, x.length, ...x);
+        else if (Array.isArray(x)) { out.push(0x90 | x.length); x.forEach(w); }
+        else { const e = Object.entries(x); out.push(0x80 | e.length); for (const [k, val] of e) { str(k); w(val); } }
+      })(v);
+      return new Uint8Array(out);
+    };
+    const { publicKey, privateKey } = crypto.generateKeyPairSync('ed25519');
+    const pk = Buffer.from(publicKey.export({ format: 'jwk' }).x, 'base64url');
+    const host = '127.0.0.1:${port}';
+    const ws = new WebSocket('ws://' + host + '/ws/node', 'simfarm.node.v1');
+    ws.binaryType = 'arraybuffer';
+    let n = 0;
+    ws.onmessage = (e) => {
+      const buf = Buffer.from(e.data);
+      require('node:fs').writeSync(1, buf.toString('latin1').replace(/[^ -~]/g, '.') + String.fromCharCode(10));
+      if (n++ === 0) {
+        const at = buf.indexOf(Buffer.from([0xa5, ...Buffer.from('nonce'), 0xc4, 0x20]));
+        const nonce = buf.subarray(at + 8, at + 40);
+        const ts = Math.floor(Date.now() / 1000);
+        const canon = ts + '\\0POST\\0' + host + '\\0/v1/node/hello\\0' + crypto.createHash('sha256').update(nonce).digest('hex');
+        const sig = crypto.sign(null, Buffer.from(canon), privateKey);
+        ws.send(enc({ v: 1, type: 'hello', id: 1, ts: BigInt(Date.now()), body: { pk, ts: BigInt(ts), sig,
+          version: 'scripted', caps: { cores: 1, max_parallel: 1, backends: [] } } }));
+      } else if (n === 2) {
+        const junk = enc({ v: 1, type: 'heartbeat', id: 2, ts: BigInt(Date.now()), body: 7 });
+        for (let i = 0; i < ${flood}; i++) ws.send(junk);
+      }
+    };
+    ws.onclose = () => { console.log('closed'); process.exit(0); };`;
+  const child = spawn(process.execPath, ['--experimental-websocket', '--no-warnings', '-e', code]);
+  const t = { out: '' };
+  child.stdout.on('data', (d) => { t.out += d; });
+  child.stderr.on('data', (d) => { t.out += d; });
+  t.exited = new Promise((resolve) => child.on('exit', resolve));
+  t.kill = () => child.kill('SIGKILL');
+  return t;
+}
+
+test('a node that floods the coordinator with frames is cut off; the others carry on', async () => {
+  const ev = tailEvents(srv);
+  await ev.until((e) => e.type === 'snapshot', 'snapshot');
+  const flood = scriptedNode(srv.port, 2000);
+  const timer = setTimeout(() => flood.kill(), 30000);
+  await flood.exited;
+  clearTimeout(timer);
+  assert.match(flood.out, /welcome/, 'the signed hello was accepted');
+  assert.match(flood.out, /closed/, 'the coordinator ended the session');
+  // (Node 20's WebSocket client loses frames that arrive back to back, so
+  // the coordinator's side is what is checked: why the node went offline.)
+  const off = await ev.until((e) => e.type === 'node.offline', 'node.offline');
+  assert.equal(off.reason, 'rate limited');
+  await ev.close();
+  // An honest pace is never limited: a few frames are answered, the session stays.
+  const calm = scriptedNode(srv.port, 5);
+  const waited = await Promise.race([calm.exited.then(() => 'exited'),
+    new Promise((resolve) => setTimeout(() => resolve('still open'), 1500))]);
+  calm.kill();
+  assert.equal(waited, 'still open', calm.out);
+  assert.equal((await call(srv, 'GET', '/health')).status, 200);
+});
+
 test('failed logins from one address are rate-limited', async () => {
   const other = await serve(pg.url);
   try {
