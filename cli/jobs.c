@@ -458,6 +458,30 @@ static const char jobs_usage[] =
     "  --kernel K       only jobs of kernel K (option, combat)\n"
     "  --limit N        at most N jobs, 1 to 1000 (default 100)\n" REMOTE_COMMON_FLAGS;
 
+static const char *const jobs_head[] = { "ID", "STATE", "OWNER", "KERNEL", "ITEMS", "DONE", "CREATED", "NAME" };
+
+static void jobs_row(const msgpack_object *j, remote_table *t)
+{
+    char id[24], st[16], own[64], ker[32], items[32], done[32], created[40], name[130];
+    view v;
+    read_view(j, &v);
+    if (v.items > 0 && (v.done > 0 || strcmp(v.state, "running") == 0))
+        snprintf(done, sizeof done, "%.0f%%", floor(100 * v.done / v.items));
+    else
+        snprintf(done, sizeof done, "-");
+    remote_count(items, sizeof items, v.items);
+    const char *row[] = {
+        remote_text(remote_get(j, "id"), id, sizeof id, "?"),
+        remote_text(remote_get(j, "state"), st, sizeof st, "?"),
+        remote_text(remote_get(j, "owner"), own, sizeof own, "-"),
+        remote_text(remote_get(j, "kernel"), ker, sizeof ker, "?"),
+        items, done,
+        remote_when(remote_get(j, "created_at"), created, sizeof created),
+        remote_text(remote_get(j, "name"), name, sizeof name, ""),
+    };
+    remote_table_add(t, row);
+}
+
 int cmd_jobs(int argc, char **argv)
 {
     const char *state = NULL, *owner = NULL, *kernel = NULL, *limit = NULL;
@@ -490,50 +514,7 @@ int cmd_jobs(int argc, char **argv)
             return remote_fail(&r, REMOTE_USAGE, "--%s is too long", names[i]);
         sep = '&';
     }
-    http_response res;
-    if ((rc = remote_call(&r, "GET", target, NULL, 0, NULL, &res)) != 0)
-        return rc;
-    if (r.json) {
-        remote_print_body(&res);
-        http_response_free(&res);
-        return REMOTE_OK;
-    }
-    remote_doc doc;
-    rc = remote_parse(&r, &res, &doc);
-    if (rc == 0 && doc.root->type != MSGPACK_OBJECT_ARRAY)
-        rc = remote_fail(&r, REMOTE_FAIL, "the server's answer is not a list of jobs");
-    if (rc == 0 && doc.root->via.array.size == 0) {
-        printf("no jobs\n");
-    } else if (rc == 0) {
-        static const char *const head[] = { "ID", "STATE", "OWNER", "KERNEL", "ITEMS", "DONE", "CREATED", "NAME" };
-        remote_table t;
-        remote_table_init(&t, 8, head);
-        for (uint32_t i = 0; i < doc.root->via.array.size; i++) {
-            const msgpack_object *j = &doc.root->via.array.ptr[i];
-            char id[24], st[16], own[64], ker[32], items[32], done[32], created[40], name[130];
-            view v;
-            read_view(j, &v);
-            if (v.items > 0 && (v.done > 0 || strcmp(v.state, "running") == 0))
-                snprintf(done, sizeof done, "%.0f%%", floor(100 * v.done / v.items));
-            else
-                snprintf(done, sizeof done, "-");
-            remote_count(items, sizeof items, v.items);
-            const char *row[] = {
-                remote_text(remote_get(j, "id"), id, sizeof id, "?"),
-                remote_text(remote_get(j, "state"), st, sizeof st, "?"),
-                remote_text(remote_get(j, "owner"), own, sizeof own, "-"),
-                remote_text(remote_get(j, "kernel"), ker, sizeof ker, "?"),
-                items, done,
-                remote_when(remote_get(j, "created_at"), created, sizeof created),
-                remote_text(remote_get(j, "name"), name, sizeof name, ""),
-            };
-            remote_table_add(&t, row);
-        }
-        remote_table_print(&t, stdout);
-    }
-    remote_doc_free(&doc);
-    http_response_free(&res);
-    return rc;
+    return remote_list(&r, target, "jobs", jobs_head, 8, jobs_row);
 }
 
 static const char job_usage[] =
@@ -549,13 +530,8 @@ int cmd_job(int argc, char **argv)
     if (rc != REMOTE_GO_ON)
         return rc;
     int64_t id;
-    if ((rc = remote_id(&r, r.args[0], "job", &id)) != 0)
-        return rc;
-    char target[64], missing[64];
-    snprintf(target, sizeof target, "/api/jobs/%" PRId64, id);
-    snprintf(missing, sizeof missing, "no such job %" PRId64, id);
     http_response res;
-    if ((rc = remote_call(&r, "GET", target, NULL, 0, missing, &res)) != 0)
+    if ((rc = remote_call_id(&r, "GET", "job", "", &id, &res)) != 0)
         return rc;
     if (r.json) {
         remote_print_body(&res);
@@ -620,13 +596,8 @@ int cmd_cancel(int argc, char **argv)
     if (rc != REMOTE_GO_ON)
         return rc;
     int64_t id;
-    if ((rc = remote_id(&r, r.args[0], "job", &id)) != 0)
-        return rc;
-    char target[64], missing[64];
-    snprintf(target, sizeof target, "/api/jobs/%" PRId64 "/cancel", id);
-    snprintf(missing, sizeof missing, "no such job %" PRId64, id);
     http_response res;
-    if ((rc = remote_call(&r, "POST", target, NULL, 0, missing, &res)) != 0)
+    if ((rc = remote_call_id(&r, "POST", "job", "/cancel", &id, &res)) != 0)
         return rc;
     if (r.json)
         remote_print_body(&res);

@@ -29,63 +29,44 @@ static void last_seen(const msgpack_object *n, char *buf, size_t cap)
     remote_when(remote_get(n, "last_seen"), buf, cap);
 }
 
+static const char *const nodes_head[] = { "ID", "NAME", "OWNER", "TIER", "STATUS", "CORES", "SLOTS", "ITEMS/S",
+    "ITEMS", "SYSTEM", "LAST SEEN" };
+
+static void nodes_row(const msgpack_object *n, remote_table *t)
+{
+    /* What the node's hello said; older coordinators put it at the top. */
+    const msgpack_object *caps = remote_get(n, "capabilities") ? remote_get(n, "capabilities") : n;
+    const msgpack_object *online = remote_get(n, "online");
+    bool is_online = online != NULL && online->type == MSGPACK_OBJECT_BOOLEAN && online->via.boolean;
+    char id[24], name[64], owner[64], tier[24], cores[16], slots[16], speed[16], items[16], os[32], arch[32],
+        browser[64], sys[72], seen[40];
+    remote_count(speed, sizeof speed, remote_num(remote_get(n, "items_per_s"), 0));
+    remote_count(items, sizeof items, remote_num(remote_get(n, "items_done"), 0));
+    remote_text(remote_get(caps, "browser"), browser, sizeof browser, "");
+    if (browser[0] != '\0')
+        snprintf(sys, sizeof sys, "%s", browser);
+    else
+        snprintf(sys, sizeof sys, "%s/%s", remote_text(remote_get(caps, "os"), os, sizeof os, "?"),
+            remote_text(remote_get(caps, "arch"), arch, sizeof arch, "?"));
+    last_seen(n, seen, sizeof seen);
+    const char *row[] = {
+        remote_text(remote_get(n, "id"), id, sizeof id, "?"),
+        remote_text(remote_get(n, "name"), name, sizeof name, "-"),
+        remote_text(remote_get(n, "owner"), owner, sizeof owner, "-"),
+        remote_text(remote_get(n, "tier"), tier, sizeof tier, "-"),
+        remote_get(n, "revoked_at") ? "revoked" : is_online ? "online" : "offline",
+        remote_text(remote_get(caps, "cores"), cores, sizeof cores, "?"),
+        is_online ? remote_text(remote_get(n, "slots"), slots, sizeof slots, "-") : "-",
+        speed, items, sys, seen,
+    };
+    remote_table_add(t, row);
+}
+
 int cmd_nodes(int argc, char **argv)
 {
     remote r;
     int rc = remote_init(&r, "nodes", nodes_usage, argc, argv, NULL, 0, 0, "");
     if (rc != REMOTE_GO_ON)
         return rc;
-    http_response res;
-    if ((rc = remote_call(&r, "GET", "/api/nodes", NULL, 0, NULL, &res)) != 0)
-        return rc;
-    if (r.json) {
-        remote_print_body(&res);
-        http_response_free(&res);
-        return REMOTE_OK;
-    }
-    remote_doc doc;
-    rc = remote_parse(&r, &res, &doc);
-    if (rc == 0 && doc.root->type != MSGPACK_OBJECT_ARRAY)
-        rc = remote_fail(&r, REMOTE_FAIL, "the server's answer is not a list of nodes");
-    if (rc == 0 && doc.root->via.array.size == 0) {
-        printf("no nodes\n");
-    } else if (rc == 0) {
-        static const char *const head[] = { "ID", "NAME", "OWNER", "TIER", "STATUS", "CORES", "SLOTS", "ITEMS/S",
-            "ITEMS", "SYSTEM", "LAST SEEN" };
-        remote_table t;
-        remote_table_init(&t, 11, head);
-        for (uint32_t i = 0; i < doc.root->via.array.size; i++) {
-            const msgpack_object *n = &doc.root->via.array.ptr[i];
-            /* What the node's hello said; older coordinators put it at the top. */
-            const msgpack_object *caps = remote_get(n, "capabilities") ? remote_get(n, "capabilities") : n;
-            const msgpack_object *online = remote_get(n, "online");
-            bool is_online = online != NULL && online->type == MSGPACK_OBJECT_BOOLEAN && online->via.boolean;
-            char id[24], name[64], owner[64], tier[24], cores[16], slots[16], speed[16], items[16], os[32], arch[32],
-                browser[64], sys[72], seen[40];
-            remote_count(speed, sizeof speed, remote_num(remote_get(n, "items_per_s"), 0));
-            remote_count(items, sizeof items, remote_num(remote_get(n, "items_done"), 0));
-            remote_text(remote_get(caps, "browser"), browser, sizeof browser, "");
-            if (browser[0] != '\0')
-                snprintf(sys, sizeof sys, "%s", browser);
-            else
-                snprintf(sys, sizeof sys, "%s/%s", remote_text(remote_get(caps, "os"), os, sizeof os, "?"),
-                    remote_text(remote_get(caps, "arch"), arch, sizeof arch, "?"));
-            last_seen(n, seen, sizeof seen);
-            const char *row[] = {
-                remote_text(remote_get(n, "id"), id, sizeof id, "?"),
-                remote_text(remote_get(n, "name"), name, sizeof name, "-"),
-                remote_text(remote_get(n, "owner"), owner, sizeof owner, "-"),
-                remote_text(remote_get(n, "tier"), tier, sizeof tier, "-"),
-                remote_get(n, "revoked_at") ? "revoked" : is_online ? "online" : "offline",
-                remote_text(remote_get(caps, "cores"), cores, sizeof cores, "?"),
-                is_online ? remote_text(remote_get(n, "slots"), slots, sizeof slots, "-") : "-",
-                speed, items, sys, seen,
-            };
-            remote_table_add(&t, row);
-        }
-        remote_table_print(&t, stdout);
-    }
-    remote_doc_free(&doc);
-    http_response_free(&res);
-    return rc;
+    return remote_list(&r, "/api/nodes", "nodes", nodes_head, 11, nodes_row);
 }

@@ -8,6 +8,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -568,4 +569,46 @@ void remote_table_print(remote_table *t, FILE *out)
     free(t->cells);
     free(w);
     memset(t, 0, sizeof *t);
+}
+
+int remote_list(remote *r, const char *target, const char *what, const char *const *headers, int ncols,
+    remote_row_fn row)
+{
+    http_response res;
+    int rc = remote_call(r, "GET", target, NULL, 0, NULL, &res);
+    if (rc != 0)
+        return rc;
+    if (r->json) {
+        remote_print_body(&res);
+        http_response_free(&res);
+        return REMOTE_OK;
+    }
+    remote_doc doc;
+    rc = remote_parse(r, &res, &doc);
+    if (rc == 0 && doc.root->type != MSGPACK_OBJECT_ARRAY)
+        rc = remote_fail(r, REMOTE_FAIL, "the server's answer is not a list of %s", what);
+    if (rc == 0 && doc.root->via.array.size == 0) {
+        printf("no %s\n", what);
+    } else if (rc == 0) {
+        remote_table t;
+        remote_table_init(&t, ncols, headers);
+        for (uint32_t i = 0; i < doc.root->via.array.size; i++)
+            row(&doc.root->via.array.ptr[i], &t);
+        remote_table_print(&t, stdout);
+    }
+    remote_doc_free(&doc);
+    http_response_free(&res);
+    return rc;
+}
+
+int remote_call_id(remote *r, const char *method, const char *what, const char *suffix, int64_t *id,
+    http_response *res)
+{
+    int rc = remote_id(r, r->args[0], what, id);
+    if (rc != 0)
+        return rc;
+    char target[96], missing[64];
+    snprintf(target, sizeof target, "/api/%ss/%" PRId64 "%s", what, *id, suffix);
+    snprintf(missing, sizeof missing, "no such %s %" PRId64, what, *id);
+    return remote_call(r, method, target, NULL, 0, missing, res);
 }

@@ -139,6 +139,12 @@ int remote_json_quote(char *buf, size_t cap, const char *s);
  * naming what and returns REMOTE_USAGE. */
 int remote_id(const remote *r, const char *s, const char *what, int64_t *id);
 
+/* Calls method on /api/<what>s/<id><suffix> for the id in the command's
+ * first argument (a job's, a token's); a 404 says "no such <what> <id>".
+ * Returns 0 with the answer in res, or the exit status. */
+int remote_call_id(remote *r, const char *method, const char *what, const char *suffix, int64_t *id,
+    http_response *res);
+
 /* ---- tables ------------------------------------------------------------------------- */
 
 typedef struct remote_table {
@@ -155,5 +161,12 @@ void remote_table_add(remote_table *t, const char *const *cells);
 
 /* Prints the table in aligned columns and frees it. */
 void remote_table_print(remote_table *t, FILE *out);
+
+/* GETs the list at target and prints it: the server's JSON as is with
+ * --json, else "no <what>" or a table of the ncols headers with one row per
+ * element, added by row(). Returns the exit status. */
+typedef void (*remote_row_fn)(const msgpack_object *item, remote_table *t);
+int remote_list(remote *r, const char *target, const char *what, const char *const *headers, int ncols,
+    remote_row_fn row);
 
 #endif /* SIMFARM_CLI_REMOTE_H */

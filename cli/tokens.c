@@ -145,50 +145,31 @@ static const char *token_state(const msgpack_object *t)
     return "active";
 }
 
+static const char *const tokens_head[] = { "ID", "KIND", "OWNER", "TIER", "STATE", "CREATED", "EXPIRES", "NOTE" };
+
+static void tokens_row(const msgpack_object *k, remote_table *t)
+{
+    char id[24], kind[16], owner[64], tier[24], created[40], expires[40], note[260];
+    const char *row[] = {
+        remote_text(remote_get(k, "id"), id, sizeof id, "?"),
+        remote_text(remote_get(k, "kind"), kind, sizeof kind, "?"),
+        remote_text(remote_get(k, "owner"), owner, sizeof owner, "-"),
+        remote_text(remote_get(k, "tier"), tier, sizeof tier, "-"),
+        token_state(k),
+        remote_when(remote_get(k, "created_at"), created, sizeof created),
+        remote_get(k, "expires_at") ? remote_when(remote_get(k, "expires_at"), expires, sizeof expires) : "never",
+        remote_text(remote_get(k, "note"), note, sizeof note, ""),
+    };
+    remote_table_add(t, row);
+}
+
 static int token_list(int argc, char **argv)
 {
     remote r;
     int rc = remote_init(&r, "token list", list_usage, argc, argv, NULL, 0, 0, "");
     if (rc != REMOTE_GO_ON)
         return rc;
-    http_response res;
-    if ((rc = remote_call(&r, "GET", "/api/tokens", NULL, 0, NULL, &res)) != 0)
-        return rc;
-    if (r.json) {
-        remote_print_body(&res);
-        http_response_free(&res);
-        return REMOTE_OK;
-    }
-    remote_doc doc;
-    rc = remote_parse(&r, &res, &doc);
-    if (rc == 0 && doc.root->type != MSGPACK_OBJECT_ARRAY)
-        rc = remote_fail(&r, REMOTE_FAIL, "the server's answer is not a list of tokens");
-    if (rc == 0 && doc.root->via.array.size == 0) {
-        printf("no tokens\n");
-    } else if (rc == 0) {
-        static const char *const head[] = { "ID", "KIND", "OWNER", "TIER", "STATE", "CREATED", "EXPIRES", "NOTE" };
-        remote_table t;
-        remote_table_init(&t, 8, head);
-        for (uint32_t i = 0; i < doc.root->via.array.size; i++) {
-            const msgpack_object *k = &doc.root->via.array.ptr[i];
-            char id[24], kind[16], owner[64], tier[24], created[40], expires[40], note[260];
-            const char *row[] = {
-                remote_text(remote_get(k, "id"), id, sizeof id, "?"),
-                remote_text(remote_get(k, "kind"), kind, sizeof kind, "?"),
-                remote_text(remote_get(k, "owner"), owner, sizeof owner, "-"),
-                remote_text(remote_get(k, "tier"), tier, sizeof tier, "-"),
-                token_state(k),
-                remote_when(remote_get(k, "created_at"), created, sizeof created),
-                remote_get(k, "expires_at") ? remote_when(remote_get(k, "expires_at"), expires, sizeof expires) : "never",
-                remote_text(remote_get(k, "note"), note, sizeof note, ""),
-            };
-            remote_table_add(&t, row);
-        }
-        remote_table_print(&t, stdout);
-    }
-    remote_doc_free(&doc);
-    http_response_free(&res);
-    return rc;
+    return remote_list(&r, "/api/tokens", "tokens", tokens_head, 8, tokens_row);
 }
 
 static int token_revoke(int argc, char **argv)
@@ -198,13 +179,8 @@ static int token_revoke(int argc, char **argv)
     if (rc != REMOTE_GO_ON)
         return rc;
     int64_t id;
-    if ((rc = remote_id(&r, r.args[0], "token", &id)) != 0)
-        return rc;
-    char target[64], missing[64];
-    snprintf(target, sizeof target, "/api/tokens/%" PRId64, id);
-    snprintf(missing, sizeof missing, "no such token %" PRId64, id);
     http_response res;
-    if ((rc = remote_call(&r, "DELETE", target, NULL, 0, missing, &res)) != 0)
+    if ((rc = remote_call_id(&r, "DELETE", "token", "", &id, &res)) != 0)
         return rc;
     if (r.json)
         remote_print_body(&res);
