@@ -15,15 +15,14 @@
  * /var/lib/simfarm/ instead, and `up` says so.
  */
 #include "actors/jobs.h"
+#include "actors/pgembed.h"
 #include "actors/store.h"
 #include "cli/cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <libpq-fe.h>
 #include <limits.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,17 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { UP_OK = 0, UP_FAIL = 1, UP_USAGE = 2, READY_TIMEOUT_S = 60 };
-
-typedef struct pgembed {
-    char dir[PATH_MAX];      /* the cluster's directory: data/ and the socket */
-    char bin[PATH_MAX];
-    pid_t pid;
-    uid_t uid;               /* who runs it */
-    gid_t gid;
-    bool drop;               /* running as root: become uid/gid in children */
-    char conninfo[PATH_MAX + 64];
-} pgembed;
+enum { UP_OK = 0, UP_FAIL = 1, UP_USAGE = 2 };
 
 static void up_usage(FILE *out)
 {
@@ -62,205 +51,40 @@ static void up_usage(FILE *out)
 
 /* ---- the embedded PostgreSQL ---------------------------------------------------- */
 
-/* True when every directory above path lets others through, so the
- * `postgres` user can reach it. */
-static bool reachable_by_others(const char *path)
+/* Starts the farm's cluster in var/pg, or, as root when the postgres user
+ * cannot reach var, in /var/lib/simfarm/pg-<hash of var>. */
+static int pg_start(cd_pg *pg, const char *var, char *err, size_t errlen)
 {
-    char p[PATH_MAX];
-    snprintf(p, sizeof p, "%s", path);
-    for (char *slash = strrchr(p, '/'); slash != NULL && slash != p; slash = strrchr(p, '/')) {
-        *slash = '\0';
-        struct stat st;
-        if (stat(p, &st) != 0 || !(st.st_mode & S_IXOTH))
-            return false;
-    }
-    return true;
-}
-
-static int mkdirs(const char *path, mode_t mode)
-{
-    char p[PATH_MAX];
-    snprintf(p, sizeof p, "%s", path);
-    for (char *s = p + 1; *s; s++) {
-        if (*s == '/') {
-            *s = '\0';
-            if (mkdir(p, 0755) != 0 && errno != EEXIST)
-                return -1;
-            *s = '/';
-        }
-    }
-    return mkdir(p, mode) != 0 && errno != EEXIST ? -1 : 0;
-}
-
-/* Runs argv (argv[0] a path) as the cluster's owner, output to log. With
- * wait, returns its exit status; otherwise its pid. */
-static pid_t run_as_owner(const pgembed *pg, char *const argv[], const char *log, bool wait)
-{
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-            close(fd);
-        }
-        if (!wait)
-            setsid(); /* a Ctrl-C in the terminal is ours to pass on, in order */
-        if (pg->drop && (setgroups(0, NULL) != 0 || setgid(pg->gid) != 0 || setuid(pg->uid) != 0))
-            _exit(126);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    if (!wait)
-        return pid;
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
-/* Copies the last 2 KiB of a log to stderr. */
-static void log_tail(const char *log)
-{
-    FILE *f = fopen(log, "r");
-    char buf[2048];
-    if (f == NULL)
-        return;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long size = ftell(f);
-        fseek(f, size > (long)sizeof buf ? size - (long)sizeof buf : 0, SEEK_SET);
-    }
-    size_t n = fread(buf, 1, sizeof buf, f);
-    fclose(f);
-    fwrite(buf, 1, n, stderr);
-}
-
-static int pg_start(pgembed *pg, const char *var, char *err, size_t errlen)
-{
-    const char *bin = getenv("SIMFARM_PG_BIN") ? getenv("SIMFARM_PG_BIN") : "/usr/lib/postgresql/15/bin";
-    snprintf(pg->bin, sizeof pg->bin, "%s", bin);
-    char initdb[PATH_MAX + 16], postgres[PATH_MAX + 16];
-    snprintf(initdb, sizeof initdb, "%s/initdb", pg->bin);
-    snprintf(postgres, sizeof postgres, "%s/postgres", pg->bin);
-    if (access(initdb, X_OK) != 0 || access(postgres, X_OK) != 0) {
-        snprintf(err, errlen, "PostgreSQL's server programs are not in %s: run scripts/install-deps.sh, "
-            "or set SIMFARM_DB to a database", pg->bin);
-        return -1;
-    }
-
-    char abs[PATH_MAX];
-    if (mkdirs(var, 0755) != 0 || realpath(var, abs) == NULL || strlen(abs) > PATH_MAX - 16) {
+    char abs[PATH_MAX], dir[PATH_MAX], version[PATH_MAX + 32];
+    if (cd_mkdirs(var, 0755) != 0 || realpath(var, abs) == NULL || strlen(abs) > PATH_MAX - 16) {
         snprintf(err, errlen, "cannot create %s: %s", var, strerror(errno));
         return -1;
     }
-    snprintf(pg->dir, sizeof pg->dir, "%.*s/pg", PATH_MAX - 16, abs);
-    pg->uid = getuid();
-    pg->gid = getgid();
-    if (geteuid() == 0) {
-        struct passwd *pw = getpwnam("postgres");
-        if (pw == NULL) {
-            snprintf(err, errlen, "running as root needs the postgres system user: run scripts/install-deps.sh");
-            return -1;
-        }
-        pg->uid = pw->pw_uid;
-        pg->gid = pw->pw_gid;
-        pg->drop = true;
-        if (!reachable_by_others(pg->dir)) {
-            unsigned long h = 5381;
-            for (const char *c = abs; *c; c++)
-                h = h * 33 + (unsigned char)*c;
-            snprintf(pg->dir, sizeof pg->dir, "/var/lib/simfarm/pg-%08lx", h & 0xffffffffUL);
-            printf("simfarm up: %s is not reachable by the postgres user; the database lives in %s\n", abs, pg->dir);
-        }
+    snprintf(dir, sizeof dir, "%.*s/pg", PATH_MAX - 16, abs);
+    if (geteuid() == 0 && !cd_pg_reachable(dir)) {
+        unsigned long h = 5381;
+        for (const char *c = abs; *c; c++)
+            h = h * 33 + (unsigned char)*c;
+        snprintf(dir, sizeof dir, "/var/lib/simfarm/pg-%08lx", h & 0xffffffffUL);
+        printf("simfarm up: %s is not reachable by the postgres user; the database lives in %s\n", abs, dir);
     }
-    if (strlen(pg->dir) > 80) {
-        snprintf(err, errlen, "%s is too long a path for PostgreSQL's socket: use --var with a shorter one", pg->dir);
+    if (strlen(dir) > 80) {
+        snprintf(err, errlen, "%s is too long a path for PostgreSQL's socket: use --var with a shorter one", dir);
         return -1;
     }
-    if (mkdirs(pg->dir, 0700) != 0 || (pg->drop && chown(pg->dir, pg->uid, pg->gid) != 0)) {
-        snprintf(err, errlen, "cannot prepare %s: %s", pg->dir, strerror(errno));
-        return -1;
-    }
-
-    char data[PATH_MAX + 8], version[PATH_MAX + 24], log[PATH_MAX + 24];
-    snprintf(data, sizeof data, "%s/data", pg->dir);
-    snprintf(version, sizeof version, "%s/PG_VERSION", data);
-    snprintf(log, sizeof log, "%s/postgres.log", pg->dir);
+    snprintf(version, sizeof version, "%s/data/PG_VERSION", dir);
     if (access(version, F_OK) != 0) {
-        printf("simfarm up: creating a PostgreSQL cluster in %s\n", data);
+        printf("simfarm up: creating a PostgreSQL cluster in %s/data\n", dir);
         fflush(stdout);
-        char *argv[] = { initdb, "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", NULL };
-        if (run_as_owner(pg, argv, log, true) != 0) {
-            log_tail(log);
-            snprintf(err, errlen, "initdb failed (log: %s)", log);
-            return -1;
-        }
     }
-    char sock[PATH_MAX + 32];
-    snprintf(sock, sizeof sock, "unix_socket_directories=%s", pg->dir);
-    char *argv[] = { postgres, "-D", data, "-c", "listen_addresses=", "-c", sock, NULL };
-    pg->pid = run_as_owner(pg, argv, log, false);
-    if (pg->pid < 0) {
-        snprintf(err, errlen, "cannot start postgres: %s", strerror(errno));
-        return -1;
-    }
-
-    /* Ready when it accepts connections; it can also exit (say, another
-     * farm already runs on this directory). */
-    char ping[PATH_MAX + 64];
-    snprintf(ping, sizeof ping, "host=%s dbname=postgres user=postgres connect_timeout=2", pg->dir);
-    time_t deadline = time(NULL) + READY_TIMEOUT_S;
-    struct timespec pause = { 0, 50000000 };
-    for (;;) {
-        if (PQping(ping) == PQPING_OK)
-            break;
-        int status;
-        if (waitpid(pg->pid, &status, WNOHANG) == pg->pid) {
-            pg->pid = 0;
-            log_tail(log);
-            snprintf(err, errlen, "postgres exited at start (log: %s)", log);
-            return -1;
-        }
-        if (time(NULL) > deadline) {
-            snprintf(err, errlen, "postgres did not accept connections within %d s (log: %s)", READY_TIMEOUT_S, log);
-            return -1;
-        }
-        nanosleep(&pause, NULL);
-    }
-    PGconn *c = PQconnectdb(ping);
-    PGresult *r = PQexec(c, "CREATE DATABASE simfarm");
-    const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK || (state && strcmp(state, "42P04") == 0);
-    if (!ok)
-        snprintf(err, errlen, "cannot create the simfarm database: %s", PQerrorMessage(c));
-    PQclear(r);
-    PQfinish(c);
-    if (!ok)
-        return -1;
-    snprintf(pg->conninfo, sizeof pg->conninfo, "host=%s dbname=simfarm user=postgres", pg->dir);
-    return 0;
+    return cd_pg_start(pg, dir, NULL, err, errlen);
 }
 
-/* Fast shutdown, waited for; killed if it will not go. */
-static void pg_stop(pgembed *pg)
+static void pg_stop(cd_pg *pg)
 {
     if (pg->pid <= 0)
         return;
-    kill(pg->pid, SIGINT);
-    time_t deadline = time(NULL) + 30;
-    struct timespec pause = { 0, 50000000 };
-    int status;
-    while (waitpid(pg->pid, &status, WNOHANG) == 0) {
-        if (time(NULL) > deadline) {
-            kill(pg->pid, SIGKILL);
-            waitpid(pg->pid, &status, 0);
-            break;
-        }
-        nanosleep(&pause, NULL);
-    }
-    pg->pid = 0;
+    cd_pg_stop(pg);
     fprintf(stderr, "simfarm up: PostgreSQL stopped\n");
 }
 
@@ -437,7 +261,7 @@ static void write_configs(up_ctx *u, const char *server)
         dir[0] = '\0';
     snprintf(user, sizeof user, "%s/config", dir);
     if (dir[0] != '\0' && access(user, F_OK) != 0 && errno == ENOENT) {
-        if (mkdirs(dir, 0700) == 0 && write_private(user, text) == 0) {
+        if (cd_mkdirs(dir, 0700) == 0 && write_private(user, text) == 0) {
             printf("simfarm up: wrote %s: simfarm jobs, submit, watch ... use this farm\n", user);
             return;
         }
@@ -575,7 +399,7 @@ int cmd_up(int argc, char **argv)
         }
     }
 
-    pgembed pg;
+    cd_pg pg;
     memset(&pg, 0, sizeof pg);
     const char *db = getenv("SIMFARM_DB");
     if (db == NULL || *db == '\0') {
@@ -589,7 +413,7 @@ int cmd_up(int argc, char **argv)
         db = pg.conninfo;
     }
     up_ctx u = { .submission = demo_job ? demo_submission() : NULL, .nodes = nodes, .cores = cores };
-    if (mkdirs(var, 0755) != 0 || realpath(var, u.var) == NULL || strlen(u.var) > PATH_MAX - 32) {
+    if (cd_mkdirs(var, 0755) != 0 || realpath(var, u.var) == NULL || strlen(u.var) > PATH_MAX - 32) {
         fprintf(stderr, "simfarm up: cannot use %s: %s\n", var, strerror(errno));
         free(u.submission);
         pg_stop(&pg);

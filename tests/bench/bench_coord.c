@@ -31,6 +31,7 @@
  * sessions needs `ulimit -n` above N + 100.
  */
 #include "actors/jobs.h"
+#include "actors/pgembed.h"
 #include "proto/msg.h"
 #include "proto/sign.h"
 #include "sched/sched.h"
@@ -40,11 +41,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <inttypes.h>
 #include <libpq-fe.h>
 #include <netinet/in.h>
-#include <pwd.h>
 #include <signal.h>
 #include <sodium.h>
 #include <stdarg.h>
@@ -117,15 +116,12 @@ static void *xmalloc(size_t n)
 /* ---- processes: PostgreSQL and the coordinator ----------------------------------------- */
 
 static char tmpdir[64];
-static char conninfo[256];
-static pid_t pg_pid, coord_pid;
-static bool drop_to_postgres;
-static uid_t pg_uid;
-static gid_t pg_gid;
+static cd_pg pg;
+static pid_t coord_pid;
 
-/* Runs argv[0] (a path) with output to log; as the postgres user when we
- * are root. Returns its pid, or waits and returns its exit status. */
-static pid_t spawn(char *const argv[], const char *log, bool as_pg, bool wait)
+/* Runs argv[0] (a path) with output to log. Returns its pid, or waits and
+ * returns its exit status. */
+static pid_t spawn(char *const argv[], const char *log, bool wait)
 {
     pid_t pid = fork();
     if (pid < 0)
@@ -138,8 +134,6 @@ static pid_t spawn(char *const argv[], const char *log, bool as_pg, bool wait)
             close(fd);
         }
         setpgid(0, 0); /* a Ctrl-C of the bench is ours to pass on */
-        if (as_pg && drop_to_postgres && (setgroups(0, NULL) != 0 || setgid(pg_gid) != 0 || setuid(pg_uid) != 0))
-            _exit(126);
         execv(argv[0], argv);
         _exit(127);
     }
@@ -149,21 +143,6 @@ static pid_t spawn(char *const argv[], const char *log, bool as_pg, bool wait)
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
-static void log_tail(const char *log)
-{
-    FILE *f = fopen(log, "r");
-    char buf[3000];
-    if (f == NULL)
-        return;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long size = ftell(f);
-        fseek(f, size > (long)sizeof buf ? size - (long)sizeof buf : 0, SEEK_SET);
-    }
-    size_t n = fread(buf, 1, sizeof buf, f);
-    fclose(f);
-    fwrite(buf, 1, n, stderr);
 }
 
 /* Sends sig and waits up to timeout_s for the exit, then kills. */
@@ -189,10 +168,10 @@ static void stop_process(pid_t *pid, int sig, double timeout_s)
 static void cleanup(void)
 {
     stop_process(&coord_pid, SIGTERM, 10);
-    stop_process(&pg_pid, SIGINT, 30);
+    cd_pg_stop(&pg);
     if (tmpdir[0] != '\0' && getenv("BENCH_COORD_KEEP") == NULL) {
         char *argv[] = { "/bin/rm", "-rf", tmpdir, NULL };
-        spawn(argv, "/dev/null", false, true);
+        spawn(argv, "/dev/null", true);
         tmpdir[0] = '\0';
     }
 }
@@ -206,51 +185,13 @@ static void on_fatal_signal(int sig)
 
 static void pg_start(void)
 {
-    const char *bin = getenv("SIMFARM_PG_BIN") ? getenv("SIMFARM_PG_BIN") : "/usr/lib/postgresql/15/bin";
-    char initdb[512], postgres[512], data[128], log[128], sock[160];
-    snprintf(initdb, sizeof initdb, "%s/initdb", bin);
-    snprintf(postgres, sizeof postgres, "%s/postgres", bin);
-    if (access(initdb, X_OK) != 0 || access(postgres, X_OK) != 0)
-        die("PostgreSQL's server programs are not in %s (set SIMFARM_PG_BIN)", bin);
-    if (geteuid() == 0) {
-        struct passwd *pw = getpwnam("postgres");
-        if (pw == NULL)
-            die("running as root needs the postgres system user: run scripts/install-deps.sh");
-        drop_to_postgres = true;
-        pg_uid = pw->pw_uid;
-        pg_gid = pw->pw_gid;
-        if (chown(tmpdir, pg_uid, pg_gid) != 0)
-            die("chown %s: %s", tmpdir, strerror(errno));
-    }
-    snprintf(data, sizeof data, "%s/data", tmpdir);
-    snprintf(log, sizeof log, "%s/postgres.log", tmpdir);
-    char *iargv[] = { initdb, "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync", "--locale=C", NULL };
-    if (spawn(iargv, log, true, true) != 0) {
-        log_tail(log);
-        die("initdb failed");
-    }
     const char *fsync = getenv("BENCH_COORD_FSYNC") ? getenv("BENCH_COORD_FSYNC") : "off";
-    char fsync_opt[32];
-    snprintf(fsync_opt, sizeof fsync_opt, "fsync=%s", strcmp(fsync, "on") == 0 ? "on" : "off");
-    snprintf(sock, sizeof sock, "unix_socket_directories=%s", tmpdir);
-    char *pargv[] = { postgres, "-D", data, "-c", "listen_addresses=", "-c", sock, "-c", fsync_opt,
-        "-c", "max_connections=50", NULL };
-    pg_pid = spawn(pargv, log, true, false);
-    snprintf(conninfo, sizeof conninfo, "host=%s port=5432 user=postgres dbname=postgres", tmpdir);
-    double end = now_s() + 60;
-    struct timespec pause = { 0, 50000000 };
-    while (PQping(conninfo) != PQPING_OK) { /* startup: no event to wait on but the socket */
-        int status;
-        if (waitpid(pg_pid, &status, WNOHANG) == pg_pid) {
-            pg_pid = 0;
-            log_tail(log);
-            die("postgres exited at start");
-        }
-        if (now_s() > end)
-            die("postgres did not accept connections within 60 s");
-        nanosleep(&pause, NULL);
-    }
-    fprintf(stderr, "bench_coord: PostgreSQL 15 in %s (%s)\n", tmpdir, fsync_opt);
+    const char *settings[] = { strcmp(fsync, "on") == 0 ? "fsync=on" : "fsync=off", "max_connections=50", NULL };
+    char dir[96], err[PATH_MAX + 128];
+    snprintf(dir, sizeof dir, "%s/pg", tmpdir);
+    if (cd_pg_start(&pg, dir, settings, err, sizeof err) != 0)
+        die("%s", err);
+    fprintf(stderr, "bench_coord: PostgreSQL 15 in %s (%s)\n", dir, settings[0]);
 }
 
 static int free_port(void)
@@ -314,8 +255,8 @@ static void coord_start(void)
     snprintf(listen, sizeof listen, "127.0.0.1:%d", coord_port);
     snprintf(pool, sizeof pool, "%s", getenv("BENCH_COORD_POOL") ? getenv("BENCH_COORD_POOL") : "2");
     snprintf(coord_log, sizeof coord_log, "%s/coordinator.log", tmpdir);
-    char *argv[] = { bin, "serve", "--db", conninfo, "--listen", listen, "--pool", pool, "--open-enrolment", NULL };
-    coord_pid = spawn(argv, coord_log, false, false);
+    char *argv[] = { bin, "serve", "--db", pg.conninfo, "--listen", listen, "--pool", pool, "--open-enrolment", NULL };
+    coord_pid = spawn(argv, coord_log, false);
     double end = now_s() + 30;
     struct timespec pause = { 0, 50000000 };
     char body[4096];
@@ -325,11 +266,11 @@ static void coord_start(void)
         int status;
         if (waitpid(coord_pid, &status, WNOHANG) == coord_pid) {
             coord_pid = 0;
-            log_tail(coord_log);
+            cd_log_tail(coord_log);
             die("the coordinator exited at start");
         }
         if (now_s() > end) {
-            log_tail(coord_log);
+            cd_log_tail(coord_log);
             die("the coordinator was not healthy within 30 s");
         }
         nanosleep(&pause, NULL);
@@ -381,7 +322,7 @@ static double coord_cpu_s(void)
 /* CPU seconds of PostgreSQL: the postmaster and its live children. */
 static double pg_cpu_s(void)
 {
-    double sum = cpu_s((int)pg_pid, NULL);
+    double sum = cpu_s((int)pg.pid, NULL);
     DIR *d = opendir("/proc");
     struct dirent *e;
     while (d != NULL && (e = readdir(d)) != NULL) {
@@ -389,7 +330,7 @@ static double pg_cpu_s(void)
         if (pid <= 0)
             continue;
         double c = cpu_s(pid, &pp);
-        if (pp == (int)pg_pid)
+        if (pp == (int)pg.pid)
             sum += c;
     }
     if (d != NULL)
@@ -1222,7 +1163,7 @@ int main(void)
     results_init();
     pg_start();
     coord_start();
-    db = PQconnectdb(conninfo);
+    db = PQconnectdb(pg.conninfo);
     if (PQstatus(db) != CONNECTION_OK)
         die("libpq: %s", PQerrorMessage(db));
     snprintf(B.host, sizeof B.host, "127.0.0.1:%d", coord_port);
