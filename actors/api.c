@@ -372,7 +372,8 @@ static bool str_copy(const msgpack_object *o, char *out, size_t cap, size_t min)
 
 static void create_token(gateway *g, gw_request *r)
 {
-    char kind[8] = "", owner[129], tier[16] = "own", note[257] = "", err[160];
+    char kind[8] = "", owner[129], tier[16] = "own", note[257] = "", field[64] = "", err[160];
+    const char *why = NULL; /* what is wrong with field ("" = the whole body) */
     int64_t expires = -1;
     snprintf(owner, sizeof owner, "%s", r->owner);
     msgpack_sbuffer buf;
@@ -380,56 +381,58 @@ static void create_token(gateway *g, gw_request *r)
     size_t off = 0;
     msgpack_sbuffer_init(&buf);
     msgpack_unpacked_init(&up);
-    const char *field = NULL, *msg = NULL;
     if (sim_json_to_msgpack(r->body, r->body_len, &buf, err, sizeof err) != 0) {
-        msg = "the body is not valid JSON";
+        why = "the body is not valid JSON";
     } else if (msgpack_unpack_next(&up, buf.data, buf.size, &off) != MSGPACK_UNPACK_SUCCESS ||
                up.data.type != MSGPACK_OBJECT_MAP) {
-        msg = "the body must be a JSON object";
+        why = "the body must be a JSON object";
+        err[0] = '\0';
     } else {
         const msgpack_object_map *m = &up.data.via.map;
-        for (uint32_t i = 0; i < m->size && msg == NULL; i++) {
+        for (uint32_t i = 0; i < m->size && why == NULL; i++) {
             const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
+            snprintf(field, sizeof field, "%.*s", k->type == MSGPACK_OBJECT_STR ? (int)k->via.str.size : 1,
+                k->type == MSGPACK_OBJECT_STR ? k->via.str.ptr : "?");
             if (str_is(k, "kind")) {
                 if (!str_is(v, "api") && !str_is(v, "claim"))
-                    field = "kind", msg = "must be \"api\" or \"claim\"";
+                    why = "must be \"api\" or \"claim\"";
                 else
                     str_copy(v, kind, sizeof kind, 1);
             } else if (str_is(k, "owner")) {
                 if (!str_copy(v, owner, sizeof owner, 1))
-                    field = "owner", msg = "must be a name of 1 to 128 characters";
+                    why = "must be a name of 1 to 128 characters";
             } else if (str_is(k, "tier")) {
                 if (!str_is(v, "own") && !str_is(v, "team") && !str_is(v, "community") && !str_is(v, "public"))
-                    field = "tier", msg = "must be own, team, community or public";
+                    why = "must be own, team, community or public";
                 else
                     str_copy(v, tier, sizeof tier, 1);
             } else if (str_is(k, "expires_in")) {
                 if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER || v->via.u64 < 1 || v->via.u64 > 10u * 365 * 86400)
-                    field = "expires_in", msg = "must be a number of seconds from 1 to 10 years";
+                    why = "must be a number of seconds from 1 to 10 years";
                 else
                     expires = (int64_t)v->via.u64;
             } else if (str_is(k, "note")) {
                 if (!str_copy(v, note, sizeof note, 0))
-                    field = "note", msg = "must be a text of up to 256 characters";
+                    why = "must be a text of up to 256 characters";
             } else {
-                field = "", msg = "unknown field (known: kind, owner, tier, expires_in, note)";
-                static char unknown[64];
-                snprintf(unknown, sizeof unknown, "%.*s", k->type == MSGPACK_OBJECT_STR ? (int)k->via.str.size : 1,
-                    k->type == MSGPACK_OBJECT_STR ? k->via.str.ptr : "?");
-                field = unknown;
+                why = "unknown field (known: kind, owner, tier, expires_in, note)";
             }
         }
-        if (msg == NULL && kind[0] == '\0')
-            field = "kind", msg = "is required: \"api\" or \"claim\"";
-        if (msg == NULL && !r->admin && strcmp(owner, r->owner) != 0)
-            field = "owner", msg = "only an admin token creates tokens for another owner";
+        if (why == NULL && kind[0] == '\0') {
+            snprintf(field, sizeof field, "kind");
+            why = "is required: \"api\" or \"claim\"";
+        }
     }
     msgpack_unpacked_destroy(&up);
     msgpack_sbuffer_destroy(&buf);
-    if (msg != NULL) {
+    if (why != NULL) {
         char full[256];
-        snprintf(full, sizeof full, "%s%s%s", msg, field == NULL && err[0] ? ": " : "", field == NULL ? err : "");
-        fail(g, r, field && strcmp(field, "owner") == 0 && strstr(msg, "admin") ? 403 : 400, field, full);
+        snprintf(full, sizeof full, "%s%s%s", why, field[0] == '\0' && err[0] ? ": " : "", field[0] ? "" : err);
+        fail(g, r, 400, field[0] ? field : NULL, full);
+        return;
+    }
+    if (!r->admin && strcmp(owner, r->owner) != 0) {
+        fail(g, r, 403, "owner", "only an admin token creates tokens for another owner");
         return;
     }
     bool claim = strcmp(kind, "claim") == 0;
@@ -503,12 +506,20 @@ static void collect_view(void *ctx, const cd_node_view *v)
     vs->v[vs->n++] = *v;
 }
 
+static int view_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const cd_node_view *)a)->node, y = ((const cd_node_view *)b)->node;
+    return x < y ? -1 : x > y;
+}
+
 /* The nodes table's rows, online ones first, each with what its session
  * knows now. */
 static char *nodes_json(gateway *g, PGresult *res)
 {
     views vs = { NULL, 0, 0 };
     cd_sessions_each(g->nodes, collect_view, &vs);
+    if (vs.n > 1)
+        qsort(vs.v, vs.n, sizeof *vs.v, view_cmp);
     int rows = PQntuples(res);
     size_t cap = 16, len = 0;
     for (int i = 0; i < rows; i++)
@@ -520,10 +531,8 @@ static char *nodes_json(gateway *g, PGresult *res)
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < rows; i++) {
             uint64_t id = strtoull(PQgetvalue(res, i, 0), NULL, 10);
-            const cd_node_view *v = NULL;
-            for (size_t k = 0; k < vs.n && v == NULL; k++)
-                if (vs.v[k].node == id)
-                    v = &vs.v[k];
+            cd_node_view key = { .node = id };
+            const cd_node_view *v = vs.n ? bsearch(&key, vs.v, vs.n, sizeof *vs.v, view_cmp) : NULL;
             if ((pass == 0) != (v != NULL))
                 continue;
             const char *row = PQgetvalue(res, i, 1);

@@ -9,6 +9,7 @@
  */
 #include "actors/scheduler.h"
 
+#include "actors/events.h"
 #include "actors/jobs.h"
 #include "actors/store.h"
 #include "sim/sim.h"
@@ -29,7 +30,7 @@ enum {
     MAX_PARKED = 65536,
 };
 
-typedef enum op_kind { OP_LIST = 1, OP_JOURNAL, OP_WRITE } op_kind;
+typedef enum op_kind { OP_LIST = 1, OP_JOURNAL } op_kind;
 
 typedef struct job_info {
     uint64_t id, seed;
@@ -65,7 +66,6 @@ typedef struct barrier {
 typedef struct op {
     int64_t req;
     op_kind kind;
-    int barrier;              /* index into sched.barriers, or -1 */
     job_info info;            /* OP_JOURNAL: the job being loaded */
     sc_job_spec spec;
     sim_layout layouts[SIM_MAX_OUT];
@@ -374,7 +374,8 @@ static bool writes_take(sched *s, int64_t req, int *b)
     return true;
 }
 
-static void write_query(sched *s, cd_query *q, op_kind kind, int b)
+/* Sends a write; its answer counts for barrier b (-1: none). */
+static void write_query(sched *s, cd_query *q, int b)
 {
     int64_t req = rt_request(s->self, s->store, &q->hdr, DB_TIMEOUT_MS);
     if (req < 0) {
@@ -382,10 +383,7 @@ static void write_query(sched *s, cd_query *q, op_kind kind, int b)
             barrier_done(s, b, false);
         return;
     }
-    if (kind == OP_WRITE)
-        writes_put(s, req, b);
-    else
-        op_add(s, req, kind)->barrier = b;
+    writes_put(s, req, b);
 }
 
 /* Writes every record in the outbox. `completion` (kept), if any, is
@@ -447,7 +445,7 @@ static void flush(sched *s, rt_msg *completion, sc_outcome outcome, bool done)
             cd_query_int(q, r->state);
         else
             cd_query_text(q, NULL);
-        write_query(s, q, OP_WRITE, b);
+        write_query(s, q, b);
 
         if (r->type == SC_REC_JOB_END) {
             char *res = result_json(s, r->job);
@@ -467,7 +465,7 @@ static void flush(sched *s, rt_msg *completion, sc_outcome outcome, bool done)
             cd_query_text(u, state_name(r->state));
             cd_query_text(u, res);
             free(res);
-            write_query(s, u, OP_WRITE, b);
+            write_query(s, u, b);
         }
         free(s->out[i].result);
     }
@@ -495,7 +493,11 @@ static void load(sched *s)
     cd_query *q = cd_query_new(
         "SELECT id, kernel, items, seed, priority, tiers, params, ctx_hash, owner FROM jobs "
         "WHERE state IN ('pending', 'running') ORDER BY id LIMIT 4096");
-    write_query(s, q, OP_LIST, -1);
+    int64_t req = rt_request(s->self, s->store, &q->hdr, DB_TIMEOUT_MS);
+    if (req > 0)
+        op_add(s, req, OP_LIST);
+    else
+        s->loading = false;
 }
 
 static bool unhex(const char *text, unsigned char **out, size_t *len)
@@ -507,22 +509,12 @@ static bool unhex(const char *text, unsigned char **out, size_t *len)
 static void fail_job(sched *s, uint64_t id, const char *why)
 {
     fprintf(stderr, "simfarm scheduler: job %" PRIu64 " cannot run: %s\n", id, why);
-    char *msg = malloc(strlen(why) * 6 + 32);
-    if (msg == NULL)
-        rt_oom(strlen(why));
-    char *p = msg + sprintf(msg, "{\"error\":\"");
-    for (const char *c = why; *c; c++) {
-        if (*c == '"' || *c == '\\')
-            *p++ = '\\';
-        if ((unsigned char)*c >= 0x20)
-            *p++ = *c;
-    }
-    strcpy(p, "\"}");
+    char quoted[600], msg[640];
+    snprintf(msg, sizeof msg, "{\"error\":%s}", cd_json_quote(quoted, sizeof quoted, why));
     cd_query *u = cd_query_new("UPDATE jobs SET state = 'failed', result = $2::jsonb, finished_at = now() WHERE id = $1");
     cd_query_int(u, (int64_t)id);
     cd_query_text(u, msg);
-    free(msg);
-    write_query(s, u, OP_WRITE, -1);
+    write_query(s, u, -1);
 }
 
 /* Row of `SELECT id, kernel, items, seed, priority, tiers, params, ctx_hash, owner`. */
@@ -653,7 +645,7 @@ static void restore_job(sched *s, op *o, PGresult *res)
         cd_query *u = cd_query_new(
             "UPDATE jobs SET state = 'running', started_at = coalesce(started_at, now()) WHERE id = $1 AND state = 'pending'");
         cd_query_int(u, (int64_t)o->info.id);
-        write_query(s, u, OP_WRITE, -1);
+        write_query(s, u, -1);
     } else {
         /* It had ended before the crash; make the jobs row say so. */
         sc_record end = { .type = SC_REC_JOB_END, .job = o->info.id, .state = st.state };
@@ -706,8 +698,6 @@ static void on_reply(sched *s, rt_msg *m)
             fprintf(stderr, "simfarm scheduler: cannot read job %" PRIu64 "'s journal: %s\n", o.info.id, error);
         if (s->journals_pending == 0)
             s->loading = false;
-        break;
-    case OP_WRITE: /* kept in s->writes */
         break;
     }
 }

@@ -60,7 +60,6 @@ typedef struct conn {
     uint8_t *rx;
     size_t rx_len;
     bool closing, bad;
-    cd_node_view view;     /* written by the session actor (same thread) */
 } conn;
 
 struct cd_sessions {
@@ -314,15 +313,13 @@ struct session {
     uint64_t node_id;
     uint8_t tier;
     bool claim;            /* enrolling with a claim token */
-    char version[64];
     const char *offline_reason;
-    uint64_t last_rx_ms;
+    cd_node_view view;      /* the registry's live entry; read by cd_sessions_each (same thread) */
     double bucket;          /* frames it may send now (a token bucket) */
     uint64_t bucket_ms;
     pr_replay *guard;
     unsigned max_slots;
     bool claiming, retry_pending, draining;
-    double items_per_s;
     uint64_t next_frame;
     inflight *fly;
     size_t nfly, fly_cap;
@@ -354,12 +351,6 @@ static uint64_t now_ms_wall(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static cd_node_view *view_of(session *s)
-{
-    conn *c = conn_find(s->ss, s->conn);
-    return c ? &c->view : NULL;
 }
 
 static void send_msg(session *s, pr_msg *m)
@@ -413,7 +404,7 @@ static void claim_more(session *s)
         return;
     cd_claim *c = RT_MSG_NEW(cd_claim, CD_MSG_CLAIM);
     c->node = (sc_node_info){ .id = s->node_id, .tier = s->tier, .backends = 1, .mem_bytes = UINT64_MAX,
-        .items_per_s = s->items_per_s };
+        .items_per_s = s->view.items_per_s };
     unsigned free_slots = s->max_slots - (unsigned)s->nfly;
     c->slots = free_slots > CD_MAX_CLAIMS ? CD_MAX_CLAIMS : free_slots;
     int64_t id = rt_request(s->self, s->ss->scheduler, &c->hdr, 10000);
@@ -474,9 +465,7 @@ static void on_claimed(session *s, const cd_claimed *r)
         m.body.assign.nchunks = n;
         send_msg(s, &m);
     }
-    cd_node_view *v = view_of(s);
-    if (v != NULL)
-        v->in_flight = (unsigned)s->nfly;
+    s->view.in_flight = (unsigned)s->nfly;
     claim_more(s);
 }
 
@@ -548,16 +537,13 @@ static void on_hello(session *s, pr_msg *m)
     s->max_slots = h->caps.max_parallel && h->caps.max_parallel < cores ? h->caps.max_parallel : cores;
     if (s->max_slots > 256)
         s->max_slots = 256;
-    snprintf(s->version, sizeof s->version, "%s", h->version ? h->version : "");
-    cd_node_view *v = view_of(s);
-    if (v != NULL) {
-        snprintf(v->version, sizeof v->version, "%s", s->version);
-        snprintf(v->os, sizeof v->os, "%s", h->caps.os ? h->caps.os : "");
-        snprintf(v->arch, sizeof v->arch, "%s", h->caps.arch ? h->caps.arch : "");
-        v->cores = h->caps.cores;
-        v->max_parallel = h->caps.max_parallel;
-        v->slots = s->max_slots;
-    }
+    cd_node_view *v = &s->view;
+    snprintf(v->version, sizeof v->version, "%s", h->version ? h->version : "");
+    snprintf(v->os, sizeof v->os, "%s", h->caps.os ? h->caps.os : "");
+    snprintf(v->arch, sizeof v->arch, "%s", h->caps.arch ? h->caps.arch : "");
+    v->cores = h->caps.cores;
+    v->max_parallel = h->caps.max_parallel;
+    v->slots = s->max_slots;
     /* A claim token enrols the key under the token's owner and tier;
      * known keys come back with theirs; unknown ones join as public nodes
      * only when enrolment is open. */
@@ -565,7 +551,7 @@ static void on_hello(session *s, pr_msg *m)
     cd_query *q = cd_query_new(s->claim ? enrol_claim_sql : s->ss->open_enrolment ? enrol_open_sql : enrol_known_sql);
     char *caps = caps_json(&h->caps);
     cd_query_bytes(q, h->pk, 32);
-    cd_query_text(q, s->version);
+    cd_query_text(q, v->version);
     cd_query_text(q, caps);
     free(caps);
     if (s->claim) {
@@ -619,18 +605,15 @@ static void on_enrolled(session *s, const req *r, cd_result *res)
     m.body.welcome.config.max_parallel = s->max_slots;
     send_msg(s, &m);
     s->phase = RUNNING;
-    s->last_rx_ms = now_ms_wall();
     rt_send_every(s->self, s->ss->heartbeat_ms, M_WATCH, 0);
-    cd_node_view *v = view_of(s);
-    if (v != NULL) {
-        v->node = s->node_id;
-        snprintf(v->tier, sizeof v->tier, "%s", PQgetvalue(res->res, 0, 1));
-        snprintf(v->owner, sizeof v->owner, "%s", PQgetvalue(res->res, 0, 3));
-        v->connected_ms = v->last_seen_ms = s->last_rx_ms;
-        char fields[1024];
-        cd_node_view_json(v, fields, sizeof fields);
-        publish(s, "node.online", fields);
-    }
+    cd_node_view *v = &s->view;
+    v->node = s->node_id;
+    snprintf(v->tier, sizeof v->tier, "%s", PQgetvalue(res->res, 0, 1));
+    snprintf(v->owner, sizeof v->owner, "%s", PQgetvalue(res->res, 0, 3));
+    v->connected_ms = v->last_seen_ms = now_ms_wall();
+    char fields[1024];
+    cd_node_view_json(v, fields, sizeof fields);
+    publish(s, "node.online", fields);
     claim_more(s);
 }
 
@@ -638,7 +621,7 @@ static void on_enrolled(session *s, const req *r, cd_result *res)
 static void on_watch(session *s)
 {
     uint64_t limit = 3 * (uint64_t)s->ss->heartbeat_ms;
-    if (s->phase != RUNNING || now_ms_wall() - s->last_rx_ms <= limit)
+    if (s->phase != RUNNING || now_ms_wall() - s->view.last_seen_ms <= limit)
         return;
     s->offline_reason = "missed heartbeats";
     char why[96];
@@ -671,9 +654,7 @@ static void on_cancel(session *s, const cancel_msg *c)
     m.body.cancel.nchunks = n;
     m.body.cancel.reason = c->reason;
     send_msg(s, &m);
-    cd_node_view *v = view_of(s);
-    if (v != NULL)
-        v->in_flight = (unsigned)s->nfly;
+    s->view.in_flight = (unsigned)s->nfly;
     claim_more(s);
 }
 
@@ -751,7 +732,7 @@ static void on_complete(session *s, pr_msg *m)
         bt->outcomes[i].outcome = PR_OUTCOME_STALE;
         if (r->elapsed_ms > 0 && r->count > 0) {
             double rate = (double)r->count * 1000.0 / r->elapsed_ms;
-            s->items_per_s = s->items_per_s > 0 ? 0.7 * s->items_per_s + 0.3 * rate : rate;
+            s->view.items_per_s = s->view.items_per_s > 0 ? 0.7 * s->view.items_per_s + 0.3 * rate : rate;
         }
         cd_complete *q = cd_complete_new(c->batch.job, r->chunk, r->token, s->node_id, r->data.ptr, r->data.len);
         int64_t id = rt_request(s->self, s->ss->scheduler, &q->hdr, 70000);
@@ -783,16 +764,13 @@ static void on_completed(session *s, const req *r, const cd_completed *res)
         bt->job_complete |= res->job_complete;
     }
     int k = fly_find(s, bt->job, o->chunk);
-    cd_node_view *v = view_of(s);
-    if (k >= 0 && v != NULL && o->outcome == PR_OUTCOME_ACCEPTED) {
-        v->chunks_done++;
-        v->items_done += s->fly[k].count;
-        v->items_per_s = s->items_per_s;
+    if (k >= 0 && o->outcome == PR_OUTCOME_ACCEPTED) {
+        s->view.chunks_done++;
+        s->view.items_done += s->fly[k].count;
     }
     if (k >= 0 && (res == NULL || res->err == 0)) /* a bad result keeps its slot for a good one */
         s->fly[k] = s->fly[--s->nfly];
-    if (v != NULL)
-        v->in_flight = (unsigned)s->nfly;
+    s->view.in_flight = (unsigned)s->nfly;
     if (++bt->answered < bt->n)
         return;
     pr_msg m;
@@ -852,10 +830,7 @@ static void on_frame(session *s, const frame_msg *f)
         return;
     }
     pr_msg m;
-    s->last_rx_ms = now_ms_wall();
-    cd_node_view *v = view_of(s);
-    if (v != NULL)
-        v->last_seen_ms = s->last_rx_ms;
+    s->view.last_seen_ms = now_ms_wall();
     int rc = pr_decode(&m, f->bytes, f->len);
     if (rc != 0) {
         char why[160];
@@ -994,11 +969,18 @@ static void session_final(rt_actor *self)
 
 /* ---- the registry's live half ---------------------------------------------------- */
 
+/* A session's live entry. Sessions and this table share the loop thread,
+ * so reading it here never races its writer. */
+static const cd_node_view *session_view(rt_actor *a)
+{
+    return &((session *)rt_state(a))->view;
+}
+
 void cd_sessions_each(const cd_sessions *ss, void (*fn)(void *ctx, const cd_node_view *v), void *ctx)
 {
     for (size_t i = 0; i < ss->nconns; i++)
-        if (ss->conns[i].view.node != 0 && !ss->conns[i].closing)
-            fn(ctx, &ss->conns[i].view);
+        if (!ss->conns[i].closing && session_view(ss->conns[i].actor)->node != 0)
+            fn(ctx, session_view(ss->conns[i].actor));
 }
 
 int cd_node_view_json(const cd_node_view *v, char *buf, size_t cap)
@@ -1018,7 +1000,7 @@ int cd_node_view_json(const cd_node_view *v, char *buf, size_t cap)
 void cd_sessions_cancel_job(cd_sessions *ss, uint64_t job, const char *reason)
 {
     for (size_t i = 0; i < ss->nconns; i++) {
-        if (ss->conns[i].view.node == 0 || ss->conns[i].closing)
+        if (ss->conns[i].closing || session_view(ss->conns[i].actor)->node == 0)
             continue;
         cancel_msg *c = RT_MSG_NEW(cancel_msg, M_CANCEL);
         c->job = job;
