@@ -51,7 +51,7 @@ LDLIBS += $(PKG_LIBS) -lm -lpthread
 # ---- subsystems -----------------------------------------------------------
 # Each C folder becomes one static library, linked in dependency order
 # (the arrows in docs/architecture.md point down this list).
-SUBSYSTEMS := actors node-native sched sim proto runtime
+SUBSYSTEMS := node-native actors sched sim proto runtime
 # Port-specific sources: <name>_uv.c is native only, <name>_wasm.c is for
 # the emcc build only; every other .c file is built for both.
 subsys_src = $(filter-out %_wasm.c,$(wildcard $(1)/*.c))

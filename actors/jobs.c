@@ -5,6 +5,7 @@
  */
 #include "actors/jobs.h"
 
+#include "sim/ctx.h"
 #include "sim/sim.h"
 #include "sim/sim_json.h"
 
@@ -193,7 +194,7 @@ cd_query *cd_job_submission_by(const char *json, size_t len, const char *caller,
     }
     msgpack_sbuffer ctx;
     msgpack_sbuffer_init(&ctx);
-    cd_ctx_encode(&ctx, s.kernel, s.seed, params.data, params.size);
+    sim_ctx_encode(&ctx, s.kernel, s.seed, params.data, params.size);
     unsigned char hash[crypto_hash_sha256_BYTES];
     crypto_hash_sha256(hash, (const unsigned char *)ctx.data, ctx.size);
     char *spec = malloc(len + 1);
@@ -218,56 +219,4 @@ cd_query *cd_job_submission_by(const char *json, size_t len, const char *caller,
     msgpack_sbuffer_destroy(&ctx);
     msgpack_sbuffer_destroy(&params);
     return q;
-}
-
-static void pack_str(msgpack_packer *pk, const char *s)
-{
-    size_t n = strlen(s);
-    msgpack_pack_str(pk, n);
-    msgpack_pack_str_body(pk, s, n);
-}
-
-void cd_ctx_encode(msgpack_sbuffer *out, const char *kernel, uint64_t seed, const void *params, size_t len)
-{
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 3);
-    pack_str(&pk, "kernel");
-    pack_str(&pk, kernel);
-    pack_str(&pk, "seed");
-    msgpack_pack_uint64(&pk, seed);
-    pack_str(&pk, "params");
-    msgpack_sbuffer_write(out, params, len); /* already msgpack */
-}
-
-int cd_ctx_decode(const void *ctx, size_t len, char *kernel, size_t klen, uint64_t *seed, msgpack_sbuffer *params)
-{
-    msgpack_unpacked up;
-    size_t off = 0;
-    bool have_k = false, have_s = false, have_p = false;
-    msgpack_unpacked_init(&up);
-    if (msgpack_unpack_next(&up, ctx, len, &off) != MSGPACK_UNPACK_SUCCESS || off != len ||
-        up.data.type != MSGPACK_OBJECT_MAP) {
-        msgpack_unpacked_destroy(&up);
-        return -1;
-    }
-    const msgpack_object_map *m = &up.data.via.map;
-    for (uint32_t i = 0; i < m->size; i++) {
-        const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
-        if (key_is(k, "kernel") && v->type == MSGPACK_OBJECT_STR && v->via.str.size > 0 && v->via.str.size < klen) {
-            memcpy(kernel, v->via.str.ptr, v->via.str.size);
-            kernel[v->via.str.size] = '\0';
-            have_k = true;
-        } else if (key_is(k, "seed") && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
-            *seed = v->via.u64;
-            have_s = true;
-        } else if (key_is(k, "params")) {
-            msgpack_packer pk;
-            msgpack_packer_init(&pk, params, msgpack_sbuffer_write);
-            msgpack_pack_object(&pk, *v);
-            have_p = true;
-        }
-    }
-    msgpack_unpacked_destroy(&up);
-    return have_k && have_s && have_p ? 0 : -1;
 }

@@ -12,6 +12,7 @@
 #include "actors/events.h"
 #include "actors/jobs.h"
 #include "actors/store.h"
+#include "sim/ctx.h"
 #include "sim/sim.h"
 
 #include <inttypes.h>
@@ -542,7 +543,7 @@ static void start_job(sched *s, PGresult *res, int row)
     char kernel[32];
     msgpack_sbuffer kp;
     msgpack_sbuffer_init(&kp);
-    if (cd_ctx_decode(params, plen, kernel, sizeof kernel, &ji->seed, &kp) != 0 || strcmp(kernel, ji->kernel) != 0) {
+    if (sim_ctx_decode(params, plen, kernel, sizeof kernel, &ji->seed, &kp) != 0 || strcmp(kernel, ji->kernel) != 0) {
         msgpack_sbuffer_destroy(&kp);
         fail_job(s, id, "its work context does not decode");
         goto out;

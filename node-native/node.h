@@ -1,7 +1,7 @@
 /*
- * node.h — the native node: connects to a coordinator's /ws/node, proves
- * its key, computes the chunks it is assigned on a pool of worker actors
- * (one per allowed core, CPU backend) and sends signed results.
+ * node.h — the native node: the node actor (actors/node.h) on a
+ * libwebsockets client, with a pool of worker actors (one per allowed core,
+ * CPU backend) computing its chunks.
  *
  * States: connecting (with exponential backoff, 1 s .. 60 s, ±25 % jitter,
  * after a lost connection: claims survive a reconnect until their lease
@@ -14,12 +14,7 @@
 #ifndef SIMFARM_NODE_NODE_H
 #define SIMFARM_NODE_NODE_H
 
-enum {
-    ND_EXIT_OK = 0,           /* stopped on a signal, after draining */
-    ND_EXIT_FAIL = 1,         /* could not start (key file, runtime) */
-    ND_EXIT_USAGE = 2,
-    ND_EXIT_NOT_ENROLLED = 3, /* the coordinator refused the key */
-};
+#include "actors/node.h"
 
 typedef struct nd_opts {
     const char *url;          /* ws://host:port/ws/node */

@@ -8,6 +8,7 @@
 #include "actors/jobs.h"
 #include "actors/scheduler.h"
 #include "actors/store.h"
+#include "sim/ctx.h"
 #include "sim/sim.h"
 #include "sim/sim_json.h"
 #include "tests/support/check.h"
@@ -66,7 +67,7 @@ static uint64_t insert_job(uint64_t items, uint64_t seed)
         return 0;
     msgpack_sbuffer ctx;
     msgpack_sbuffer_init(&ctx);
-    cd_ctx_encode(&ctx, "option", seed, mp.data, mp.size);
+    sim_ctx_encode(&ctx, "option", seed, mp.data, mp.size);
     crypto_hash_sha256(hash, (const unsigned char *)ctx.data, ctx.size);
     cd_query *q = cd_query_new("INSERT INTO jobs (owner, kernel, strategy, items, seed, spec, params, ctx_hash) "
                                "VALUES ('test', 'option', 'single', $1, $2, '{}', $3, $4) RETURNING id");

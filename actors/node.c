@@ -1,0 +1,722 @@
+/*
+ * node.c — see node.h.
+ *
+ * The actor keeps the chunks in hand (queued, or on a worker), the work
+ * contexts they need, and the signed results the coordinator has not had
+ * yet. Frames arrive from the host whole; frames leave through the host.
+ */
+#include "actors/node.h"
+
+#include "sched/sched.h"
+#include "sim/ctx.h"
+
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum {
+    M_CONNECT = RT_MSG_USER + 0x1600,
+    M_UP,
+    M_DOWN,
+    M_FRAME,
+    M_TICK,
+    M_DRAIN,
+    M_DONE,
+    MAX_JOBS = 16,
+    BACKOFF_MIN_MS = 1000,
+    BACKOFF_MAX_MS = 60000,
+    REPORT_MS = 10000,
+    ENOTENROLLED = 1,
+};
+
+typedef struct bytes_msg {
+    rt_msg hdr;
+    uint8_t *bytes;
+    size_t len;
+} bytes_msg;
+
+typedef struct done_msg {
+    rt_msg hdr;
+    unsigned worker;
+    int err;
+    uint8_t *data;         /* owned */
+    size_t len;
+    uint32_t elapsed_ms;
+} done_msg;
+
+typedef struct frame {
+    uint8_t *p;
+    size_t len;
+} frame;
+
+typedef struct jobctx {
+    uint64_t job;
+    uint8_t hash[32];
+    sim_job *sim;          /* NULL while fetching */
+    uint8_t *work;         /* the work context's bytes */
+    size_t work_len;
+    unsigned users;        /* chunks of it in hand */
+} jobctx;
+
+typedef struct node {
+    nd_host host;
+    rt_actor *self;
+    rt_system *sys;
+    pr_key key;
+    char *audience, *claim_token, *version;
+    enum { DOWN, CONNECTING, AWAIT_WELCOME, RUNNING } phase;
+    nd_state state;
+    uint64_t node_id, next_id;
+    uint32_t heartbeat_ms;
+    int64_t tick_timer;
+    unsigned backoff_ms;
+    unsigned nworkers;
+    bool *busy;
+    nd_chunk *wchunk;      /* what each busy worker computes */
+    bool *wcancel;         /* its result is not wanted any more */
+    unsigned computing;
+    nd_chunk *queue;       /* assigned, waiting for a worker or a context */
+    size_t nqueue, queue_cap;
+    frame *pending;        /* sealed results not yet sent (disconnected) */
+    size_t npending, pending_cap;
+    unsigned unacked;      /* completions sent, no ack yet */
+    jobctx jobs[MAX_JOBS];
+    bool draining, stopped;
+    unsigned drains;
+    uint64_t chunks_done, items_done, accepted, rejected;
+    uint64_t report_ms, report_items;
+} node;
+
+const char *nd_state_name(nd_state st)
+{
+    switch (st) {
+    case ND_SETUP: return "starting";
+    case ND_VERIFYING: return "checking this node's key";
+    case ND_REGISTERING: return "enrolling with the claim token";
+    case ND_RUNNING: return "running";
+    case ND_UNAVAILABLE: return "coordinator unavailable";
+    case ND_NOT_FOUND: return "not enrolled";
+    case ND_STOPPED: return "stopped";
+    }
+    return "?";
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void say(node *n, nd_level level, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    n->host.log(n->host.ctx, level, line);
+}
+
+static void set_state(node *n, nd_state st, const char *detail)
+{
+    n->state = st;
+    if (n->host.state != NULL)
+        n->host.state(n->host.ctx, st, detail ? detail : "");
+}
+
+static void stop(node *n, nd_state st, int code)
+{
+    if (n->stopped)
+        return;
+    n->stopped = true;
+    if (n->tick_timer > 0) {
+        rt_timer_cancel(n->sys, n->tick_timer);
+        n->tick_timer = 0;
+    }
+    set_state(n, st, NULL);
+    n->host.stopped(n->host.ctx, code);
+}
+
+/* ---- talking ------------------------------------------------------------------------- */
+
+static void send_msg(node *n, pr_msg *m)
+{
+    uint8_t *out = NULL;
+    size_t len = 0;
+    m->v = PR_VERSION;
+    if (m->id == 0)
+        m->id = ++n->next_id;
+    m->ts = wall_ms();
+    int rc = pr_encode(m, &out, &len);
+    if (rc != 0) {
+        say(n, ND_WARN, "cannot encode %s: %s", pr_type_name(m->type), pr_strerror(rc));
+        return;
+    }
+    n->host.send(n->host.ctx, out, len);
+    free(out);
+}
+
+static void send_bye(node *n, pr_bye_reason reason)
+{
+    pr_msg b;
+    memset(&b, 0, sizeof b);
+    b.type = PR_MSG_BYE;
+    b.body.bye.reason = reason;
+    send_msg(n, &b);
+}
+
+static void schedule_reconnect(node *n)
+{
+    n->backoff_ms = n->backoff_ms ? n->backoff_ms * 2 : BACKOFF_MIN_MS;
+    if (n->backoff_ms > BACKOFF_MAX_MS)
+        n->backoff_ms = BACKOFF_MAX_MS;
+    /* ±25 % jitter, so a fleet that lost its coordinator does not return in step. */
+    uint32_t r = randombytes_uniform(1001);
+    uint64_t delay = (uint64_t)n->backoff_ms * (750 + r / 2) / 1000;
+    rt_send_after(n->self, delay, rt_msg_new(M_CONNECT, sizeof(rt_msg)));
+}
+
+static void say_hello(node *n, const pr_msg *challenge)
+{
+    pr_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = PR_MSG_HELLO;
+    m.body.hello.version = n->version;
+    m.body.hello.claim_token = n->claim_token;
+    n->host.caps(n->host.ctx, &m.body.hello.caps);
+    m.body.hello.caps.max_parallel = n->nworkers;
+    if (pr_hello_sign(&m.body.hello, &n->key, n->audience, (uint64_t)time(NULL), challenge->body.challenge.nonce) != 0)
+        return;
+    send_msg(n, &m);
+    n->phase = AWAIT_WELCOME;
+}
+
+/* ---- chunks and work contexts ---------------------------------------------------------- */
+
+static jobctx *job_find(node *n, uint64_t job, const uint8_t hash[32])
+{
+    for (int i = 0; i < MAX_JOBS; i++)
+        if (n->jobs[i].users > 0 && n->jobs[i].job == job && memcmp(n->jobs[i].hash, hash, 32) == 0)
+            return &n->jobs[i];
+    return NULL;
+}
+
+static void job_clear(jobctx *j)
+{
+    sim_job_destroy(j->sim);
+    free(j->work);
+    j->sim = NULL;
+    j->work = NULL;
+    j->work_len = 0;
+}
+
+static void release_job(node *n, uint64_t job, const uint8_t hash[32])
+{
+    jobctx *j = job_find(n, job, hash);
+    if (j != NULL && --j->users == 0)
+        job_clear(j);
+}
+
+/* Hands queued chunks whose context is ready to idle workers. */
+static void dispatch(node *n)
+{
+    for (size_t i = 0; i < n->nqueue;) {
+        unsigned w = 0;
+        while (w < n->nworkers && n->busy[w])
+            w++;
+        if (w == n->nworkers)
+            return;
+        jobctx *j = job_find(n, n->queue[i].job, n->queue[i].hash);
+        if (j == NULL || j->sim == NULL) {
+            i++;
+            continue;
+        }
+        n->busy[w] = true;
+        n->wcancel[w] = false;
+        n->wchunk[w] = n->queue[i];
+        n->computing++;
+        n->queue[i] = n->queue[--n->nqueue];
+        n->host.compute(n->host.ctx, w, &n->wchunk[w], j->sim, j->work, j->work_len);
+    }
+}
+
+static void on_assign(node *n, const pr_msg *m)
+{
+    const pr_assign *a = &m->body.assign;
+    jobctx *j = job_find(n, a->job, a->ctx_hash);
+    if (j == NULL) {
+        for (int i = 0; i < MAX_JOBS && j == NULL; i++)
+            if (n->jobs[i].users == 0)
+                j = &n->jobs[i];
+        if (j == NULL) {
+            say(n, ND_WARN, "more than %d jobs at once; chunks of job %llu dropped", MAX_JOBS,
+                (unsigned long long)a->job);
+            return;
+        }
+        memset(j, 0, sizeof *j);
+        j->job = a->job;
+        memcpy(j->hash, a->ctx_hash, 32);
+        pr_msg q;
+        memset(&q, 0, sizeof q);
+        q.type = PR_MSG_CTX_REQ;
+        q.body.ctx_req.job = a->job;
+        memcpy(q.body.ctx_req.hash, a->ctx_hash, 32);
+        send_msg(n, &q);
+    }
+    for (uint32_t i = 0; i < a->nchunks; i++) {
+        if (n->nqueue == n->queue_cap)
+            n->queue = rt_grow(n->queue, &n->queue_cap, sizeof *n->queue);
+        nd_chunk *c = &n->queue[n->nqueue++];
+        c->job = a->job;
+        c->id = a->chunks[i].chunk;
+        c->start = a->chunks[i].start;
+        c->count = a->chunks[i].count;
+        memcpy(c->token, a->chunks[i].token, 16);
+        memcpy(c->hash, a->ctx_hash, 32);
+        j->users++;
+    }
+    dispatch(n);
+}
+
+static void maybe_leave(node *n)
+{
+    if (n->draining && n->nqueue == 0 && n->computing == 0 && n->unacked == 0 && n->npending == 0) {
+        if (n->phase == RUNNING)
+            send_bye(n, PR_BYE_LEAVING);
+        say(n, ND_INFO, "drained, leaving (%llu chunks computed)", (unsigned long long)n->chunks_done);
+        stop(n, ND_STOPPED, ND_EXIT_OK);
+    }
+}
+
+static bool cancel_hits(const pr_cancel *c, uint64_t job, uint64_t id)
+{
+    if (c->job != job)
+        return false;
+    if (c->nchunks == 0)
+        return true;
+    for (uint32_t i = 0; i < c->nchunks; i++)
+        if (c->chunks[i] == id)
+            return true;
+    return false;
+}
+
+/* The coordinator stops chunks (a job cancelled or ended): those waiting
+ * are dropped, and the results of those being computed are not sent. */
+static void on_cancel(node *n, const pr_msg *m)
+{
+    const pr_cancel *c = &m->body.cancel;
+    unsigned dropped = 0;
+    for (size_t i = 0; i < n->nqueue;) {
+        if (cancel_hits(c, n->queue[i].job, n->queue[i].id)) {
+            release_job(n, n->queue[i].job, n->queue[i].hash);
+            n->queue[i] = n->queue[--n->nqueue];
+            dropped++;
+        } else {
+            i++;
+        }
+    }
+    for (unsigned w = 0; w < n->nworkers; w++)
+        if (n->busy[w] && !n->wcancel[w] && cancel_hits(c, n->wchunk[w].job, n->wchunk[w].id)) {
+            n->wcancel[w] = true;
+            dropped++;
+        }
+    if (dropped > 0)
+        say(n, ND_INFO, "job %llu: %u chunks cancelled (%s)", (unsigned long long)c->job, dropped,
+            c->reason && c->reason[0] ? c->reason : "no reason given");
+    dispatch(n);
+    maybe_leave(n);
+}
+
+static void on_ctx(node *n, const pr_msg *m)
+{
+    const pr_ctx *c = &m->body.ctx;
+    jobctx *j = job_find(n, c->job, c->hash);
+    if (j == NULL || j->sim != NULL)
+        return;
+    char err[256];
+    if (sim_ctx_job(&j->sim, c->bytes.ptr, c->bytes.len, err, sizeof err) != 0) {
+        say(n, ND_WARN, "job %llu cannot run here: %s", (unsigned long long)c->job, err);
+        return; /* its chunks wait; their leases end and they go to other nodes */
+    }
+    j->work = malloc(c->bytes.len ? c->bytes.len : 1);
+    if (j->work == NULL)
+        rt_oom(c->bytes.len);
+    memcpy(j->work, c->bytes.ptr, c->bytes.len);
+    j->work_len = c->bytes.len;
+    dispatch(n);
+}
+
+static void send_pending(node *n)
+{
+    for (size_t i = 0; i < n->npending; i++) {
+        n->host.send(n->host.ctx, n->pending[i].p, n->pending[i].len);
+        free(n->pending[i].p);
+        n->unacked++;
+    }
+    n->npending = 0;
+}
+
+/* Signs a computed chunk's result; it is sent now, or once the connection
+ * is back. */
+static void seal_result(node *n, const nd_chunk *c, const done_msg *d)
+{
+    pr_result r = { .chunk = c->id, .start = c->start, .count = c->count, .elapsed_ms = d->elapsed_ms,
+        .data = { d->data, (uint32_t)d->len } };
+    memcpy(r.token, c->token, 16);
+    pr_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = PR_MSG_COMPLETE;
+    m.v = PR_VERSION;
+    m.id = ++n->next_id;
+    m.ts = wall_ms();
+    randombytes_buf(m.body.complete.batch.nonce, sizeof m.body.complete.batch.nonce);
+    m.body.complete.batch.job = c->job;
+    memcpy(m.body.complete.batch.ctx_hash, c->hash, 32);
+    m.body.complete.batch.results = &r;
+    m.body.complete.batch.nresults = 1;
+    uint8_t *payload = NULL, *bytes = NULL;
+    size_t len = 0;
+    if (pr_complete_seal(&m.body.complete, &payload, &n->key, n->audience, (uint64_t)time(NULL)) == 0 &&
+        pr_encode(&m, &bytes, &len) == 0) {
+        if (n->npending == n->pending_cap)
+            n->pending = rt_grow(n->pending, &n->pending_cap, sizeof *n->pending);
+        n->pending[n->npending++] = (frame){ bytes, len };
+        if (n->phase == RUNNING)
+            send_pending(n);
+    }
+    free(payload);
+}
+
+static void on_done(node *n, const done_msg *d)
+{
+    if (d->worker >= n->nworkers || !n->busy[d->worker])
+        return;
+    unsigned w = d->worker;
+    nd_chunk c = n->wchunk[w];
+    n->busy[w] = false;
+    n->computing--;
+    if (n->wcancel[w]) {
+        /* the coordinator no longer wants it: nothing to send */
+    } else if (d->err == 0) {
+        n->chunks_done++;
+        n->items_done += c.count;
+        seal_result(n, &c, d);
+    } else {
+        say(n, ND_WARN, "chunk %llu of job %llu failed: %s", (unsigned long long)c.id, (unsigned long long)c.job,
+            sim_strerror(d->err));
+    }
+    release_job(n, c.job, c.hash);
+    dispatch(n);
+    maybe_leave(n);
+}
+
+static void heartbeat(node *n)
+{
+    if (n->phase != RUNNING)
+        return;
+    uint64_t ids[256];
+    uint32_t k = 0;
+    for (size_t i = 0; i < n->nqueue && k < 256; i++)
+        ids[k++] = n->queue[i].id;
+    for (unsigned w = 0; w < n->nworkers && k < 256; w++)
+        if (n->busy[w])
+            ids[k++] = n->wchunk[w].id;
+    pr_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = PR_MSG_HEARTBEAT;
+    n->host.stats(n->host.ctx, &m.body.heartbeat);
+    m.body.heartbeat.in_flight = k ? ids : NULL;
+    m.body.heartbeat.nin_flight = k;
+    send_msg(n, &m);
+
+    uint64_t now = mono_ms();
+    if (now - n->report_ms >= REPORT_MS) {
+        double rate = n->report_ms ? (double)(n->items_done - n->report_items) * 1000.0 /
+                (double)(now - n->report_ms) : 0;
+        say(n, ND_INFO, "%llu chunks, %llu items, %.0f items/s, %llu accepted", (unsigned long long)n->chunks_done,
+            (unsigned long long)n->items_done, rate, (unsigned long long)n->accepted);
+        n->report_ms = now;
+        n->report_items = n->items_done;
+    }
+}
+
+static void on_welcome(node *n, const pr_msg *m)
+{
+    n->node_id = m->body.welcome.node_id;
+    n->heartbeat_ms = m->body.welcome.heartbeat_ms ? m->body.welcome.heartbeat_ms : 5000;
+    n->phase = RUNNING;
+    n->backoff_ms = 0;
+    if (n->tick_timer > 0)
+        rt_timer_cancel(n->sys, n->tick_timer);
+    n->tick_timer = rt_send_every(n->self, n->heartbeat_ms, M_TICK, 0);
+    char detail[64];
+    snprintf(detail, sizeof detail, "node %llu", (unsigned long long)n->node_id);
+    set_state(n, ND_RUNNING, detail);
+    say(n, ND_INFO, "connected to %s as node %llu, %u workers", n->audience, (unsigned long long)n->node_id,
+        n->nworkers);
+    send_pending(n);
+    if (n->draining)
+        send_bye(n, PR_BYE_DRAINING);
+}
+
+static void on_frame(node *n, const bytes_msg *f)
+{
+    pr_msg m;
+    int rc = pr_decode(&m, f->bytes, f->len);
+    if (rc != 0) {
+        say(n, ND_WARN, "bad frame from the coordinator: %s %s", pr_strerror(rc), m.err_at);
+        return;
+    }
+    switch (m.type) {
+    case PR_MSG_CHALLENGE:
+        say_hello(n, &m);
+        break;
+    case PR_MSG_WELCOME:
+        on_welcome(n, &m);
+        break;
+    case PR_MSG_ASSIGN:
+        on_assign(n, &m);
+        break;
+    case PR_MSG_CTX:
+        on_ctx(n, &m);
+        break;
+    case PR_MSG_CANCEL:
+        on_cancel(n, &m);
+        break;
+    case PR_MSG_COMPLETE_ACK:
+        if (n->unacked > 0)
+            n->unacked--;
+        for (uint32_t i = 0; i < m.body.complete_ack.noutcomes; i++) {
+            if (m.body.complete_ack.outcomes[i].outcome == PR_OUTCOME_ACCEPTED)
+                n->accepted++;
+            else
+                n->rejected++;
+        }
+        maybe_leave(n);
+        break;
+    case PR_MSG_ERROR:
+        say(n, ND_WARN, "the coordinator says: %s (code %d)", m.body.error.message ? m.body.error.message : "?",
+            m.body.error.code);
+        if (m.body.error.code == ENOTENROLLED) {
+            say(n, ND_WARN, "this key is not enrolled there: start with --claim-token TOKEN");
+            stop(n, ND_NOT_FOUND, ND_EXIT_NOT_ENROLLED);
+        }
+        break;
+    default:
+        break;
+    }
+    pr_msg_free(&m);
+}
+
+static void on_down(node *n, const bytes_msg *d)
+{
+    bool was_running = n->phase == RUNNING;
+    n->phase = DOWN;
+    n->unacked = 0; /* an unacknowledged result may be lost: its lease brings it back */
+    if (n->tick_timer > 0) {
+        rt_timer_cancel(n->sys, n->tick_timer);
+        n->tick_timer = 0;
+    }
+    if (n->stopped)
+        return;
+    if (n->drains > 0 && n->draining) {
+        stop(n, ND_STOPPED, ND_EXIT_OK);
+        return;
+    }
+    char why[200];
+    snprintf(why, sizeof why, "%.*s", (int)d->len, d->bytes ? (const char *)d->bytes : "");
+    set_state(n, ND_UNAVAILABLE, why);
+    say(n, ND_WARN, "%s %s (%s); trying again", was_running ? "lost" : "cannot reach", n->audience, why);
+    schedule_reconnect(n);
+}
+
+static void on_drain(node *n)
+{
+    if (++n->drains > 1) {
+        say(n, ND_WARN, "second signal, leaving now");
+        stop(n, ND_STOPPED, ND_EXIT_OK);
+        return;
+    }
+    say(n, ND_WARN, "draining: finishing the chunks in hand (signal again to leave now)");
+    n->draining = true;
+    for (size_t i = 0; i < n->nqueue; i++) /* not started: their leases return them */
+        release_job(n, n->queue[i].job, n->queue[i].hash);
+    n->nqueue = 0;
+    if (n->phase == RUNNING)
+        send_bye(n, PR_BYE_DRAINING);
+    maybe_leave(n);
+}
+
+/* ---- the actor -------------------------------------------------------------------------- */
+
+static void node_behaviour(rt_actor *self, rt_msg *m)
+{
+    node *n = rt_state(self);
+    if (n->stopped)
+        return;
+    switch (m->type) {
+    case M_CONNECT:
+        if (n->phase == DOWN) {
+            n->phase = CONNECTING;
+            n->host.connect(n->host.ctx);
+        }
+        break;
+    case M_UP:
+        n->phase = AWAIT_WELCOME; /* the challenge comes first */
+        set_state(n, n->claim_token ? ND_REGISTERING : ND_VERIFYING, NULL);
+        break;
+    case M_DOWN:
+        on_down(n, (bytes_msg *)m);
+        break;
+    case M_FRAME:
+        on_frame(n, (bytes_msg *)m);
+        break;
+    case M_TICK:
+        heartbeat(n);
+        break;
+    case M_DONE:
+        on_done(n, (done_msg *)m);
+        break;
+    case M_DRAIN:
+        on_drain(n);
+        break;
+    default:
+        break;
+    }
+}
+
+static void node_final(rt_actor *self)
+{
+    node *n = rt_state(self);
+    for (size_t i = 0; i < n->npending; i++)
+        free(n->pending[i].p);
+    free(n->pending);
+    free(n->queue);
+    for (int i = 0; i < MAX_JOBS; i++)
+        job_clear(&n->jobs[i]);
+    free(n->busy);
+    free(n->wchunk);
+    free(n->wcancel);
+    free(n->audience);
+    free(n->claim_token);
+    free(n->version);
+    pr_key_wipe(&n->key);
+}
+
+static char *dup_or_null(const char *s)
+{
+    if (s == NULL)
+        return NULL;
+    char *d = strdup(s);
+    if (d == NULL)
+        rt_oom(strlen(s) + 1);
+    return d;
+}
+
+rt_actor *nd_spawn(rt_system *sys, const nd_config *cfg, const nd_host *host)
+{
+    rt_actor_opts o = { .state_size = sizeof(node), .pinned = true, .finalize = node_final, .name = "node" };
+    rt_actor *a = rt_spawn(sys, node_behaviour, &o);
+    node *n = rt_state(a);
+    n->host = *host;
+    n->self = a;
+    n->sys = sys;
+    n->key = cfg->key;
+    n->audience = dup_or_null(cfg->audience);
+    n->claim_token = cfg->claim_token && cfg->claim_token[0] ? dup_or_null(cfg->claim_token) : NULL;
+    n->version = dup_or_null(cfg->version ? cfg->version : "simfarm-node " ND_VERSION);
+    n->nworkers = cfg->workers ? cfg->workers : 1;
+    n->busy = calloc(n->nworkers, sizeof *n->busy);
+    n->wchunk = calloc(n->nworkers, sizeof *n->wchunk);
+    n->wcancel = calloc(n->nworkers, sizeof *n->wcancel);
+    if (n->busy == NULL || n->wchunk == NULL || n->wcancel == NULL)
+        rt_oom(n->nworkers * sizeof *n->wchunk);
+    set_state(n, ND_SETUP, NULL);
+    rt_send(a, rt_msg_new(M_CONNECT, sizeof(rt_msg)));
+    return a;
+}
+
+/* ---- what the host tells the node -------------------------------------------------------- */
+
+static void bytes_release(rt_msg *m)
+{
+    free(((bytes_msg *)m)->bytes);
+}
+
+static void send_bytes(rt_actor *to, uint32_t type, uint8_t *bytes, size_t len)
+{
+    bytes_msg *f = RT_MSG_NEW(bytes_msg, type);
+    f->hdr.release = bytes_release;
+    f->bytes = bytes;
+    f->len = len;
+    rt_send(to, &f->hdr);
+}
+
+void nd_up(rt_actor *to)
+{
+    rt_send(to, rt_msg_new(M_UP, sizeof(rt_msg)));
+}
+
+void nd_down(rt_actor *to, const char *why)
+{
+    char *w = dup_or_null(why ? why : "closed");
+    send_bytes(to, M_DOWN, (uint8_t *)w, strlen(w));
+}
+
+void nd_frame(rt_actor *to, uint8_t *bytes, size_t len)
+{
+    send_bytes(to, M_FRAME, bytes, len);
+}
+
+static void done_release(rt_msg *m)
+{
+    free(((done_msg *)m)->data);
+}
+
+void nd_done(rt_actor *to, unsigned w, int err, uint8_t *data, size_t len, uint32_t elapsed_ms)
+{
+    done_msg *d = RT_MSG_NEW(done_msg, M_DONE);
+    d->hdr.release = done_release;
+    d->worker = w;
+    d->err = err;
+    d->data = data;
+    d->len = len;
+    d->elapsed_ms = elapsed_ms;
+    rt_send(to, &d->hdr);
+}
+
+void nd_drain(rt_actor *to)
+{
+    rt_send(to, rt_msg_new(M_DRAIN, sizeof(rt_msg)));
+}
+
+int nd_compute_cpu(const sim_job *sim, uint64_t start, uint64_t count, uint8_t **data, size_t *len)
+{
+    sim_stats out[SIM_MAX_OUT];
+    *data = NULL;
+    *len = 0;
+    int err = sim_run_cpu(sim, start, count, out);
+    if (err != 0)
+        return err;
+    size_t cap = (size_t)SIM_MAX_OUT * (SIM_STATS_MAX_ENCODED + 4);
+    *data = malloc(cap);
+    if (*data == NULL)
+        rt_oom(cap);
+    if (sc_result_encode(out, (uint32_t)sim_job_nout(sim), *data, cap, len) != 0) {
+        free(*data);
+        *data = NULL;
+        return SIM_EINVAL;
+    }
+    return 0;
+}

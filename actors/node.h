@@ -1,0 +1,115 @@
+/*
+ * node.h — the node actor: one farm node's side of the protocol, the same
+ * source in the native node (node-native/) and the browser node
+ * (node-wasm/).
+ *
+ * It proves its key to the coordinator (or enrols it with a claim token),
+ * queues the chunks it is assigned, fetches each job's work context once and
+ * keeps it while chunks of the job are in hand, hands chunks to the host's
+ * workers, signs their results and resends the ones a lost connection may
+ * have swallowed. The host owns everything machine-specific: the WebSocket,
+ * the workers that run kernels, the facts heartbeats report, and how the
+ * node's state and log lines reach a person. The actor must run on the
+ * thread that calls the host's functions (a pinned actor natively; the only
+ * thread in WebAssembly).
+ *
+ * States: Setup -> Verifying (a known key) or Registering (a claim token)
+ * -> Running; Unavailable while the coordinator cannot be reached (retries
+ * with exponential backoff, 1 s .. 60 s, ±25 % jitter; claims survive a
+ * reconnect until their leases end, and results computed meanwhile are sent
+ * once the connection is back); NotFound when the coordinator does not know
+ * the key and no usable token was given (the node stops); Stopped after a
+ * drain.
+ */
+#ifndef SIMFARM_ACTORS_NODE_H
+#define SIMFARM_ACTORS_NODE_H
+
+#include "proto/msg.h"
+#include "proto/sign.h"
+#include "runtime/runtime.h"
+#include "sim/sim.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ND_VERSION "0.1.0"
+
+enum {
+    ND_EXIT_OK = 0,           /* stopped on request, after draining */
+    ND_EXIT_FAIL = 1,         /* could not start (key file, runtime) */
+    ND_EXIT_USAGE = 2,
+    ND_EXIT_NOT_ENROLLED = 3, /* the coordinator refused the key */
+};
+
+typedef enum nd_state {
+    ND_SETUP,
+    ND_VERIFYING,
+    ND_REGISTERING,
+    ND_RUNNING,
+    ND_UNAVAILABLE,
+    ND_NOT_FOUND,
+    ND_STOPPED,
+} nd_state;
+
+/* The state in plain words ("running", "coordinator unavailable", ...). */
+const char *nd_state_name(nd_state st);
+
+/* One chunk in hand. */
+typedef struct nd_chunk {
+    uint64_t job, id, start, count;
+    uint8_t token[16];
+    uint8_t hash[32];         /* the job's work context */
+} nd_chunk;
+
+typedef enum nd_level { ND_INFO, ND_WARN } nd_level;
+
+typedef struct nd_host {
+    void *ctx;
+    /* Opens the connection; the host answers with nd_up() or nd_down(). */
+    void (*connect)(void *ctx);
+    /* Queues one binary frame on the open connection. */
+    void (*send)(void *ctx, const uint8_t *frame, size_t len);
+    /* Starts worker `w` (idle) on a chunk; the host answers nd_done(w, ...).
+     * `sim` is the job, `work`/`len` its work context bytes (both valid
+     * until that answer). */
+    void (*compute)(void *ctx, unsigned w, const nd_chunk *c, const sim_job *sim, const uint8_t *work, size_t len);
+    /* Fills the capabilities sent in hello (strings live as long as the host). */
+    void (*caps)(void *ctx, pr_caps *caps);
+    /* Fills a heartbeat's machine figures (CPU, memory). */
+    void (*stats)(void *ctx, pr_heartbeat *hb);
+    /* A new state, with a detail line (may be empty). May be NULL. */
+    void (*state)(void *ctx, nd_state st, const char *detail);
+    /* One human-readable log line, without a trailing newline. */
+    void (*log)(void *ctx, nd_level level, const char *line);
+    /* The node has stopped with an ND_EXIT_* code; nothing more comes. */
+    void (*stopped)(void *ctx, int code);
+} nd_host;
+
+typedef struct nd_config {
+    pr_key key;               /* copied; the caller wipes its own */
+    const char *audience;     /* the coordinator's host:port, lower case, as signed */
+    const char *claim_token;  /* enrol with this token; may be NULL */
+    const char *version;      /* the software version reported in hello */
+    unsigned workers;         /* how many chunks the host computes at once */
+} nd_config;
+
+/* Spawns the node actor (pinned) and starts connecting. The caller holds
+ * the returned reference and releases it after the system has stopped. */
+rt_actor *nd_spawn(rt_system *sys, const nd_config *cfg, const nd_host *host);
+
+/* What the host tells the node; each may be called from any thread. */
+void nd_up(rt_actor *node);                            /* the connection is open */
+void nd_down(rt_actor *node, const char *why);         /* it failed or closed */
+void nd_frame(rt_actor *node, uint8_t *bytes, size_t len); /* a whole frame; takes the malloc'd bytes */
+/* Worker `w` finished: err 0 and the encoded result (malloc'd, taken), or a
+ * SIM_E* code. */
+void nd_done(rt_actor *node, unsigned w, int err, uint8_t *data, size_t len, uint32_t elapsed_ms);
+/* Stop taking work, finish the chunks in hand, say bye, stop. A second call
+ * stops at once. */
+void nd_drain(rt_actor *node);
+
+/* Computes one chunk on the CPU and encodes its result the way nd_done
+ * wants it: the worker body of hosts without other backends. */
+int nd_compute_cpu(const sim_job *sim, uint64_t start, uint64_t count, uint8_t **data, size_t *len);
+
+#endif
