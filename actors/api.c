@@ -9,6 +9,7 @@
 #include "actors/jobs.h"
 #include "actors/scheduler.h"
 #include "actors/store.h"
+#include "sim/sim.h"
 #include "sim/sim_json.h"
 
 #include <errno.h>
@@ -588,6 +589,24 @@ static void metrics(gateway *g, gw_request *r)
     done(r);
 }
 
+/* The kernels and their parameters, from the tables the kernels' parsers
+ * check against, and the strategies this coordinator runs. */
+static void kernels(gateway *g, gw_request *r)
+{
+    size_t len = 0;
+    sim_kernels_json(NULL, 0, &len);
+    char *desc = malloc(len + 1);
+    if (desc == NULL)
+        rt_oom(len + 1);
+    if (sim_kernels_json(desc, len + 1, &len) != 0) {
+        free(desc);
+        fail(g, r, 500, NULL, "the kernels' description does not fit its buffer");
+        return;
+    }
+    ok_json(g, r, 200, gw_fmt("{\"strategies\":[\"single\"],\"kernels\":%s}\n", desc));
+    free(desc);
+}
+
 /* After authentication (when needed): the work itself. */
 static void dispatch(gateway *g, gw_request *r)
 {
@@ -608,6 +627,8 @@ static void dispatch(gateway *g, gw_request *r)
             one_job(g, r, id);
     } else if (strcmp(p, "/api/nodes") == 0) {
         list_nodes(g, r);
+    } else if (strcmp(p, "/api/kernels") == 0) {
+        kernels(g, r);
     } else if (strcmp(p, "/api/tokens") == 0) {
         if (r->method == GW_POST)
             create_token(g, r);
@@ -630,7 +651,8 @@ static int allowed(const gw_request *r, bool *needs_token)
     const char *p = r->path;
     int m = r->method;
     *needs_token = m != GW_GET;
-    if (strcmp(p, "/health") == 0 || strcmp(p, "/metrics") == 0 || strcmp(p, "/api/nodes") == 0)
+    if (strcmp(p, "/health") == 0 || strcmp(p, "/metrics") == 0 || strcmp(p, "/api/nodes") == 0 ||
+        strcmp(p, "/api/kernels") == 0)
         return m == GW_GET ? 1 : -1;
     if (strcmp(p, "/api/jobs") == 0)
         return m == GW_GET || m == GW_POST ? 1 : -1;

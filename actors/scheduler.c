@@ -33,6 +33,12 @@ enum {
 
 typedef enum op_kind { OP_LIST = 1, OP_JOURNAL } op_kind;
 
+/* What one node contributed to one job: accepted chunks and their items. */
+typedef struct contrib {
+    uint64_t node;            /* 0 = empty slot */
+    uint64_t chunks, items;
+} contrib;
+
 typedef struct job_info {
     uint64_t id, seed;
     char kernel[32];
@@ -42,6 +48,8 @@ typedef struct job_info {
     bool dirty;               /* progress to tell */
     uint64_t rate_done, rate_ms; /* items done at rate_ms, for items/s */
     double items_per_s;
+    contrib *by_node;         /* open addressing by node id, at most half full */
+    size_t nby_node, by_node_cap;
 } job_info;
 
 /* A write in flight: the request and the barrier it counts for (-1: none). */
@@ -218,8 +226,9 @@ static void emit(sched *s, const char *type, uint64_t job, char *fields)
     rt_send(s->watcher, &e->hdr);
 }
 
-/* Each output's count, mean, standard error, min and max, as the JSON
- * member "outputs":[...], written at j + n; returns the new length. */
+/* Each output's count, mean, standard error, min, max and histogram, as
+ * the JSON member "outputs":[...], written at j + n (OUT_JSON bytes per
+ * output); returns the new length. */
 static size_t outputs_json(const job_info *ji, const sc_job_status *st, char *j, size_t cap, size_t n)
 {
     n += (size_t)snprintf(j + n, cap - n, "\"outputs\":[");
@@ -231,13 +240,121 @@ static size_t outputs_json(const job_info *ji, const sc_job_status *st, char *j,
         json_num(mn, sizeof mn, sim_stats_min(a));
         json_num(mx, sizeof mx, sim_stats_max(a));
         n += (size_t)snprintf(j + n, cap - n, "%s{\"name\":\"%s\",\"count\":%" PRIu64 ",\"mean\":%s,\"stderr\":%s,"
-            "\"min\":%s,\"max\":%s}", o ? "," : "", ji->names[o], sim_stats_count(a), mean, se, mn, mx);
+            "\"min\":%s,\"max\":%s,", o ? "," : "", ji->names[o], sim_stats_count(a), mean, se, mn, mx);
+        json_num(mn, sizeof mn, a->layout.hist_lo);
+        json_num(mx, sizeof mx, a->layout.hist_hi);
+        n += (size_t)snprintf(j + n, cap - n, "\"hist\":{\"lo\":%s,\"hi\":%s,\"under\":%" PRIu64 ",\"over\":%" PRIu64
+            ",\"bins\":[", mn, mx, sim_stats_hist(a, 0), sim_stats_hist(a, SIM_HIST_BINS + 1));
+        for (int b = 1; b <= SIM_HIST_BINS; b++)
+            n += (size_t)snprintf(j + n, cap - n, "%s%" PRIu64, b > 1 ? "," : "", sim_stats_hist(a, b));
+        n += (size_t)snprintf(j + n, cap - n, "]}}");
     }
     n += (size_t)snprintf(j + n, cap - n, "]");
     return n;
 }
 
-enum { JSON_CAP = 512 + 256 * SIM_MAX_OUT };
+enum {
+    OUT_JSON = 1280,          /* one output: its numbers and 34 histogram slots */
+    NODES_SHOWN = 32,         /* contributions listed, the largest first */
+    NODE_JSON = 96,
+    JSON_CAP = 768 + OUT_JSON * SIM_MAX_OUT + NODE_JSON * NODES_SHOWN,
+};
+
+/* ---- open-addressing tables (writes in flight, contributions) ----
+ * Entries start with a nonzero 64-bit key (0 marks an empty slot); a
+ * table has a power-of-two number of slots and is kept at most half full. */
+
+/* The home slot of key in a table of cap slots. */
+static size_t hash_slot(uint64_t key, size_t cap)
+{
+    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
+}
+
+static uint64_t key_at(const void *t, size_t elem, size_t i)
+{
+    uint64_t k;
+    memcpy(&k, (const char *)t + i * elem, sizeof k);
+    return k;
+}
+
+/* The slot holding key, or the empty slot where it goes. */
+static size_t table_find(const void *t, size_t cap, size_t elem, uint64_t key)
+{
+    size_t i = hash_slot(key, cap);
+    for (uint64_t k; (k = key_at(t, elem, i)) != 0 && k != key;)
+        i = (i + 1) & (cap - 1);
+    return i;
+}
+
+/* Makes room for one more entry (n entries now): returns t, or a table
+ * twice as large (from `first` slots) with the entries moved over, t freed. */
+static void *table_reserve(void *t, size_t *cap, size_t n, size_t elem, size_t first)
+{
+    if (2 * (n + 1) <= *cap)
+        return t;
+    size_t ocap = *cap, ncap = ocap ? ocap * 2 : first;
+    char *old = t, *nt = calloc(ncap, elem);
+    if (nt == NULL)
+        rt_oom(ncap * elem);
+    for (size_t i = 0; i < ocap; i++) {
+        uint64_t k = key_at(old, elem, i);
+        if (k != 0)
+            memcpy(nt + table_find(nt, ncap, elem, k) * elem, old + i * elem, elem);
+    }
+    free(old);
+    *cap = ncap;
+    return nt;
+}
+
+/* ---- contributions: per job, per node, constant cost per completion ---- */
+
+static void contrib_add(job_info *ji, uint64_t node, uint64_t items)
+{
+    if (node == 0)
+        return;
+    ji->by_node = table_reserve(ji->by_node, &ji->by_node_cap, ji->nby_node, sizeof *ji->by_node, 8);
+    contrib *c = &ji->by_node[table_find(ji->by_node, ji->by_node_cap, sizeof *c, node)];
+    if (c->node == 0) {
+        c->node = node;
+        ji->nby_node++;
+    }
+    c->chunks++;
+    c->items += items;
+}
+
+static int contrib_cmp(const void *a, const void *b)
+{
+    const contrib *x = a, *y = b;
+    if (x->items != y->items)
+        return x->items > y->items ? -1 : 1;
+    return x->node < y->node ? -1 : x->node > y->node;
+}
+
+/* The members "nodes":[{"node","chunks","items"}...] (the NODES_SHOWN
+ * largest) and "nodes_total", written at j + n; returns the new length.
+ * Sorting costs what the job's nodes number, at most four times a second. */
+static size_t nodes_json(const job_info *ji, char *j, size_t cap, size_t n)
+{
+    contrib *v = NULL;
+    size_t k = 0;
+    if (ji->nby_node > 0) {
+        v = malloc(ji->nby_node * sizeof *v);
+        if (v == NULL)
+            rt_oom(ji->nby_node * sizeof *v);
+        for (size_t i = 0; i < ji->by_node_cap; i++)
+            if (ji->by_node[i].node != 0)
+                v[k++] = ji->by_node[i];
+        qsort(v, k, sizeof *v, contrib_cmp);
+    }
+    n += (size_t)snprintf(j + n, cap - n, "\"nodes\":[");
+    for (size_t i = 0; i < k && i < NODES_SHOWN; i++)
+        n += (size_t)snprintf(j + n, cap - n, "%s{\"node\":%" PRIu64 ",\"chunks\":%" PRIu64 ",\"items\":%" PRIu64 "}",
+            i ? "," : "", v[i].node, v[i].chunks, v[i].items);
+    n += (size_t)snprintf(j + n, cap - n, "],\"nodes_total\":%zu", k);
+    free(v);
+    return n;
+}
+
 
 /* The job's result as JSON: state, items, and each output's statistics. */
 static char *result_json(sched *s, uint64_t job)
@@ -254,6 +371,8 @@ static char *result_json(sched *s, uint64_t job)
     size_t n = (size_t)snprintf(j, JSON_CAP, "{\"state\":\"%s\",\"items_done\":%" PRIu64 ",\"items_failed\":%" PRIu64 ",",
         state_name(st.state), st.done_items, st.failed_items);
     n = outputs_json(ji, &st, j, JSON_CAP, n);
+    n += (size_t)snprintf(j + n, JSON_CAP - n, ",");
+    n = nodes_json(ji, j, JSON_CAP, n);
     snprintf(j + n, JSON_CAP - n, "}");
     return j;
 }
@@ -283,7 +402,9 @@ static void emit_progress(sched *s, job_info *ji, uint64_t now)
         ",\"items_per_s\":%.0f,",
         st.items, st.done_items, st.failed_items, st.inflight_items, st.inflight_claims, st.chunks_accepted,
         st.chunks_failed, st.reclaims, ji->items_per_s);
-    outputs_json(ji, &st, j, JSON_CAP, n);
+    n = outputs_json(ji, &st, j, JSON_CAP, n);
+    n += (size_t)snprintf(j + n, JSON_CAP - n, ",");
+    nodes_json(ji, j, JSON_CAP, n);
     emit(s, "job.progress", ji->id, j);
 }
 
@@ -302,6 +423,7 @@ static void forget_job(sched *s, uint64_t id)
     sc_job_forget(s->l, id);
     for (size_t i = 0; i < s->njobs; i++)
         if (s->jobs[i].id == id) {
+            free(s->jobs[i].by_node);
             s->jobs[i] = s->jobs[--s->njobs];
             break;
         }
@@ -325,28 +447,13 @@ static void barrier_done(sched *s, int b, bool ok)
 
 static size_t wslot_of(const sched *s, int64_t req)
 {
-    return (size_t)(((uint64_t)req * 0x9E3779B97F4A7C15ull) >> 32) & (s->writes_cap - 1);
+    return hash_slot((uint64_t)req, s->writes_cap);
 }
 
 static void writes_put(sched *s, int64_t req, int b)
 {
-    if (2 * (s->nwrites + 1) > s->writes_cap) { /* at most half full */
-        wslot *old = s->writes;
-        size_t ocap = s->writes_cap;
-        s->writes_cap = ocap ? ocap * 2 : 64;
-        s->writes = calloc(s->writes_cap, sizeof *s->writes);
-        if (s->writes == NULL)
-            rt_oom(s->writes_cap * sizeof *s->writes);
-        s->nwrites = 0;
-        for (size_t i = 0; i < ocap; i++)
-            if (old[i].req != 0)
-                writes_put(s, old[i].req, old[i].barrier);
-        free(old);
-    }
-    size_t i = wslot_of(s, req);
-    while (s->writes[i].req != 0)
-        i = (i + 1) & (s->writes_cap - 1);
-    s->writes[i] = (wslot){ req, b };
+    s->writes = table_reserve(s->writes, &s->writes_cap, s->nwrites, sizeof *s->writes, 64);
+    s->writes[table_find(s->writes, s->writes_cap, sizeof *s->writes, (uint64_t)req)] = (wslot){ req, b };
     s->nwrites++;
 }
 
@@ -791,6 +898,7 @@ static void on_complete(rt_actor *self, sched *s, rt_msg *m)
     cd_complete *c = (cd_complete *)m;
     sc_outcome outcome = SC_STALE;
     bool done = false;
+    size_t before = s->nout;
     int rc = sc_complete(s->l, c->job, c->chunk, c->token, c->node, c->result, c->len, now_ms(), &outcome, &done);
     if (rc == SC_ENOJOB) { /* ended and forgotten */
         reply_completed(m, 0, SC_STALE, false);
@@ -804,8 +912,15 @@ static void on_complete(rt_actor *self, sched *s, rt_msg *m)
     rt_take(self, m);
     if (outcome == SC_ACCEPTED) {
         job_info *ji = (job_info *)info_of(s, c->job);
-        if (ji != NULL)
+        if (ji != NULL) {
             ji->dirty = true;
+            /* the ACCEPT record this call added says how many items */
+            for (size_t i = before; i < s->nout; i++)
+                if (s->out[i].rec.type == SC_REC_ACCEPT && s->out[i].rec.job == c->job) {
+                    contrib_add(ji, c->node, s->out[i].rec.count);
+                    break;
+                }
+        }
         flush(s, m, outcome, done); /* answered when its writes are committed */
         return;
     }
@@ -895,6 +1010,8 @@ static void finalize(rt_actor *self)
         free(s->out[i].result);
     free(s->out);
     free(s->ops);
+    for (size_t i = 0; i < s->njobs; i++)
+        free(s->jobs[i].by_node);
     free(s->jobs);
     free(s->bfree);
     free(s->writes);

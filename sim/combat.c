@@ -9,11 +9,54 @@
 #include "sim/combat_dev.h"
 #include "sim/sim_int.h"
 
-static const char *const fields[] = { "power", "crit", "haste", "mastery", "versatility",
-    "fight_length", "fight_variation", "crit_multiplier", "proc_chance", "proc_resets",
-    "abilities", "stat_weights", "delta", "hist", NULL };
-static const char *const ability_fields[] = { "name", "coefficient", "cooldown", "cast_time",
-    "gcd", "mastery", "hasted_cooldown", NULL };
+/* An ability's fields, then the character's (docs/kernels.md). */
+enum { A_NAME, A_COEF, A_COOLDOWN, A_CAST, A_GCD, A_MASTERY, A_HASTED, A_COUNT };
+static const sim__param ability_table[A_COUNT] = {
+    [A_NAME] = { .name = "name", .type = SIM__P_STRING, .dflt_text = "none",
+        .help = "a name, for proc_resets" },
+    [A_COEF] = { .name = "coefficient", .type = SIM__P_NUMBER, .required = true, .lo = 0, .hi = 1000.0,
+        .help = "damage per hit in units of power" },
+    [A_COOLDOWN] = { .name = "cooldown", .type = SIM__P_NUMBER, .lo = 0, .hi = 3600.0, .help = "seconds" },
+    [A_CAST] = { .name = "cast_time", .type = SIM__P_NUMBER, .lo = 0, .hi = 60.0,
+        .help = "seconds; 0 is instant" },
+    [A_GCD] = { .name = "gcd", .type = SIM__P_BOOL, .dflt = 1,
+        .help = "triggers and waits for the global cooldown" },
+    [A_MASTERY] = { .name = "mastery", .type = SIM__P_BOOL, .help = "mastery raises its damage" },
+    [A_HASTED] = { .name = "hasted_cooldown", .type = SIM__P_BOOL, .help = "haste shortens its cooldown" },
+};
+
+enum { P_POWER, P_CRIT, P_HASTE, P_MASTERY, P_VERS, P_LENGTH, P_VARIATION, P_CRIT_MULT, P_PROC_CHANCE,
+    P_PROC_RESETS, P_ABILITIES, P_STAT_WEIGHTS, P_DELTA, P_HIST, P_COUNT };
+static const sim__param params_table[P_COUNT] = {
+    [P_POWER] = { .name = "power", .type = SIM__P_NUMBER, .required = true, .lo_open = true, .lo = 0,
+        .hi = 1e6, .help = "every hit is coefficient * power * multipliers" },
+    [P_CRIT] = { .name = "crit", .type = SIM__P_NUMBER, .lo = 0, .hi = 17000.0,
+        .help = "rating: crit chance 0.05 + crit/18000" },
+    [P_HASTE] = { .name = "haste", .type = SIM__P_NUMBER, .lo = 0, .hi = 100000.0,
+        .help = "rating: casts and hasted cooldowns / (1 + haste/17000)" },
+    [P_MASTERY] = { .name = "mastery", .type = SIM__P_NUMBER, .lo = 0, .hi = 100000.0,
+        .help = "rating: mastery abilities * (1.08 + mastery/18000)" },
+    [P_VERS] = { .name = "versatility", .type = SIM__P_NUMBER, .lo = 0, .hi = 100000.0,
+        .help = "rating: all damage * (1 + versatility/20500)" },
+    [P_LENGTH] = { .name = "fight_length", .type = SIM__P_NUMBER, .lo = 10.0, .hi = 3600.0, .dflt = 300.0,
+        .help = "mean fight length in seconds" },
+    [P_VARIATION] = { .name = "fight_variation", .type = SIM__P_NUMBER, .lo = 0, .hi = 0.5, .dflt = 0.2,
+        .help = "fight length varies by up to this fraction" },
+    [P_CRIT_MULT] = { .name = "crit_multiplier", .type = SIM__P_NUMBER, .lo = 1.0, .hi = 10.0, .dflt = 2.0,
+        .help = "damage of a crit" },
+    [P_PROC_CHANCE] = { .name = "proc_chance", .type = SIM__P_NUMBER, .lo = 0, .hi = 1.0,
+        .help = "after each cast, the chance to reset proc_resets' cooldown" },
+    [P_PROC_RESETS] = { .name = "proc_resets", .type = SIM__P_STRING, .dflt_text = "none",
+        .help = "the name of the ability a proc makes ready" },
+    [P_ABILITIES] = { .name = "abilities", .type = SIM__P_LIST, .required = true, .lo = 1, .hi = SIM_CB_MAXAB,
+        .fields = ability_table, .nfields = A_COUNT, .help = "the priority list, first is most wanted" },
+    [P_STAT_WEIGHTS] = { .name = "stat_weights", .type = SIM__P_BOOL,
+        .help = "adds the outputs w_power, w_crit, w_haste, w_mastery, w_versatility" },
+    [P_DELTA] = { .name = "delta", .type = SIM__P_NUMBER, .lo_open = true, .lo = 0, .hi = 10000.0, .dflt = 100.0,
+        .help = "rating step of the stat weights" },
+    [P_HIST] = { .name = "hist", .type = SIM__P_RANGE, .dflt_text = "[0, 2 max coefficient * power * crit multiplier)",
+        .help = "histogram range [lo, hi] of dps" },
+};
 static const char *const out_names[] = { "dps", "w_power", "w_crit", "w_haste", "w_mastery",
     "w_versatility" };
 
@@ -51,20 +94,21 @@ static int parse_ability(sim__pctx *parent, const msgpack_object *o, int i, sim_
     snprintf(prefix, sizeof prefix, "abilities[%d].", i);
     sim__pctx c = { o, prefix, parent->err, parent->errlen };
     if (o->type != MSGPACK_OBJECT_MAP)
-        return sim__param_fail(parent, "abilities", "entry %d must be an object", i);
-    if ((rc = sim__param_known(&c, ability_fields)) != 0 ||
-        (rc = sim__param_num(&c, "coefficient", &ab->coef, 0.0, false, 1000.0, true, 0)) != 0 ||
-        (rc = sim__param_num(&c, "cooldown", &ab->cooldown, 0.0, false, 3600.0, false, 0.0)) != 0 ||
-        (rc = sim__param_num(&c, "cast_time", &ab->cast, 0.0, false, 60.0, false, 0.0)) != 0 ||
-        (rc = sim__param_bool(&c, "gcd", &gcd, true)) != 0 ||
-        (rc = sim__param_bool(&c, "mastery", &mastery, false)) != 0 ||
-        (rc = sim__param_bool(&c, "hasted_cooldown", &hasted, false)) != 0)
+        return sim__param_fail(parent, params_table[P_ABILITIES].name, "entry %d must be an object", i);
+    const sim__param *t = ability_table;
+    if ((rc = sim__param_known(&c, t, A_COUNT)) != 0 ||
+        (rc = sim__param_num(&c, &t[A_COEF], &ab->coef)) != 0 ||
+        (rc = sim__param_num(&c, &t[A_COOLDOWN], &ab->cooldown)) != 0 ||
+        (rc = sim__param_num(&c, &t[A_CAST], &ab->cast)) != 0 ||
+        (rc = sim__param_bool(&c, &t[A_GCD], &gcd)) != 0 ||
+        (rc = sim__param_bool(&c, &t[A_MASTERY], &mastery)) != 0 ||
+        (rc = sim__param_bool(&c, &t[A_HASTED], &hasted)) != 0)
         return rc;
-    *name = sim__param_get(&c, "name");
+    *name = sim__param_get(&c, t[A_NAME].name);
     if (*name != NULL && ((*name)->type != MSGPACK_OBJECT_STR || (*name)->via.str.size == 0))
-        return sim__param_fail(&c, "name", "must be a non-empty string");
+        return sim__param_fail(&c, t[A_NAME].name, "must be a non-empty string");
     if (!gcd && ab->cast < 0.1 && ab->cooldown < 0.1)
-        return sim__param_fail(&c, "cooldown",
+        return sim__param_fail(&c, t[A_COOLDOWN].name,
             "an ability off the global cooldown with no cast time needs a cooldown of at least 0.1 s");
     ab->gcd = gcd;
     ab->mastery = mastery;
@@ -79,42 +123,43 @@ static int combat_parse(sim__pctx *c, void *params, sim_job *job)
     bool sw;
     int rc;
 
-    if ((rc = sim__param_known(c, fields)) != 0 ||
-        (rc = sim__param_num(c, "power", &p->stats[0], 0.0, true, 1e6, true, 0)) != 0 ||
-        (rc = sim__param_num(c, "crit", &p->stats[1], 0.0, false, 17000.0, false, 0.0)) != 0 ||
-        (rc = sim__param_num(c, "haste", &p->stats[2], 0.0, false, 100000.0, false, 0.0)) != 0 ||
-        (rc = sim__param_num(c, "mastery", &p->stats[3], 0.0, false, 100000.0, false, 0.0)) != 0 ||
-        (rc = sim__param_num(c, "versatility", &p->stats[4], 0.0, false, 100000.0, false, 0.0)) != 0 ||
-        (rc = sim__param_num(c, "fight_length", &p->fight_len, 10.0, false, 3600.0, false, 300.0)) != 0 ||
-        (rc = sim__param_num(c, "fight_variation", &p->fight_var, 0.0, false, 0.5, false, 0.2)) != 0 ||
-        (rc = sim__param_num(c, "crit_multiplier", &p->crit_mult, 1.0, false, 10.0, false, 2.0)) != 0 ||
-        (rc = sim__param_num(c, "proc_chance", &p->proc_chance, 0.0, false, 1.0, false, 0.0)) != 0 ||
-        (rc = sim__param_bool(c, "stat_weights", &sw, false)) != 0 ||
-        (rc = sim__param_num(c, "delta", &p->delta, 0.0, true, 10000.0, false, 100.0)) != 0)
+    const sim__param *t = params_table;
+    if ((rc = sim__param_known(c, t, P_COUNT)) != 0)
+        return rc;
+    for (int s = 0; s < SIM_CB_NSTAT; s++) /* power, crit, haste, mastery, versatility */
+        if ((rc = sim__param_num(c, &t[P_POWER + s], &p->stats[s])) != 0)
+            return rc;
+    if ((rc = sim__param_num(c, &t[P_LENGTH], &p->fight_len)) != 0 ||
+        (rc = sim__param_num(c, &t[P_VARIATION], &p->fight_var)) != 0 ||
+        (rc = sim__param_num(c, &t[P_CRIT_MULT], &p->crit_mult)) != 0 ||
+        (rc = sim__param_num(c, &t[P_PROC_CHANCE], &p->proc_chance)) != 0 ||
+        (rc = sim__param_bool(c, &t[P_STAT_WEIGHTS], &sw)) != 0 ||
+        (rc = sim__param_num(c, &t[P_DELTA], &p->delta)) != 0)
         return rc;
 
-    const msgpack_object *abs = sim__param_get(c, "abilities");
+    const sim__param *ta = &t[P_ABILITIES];
+    const msgpack_object *abs = sim__param_get(c, ta->name);
     if (abs == NULL)
-        return sim__param_fail(c, "abilities", "missing; a list of 1 to %d abilities in priority order is required",
-            SIM_CB_MAXAB);
-    if (abs->type != MSGPACK_OBJECT_ARRAY || abs->via.array.size < 1 || abs->via.array.size > SIM_CB_MAXAB)
-        return sim__param_fail(c, "abilities", "must be a list of 1 to %d abilities in priority order",
-            SIM_CB_MAXAB);
+        return sim__param_fail(c, ta->name, "missing; a list of %g to %g abilities in priority order is required",
+            ta->lo, ta->hi);
+    if (abs->type != MSGPACK_OBJECT_ARRAY || abs->via.array.size < ta->lo || abs->via.array.size > ta->hi)
+        return sim__param_fail(c, ta->name, "must be a list of %g to %g abilities in priority order", ta->lo,
+            ta->hi);
     p->nab = abs->via.array.size;
     for (int i = 0; i < (int)p->nab; i++)
         if ((rc = parse_ability(c, &abs->via.array.ptr[i], i, &p->ab[i], &names[i])) != 0)
             return rc;
 
     p->proc_resets = -1;
-    const msgpack_object *pr = sim__param_get(c, "proc_resets");
+    const msgpack_object *pr = sim__param_get(c, t[P_PROC_RESETS].name);
     if (pr != NULL && pr->type != MSGPACK_OBJECT_NIL) {
         if (pr->type != MSGPACK_OBJECT_STR)
-            return sim__param_fail(c, "proc_resets", "must be the name of an ability");
+            return sim__param_fail(c, t[P_PROC_RESETS].name, "must be the name of an ability");
         for (int i = 0; i < (int)p->nab && p->proc_resets < 0; i++)
             if (names[i] != NULL && str_is(names[i], pr->via.str.ptr, pr->via.str.size))
                 p->proc_resets = i;
         if (p->proc_resets < 0)
-            return sim__param_fail(c, "proc_resets", "names no ability (give the abilities names)");
+            return sim__param_fail(c, t[P_PROC_RESETS].name, "names no ability (give the abilities names)");
     }
 
     p->max_casts = 100000;
@@ -141,18 +186,18 @@ static int combat_parse(sim__pctx *c, void *params, sim_job *job)
     double hit = best * top.power * top.mult * top.mastery * p->crit_mult;
     double bound = hit * 16.0 * (double)p->nab + 1.0;
     double hist_lo = 0.0, hist_hi = 2.0 * best * p->stats[0] * p->crit_mult + 1.0;
-    if ((rc = sim__param_range(c, "hist", &hist_lo, &hist_hi)) != 0)
+    if ((rc = sim__param_range(c, &t[P_HIST], &hist_lo, &hist_hi)) != 0)
         return rc;
     job->nout = (int)p->nout;
     job->out_name[0] = out_names[0];
     if (sim_layout_make(&job->layout[0], bound, hist_lo, hist_hi) != 0)
-        return sim__param_fail(c, "hist", "gives an unusable histogram range");
+        return sim__param_fail(c, t[P_HIST].name, "gives an unusable histogram range");
     for (int s = 0; s < (sw ? SIM_CB_NSTAT : 0); s++) {
         job->out_name[1 + s] = out_names[1 + s];
         double wb = bound / p->delta + 1.0;
         double wr = 4.0 * best * p->crit_mult + 1.0;
         if (sim_layout_make(&job->layout[1 + s], wb, -wr, wr) != 0)
-            return sim__param_fail(c, "delta", "too small for the stat weights' range");
+            return sim__param_fail(c, t[P_DELTA].name, "too small for the stat weights' range");
     }
     return 0;
 }
@@ -184,6 +229,9 @@ static void combat_run_cpu(const sim_job *job, uint64_t first, uint64_t count, s
 
 const sim_kernel sim__combat_kernel = {
     .name = "combat",
+    .help = "a rotation and damage simulation; an item is one fight, its output damage per second",
+    .params = params_table,
+    .nparams = P_COUNT,
     .params_size = sizeof(sim_combat_params),
     .parse = combat_parse,
     .run_cpu = combat_run_cpu,

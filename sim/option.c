@@ -16,12 +16,42 @@
 #include "sim/option_dev.h"
 #include "sim/sim_int.h"
 
-static const char *const fields[] = { "style", "type", "S0", "K", "r", "q", "sigma", "T",
-    "steps", "barrier", "barrier_type", "antithetic", "greeks", "hist", NULL };
 static const char *const styles[] = { "european", "asian_arithmetic", "asian_geometric",
     "barrier", NULL };
 static const char *const types[] = { "call", "put", NULL };
 static const char *const barrier_types[] = { "up_out", "up_in", "down_out", "down_in", NULL };
+
+/* The parameters (docs/kernels.md), in the order a form shows them. */
+enum { P_STYLE, P_TYPE, P_S0, P_K, P_R, P_Q, P_SIGMA, P_T, P_STEPS, P_BARRIER, P_BARRIER_TYPE,
+    P_ANTITHETIC, P_GREEKS, P_HIST, P_COUNT };
+static const sim__param params_table[P_COUNT] = {
+    [P_STYLE] = { .name = "style", .type = SIM__P_ENUM, .values = styles, .dflt = SIM_OPT_EUROPEAN,
+        .help = "payoff on the final price, an arithmetic or geometric average, or with a barrier" },
+    [P_TYPE] = { .name = "type", .type = SIM__P_ENUM, .values = types, .help = "call or put" },
+    [P_S0] = { .name = "S0", .type = SIM__P_NUMBER, .required = true, .lo_open = true, .lo = 0, .hi = 1e6,
+        .help = "spot price of the underlying" },
+    [P_K] = { .name = "K", .type = SIM__P_NUMBER, .required = true, .lo_open = true, .lo = 0, .hi = 1e6,
+        .help = "strike" },
+    [P_R] = { .name = "r", .type = SIM__P_NUMBER, .lo = -0.5, .hi = 1.0,
+        .help = "risk-free rate per year, continuously compounded" },
+    [P_Q] = { .name = "q", .type = SIM__P_NUMBER, .lo = -0.5, .hi = 1.0, .help = "dividend yield per year" },
+    [P_SIGMA] = { .name = "sigma", .type = SIM__P_NUMBER, .required = true, .lo_open = true, .lo = 0, .hi = 5.0,
+        .help = "volatility per year; sigma * sqrt(T) must be at most 3" },
+    [P_T] = { .name = "T", .type = SIM__P_NUMBER, .required = true, .lo_open = true, .lo = 0, .hi = 100.0,
+        .help = "maturity in years" },
+    [P_STEPS] = { .name = "steps", .type = SIM__P_INTEGER, .lo = 1, .hi = 100000, .dflt = 1,
+        .help = "time steps: monitoring or fixing dates" },
+    [P_BARRIER] = { .name = "barrier", .type = SIM__P_NUMBER, .required = true, .lo_open = true, .lo = 0,
+        .hi = 1e7, .when_field = "style", .when_value = "barrier", .help = "barrier level" },
+    [P_BARRIER_TYPE] = { .name = "barrier_type", .type = SIM__P_ENUM, .required = true, .values = barrier_types,
+        .when_field = "style", .when_value = "barrier", .help = "knocked out or in, from above or below" },
+    [P_ANTITHETIC] = { .name = "antithetic", .type = SIM__P_BOOL,
+        .help = "an item is the pair (z, -z), its value the pair's mean" },
+    [P_GREEKS] = { .name = "greeks", .type = SIM__P_BOOL,
+        .help = "adds the outputs delta, vega, rho and theta" },
+    [P_HIST] = { .name = "hist", .type = SIM__P_RANGE, .dflt_text = "[0, 2 max(S0, K))",
+        .help = "histogram range [lo, hi] of the price" },
+};
 static const char *const greek_names[] = { "price", "delta", "vega", "rho", "theta" };
 
 /* Market inputs of one scenario turned into what the paths use, with the
@@ -44,25 +74,26 @@ static int option_parse(sim__pctx *c, void *params, sim_job *job)
     bool anti, greeks;
     double hist_lo = 0.0, hist_hi;
 
-    if ((rc = sim__param_known(c, fields)) != 0 ||
-        (rc = sim__param_enum(c, "style", styles, &style, false, SIM_OPT_EUROPEAN)) != 0 ||
-        (rc = sim__param_enum(c, "type", types, &type, false, 0)) != 0 ||
-        (rc = sim__param_num(c, "S0", &p->s0, 0.0, true, 1e6, true, 0)) != 0 ||
-        (rc = sim__param_num(c, "K", &p->k, 0.0, true, 1e6, true, 0)) != 0 ||
-        (rc = sim__param_num(c, "r", &p->r, -0.5, false, 1.0, false, 0.0)) != 0 ||
-        (rc = sim__param_num(c, "q", &p->q, -0.5, false, 1.0, false, 0.0)) != 0 ||
-        (rc = sim__param_num(c, "sigma", &p->sigma, 0.0, true, 5.0, true, 0)) != 0 ||
-        (rc = sim__param_num(c, "T", &p->t, 0.0, true, 100.0, true, 0)) != 0 ||
-        (rc = sim__param_int(c, "steps", &p->steps, 1, 100000, false, 1)) != 0 ||
-        (rc = sim__param_bool(c, "antithetic", &anti, false)) != 0 ||
-        (rc = sim__param_bool(c, "greeks", &greeks, false)) != 0)
+    const sim__param *t = params_table;
+    if ((rc = sim__param_known(c, t, P_COUNT)) != 0 ||
+        (rc = sim__param_enum(c, &t[P_STYLE], &style)) != 0 ||
+        (rc = sim__param_enum(c, &t[P_TYPE], &type)) != 0 ||
+        (rc = sim__param_num(c, &t[P_S0], &p->s0)) != 0 ||
+        (rc = sim__param_num(c, &t[P_K], &p->k)) != 0 ||
+        (rc = sim__param_num(c, &t[P_R], &p->r)) != 0 ||
+        (rc = sim__param_num(c, &t[P_Q], &p->q)) != 0 ||
+        (rc = sim__param_num(c, &t[P_SIGMA], &p->sigma)) != 0 ||
+        (rc = sim__param_num(c, &t[P_T], &p->t)) != 0 ||
+        (rc = sim__param_int(c, &t[P_STEPS], &p->steps)) != 0 ||
+        (rc = sim__param_bool(c, &t[P_ANTITHETIC], &anti)) != 0 ||
+        (rc = sim__param_bool(c, &t[P_GREEKS], &greeks)) != 0)
         return rc;
     if (style == SIM_OPT_BARRIER) {
-        if ((rc = sim__param_num(c, "barrier", &p->barrier, 0.0, true, 1e7, true, 0)) != 0 ||
-            (rc = sim__param_enum(c, "barrier_type", barrier_types, &bt, true, 0)) != 0)
+        if ((rc = sim__param_num(c, &t[P_BARRIER], &p->barrier)) != 0 ||
+            (rc = sim__param_enum(c, &t[P_BARRIER_TYPE], &bt)) != 0)
             return rc;
-    } else if (sim__param_get(c, "barrier") != NULL || sim__param_get(c, "barrier_type") != NULL) {
-        return sim__param_fail(c, sim__param_get(c, "barrier") ? "barrier" : "barrier_type",
+    } else if (sim__param_get(c, t[P_BARRIER].name) != NULL || sim__param_get(c, t[P_BARRIER_TYPE].name) != NULL) {
+        return sim__param_fail(c, t[sim__param_get(c, t[P_BARRIER].name) ? P_BARRIER : P_BARRIER_TYPE].name,
             "only allowed with \"style\": \"barrier\"");
     }
     /* Payoffs up to an 8-sigma move must fit the 56-bit fixed point with
@@ -73,7 +104,7 @@ static int option_parse(sim__pctx *c, void *params, sim_job *job)
             "sigma * sqrt(T) must be at most 3 (the statistics' fixed-point range), got %g",
             p->sigma * sim_sqrt(p->t));
     hist_hi = 2.0 * (p->s0 > p->k ? p->s0 : p->k);
-    if ((rc = sim__param_range(c, "hist", &hist_lo, &hist_hi)) != 0)
+    if ((rc = sim__param_range(c, &t[P_HIST], &hist_lo, &hist_hi)) != 0)
         return rc;
 
     p->style = style;
@@ -151,6 +182,9 @@ static SIM_CPU_CLONES void option_run_cpu(const sim_job *job, uint64_t first, ui
 
 const sim_kernel sim__option_kernel = {
     .name = "option",
+    .help = "European, Asian and barrier options under geometric Brownian motion; an item is a path",
+    .params = params_table,
+    .nparams = P_COUNT,
     .params_size = sizeof(sim_option_params),
     .parse = option_parse,
     .run_cpu = option_run_cpu,

@@ -40,14 +40,14 @@ const msgpack_object *sim__param_get(const sim__pctx *c, const char *field)
     return NULL;
 }
 
-int sim__param_known(const sim__pctx *c, const char *const *fields)
+int sim__param_known(const sim__pctx *c, const sim__param *table, size_t n)
 {
     const msgpack_object_map *m = &c->map->via.map;
     for (uint32_t i = 0; i < m->size; i++) {
         const msgpack_object *k = &m->ptr[i].key;
         bool ok = false;
-        for (const char *const *f = fields; *f != NULL && !ok; f++)
-            ok = key_is(k, *f);
+        for (size_t f = 0; f < n && !ok; f++)
+            ok = key_is(k, table[f].name);
         if (ok)
             continue;
         char name[48] = "?";
@@ -56,11 +56,11 @@ int sim__param_known(const sim__pctx *c, const char *const *fields)
                 k->via.str.ptr);
         char list[400] = "";
         size_t used = 0;
-        for (const char *const *f = fields; *f != NULL && used < sizeof list; f++) {
-            int n = snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", *f);
-            if (n < 0)
+        for (size_t f = 0; f < n && used < sizeof list; f++) {
+            int w = snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", table[f].name);
+            if (w < 0)
                 break;
-            used += (size_t)n;
+            used += (size_t)w;
         }
         return sim__param_fail(c, name, "unknown field (known fields: %s)", list);
     }
@@ -78,16 +78,18 @@ static bool as_number(const msgpack_object *o, double *out)
     }
 }
 
-int sim__param_num(const sim__pctx *c, const char *field, double *out, double lo, bool lo_open,
-    double hi, bool required, double dflt)
+int sim__param_num(const sim__pctx *c, const sim__param *d, double *out)
 {
+    const char *field = d->name;
+    const double lo = d->lo, hi = d->hi;
+    const bool lo_open = d->lo_open;
     const msgpack_object *o = sim__param_get(c, field);
     double v;
     if (o == NULL) {
-        if (required)
+        if (d->required)
             return sim__param_fail(c, field, "missing; a number in %s%.10g, %.10g] is required",
                 lo_open ? "(" : "[", lo, hi);
-        *out = dflt;
+        *out = d->dflt;
         return 0;
     }
     if (!as_number(o, &v) || !isfinite(v))
@@ -100,16 +102,17 @@ int sim__param_num(const sim__pctx *c, const char *field, double *out, double lo
     return 0;
 }
 
-int sim__param_int(const sim__pctx *c, const char *field, int64_t *out, int64_t lo, int64_t hi,
-    bool required, int64_t dflt)
+int sim__param_int(const sim__pctx *c, const sim__param *d, int64_t *out)
 {
+    const char *field = d->name;
+    const int64_t lo = (int64_t)d->lo, hi = (int64_t)d->hi;
     const msgpack_object *o = sim__param_get(c, field);
     int64_t v;
     if (o == NULL) {
-        if (required)
+        if (d->required)
             return sim__param_fail(c, field, "missing; an integer in [%" PRId64 ", %" PRId64 "] is required",
                 lo, hi);
-        *out = dflt;
+        *out = (int64_t)d->dflt;
         return 0;
     }
     if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
@@ -132,22 +135,23 @@ int sim__param_int(const sim__pctx *c, const char *field, int64_t *out, int64_t 
     return 0;
 }
 
-int sim__param_bool(const sim__pctx *c, const char *field, bool *out, bool dflt)
+int sim__param_bool(const sim__pctx *c, const sim__param *d, bool *out)
 {
-    const msgpack_object *o = sim__param_get(c, field);
+    const msgpack_object *o = sim__param_get(c, d->name);
     if (o == NULL) {
-        *out = dflt;
+        *out = d->dflt != 0.0;
         return 0;
     }
     if (o->type != MSGPACK_OBJECT_BOOLEAN)
-        return sim__param_fail(c, field, "must be true or false");
+        return sim__param_fail(c, d->name, "must be true or false");
     *out = o->via.boolean;
     return 0;
 }
 
-int sim__param_enum(const sim__pctx *c, const char *field, const char *const *names, int *out,
-    bool required, int dflt)
+int sim__param_enum(const sim__pctx *c, const sim__param *d, int *out)
 {
+    const char *field = d->name;
+    const char *const *names = d->values;
     const msgpack_object *o = sim__param_get(c, field);
     char list[200] = "";
     size_t used = 0;
@@ -158,9 +162,9 @@ int sim__param_enum(const sim__pctx *c, const char *field, const char *const *na
         used += (size_t)k;
     }
     if (o == NULL) {
-        if (required)
+        if (d->required)
             return sim__param_fail(c, field, "missing; one of %s is required", list);
-        *out = dflt;
+        *out = (int)d->dflt;
         return 0;
     }
     if (o->type == MSGPACK_OBJECT_STR)
@@ -172,8 +176,9 @@ int sim__param_enum(const sim__pctx *c, const char *field, const char *const *na
     return sim__param_fail(c, field, "must be one of %s", list);
 }
 
-int sim__param_range(const sim__pctx *c, const char *field, double *lo, double *hi)
+int sim__param_range(const sim__pctx *c, const sim__param *d, double *lo, double *hi)
 {
+    const char *field = d->name;
     const msgpack_object *h = sim__param_get(c, field);
     double v[2];
     if (h == NULL)

@@ -2,6 +2,7 @@
  * registry.c — the kernel table, jobs (a kernel, its parsed parameters and
  * a seed) and the CPU backend's entry point.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,116 @@ const char *sim_kernel_name(const sim_kernel *k)
 {
     return k->name;
 }
+
+/* ---- descriptions ---------------------------------------------------------------- */
+
+/* Text appended to a bounded buffer; n counts what the whole text needs. */
+typedef struct jtext {
+    char *buf;
+    size_t cap, n;
+} jtext;
+
+static void __attribute__((format(printf, 2, 3))) put(jtext *j, const char *fmt, ...)
+{
+    char spare[1];
+    bool room = j->n < j->cap;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(room ? j->buf + j->n : spare, room ? j->cap - j->n : sizeof spare, fmt, ap);
+    va_end(ap);
+    if (k > 0)
+        j->n += (size_t)k;
+}
+
+/* A JSON string; the texts are ours, but quotes and control bytes are
+ * escaped all the same. */
+static void put_str(jtext *j, const char *s)
+{
+    put(j, "\"");
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            put(j, "\\%c", *c);
+        else if (*c < 0x20)
+            put(j, "\\u%04x", *c);
+        else
+            put(j, "%c", *c);
+    }
+    put(j, "\"");
+}
+
+static void put_params(jtext *j, const sim__param *t, size_t n)
+{
+    static const char *const types[] = { "number", "integer", "bool", "enum", "range", "string", "list" };
+    put(j, "[");
+    for (size_t i = 0; i < n; i++) {
+        const sim__param *d = &t[i];
+        put(j, "%s{\"name\":", i ? "," : "");
+        put_str(j, d->name);
+        put(j, ",\"type\":\"%s\",\"required\":%s", types[d->type], d->required ? "true" : "false");
+        switch (d->type) {
+        case SIM__P_NUMBER:
+        case SIM__P_INTEGER:
+            put(j, ",\"min\":%.15g,\"min_exclusive\":%s,\"max\":%.15g", d->lo, d->lo_open ? "true" : "false", d->hi);
+            if (!d->required)
+                put(j, ",\"default\":%.15g", d->dflt);
+            break;
+        case SIM__P_BOOL: put(j, ",\"default\":%s", d->dflt != 0.0 ? "true" : "false"); break;
+        case SIM__P_ENUM:
+            put(j, ",\"values\":[");
+            for (int v = 0; d->values[v] != NULL; v++) {
+                put(j, "%s", v ? "," : "");
+                put_str(j, d->values[v]);
+            }
+            put(j, "]");
+            if (!d->required) {
+                put(j, ",\"default\":");
+                put_str(j, d->values[(int)d->dflt]);
+            }
+            break;
+        case SIM__P_LIST:
+            put(j, ",\"min_items\":%.15g,\"max_items\":%.15g,\"fields\":", d->lo, d->hi);
+            put_params(j, d->fields, d->nfields);
+            break;
+        case SIM__P_RANGE:
+        case SIM__P_STRING: break;
+        }
+        if (d->dflt_text != NULL) {
+            put(j, ",\"default_text\":");
+            put_str(j, d->dflt_text);
+        }
+        if (d->when_field != NULL) {
+            put(j, ",\"when\":{\"field\":");
+            put_str(j, d->when_field);
+            put(j, ",\"equals\":");
+            put_str(j, d->when_value);
+            put(j, "}");
+        }
+        put(j, ",\"help\":");
+        put_str(j, d->help != NULL ? d->help : "");
+        put(j, "}");
+    }
+    put(j, "]");
+}
+
+int sim_kernels_json(char *buf, size_t cap, size_t *len)
+{
+    jtext j = { buf, cap, 0 };
+    put(&j, "[");
+    for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
+        put(&j, "%s{\"name\":", i ? "," : "");
+        put_str(&j, kernels[i]->name);
+        put(&j, ",\"help\":");
+        put_str(&j, kernels[i]->help);
+        put(&j, ",\"params\":");
+        put_params(&j, kernels[i]->params, kernels[i]->nparams);
+        put(&j, "}");
+    }
+    put(&j, "]");
+    *len = j.n;
+    return j.n < cap ? 0 : SIM_ENOSPC;
+}
+
+/* ---- jobs ------------------------------------------------------------------------- */
 
 int sim_job_create(sim_job **out, const char *kernel, const void *params, size_t len,
     uint64_t seed, char *err, size_t errlen)

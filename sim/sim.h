@@ -108,6 +108,14 @@ const sim_kernel *sim_kernel_at(size_t i);
 const sim_kernel *sim_kernel_find(const char *name);
 const char *sim_kernel_name(const sim_kernel *k);
 
+/* Writes every kernel's description as one JSON array into buf (cap
+ * bytes, NUL-terminated): each kernel's name, a line of help and its
+ * parameters with their type, range, default, allowed values and help,
+ * from the same tables the parsers check against (docs/api.md,
+ * GET /api/kernels). *len gets the length the whole text needs, without
+ * the NUL, also when it did not fit: then it returns SIM_ENOSPC. */
+int sim_kernels_json(char *buf, size_t cap, size_t *len);
+
 /* The most items one run may cover, and the end of the item space. */
 #define SIM_MAX_ITEMS (UINT64_C(1) << 48)
 #define SIM_ITEM_END (UINT64_C(1) << 62)

@@ -9,6 +9,30 @@
 
 #include "sim/sim.h"
 
+/* One parameter of a kernel, as its parser checks it and as
+ * sim_kernels_json describes it. Each kernel keeps one table of these, so
+ * the ranges the parser enforces and the ones a form offers are the same
+ * numbers. */
+typedef enum sim__ptype {
+    SIM__P_NUMBER, SIM__P_INTEGER, SIM__P_BOOL, SIM__P_ENUM, SIM__P_RANGE, SIM__P_STRING, SIM__P_LIST
+} sim__ptype;
+
+typedef struct sim__param {
+    const char *name;
+    sim__ptype type;
+    bool required;              /* whenever it applies (see when_field) */
+    bool lo_open;               /* number: (lo, hi] instead of [lo, hi] */
+    double lo, hi;              /* number, integer: the range; list: entries */
+    double dflt;                /* number, integer, bool (0 or 1), enum (index) */
+    const char *const *values;  /* enum: the names, NULL-terminated */
+    const char *when_field;     /* applies only when this enum field ... */
+    const char *when_value;     /* ... has this value; NULL: always */
+    const struct sim__param *fields; /* list: the fields of each entry */
+    size_t nfields;
+    const char *dflt_text;      /* range, string: the default, in words */
+    const char *help;           /* one line for a form */
+} sim__param;
+
 /* Reading one msgpack map of parameters; errors go to err with the field's
  * full name (prefix + field). */
 typedef struct sim__pctx {
@@ -25,30 +49,32 @@ int sim__param_fail(const sim__pctx *c, const char *field, const char *fmt, ...)
 /* The value of field, or NULL when absent. */
 const msgpack_object *sim__param_get(const sim__pctx *c, const char *field);
 
-/* Rejects fields not in the NULL-terminated list, naming the allowed ones. */
-int sim__param_known(const sim__pctx *c, const char *const *fields);
+/* Rejects fields not in the table (n entries), naming the allowed ones. */
+int sim__param_known(const sim__pctx *c, const sim__param *table, size_t n);
 
-/* A number in [lo, hi] (or (lo, hi] when lo_open). Absent: dflt, or an
- * error when required. */
-int sim__param_num(const sim__pctx *c, const char *field, double *out, double lo, bool lo_open,
-    double hi, bool required, double dflt);
+/* Each reads the field d describes and checks it against d's range.
+ * Absent: d's default, or an error when d is required. */
+
+/* A number in [lo, hi] (or (lo, hi] when lo_open). */
+int sim__param_num(const sim__pctx *c, const sim__param *d, double *out);
 
 /* An integer in [lo, hi]. */
-int sim__param_int(const sim__pctx *c, const char *field, int64_t *out, int64_t lo, int64_t hi,
-    bool required, int64_t dflt);
+int sim__param_int(const sim__pctx *c, const sim__param *d, int64_t *out);
 
-int sim__param_bool(const sim__pctx *c, const char *field, bool *out, bool dflt);
+int sim__param_bool(const sim__pctx *c, const sim__param *d, bool *out);
+
+/* One of d->values; *out is its index. */
+int sim__param_enum(const sim__pctx *c, const sim__param *d, int *out);
 
 /* An optional [lo, hi] pair of numbers with lo < hi; absent: unchanged. */
-int sim__param_range(const sim__pctx *c, const char *field, double *lo, double *hi);
-
-/* One of the NULL-terminated names; *out is its index. */
-int sim__param_enum(const sim__pctx *c, const char *field, const char *const *names, int *out,
-    bool required, int dflt);
+int sim__param_range(const sim__pctx *c, const sim__param *d, double *lo, double *hi);
 
 /* A kernel: one C file (parser, layouts, CPU loop) and one *_dev.h. */
 struct sim_kernel {
     const char *name;
+    const char *help;           /* one line: what an item is, what it outputs */
+    const sim__param *params;   /* the parameter table the parser reads by */
+    size_t nparams;
     size_t params_size;
     /* Parses and validates params into *params (params_size bytes, zeroed)
      * and fills the job's outputs (nout, names, layouts). */

@@ -703,6 +703,41 @@ static int json_ok(const char *json, msgpack_object_type want)
     return ok;
 }
 
+/* The description comes from the tables the parsers check against: the
+ * ranges it states are the ones a submission meets. */
+Test(sim_params, description_is_json_with_the_parsers_ranges)
+{
+    size_t need = 0;
+    cr_assert_eq(sim_kernels_json(NULL, 0, &need), SIM_ENOSPC);
+    cr_assert_gt(need, 100);
+    char small[64];
+    size_t len = 0;
+    cr_assert_eq(sim_kernels_json(small, sizeof small, &len), SIM_ENOSPC);
+    cr_assert_eq(len, need);
+    cr_assert_eq(strlen(small), sizeof small - 1, "truncated text stays terminated");
+    char *text = malloc(need + 1);
+    cr_assert_not_null(text);
+    cr_assert_eq(sim_kernels_json(text, need + 1, &len), 0);
+    cr_assert_eq(len, need);
+    cr_assert_eq(strlen(text), need);
+    msgpack_sbuffer b;
+    msgpack_sbuffer_init(&b);
+    char err[160];
+    cr_assert_eq(sim_json_to_msgpack(text, len, &b, err, sizeof err), 0, "not JSON: %s", err);
+    msgpack_sbuffer_destroy(&b);
+    cr_assert(strstr(text, "{\"name\":\"sigma\",\"type\":\"number\",\"required\":true,\"min\":0,"
+                           "\"min_exclusive\":true,\"max\":5,") != NULL, "%s", text);
+    cr_assert(strstr(text, "\"name\":\"steps\",\"type\":\"integer\",\"required\":false,\"min\":1,"
+                           "\"min_exclusive\":false,\"max\":100000,\"default\":1,") != NULL);
+    cr_assert(strstr(text, "\"when\":{\"field\":\"style\",\"equals\":\"barrier\"}") != NULL);
+    cr_assert(strstr(text, "\"name\":\"abilities\",\"type\":\"list\",\"required\":true,\"min_items\":1,"
+                           "\"max_items\":8,\"fields\":[{\"name\":\"name\"") != NULL);
+    free(text);
+    expect_error("option", "{\"S0\": 100, \"K\": 100, \"sigma\": 0.2, \"T\": 1, \"steps\": 100001}", "'steps'",
+        "[1, 100000], got 100001");
+    expect_error("combat", "{\"power\": 1, \"abilities\": []}", "'abilities'", "1 to 8");
+}
+
 Test(sim_json, values_and_errors)
 {
     cr_assert(json_ok(" { \"a\" : [1, -2, 3.5e2, true, false, null, \"x\\n\\u0041\"], \"b\": {} } ", MSGPACK_OBJECT_MAP));
