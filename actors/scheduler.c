@@ -980,8 +980,11 @@ static void behaviour(rt_actor *self, rt_msg *m)
     }
     case CD_MSG_NODE_GONE:
         unpark_node(s, ((cd_node_gone *)m)->node);
-        if (sc_release_node(s->l, ((cd_node_gone *)m)->node, now_ms()) > 0)
+        if (sc_release_node(s->l, ((cd_node_gone *)m)->node, now_ms()) > 0) {
+            for (size_t i = 0; i < s->njobs; i++)
+                s->jobs[i].dirty = true; /* reclaims and items in flight changed */
             serve_parked(s, false);
+        }
         flush(s, NULL, 0, false);
         break;
     case CD_MSG_RESULT:

@@ -1,7 +1,8 @@
 /*
  * node.c — `simfarm node`: a headless compute node (node-native/node.h).
  *
- *   simfarm node --server ws://127.0.0.1:8080/ws/node [--cores N] [--key PATH] [--claim-token T]
+ *   simfarm node --server ws://127.0.0.1:8080/ws/node [--cores N] [--backend B] [--key PATH]
+ *                [--claim-token T] [--grace S] [--log-format text|json]
  */
 #include "cli/cli.h"
 #include "node-native/node.h"
@@ -13,23 +14,29 @@
 static void node_usage(FILE *out)
 {
     fprintf(out,
-        "usage: simfarm node [--server URL] [--cores N] [--key PATH] [--claim-token TOKEN]\n"
+        "usage: simfarm node [--server URL] [--cores N] [--backend B] [--key PATH]\n"
+        "                    [--claim-token TOKEN] [--grace SECONDS] [--log-format text|json]\n"
         "\n"
         "Lends this machine to a coordinator: connects to URL (ws://HOST:PORT/ws/node,\n"
         "or the coordinator's http://HOST:PORT; default $SIMFARM_SERVER, else\n"
-        "ws://127.0.0.1:8080/ws/node), computes the chunks it is given on N cores\n"
-        "(default all) and sends signed results. The key is created on first start in\n"
+        "ws://127.0.0.1:8080/ws/node), computes the chunks it is given and sends\n"
+        "signed results. Workers: --backend auto (default) runs one per core (N with\n"
+        "--cores) plus one per GPU (CUDA, or OpenCL through the ICD loader); cpu,\n"
+        "opencl (every OpenCL device, CPU devices too) and cuda name backends, and a\n"
+        "list such as cpu,opencl combines them. The key is created on first start in\n"
         "PATH (default $XDG_DATA_HOME/simfarm/node.key), mode 0600. A new key enrols\n"
         "with a claim token (--claim-token, or $NODE_CLAIM_TOKEN).\n"
-        "SIGINT or SIGTERM finishes the chunks in hand, then leaves; a second signal\n"
-        "leaves at once. Exit status: 0 stopped, 1 could not start, 2 usage,\n"
-        "3 the coordinator does not know this key (enrol with --claim-token).\n");
+        "SIGINT or SIGTERM finishes the chunks in hand, then leaves; chunks not done\n"
+        "after the grace period (default 30 s; 0 waits without limit) are handed\n"
+        "back, and a second signal leaves at once. Exit status: 0 stopped, 1 could\n"
+        "not start (key file, no device for --backend), 2 usage, 3 the coordinator\n"
+        "does not know this key (enrol with --claim-token).\n");
 }
 
 int cmd_node(int argc, char **argv)
 {
     nd_opts o = { .url = getenv("SIMFARM_SERVER") ? getenv("SIMFARM_SERVER") : "ws://127.0.0.1:8080/ws/node",
-        .claim_token = getenv("NODE_CLAIM_TOKEN") };
+        .claim_token = getenv("NODE_CLAIM_TOKEN"), .grace_s = 30 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -56,6 +63,22 @@ int cmd_node(int argc, char **argv)
                 return ND_EXIT_USAGE;
             }
             o.cores = (unsigned)n;
+        } else if (strcmp(a, "--backend") == 0) {
+            o.backend = v;
+        } else if (strcmp(a, "--grace") == 0) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (*end != '\0' || end == v || n < 0 || n > 86400) {
+                fprintf(stderr, "simfarm node: --grace wants seconds from 0 to 86400, not '%s'\n", v);
+                return ND_EXIT_USAGE;
+            }
+            o.grace_s = (unsigned)n;
+        } else if (strcmp(a, "--log-format") == 0) {
+            if (strcmp(v, "json") != 0 && strcmp(v, "text") != 0) {
+                fprintf(stderr, "simfarm node: --log-format wants text or json, not '%s'\n", v);
+                return ND_EXIT_USAGE;
+            }
+            o.log_json = strcmp(v, "json") == 0;
         } else {
             fprintf(stderr, "simfarm node: unknown option '%s'\n\n", a);
             node_usage(stderr);

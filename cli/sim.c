@@ -25,12 +25,15 @@ static void sim_usage(FILE *out)
 {
     fprintf(out,
         "usage: simfarm sim <kernel> <params.json> [--items N] [--backend cpu|opencl|cuda]\n"
-        "                   [--seed S] [--first I] [--chunks K]\n"
+        "                   [--seed S] [--first I] [--chunks K] [--json]\n"
         "\n"
         "Runs items [I, I + N) of a kernel (option, combat) on this machine and prints\n"
         "each output's mean and standard error. Defaults: --items 1000000, --backend cpu,\n"
         "--seed 1, --first 0, --chunks 1 (the range split into K runs merged, which\n"
-        "gives the same bits as one run). docs/kernels.md lists the parameters.\n");
+        "gives the same bits as one run). docs/kernels.md lists the parameters.\n"
+        "--json prints one JSON object instead, the statistics to the last bit (%%.17g):\n"
+        "{kernel, first, items, seed, backend, device, seconds, outputs: [{name, count,\n"
+        "mean, stderr, min, max}]}, as a farmed job's result gives them.\n");
 }
 
 /* Reads a whole file (at most MAX_PARAMS_BYTES) into a NUL-terminated
@@ -75,10 +78,47 @@ static double now(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* A double as JSON, to the last bit; null for what JSON cannot hold. */
+static void print_num(double v)
+{
+    if (v != v || v > 1.7e308 || v < -1.7e308)
+        fputs("null", stdout);
+    else
+        printf("%.17g", v);
+}
+
+static void print_json(const sim_job *job, const sim_stats *total, const char *kernel, uint64_t first,
+    uint64_t items, uint64_t seed, const char *backend, const char *device, double dt)
+{
+    printf("{\"kernel\":\"%s\",\"first\":%" PRIu64 ",\"items\":%" PRIu64 ",\"seed\":%" PRIu64
+        ",\"backend\":\"%s\",\"device\":\"", kernel, first, items, seed, backend);
+    for (const char *c = device; *c; c++)
+        if (*c == '"' || *c == '\\')
+            printf("\\%c", *c);
+        else if ((unsigned char)*c >= 0x20)
+            putchar(*c);
+    printf("\",\"seconds\":%.3f,\"outputs\":[", dt);
+    for (int o = 0; o < sim_job_nout(job); o++) {
+        const sim_stats *t = &total[o];
+        printf("%s{\"name\":\"%s\",\"count\":%" PRIu64 ",\"mean\":", o ? "," : "", sim_job_output_name(job, o),
+            sim_stats_count(t));
+        print_num(sim_stats_mean(t));
+        fputs(",\"stderr\":", stdout);
+        print_num(sim_stats_stderr(t));
+        fputs(",\"min\":", stdout);
+        print_num(sim_stats_min(t));
+        fputs(",\"max\":", stdout);
+        print_num(sim_stats_max(t));
+        putchar('}');
+    }
+    puts("]}");
+}
+
 int cmd_sim(int argc, char **argv)
 {
     const char *kernel = NULL, *path = NULL, *backend = "cpu";
     uint64_t items = 1000000, seed = 1, first = 0, chunks = 1;
+    bool as_json = false;
     char err[4096];
     int rc, exit_code = SIM_EXIT_FAIL;
 
@@ -88,6 +128,8 @@ int cmd_sim(int argc, char **argv)
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             sim_usage(stdout);
             return SIM_EXIT_OK;
+        } else if (strcmp(a, "--json") == 0) {
+            as_json = true;
         } else if (strcmp(a, "--items") == 0) {
             if (!parse_u64(v, 1, SIM_MAX_ITEMS, &items)) {
                 fprintf(stderr, "simfarm sim: --items must be an integer in [1, %" PRIu64 "], got '%s'\n",
@@ -201,6 +243,11 @@ int cmd_sim(int argc, char **argv)
     }
     double dt = now() - t0;
 
+    if (as_json) {
+        print_json(job, total, kernel, first, items, seed, backend, device, dt);
+        exit_code = SIM_EXIT_OK;
+        goto out;
+    }
     printf("kernel %s, items [%" PRIu64 ", %" PRIu64 "), seed %" PRIu64 ", backend %s (%s)\n", kernel,
         first, first + items, seed, backend, device);
     printf("%-14s %18s %14s %14s %14s\n", "output", "mean", "std error", "min", "max");

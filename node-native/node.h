@@ -16,11 +16,16 @@
 
 #include "actors/node.h"
 
+#include <stdbool.h>
+
 typedef struct nd_opts {
     const char *url;          /* ws://host:port/ws/node */
     const char *key_path;     /* NULL = nd_key_default_path() */
     unsigned cores;           /* workers; 0 = every core */
     const char *claim_token;  /* enrol with this token; may be NULL */
+    const char *backend;      /* auto (NULL), cpu, opencl, cuda, or a list "cpu,opencl" */
+    unsigned grace_s;         /* a drain leaves after this long; 0 = no limit */
+    bool log_json;            /* log lines as JSON objects */
 } nd_opts;
 
 /* Runs the node until it stops; returns an ND_EXIT_* status. */

@@ -10,13 +10,17 @@
 #include "node-native/node.h"
 
 #include "actors/node.h"
+#include "node-native/devices.h"
 #include "node-native/keyfile.h"
 #include "proto/msg.h"
 #include "runtime/runtime.h"
+#include "sched/sched.h"
 #include "sim/sim.h"
 
 #include <libwebsockets.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +37,19 @@ typedef struct bytes_t {
     size_t len;
 } bytes_t;
 
+/* One worker: a CPU core, or a device with its backend opened. */
+typedef struct worker {
+    rt_actor *node;
+    unsigned index;
+    pr_backend_kind kind;
+    sim_cl *cl;
+    sim_cuda *cu;
+    char device[128];
+    uint64_t memory;
+    _Atomic uint64_t busy_ms;  /* time spent in kernels, for heartbeats */
+    uint64_t busy_seen;        /* busy_ms at the last heartbeat (loop thread) */
+} worker;
+
 typedef struct conn {
     rt_system *sys;
     rt_actor *node;
@@ -46,18 +63,17 @@ typedef struct conn {
     bytes_t *out;          /* frames to write, LWS_PRE headroom each */
     size_t nout, out_cap;
     rt_actor **workers;
-    unsigned nworkers;
+    unsigned nworkers, ncpu;
     char arch[32];
-    pr_backend cpu;
+    pr_backend backends[1 + ND_MAX_DEVICES];
+    pr_device_stat dstats[ND_MAX_DEVICES];
     uint64_t last_cpu_us, last_wall_ms;
+    bool log_json;
+    unsigned grace_s;
     int exit_code;
     uv_signal_t sigint, sigterm;
+    uv_timer_t grace;
 } conn;
-
-typedef struct worker {
-    rt_actor *node;
-    unsigned index;
-} worker;
 
 typedef struct work_msg {
     rt_msg hdr;
@@ -191,10 +207,16 @@ static void host_caps(void *ctx, pr_caps *caps)
 {
     conn *l = ctx;
     struct sysinfo si;
-    l->cpu = (pr_backend){ .kind = PR_BACKEND_CPU, .device = "cpu",
-        .memory = sysinfo(&si) == 0 ? (uint64_t)si.totalram * si.mem_unit : 0, .units = l->nworkers };
+    uint32_t n = 0;
+    if (l->ncpu > 0)
+        l->backends[n++] = (pr_backend){ .kind = PR_BACKEND_CPU, .device = "cpu",
+            .memory = sysinfo(&si) == 0 ? (uint64_t)si.totalram * si.mem_unit : 0, .units = l->ncpu };
+    for (unsigned w = l->ncpu; w < l->nworkers; w++) {
+        worker *k = rt_state(l->workers[w]);
+        l->backends[n++] = (pr_backend){ .kind = k->kind, .device = k->device, .memory = k->memory, .units = 1 };
+    }
     *caps = (pr_caps){ .cores = (uint32_t)uv_available_parallelism(), .max_parallel = l->nworkers, .os = "linux",
-        .arch = l->arch[0] ? l->arch : NULL, .backends = &l->cpu, .nbackends = 1 };
+        .arch = l->arch[0] ? l->arch : NULL, .backends = l->backends, .nbackends = n };
 }
 
 static void host_stats(void *ctx, pr_heartbeat *hb)
@@ -205,7 +227,7 @@ static void host_stats(void *ctx, pr_heartbeat *hb)
     getrusage(RUSAGE_SELF, &ru);
     uint64_t cpu_us = (uint64_t)ru.ru_utime.tv_sec * 1000000 + (uint64_t)ru.ru_utime.tv_usec +
         (uint64_t)ru.ru_stime.tv_sec * 1000000 + (uint64_t)ru.ru_stime.tv_usec;
-    uint64_t now = mono_ms();
+    uint64_t now = mono_ms(), interval_ms = l->last_wall_ms ? now - l->last_wall_ms : 0;
     if (l->last_wall_ms != 0 && now > l->last_wall_ms) {
         uint64_t permille = (cpu_us - l->last_cpu_us) / (now - l->last_wall_ms) / uv_available_parallelism();
         hb->cpu_permille = permille > 1000 ? 1000 : (uint32_t)permille;
@@ -216,14 +238,56 @@ static void host_stats(void *ctx, pr_heartbeat *hb)
         hb->mem_total = (uint64_t)si.totalram * si.mem_unit;
         hb->mem_used = (uint64_t)(si.totalram - si.freeram) * si.mem_unit;
     }
+    /* Each device's share of the interval spent in kernels (counted when a
+     * chunk ends, so a long chunk shows in the interval it finishes). */
+    uint32_t nd = 0;
+    for (unsigned w = l->ncpu; w < l->nworkers; w++, nd++) {
+        worker *k = rt_state(l->workers[w]);
+        uint64_t busy = atomic_load(&k->busy_ms), spent = busy - k->busy_seen;
+        k->busy_seen = busy;
+        uint64_t permille = interval_ms > 0 ? spent * 1000 / interval_ms : 0;
+        l->dstats[nd] = (pr_device_stat){ .device = k->device, .util_permille = permille > 1000 ? 1000 : (uint32_t)permille,
+            .mem_total = k->memory };
+    }
+    hb->devices = nd ? l->dstats : NULL;
+    hb->ndevices = nd;
+}
+
+/* One log line: "simfarm node: ..." for people, or with --log-format json
+ * one object a line: {"ts": ms since the epoch, "level", "msg"}. */
+static void say(bool json, nd_level level, const char *fmt, ...)
+{
+    char line[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    FILE *f = level == ND_INFO ? stdout : stderr;
+    if (json) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        fprintf(f, "{\"ts\":%llu,\"level\":\"%s\",\"msg\":\"",
+            (unsigned long long)ts.tv_sec * 1000 + (unsigned long long)ts.tv_nsec / 1000000,
+            level == ND_INFO ? "info" : "warn");
+        for (const unsigned char *c = (const unsigned char *)line; *c; c++) {
+            if (*c == '"' || *c == '\\')
+                fprintf(f, "\\%c", *c);
+            else if (*c < 0x20)
+                fprintf(f, "\\u%04x", *c);
+            else
+                fputc(*c, f);
+        }
+        fputs("\"}\n", f);
+    } else {
+        fprintf(f, "simfarm node: %s\n", line);
+    }
+    fflush(f);
 }
 
 static void host_log(void *ctx, nd_level level, const char *line)
 {
-    (void)ctx;
-    FILE *f = level == ND_INFO ? stdout : stderr;
-    fprintf(f, "simfarm node: %s\n", line);
-    fflush(f);
+    const conn *l = ctx;
+    say(l->log_json, level, "%s", line);
 }
 
 static void host_stopped(void *ctx, int code)
@@ -233,23 +297,52 @@ static void host_stopped(void *ctx, int code)
     if (!uv_is_closing((uv_handle_t *)&l->sigint)) {
         uv_close((uv_handle_t *)&l->sigint, NULL);
         uv_close((uv_handle_t *)&l->sigterm, NULL);
+        uv_close((uv_handle_t *)&l->grace, NULL);
     }
     rt_system_stop(l->sys);
 }
 
 /* ---- the actors ------------------------------------------------------------------------ */
 
+/* Runs a chunk on the worker's backend and encodes its result. */
+static int compute(worker *w, const work_msg *job, uint8_t **data, size_t *len)
+{
+    sim_stats out[SIM_MAX_OUT];
+    int err = w->cl != NULL ? sim_cl_run(w->cl, job->sim, job->start, job->count, out)
+        : w->cu != NULL ? sim_cuda_run(w->cu, job->sim, job->start, job->count, out)
+        : sim_run_cpu(job->sim, job->start, job->count, out);
+    *data = NULL;
+    *len = 0;
+    if (err != 0)
+        return err;
+    size_t cap = (size_t)SIM_MAX_OUT * (SIM_STATS_MAX_ENCODED + 4);
+    *data = malloc(cap);
+    if (*data == NULL)
+        rt_oom(cap);
+    if (sc_result_encode(out, (uint32_t)sim_job_nout(job->sim), *data, cap, len) != 0)
+        err = SIM_EINVAL;
+    return err;
+}
+
 static void worker_behaviour(rt_actor *self, rt_msg *m)
 {
     if (m->type != M_WORK)
         return;
     worker *w = rt_state(self);
-    work_msg *job = (work_msg *)m;
     uint8_t *data;
     size_t len;
     uint64_t t0 = mono_ms();
-    int err = nd_compute_cpu(job->sim, job->start, job->count, &data, &len);
-    nd_done(w->node, w->index, err, data, len, (uint32_t)(mono_ms() - t0));
+    int err = compute(w, (work_msg *)m, &data, &len);
+    uint64_t spent = mono_ms() - t0;
+    atomic_fetch_add(&w->busy_ms, spent);
+    nd_done(w->node, w->index, err, data, len, (uint32_t)spent);
+}
+
+static void worker_final(rt_actor *self)
+{
+    worker *w = rt_state(self);
+    sim_cl_destroy(w->cl);
+    sim_cuda_destroy(w->cu);
 }
 
 static void link_behaviour(rt_actor *self, rt_msg *m)
@@ -272,10 +365,22 @@ static void link_final(rt_actor *self)
         rt_actor_release(l->node);
 }
 
+static void on_grace_over(uv_timer_t *t)
+{
+    conn *l = t->data;
+    say(l->log_json, ND_WARN, "the grace period (%u s) is over: leaving with chunks unfinished (the coordinator reassigns them)",
+        l->grace_s);
+    nd_drain(l->node); /* the second call leaves at once */
+}
+
+/* The first signal drains, within the grace period; a second leaves at once. */
 static void on_signal(uv_signal_t *h, int signum)
 {
     (void)signum;
-    nd_drain(h->data);
+    conn *l = h->data;
+    if (!uv_is_active((uv_handle_t *)&l->grace) && l->grace_s > 0)
+        uv_timer_start(&l->grace, on_grace_over, (uint64_t)l->grace_s * 1000, 0);
+    nd_drain(l->node);
 }
 
 /* ws://host:port/path, or the coordinator's http://host:port (its node
@@ -318,9 +423,124 @@ static int start_lws(conn *l)
     return l->ctx != NULL ? 0 : -1;
 }
 
+/* What --backend asks for: a comma-separated list of auto, cpu, opencl,
+ * cuda. */
+typedef struct backends {
+    bool cpu, opencl, cuda;
+    bool any_gpu; /* auto: the devices that are there, GPUs only */
+} backends;
+
+static int parse_backends(const char *spec, backends *b)
+{
+    *b = (backends){ 0 };
+    if (spec == NULL || spec[0] == '\0')
+        spec = "auto";
+    const char *p = spec;
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        if (n == 4 && strncmp(p, "auto", 4) == 0)
+            b->cpu = b->any_gpu = true;
+        else if (n == 3 && strncmp(p, "cpu", 3) == 0)
+            b->cpu = true;
+        else if (n == 6 && strncmp(p, "opencl", 6) == 0)
+            b->opencl = true;
+        else if (n == 4 && strncmp(p, "cuda", 4) == 0)
+            b->cuda = true;
+        else
+            return -1;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
+/* Opens the device backends asked for into workers[ncpu ..]; returns how
+ * many, or -1 (with the reason said) when an explicitly named backend has
+ * no usable device. */
+static int open_devices(bool json, const backends *b, worker *out, unsigned cap)
+{
+    char err[4096];
+    unsigned n = 0;
+    bool have_cuda = false;
+    if (b->cuda || b->any_gpu) {
+        sim_cuda *cu = NULL;
+        int rc = sim_cuda_create(&cu, err, sizeof err);
+        if (rc == 0) {
+            out[n] = (worker){ .kind = PR_BACKEND_CUDA, .cu = cu };
+            snprintf(out[n].device, sizeof out[n].device, "%s", sim_cuda_device(cu));
+            n++;
+            have_cuda = true;
+        } else if (b->cuda) {
+            say(json, ND_WARN, "--backend cuda: %s", err[0] ? err : sim_strerror(rc));
+            return -1;
+        }
+    }
+    if (b->opencl || b->any_gpu) {
+        nd_device devs[ND_MAX_DEVICES];
+        size_t nd = nd_devices_opencl(devs, ND_MAX_DEVICES);
+        unsigned opened = 0;
+        for (size_t i = 0; i < nd && n < cap; i++) {
+            /* auto takes GPUs only (a CPU device would compete with the
+             * CPU workers), and not an NVIDIA GPU that CUDA drives already. */
+            if (!b->opencl && (!devs[i].gpu || (have_cuda && strstr(devs[i].vendor, "NVIDIA") != NULL)))
+                continue;
+            sim_cl *cl = NULL;
+            int rc = sim_cl_open(&cl, devs[i].number, err, sizeof err);
+            if (rc != 0) {
+                say(json, ND_WARN, "OpenCL device %u (%s) not used: %s", devs[i].number, devs[i].name,
+                    err[0] ? err : sim_strerror(rc));
+                continue;
+            }
+            out[n] = (worker){ .kind = PR_BACKEND_OPENCL, .cl = cl, .memory = devs[i].memory };
+            snprintf(out[n].device, sizeof out[n].device, "%s", devs[i].name);
+            n++;
+            opened++;
+        }
+        if (b->opencl && opened == 0) {
+            say(json, ND_WARN, "--backend opencl: no usable OpenCL device (%zu found)", nd);
+            return -1;
+        }
+    }
+    return (int)n;
+}
+
+static void spawn_workers(conn *l, rt_system *sys, const worker *devs, unsigned ndevs)
+{
+    l->nworkers = l->ncpu + ndevs;
+    l->workers = calloc(l->nworkers, sizeof *l->workers);
+    if (l->workers == NULL)
+        rt_oom(l->nworkers * sizeof *l->workers);
+    for (unsigned w = 0; w < l->nworkers; w++) {
+        l->workers[w] = rt_spawn(sys, worker_behaviour, &(rt_actor_opts){ .state_size = sizeof(worker),
+            .finalize = worker_final, .name = "worker" });
+        worker *k = rt_state(l->workers[w]);
+        if (w < l->ncpu) {
+            *k = (worker){ .kind = PR_BACKEND_CPU };
+            snprintf(k->device, sizeof k->device, "cpu");
+        } else {
+            *k = devs[w - l->ncpu];
+        }
+        k->node = l->node;
+        k->index = w;
+    }
+}
+
 int nd_run(const nd_opts *opts)
 {
-    char keypath[4096], err[4200];
+    char keypath[4096], err[4200], addr[256], path[128];
+    int port;
+    backends b;
+    bool json = opts->log_json;
+    if (parse_url(opts->url, addr, sizeof addr, &port, path, sizeof path) != 0) {
+        say(json, ND_WARN, "--server wants ws://HOST:PORT/ws/node or http://HOST:PORT, not '%s'", opts->url);
+        return ND_EXIT_USAGE;
+    }
+    if (parse_backends(opts->backend, &b) != 0) {
+        say(json, ND_WARN, "--backend wants auto, cpu, opencl or cuda (or a list: cpu,opencl), not '%s'",
+            opts->backend);
+        return ND_EXIT_USAGE;
+    }
     if (opts->key_path != NULL)
         snprintf(keypath, sizeof keypath, "%s", opts->key_path);
     else
@@ -328,36 +548,41 @@ int nd_run(const nd_opts *opts)
     nd_config cfg = { .claim_token = opts->claim_token, .version = "simfarm-node " ND_VERSION };
     bool created;
     if (nd_key_load(keypath, &cfg.key, &created, err, sizeof err) != 0) {
-        fprintf(stderr, "simfarm node: %s\n", err);
+        say(json, ND_WARN, "%s", err);
         return ND_EXIT_FAIL;
     }
     if (created)
-        printf("simfarm node: new key in %s\n", keypath);
+        say(json, ND_INFO, "new key in %s", keypath);
 
-    unsigned workers = opts->cores ? opts->cores : (unsigned)uv_available_parallelism();
-    rt_system_opts so = { .workers = workers };
+    worker devs[ND_MAX_DEVICES + 1];
+    int ndevs = open_devices(json, &b, devs, ND_MAX_DEVICES + 1);
+    if (ndevs < 0) {
+        pr_key_wipe(&cfg.key);
+        return ND_EXIT_FAIL;
+    }
+    unsigned ncpu = b.cpu ? (opts->cores ? opts->cores : (unsigned)uv_available_parallelism()) : 0;
+    rt_system_opts so = { .workers = ncpu + (unsigned)ndevs };
     int e = 0;
     rt_system *sys = rt_system_create(&so, &e);
     if (sys == NULL) {
+        for (int i = 0; i < ndevs; i++) {
+            sim_cl_destroy(devs[i].cl);
+            sim_cuda_destroy(devs[i].cu);
+        }
         pr_key_wipe(&cfg.key);
-        fprintf(stderr, "simfarm node: cannot start the runtime: %s\n", rt_strerror(e));
+        say(json, ND_WARN, "cannot start the runtime: %s", rt_strerror(e));
         return ND_EXIT_FAIL;
     }
     rt_actor_opts lo = { .state_size = sizeof(conn), .pinned = true, .finalize = link_final, .name = "link" };
     rt_actor *a = rt_spawn(sys, link_behaviour, &lo);
     conn *l = rt_state(a);
     l->sys = sys;
-    int code = ND_EXIT_FAIL;
-    if (parse_url(opts->url, l->addr, sizeof l->addr, &l->port, l->path, sizeof l->path) != 0) {
-        fprintf(stderr, "simfarm node: --server wants ws://HOST:PORT/ws/node or http://HOST:PORT, not '%s'\n",
-            opts->url);
-        code = ND_EXIT_USAGE;
-        goto out;
-    }
-    if (start_lws(l) != 0) {
-        fprintf(stderr, "simfarm node: cannot start libwebsockets\n");
-        goto out;
-    }
+    l->log_json = json;
+    l->grace_s = opts->grace_s;
+    l->ncpu = ncpu;
+    snprintf(l->addr, sizeof l->addr, "%s", addr);
+    snprintf(l->path, sizeof l->path, "%s", path);
+    l->port = port;
     snprintf(l->hostport, sizeof l->hostport, "%s:%d", l->addr, l->port);
     for (char *p = l->hostport; *p; p++)
         if (*p >= 'A' && *p <= 'Z')
@@ -365,26 +590,32 @@ int nd_run(const nd_opts *opts)
     struct utsname u;
     if (uname(&u) == 0)
         snprintf(l->arch, sizeof l->arch, "%.31s", u.machine);
+    int code = ND_EXIT_FAIL;
+    if (start_lws(l) != 0) {
+        say(json, ND_WARN, "cannot start libwebsockets");
+        for (int i = 0; i < ndevs; i++) {
+            sim_cl_destroy(devs[i].cl);
+            sim_cuda_destroy(devs[i].cu);
+        }
+        goto out;
+    }
 
     cfg.audience = l->hostport;
-    cfg.workers = workers;
+    cfg.workers = ncpu + (unsigned)ndevs;
     nd_host host = { .ctx = l, .connect = host_connect, .send = host_send, .compute = host_compute,
         .caps = host_caps, .stats = host_stats, .log = host_log, .stopped = host_stopped };
-    l->nworkers = workers;
-    l->workers = calloc(workers, sizeof *l->workers);
-    if (l->workers == NULL)
-        rt_oom(workers * sizeof *l->workers);
-    printf("simfarm node: %u workers, connecting to %s\n", workers, opts->url);
-    fflush(stdout);
     l->node = nd_spawn(sys, &cfg, &host);
-    for (unsigned w = 0; w < workers; w++) {
-        l->workers[w] = rt_spawn(sys, worker_behaviour, &(rt_actor_opts){ .state_size = sizeof(worker),
-            .name = "worker" });
-        *(worker *)rt_state(l->workers[w]) = (worker){ .node = l->node, .index = w };
+    spawn_workers(l, sys, devs, (unsigned)ndevs);
+    for (unsigned w = 0; w < l->nworkers; w++) {
+        worker *k = rt_state(l->workers[w]);
+        if (k->kind != PR_BACKEND_CPU)
+            say(json, ND_INFO, "worker %u: %s on %s", w, k->kind == PR_BACKEND_CUDA ? "CUDA" : "OpenCL", k->device);
     }
+    say(json, ND_INFO, "%u workers (%u CPU, %d device), connecting to %s", l->nworkers, ncpu, ndevs, opts->url);
     uv_signal_init(rt_system_loop(sys), &l->sigint);
     uv_signal_init(rt_system_loop(sys), &l->sigterm);
-    l->sigint.data = l->sigterm.data = l->node;
+    uv_timer_init(rt_system_loop(sys), &l->grace);
+    l->sigint.data = l->sigterm.data = l->grace.data = l;
     uv_signal_start(&l->sigint, on_signal, SIGINT);
     uv_signal_start(&l->sigterm, on_signal, SIGTERM);
 

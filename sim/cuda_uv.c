@@ -70,6 +70,7 @@ struct driver {
     CUresult (*cuDeviceGetName)(char *, int, CUdevice);
     CUresult (*cuCtxCreate)(CUcontext *, unsigned, CUdevice);
     CUresult (*cuCtxDestroy)(CUcontext);
+    CUresult (*cuCtxSetCurrent)(CUcontext);
     CUresult (*cuModuleLoadData)(CUmodule *, const void *);
     CUresult (*cuModuleUnload)(CUmodule);
     CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
@@ -118,6 +119,7 @@ static int load_driver(struct driver *d, char *err, size_t errlen)
     SYM(cuDeviceGetName, "cuDeviceGetName");
     SYM(cuCtxCreate, "cuCtxCreate_v2");
     SYM(cuCtxDestroy, "cuCtxDestroy_v2");
+    SYM(cuCtxSetCurrent, "cuCtxSetCurrent");
     SYM(cuModuleLoadData, "cuModuleLoadData");
     SYM(cuModuleUnload, "cuModuleUnload");
     SYM(cuModuleGetFunction, "cuModuleGetFunction");
@@ -237,6 +239,10 @@ int sim_cuda_run(sim_cuda *cu, const sim_job *job, uint64_t first, uint64_t coun
     int rc = sim_range_check(first, count);
     if (rc != 0)
         return rc;
+    /* The context is current on the thread that created it; a caller on
+     * another thread (a node's worker on the pool) makes it current here. */
+    if (d->cuCtxSetCurrent(cu->ctx) != 0)
+        return SIM_EDEVICE;
     for (size_t i = 0; sim_kernel_at(i) != NULL; i++)
         if (sim_kernel_at(i) == job->kernel)
             f = cu->fn[i];

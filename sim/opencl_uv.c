@@ -180,9 +180,14 @@ out_kernel:
 
 int sim_cl_create(sim_cl **out, char *err, size_t errlen)
 {
+    const char *env = getenv("SIMFARM_OPENCL_DEVICE");
+    return sim_cl_open(out, env ? (unsigned)strtoul(env, NULL, 10) : 0, err, errlen);
+}
+
+int sim_cl_open(sim_cl **out, unsigned device, char *err, size_t errlen)
+{
     char prelude[64];
     const char *srcs[] = { prelude, sim_cl_src_dev, sim_cl_src_option, sim_cl_src_combat, cl_entries };
-    const char *env = getenv("SIMFARM_OPENCL_DEVICE");
     cl_device_type type = 0;
     cl_int e;
     int rc;
@@ -190,7 +195,7 @@ int sim_cl_create(sim_cl **out, char *err, size_t errlen)
     sim_cl *cl = calloc(1, sizeof *cl);
     if (cl == NULL)
         return SIM_ENOMEM;
-    if ((rc = pick_device(&cl->device, env ? (unsigned)strtoul(env, NULL, 10) : 0, err, errlen)) != 0)
+    if ((rc = pick_device(&cl->device, device, err, errlen)) != 0)
         goto fail;
     clGetDeviceInfo(cl->device, CL_DEVICE_NAME, sizeof cl->name - 1, cl->name, NULL);
     clGetDeviceInfo(cl->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);

@@ -154,6 +154,9 @@ typedef struct sim_cl sim_cl;
  * every kernel's device source for it. On failure err gets the reason
  * (build logs included). SIM_ENOBACKEND in builds without OpenCL. */
 int sim_cl_create(sim_cl **out, char *err, size_t errlen);
+/* The same for device number `device`, counting across platforms in the
+ * order the ICD loader lists them. */
+int sim_cl_open(sim_cl **out, unsigned device, char *err, size_t errlen);
 void sim_cl_destroy(sim_cl *cl);
 /* The device's name. */
 const char *sim_cl_device(const sim_cl *cl);

@@ -101,16 +101,7 @@ test('a job farmed to a node equals one local run', async () => {
       return j.state === 'complete' ? j : null;
     }, 'job complete');
 
-    const local = await run(simfarm, ['sim', 'option', optionFile, '--items', String(items), '--seed', String(seed)]);
-    assert.equal(local.code, 0, local.stderr);
-    for (const o of job.result.outputs) {
-      const line = local.stdout.split('\n').find((l) => l.startsWith(o.name + ' '));
-      assert.ok(line, `local output ${o.name}`);
-      const [, mean, se] = line.trim().split(/\s+/);
-      assert.equal(o.mean.toFixed(8), Number(mean).toFixed(8), `${o.name} mean`);
-      assert.equal(o.stderr.toFixed(8), Number(se).toFixed(8), `${o.name} stderr`);
-      assert.equal(o.count, items);
-    }
+    sameBits(job, await localRun(items, seed));
   } finally {
     const e = await stop(node);
     assert.equal(e.code, 0, node.err);
@@ -206,6 +197,176 @@ test('a claim token enrols one node under its owner and tier, once', async () =>
     assert.ok(list.json.find((x) => x.id === t.json.id).used_at, 'the claim token is marked used');
     assert.equal(list.json.some((x) => 'token' in x || 'secret_hash' in x), false, 'no secrets listed');
     await stop(again);
+  } finally {
+    await stop(closed);
+  }
+});
+
+// ---- backends, failures and restarts ------------------------------------------------------
+
+const server = (s) => `ws://127.0.0.1:${s.port}/ws/node`;
+
+// One local single-process run, to the last bit.
+async function localRun(items, seed) {
+  const r = await run(simfarm, ['sim', 'option', optionFile, '--items', String(items), '--seed', String(seed), '--json']);
+  assert.equal(r.code, 0, r.stderr);
+  return JSON.parse(r.stdout).outputs;
+}
+
+async function jobEnded(s, id, timeoutMs = 120000) {
+  return eventually(async () => {
+    const j = (await api(s, 'GET', `/api/jobs/${id}`)).json;
+    return ['complete', 'failed', 'cancelled'].includes(j.state) ? j : null;
+  }, `job ${id} ended`, timeoutMs);
+}
+
+function sameBits(job, local) {
+  assert.equal(job.state, 'complete');
+  assert.deepEqual(job.result.outputs.map(({ name, count, mean, stderr, min, max }) =>
+    ({ name, count, mean, stderr, min, max })), local);
+}
+
+async function inFlight(s, id, atLeast = 1) {
+  return eventually(async () => {
+    const p = (await api(s, 'GET', `/api/jobs/${id}`)).json.progress;
+    return p && p.items_in_flight >= atLeast ? p : null;
+  }, `job ${id}: ${atLeast} items in flight`, 60000);
+}
+
+async function submit(s, items, seed) {
+  const res = await api(s, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed });
+  assert.equal(res.status, 201, JSON.stringify(res.json));
+  return res.json.id;
+}
+
+test('a CPU node and an OpenCL node together give one local run, to the last bit', async () => {
+  const cpu = proc(['node', '--server', server(srv), '--key', path.join(tmp, 'be-cpu.key'), '--backend', 'cpu',
+    '--cores', '1', '--log-format', 'json']);
+  const cl = proc(['node', '--server', server(srv), '--key', path.join(tmp, 'be-cl.key'), '--backend', 'opencl']);
+  try {
+    const a = await cpu.until(/"msg":"connected to 127\.0\.0\.1:\d+ as node (\d+)/, 'CPU node connected');
+    const b = await cl.until(/connected to 127\.0\.0\.1:\d+ as node (\d+)/, 'OpenCL node connected');
+    assert.match(cl.out, /worker 0: OpenCL on \S/);
+    const items = 40000000, seed = 11;
+    const id = await submit(srv, items, seed);
+    const job = await jobEnded(srv, id);
+    sameBits(job, await localRun(items, seed));
+
+    const nodes = (await api(srv, 'GET', '/api/nodes')).json;
+    const byId = (n) => nodes.find((x) => x.id === Number(n));
+    const kinds = (n) => byId(n).capabilities.backends.map((x) => x.kind);
+    assert.deepEqual(kinds(a[1]), ['cpu']);
+    assert.deepEqual(kinds(b[1]), ['opencl']);
+    assert.ok(byId(b[1]).capabilities.backends[0].device.length > 0);
+    assert.ok(byId(a[1]).chunks_done > 0 && byId(b[1]).chunks_done > 0, 'both nodes computed chunks');
+    // --log-format json: every line of the CPU node is one object.
+    for (const line of (cpu.out + cpu.err).trim().split('\n')) {
+      const o = JSON.parse(line);
+      assert.ok(o.ts > 0 && ['info', 'warn'].includes(o.level) && typeof o.msg === 'string', line);
+    }
+  } finally {
+    assert.equal((await stop(cpu)).code, 0, cpu.err);
+    assert.equal((await stop(cl)).code, 0, cl.err);
+  }
+});
+
+test('a backend with no device is refused at start', async () => {
+  const probe = await run(simfarm, ['sim', 'option', optionFile, '--items', '1000', '--backend', 'cuda']);
+  const r = await run(simfarm, ['node', '--server', server(srv), '--key', path.join(tmp, 'cuda.key'), '--backend', 'cuda'],
+    { timeoutMs: 20000 });
+  if (probe.code === 0) {
+    assert.equal(r.code, null, 'a CUDA machine runs the node'); // killed by the deadline
+  } else {
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stderr, /--backend cuda: /);
+  }
+});
+
+test('a node killed mid-chunk: its claims are reclaimed and the job completes exactly', async () => {
+  const items = 200000000, seed = 21;
+  const id = await submit(srv, items, seed);
+  const doomed = proc(['node', '--server', server(srv), '--key', path.join(tmp, 'kill-a.key'), '--cores', '2']);
+  let rescue;
+  try {
+    await doomed.until(/as node \d+/, 'first node connected');
+    await inFlight(srv, id);
+    doomed.child.kill('SIGKILL');
+    await doomed.exited;
+    await eventually(async () => (await api(srv, 'GET', `/api/jobs/${id}`)).json.progress?.reclaims >= 1,
+      'the killed node\'s claims reclaimed', 30000);
+    rescue = proc(['node', '--server', server(srv), '--key', path.join(tmp, 'kill-b.key'), '--cores', '2']);
+    const job = await jobEnded(srv, id);
+    sameBits(job, await localRun(items, seed));
+  } finally {
+    if (doomed.child.exitCode === null && doomed.child.signalCode === null) doomed.child.kill('SIGKILL');
+    if (rescue) assert.equal((await stop(rescue)).code, 0, rescue.err);
+  }
+});
+
+test('SIGTERM drains within the grace period; past it the chunks are handed back', async () => {
+  // Slow items (5000 time steps each): a chunk outlasts the one-second grace.
+  const res = await api(srv, 'POST', '/api/jobs', { kernel: 'option', params: { ...option, steps: 5000 },
+    items: 1000000000, seed: 31 });
+  assert.equal(res.status, 201, JSON.stringify(res.json));
+  const { id } = res.json;
+  const node = proc(['node', '--server', server(srv), '--key', path.join(tmp, 'grace.key'), '--cores', '2',
+    '--grace', '1']);
+  try {
+    await node.until(/as node \d+/, 'node connected');
+    await inFlight(srv, id);
+    node.child.kill('SIGTERM');
+    const e = await node.exited;
+    assert.equal(e.code, 0, node.err);
+    assert.match(node.err, /draining: finishing the chunks in hand/);
+    assert.match(node.err, /the grace period \(1 s\) is over/);
+    const p = await eventually(async () => {
+      const q = (await api(srv, 'GET', `/api/jobs/${id}`)).json.progress;
+      return q && q.items_in_flight === 0 ? q : null;
+    }, 'the claims handed back', 30000);
+    assert.ok(p.reclaims >= 1);
+  } finally {
+    if (node.child.exitCode === null) node.child.kill('SIGKILL');
+    await api(srv, 'POST', `/api/jobs/${id}/cancel`);
+  }
+});
+
+test('a coordinator killed and restarted: nodes come back by themselves and the job completes', async () => {
+  const first = await serve(['--open-enrolment']);
+  const port = first.port;
+  const items = 100000000, seed = 41;
+  const id = await submit(first, items, seed);
+  const node = proc(['node', '--server', server(first), '--key', path.join(tmp, 'restart.key'), '--cores', '2']);
+  let second;
+  try {
+    await node.until(/as node \d+/, 'node connected');
+    await inFlight(first, id);
+    first.child.kill('SIGKILL');
+    await first.exited;
+    await node.until(/lost 127\.0\.0\.1:\d+/, 'the node sees the coordinator go');
+    second = await serve(['--open-enrolment', '--listen', `127.0.0.1:${port}`]);
+    const before = (node.out.match(/as node \d+/g) ?? []).length;
+    await eventually(async () => (node.out.match(/as node \d+/g) ?? []).length > before, 'the node reconnected', 90000);
+    const job = await jobEnded(second, id);
+    sameBits(job, await localRun(items, seed));
+  } finally {
+    assert.equal((await stop(node)).code, 0, node.err);
+    if (second) await stop(second);
+  }
+});
+
+test('an expired claim token enrols nobody', async () => {
+  const closed = await serve();
+  try {
+    const t = await api(closed, 'POST', '/api/tokens', { kind: 'claim', owner: 'ops', tier: 'team', expires_in: 1 });
+    assert.equal(t.status, 201, JSON.stringify(t.json));
+    const expiry = Date.parse(t.json.expires_at);
+    assert.ok(expiry > 0, JSON.stringify(t.json));
+    await eventually(async () => Date.now() > expiry + 100, 'the token expired', 10000);
+    const node = proc(['node', '--server', server(closed), '--key', path.join(tmp, 'late.key'), '--claim-token',
+      t.json.token]);
+    const e = await node.exited;
+    assert.equal(e.code, 3, node.err);
+    assert.match(node.err, /claim token is unknown, used up, revoked or expired/);
   } finally {
     await stop(closed);
   }
