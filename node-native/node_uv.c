@@ -68,6 +68,7 @@ typedef struct conn {
     pr_backend backends[1 + ND_MAX_DEVICES];
     pr_device_stat dstats[ND_MAX_DEVICES];
     uint64_t last_cpu_us, last_wall_ms;
+    uint64_t started_ms;
     bool log_json;
     unsigned grace_s;
     int exit_code;
@@ -293,6 +294,11 @@ static void host_log(void *ctx, nd_level level, const char *line)
 static void host_stopped(void *ctx, int code)
 {
     conn *l = ctx;
+    uint64_t busy = 0;
+    for (unsigned w = 0; w < l->nworkers; w++)
+        busy += atomic_load(&((worker *)rt_state(l->workers[w]))->busy_ms);
+    say(l->log_json, ND_INFO, "kernels ran %llu ms on %u workers in %llu ms", (unsigned long long)busy, l->nworkers,
+        (unsigned long long)(mono_ms() - l->started_ms));
     l->exit_code = code;
     if (!uv_is_closing((uv_handle_t *)&l->sigint)) {
         uv_close((uv_handle_t *)&l->sigint, NULL);
@@ -577,6 +583,7 @@ int nd_run(const nd_opts *opts)
     rt_actor *a = rt_spawn(sys, link_behaviour, &lo);
     conn *l = rt_state(a);
     l->sys = sys;
+    l->started_ms = mono_ms();
     l->log_json = json;
     l->grace_s = opts->grace_s;
     l->ncpu = ncpu;

@@ -8,6 +8,9 @@
 #                                  PostgreSQL and `simfarm serve`, so it needs
 #                                  build/bin/simfarm and PostgreSQL 15's server
 #                                  programs (about a minute; see its header)
+#   scripts/bench.sh farm          tests/bench/bench_farm.mjs: a whole farm on
+#                                  this machine (PostgreSQL, serve, a node)
+#                                  against local runs and Dask (a few minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -26,6 +29,16 @@ for b in "$BUILD"/bench/bench_*; do
         echo "# $wasm (node $(node --version))" >&2
         NODE_PATH=/usr/share/nodejs NODE_OPTIONS=--no-experimental-fetch node "$wasm"
     fi
+done
+# Benchmarks that drive whole programs are node scripts.
+for b in tests/bench/bench_*.mjs; do
+    [ -f "$b" ] || continue
+    name=${b##*/bench_}
+    name=${name%.mjs}
+    [ -z "$only" ] || [ "$name" = "$only" ] || continue
+    echo "# $b (node $(node --version))" >&2
+    BUILD=$BUILD node "$b"
+    ran=$((ran + 1))
 done
 if [ "$ran" -eq 0 ]; then
     echo "bench: no benchmark named '${only}' (have: $(ls "$BUILD"/bench | sed 's/^bench_//' | tr '\n' ' '))" >&2

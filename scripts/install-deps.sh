@@ -23,7 +23,7 @@ PACKAGES=(
     chromium
     nodejs npm
     clang llvm libclang-rt-14-dev valgrind
-    python3-numpy
+    python3-numpy python3-distributed
 )
 
 die() { echo "install-deps: $*" >&2; exit 1; }

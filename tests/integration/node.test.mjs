@@ -272,13 +272,14 @@ test('a CPU node and an OpenCL node together give one local run, to the last bit
 
 test('a backend with no device is refused at start', async () => {
   const probe = await run(simfarm, ['sim', 'option', optionFile, '--items', '1000', '--backend', 'cuda']);
-  const r = await run(simfarm, ['node', '--server', server(srv), '--key', path.join(tmp, 'cuda.key'), '--backend', 'cuda'],
-    { timeoutMs: 20000 });
-  if (probe.code === 0) {
-    assert.equal(r.code, null, 'a CUDA machine runs the node'); // killed by the deadline
+  const node = proc(['node', '--server', server(srv), '--key', path.join(tmp, 'cuda.key'), '--backend', 'cuda']);
+  if (probe.code === 0) { // a machine with a CUDA device: the node runs on it
+    await node.until(/worker 0: CUDA on \S/, 'the CUDA worker');
+    assert.equal((await stop(node)).code, 0, node.err);
   } else {
-    assert.equal(r.code, 1, r.stdout + r.stderr);
-    assert.match(r.stderr, /--backend cuda: /);
+    const e = await node.exited;
+    assert.equal(e.code, 1, node.out + node.err);
+    assert.match(node.err, /--backend cuda: /);
   }
 });
 

@@ -1,0 +1,123 @@
+// Benchmarks of a whole farm on this machine: PostgreSQL, `simfarm serve`
+// and one `simfarm node` using every core.
+//
+//   node_efficiency         the share of the node's wall time (workers × the
+//                           job's duration) its workers spent in kernels,
+//                           for a long European job (target ≥ 0.97)
+//   farm_european           end-to-end paths/s of a 10^9-path European call
+//                           job, submit to result
+//   farm_over_local         that against `simfarm sim` processes running the
+//                           same paths on the same cores (target ≥ 0.95)
+//   farm_european_dask      the same job with Dask distributed + numpy
+//                           (tests/bench/farm_dask.py), and farm_over_dask
+//                           (target ≥ 5), when python3-distributed is there
+//
+// Prints BENCH lines; progress goes to stderr.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { call, serve } from '../lib/coord.mjs';
+import { startPostgres } from '../lib/pg.mjs';
+import { build, run, top } from '../lib/proc.mjs';
+
+const simfarm = path.join(build, 'bin/simfarm');
+const european = JSON.parse(fs.readFileSync(path.join(top, 'examples/european.json'), 'utf8'));
+const cores = os.availableParallelism();
+const PATHS = 1e9;
+
+function bench(name, value, unit) {
+  console.log(`BENCH ${name} ${Number(value.toPrecision(3))} ${unit}`);
+}
+
+async function until(check, what, timeoutMs) {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await check();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+// `simfarm sim` on every core: the range cut in one part per core.
+async function localPathsPerSecond(items, params) {
+  const per = Math.floor(items / cores);
+  const t0 = performance.now();
+  const runs = await Promise.all(Array.from({ length: cores }, (_, i) => run(simfarm,
+    ['sim', 'option', params, '--items', String(per), '--first', String(i * per), '--json'], { timeoutMs: 600000 })));
+  const s = (performance.now() - t0) / 1000;
+  for (const r of runs) if (r.code !== 0) throw new Error(`simfarm sim: ${r.stderr}`);
+  return (per * cores) / s;
+}
+
+function startNode(srv, dir) {
+  const child = spawn(simfarm, ['node', '--server', srv.url, '--key', path.join(dir, 'node.key'),
+    '--backend', 'cpu'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const node = { out: '', child };
+  child.stdout.on('data', (d) => { node.out += d; });
+  child.stderr.on('data', (d) => { node.out += d; });
+  node.exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
+  return node;
+}
+
+async function farmJob(srv, items, seed) {
+  const t0 = performance.now();
+  const res = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: european.params, items, seed });
+  if (res.status !== 201) throw new Error(`submit: ${res.status} ${JSON.stringify(res.json)}`);
+  const job = await until(async () => {
+    const j = (await call(srv, 'GET', `/api/jobs/${res.json.id}`)).json;
+    return j.state === 'complete' ? j : null;
+  }, `job ${res.json.id}`, 900000);
+  return { job, seconds: (performance.now() - t0) / 1000 };
+}
+
+async function main() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-bench-farm-'));
+  const pg = await startPostgres();
+  let srv, node;
+  try {
+    srv = await serve(pg.url, { extra: ['--open-enrolment'] });
+    node = startNode(srv, dir);
+    await until(() => /connected to \S+ as node \d+/.test(node.out), 'node connected', 30000);
+    console.error(`# farm: ${cores} CPU workers`);
+
+    // A short job first, so the node's chunk sizes have settled (as on a
+    // farm that has been running).
+    const warm = await farmJob(srv, 1e8, 99);
+    const { job, seconds } = await farmJob(srv, PATHS, 1);
+    const price = job.result.outputs[0].mean;
+    console.error(`# farm: 10^9 paths in ${seconds.toFixed(2)} s, price ${price.toFixed(4)}`);
+    const farm = PATHS / seconds;
+
+    // Kernel time over the node's run against the time it had work: both
+    // jobs, submit to result, on every worker.
+    node.child.kill('SIGTERM');
+    await node.exited;
+    const m = node.out.match(/kernels ran (\d+) ms on (\d+) workers in (\d+) ms/);
+    if (!m) throw new Error(`no kernel time in the node's log:\n${node.out}`);
+    bench('farm_european', farm, 'paths/s');
+    const params = path.join(dir, 'european.json');
+    fs.writeFileSync(params, JSON.stringify(european.params));
+    const local = await localPathsPerSecond(4e8, params);
+    bench('farm_european_local', local, 'paths/s');
+    bench('farm_over_local', farm / local, 'ratio');
+    const efficiency = Number(m[1]) / (Number(m[2]) * (warm.seconds + seconds) * 1000);
+    bench('node_efficiency', Math.min(efficiency, 1), 'ratio');
+
+    const dask = await run('/usr/bin/python3', [path.join(top, 'tests/bench/farm_dask.py'), String(cores)], { timeoutMs: 900000 });
+    process.stderr.write(dask.stderr);
+    const d = dask.stdout.match(/^BENCH farm_european_dask (\S+) paths\/s$/m);
+    if (d) {
+      process.stdout.write(dask.stdout);
+      bench('farm_over_dask', farm / Number(d[1]), 'ratio');
+    }
+  } finally {
+    if (node && node.child.exitCode === null) node.child.kill('SIGKILL');
+    await srv?.stop();
+    await pg.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch((e) => { console.error(e); process.exit(1); });
