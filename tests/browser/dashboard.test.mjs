@@ -1,0 +1,204 @@
+// The dashboard (web/) in Chromium against a real coordinator, a real
+// PostgreSQL and a real native node: the token box, the submit form built
+// from GET /api/kernels with the server's refusals at their fields, an
+// option job watched to 100% with its price, convergence plot and
+// histogram, the jobs and nodes pages, and cancelling a running job.
+// Screenshots go to build/artifacts/dashboard/.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { build, top } from '../lib/proc.mjs';
+import { startPostgres } from '../lib/pg.mjs';
+import { serve, call } from '../lib/coord.mjs';
+import { launch } from './chromium.mjs';
+import { estimate } from '../../web/js/format.js';
+
+const simfarm = path.join(build, 'bin/simfarm');
+const shots = path.join(build, 'artifacts/dashboard');
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-dash-'));
+const WAIT = 30000;
+
+let pg, srv, node, nodeExited, browser, page;
+const pageErrors = [];
+
+before(async () => {
+  fs.mkdirSync(shots, { recursive: true });
+  pg = await startPostgres();
+  srv = await serve(pg.url, { extra: ['--allow-public-nodes', '--web', path.join(top, 'web')] });
+  node = spawn(simfarm, ['node', '--server', `ws://127.0.0.1:${srv.port}/ws/node`, '--key', path.join(tmp, 'node.key'),
+    '--cores', '2'], { stdio: 'ignore' });
+  nodeExited = new Promise((resolve) => node.on('exit', resolve));
+  browser = await launch();
+  page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  // Chromium logs the refusals the form test asks for (400); anything else counts.
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !m.text().includes('status of 400')) pageErrors.push(m.text());
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  if (node) {
+    node.kill('SIGTERM'); // drains: a few seconds at most, the long job is cancelled
+    const timer = setTimeout(() => node.kill('SIGKILL'), 10000);
+    await nodeExited;
+    clearTimeout(timer);
+  }
+  await srv?.stop();
+  await pg?.stop();
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+const shot = (name) => page.screenshot({ path: path.join(shots, `${name}.png`), fullPage: true });
+
+// Pixels of a canvas under sel whose colour is within tol of rgb.
+function colouredPixels(sel, rgb, tol = 40) {
+  return page.evaluate(([s, c, t]) => {
+    const canvas = document.querySelector(`${s} canvas`);
+    if (!canvas) return -1;
+    const d = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+    let n = 0;
+    for (let i = 0; i < d.length; i += 4)
+      if (d[i + 3] > 200 && Math.abs(d[i] - c[0]) < t && Math.abs(d[i + 1] - c[1]) < t && Math.abs(d[i + 2] - c[2]) < t) n++;
+    return n;
+  }, [sel, rgb, tol]);
+}
+
+async function fillOption(values) {
+  await page.goto(`${srv.url}/#/submit`);
+  await page.locator('#p-S0').waitFor({ timeout: WAIT });
+  for (const [id, v] of Object.entries(values)) await page.fill(`#${id}`, String(v));
+}
+
+test('the page loads its modules and uPlot from the coordinator, with their types', async () => {
+  for (const [p, type] of [['/', 'text/html'], ['/js/app.js', 'text/javascript'], ['/dashboard.css', 'text/css'],
+    ['/node_modules/uplot/dist/uPlot.esm.js', 'text/javascript'], ['/node_modules/uplot/dist/uPlot.min.css', 'text/css']]) {
+    const res = await fetch(srv.url + p);
+    assert.equal(res.status, 200, p);
+    assert.ok(res.headers.get('content-type').startsWith(type), `${p}: ${res.headers.get('content-type')}`);
+  }
+  const k = await call(srv, 'GET', '/api/kernels', undefined, null);
+  assert.equal(k.status, 200);
+  assert.deepEqual(k.json.kernels.map((x) => x.name), ['option', 'combat']);
+});
+
+test('the API token is kept in the browser', async () => {
+  await page.goto(`${srv.url}/#/jobs`);
+  await page.click('#token-summary');
+  await page.fill('#token-input', srv.token);
+  await page.click('#token-form button[type="submit"]');
+  assert.equal(await page.evaluate(() => localStorage.getItem('simfarm.token')), srv.token);
+  assert.equal(await page.textContent('#token-summary'), 'API token ✓');
+});
+
+test('an invalid form gets the server\'s error next to the field', async () => {
+  await fillOption({ 'p-S0': -5, 'p-K': 100, 'p-sigma': 0.2, 'p-T': 1 });
+  // the form carries the kernel's ranges from GET /api/kernels
+  assert.equal(await page.getAttribute('#p-S0', 'max'), '1000000');
+  assert.equal(await page.inputValue('#p-steps'), '1');
+  await page.click('#submit');
+  const err = page.locator('#p-S0-error');
+  await err.waitFor({ state: 'visible', timeout: WAIT });
+  assert.equal(await err.textContent(), 'must be in (0, 1000000], got -5');
+  assert.equal(await page.getAttribute('#p-S0', 'aria-invalid'), 'true');
+  assert.equal(await page.evaluate(() => document.activeElement.id), 'p-S0');
+  await shot('submit-error');
+
+  await page.fill('#p-S0', '100');
+  await page.fill('#j-items', '0');
+  await page.click('#submit');
+  await page.locator('#j-items-error').waitFor({ state: 'visible', timeout: WAIT });
+  assert.equal(await page.textContent('#j-items-error'), 'must be a whole number from 1 to 2^50');
+  assert.equal(await page.isVisible('#p-S0-error'), false, 'the old error is gone');
+  const jobs = await call(srv, 'GET', '/api/jobs');
+  assert.deepEqual(jobs.json, [], 'nothing was submitted');
+});
+
+test('an option job submitted through the form runs to 100% and shows the API\'s price, plots and nodes', async () => {
+  await fillOption({ 'p-S0': 100, 'p-K': 100, 'p-r': 0.05, 'p-sigma': 0.2, 'p-T': 1, 'j-items': 60000000, 'j-name': 'dash call' });
+  const curl = await page.textContent('#as-curl');
+  const body = '{"kernel":"option","params":{"S0":100,"K":100,"r":0.05,"sigma":0.2,"T":1},"items":60000000,"name":"dash call"}';
+  assert.ok(curl.endsWith(`-d '${body}'`), curl);
+  assert.equal(await page.textContent('#as-cli'), `echo '${body}' | simfarm submit - --server ${srv.url}`);
+  await page.click('#submit');
+  await page.waitForURL(/#\/jobs\/\d+$/, { timeout: WAIT });
+  const id = Number(page.url().split('/').at(-1));
+
+  const bar = page.locator('[role="progressbar"][aria-label="job progress"]');
+  await page.waitForFunction(() => document.querySelector('[aria-label="job progress"]')?.getAttribute('aria-valuenow') === '100.0'
+    && document.querySelector('.state')?.textContent === 'complete', null, { timeout: WAIT });
+  assert.equal(await bar.getAttribute('aria-valuenow'), '100.0');
+
+  const api = (await call(srv, 'GET', `/api/jobs/${id}`)).json;
+  assert.equal(api.state, 'complete');
+  assert.equal(api.name, 'dash call');
+  const price = api.result.outputs.find((o) => o.name === 'price');
+  const cell = page.locator('tr[data-output="price"] td.mean');
+  assert.equal(await cell.getAttribute('data-exact'), String(price.mean));
+  assert.equal(await cell.textContent(), price.mean.toFixed(Math.ceil(-Math.log10(price.stderr)) + 1));
+  assert.equal(await cell.textContent(), estimate(price.mean, price.stderr));
+  assert.ok(Math.abs(price.mean - 10.4506) < 4 * price.stderr, `price ${price.mean} ± ${price.stderr}`);
+
+  // The plots hold drawn data: the estimate's blue line, the histogram's green bars.
+  assert.ok(await colouredPixels('#convergence', [11, 92, 173]) > 20, 'convergence line drawn');
+  assert.ok(await colouredPixels('#histogram', [23, 102, 58]) > 200, 'histogram bars drawn');
+  assert.equal(price.hist.bins.reduce((a, b) => a + b, 0) + price.hist.under + price.hist.over, price.count);
+
+  // What each node contributed: one node, every item.
+  assert.equal(api.result.nodes.length, 1);
+  assert.equal(api.result.nodes[0].items, 60000000);
+  const contrib = await page.locator('section[aria-labelledby="h-nodes"] tbody tr td').allTextContents();
+  assert.equal(contrib[2], '60,000,000');
+  await shot('job-complete');
+
+  // On a phone the plots shrink to the screen and nothing scrolls sideways.
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.waitForFunction(() => document.documentElement.scrollWidth <= document.documentElement.clientWidth
+    && document.querySelector('#histogram canvas').getBoundingClientRect().right <= 390, null, { timeout: WAIT });
+  await shot('job-complete-phone');
+  await page.setViewportSize({ width: 1280, height: 900 });
+});
+
+test('the jobs list filters, and the nodes page shows the fleet', async () => {
+  await page.goto(`${srv.url}/#/jobs?state=complete`);
+  const row = page.locator('tbody tr[data-job]');
+  await row.first().waitFor({ timeout: WAIT });
+  assert.equal(await row.count(), 1);
+  assert.equal(await page.inputValue('#f-state'), 'complete');
+  await page.selectOption('#f-state', 'failed');
+  await page.locator('text=No jobs match').waitFor({ timeout: WAIT });
+  await page.selectOption('#f-state', '');
+  await row.first().waitFor({ timeout: WAIT });
+  await shot('jobs');
+
+  await page.click('a[data-nav="nodes"]');
+  await page.locator('tr[data-node] .online').first().waitFor({ timeout: WAIT });
+  const fleet = await page.locator('#fleet .card').allTextContents();
+  assert.equal(fleet[0], 'online1 of 1');
+  const cells = await page.locator('tr[data-node] td').allTextContents();
+  assert.match(cells[5], /^cpu/);
+  assert.equal(cells[6], '2');
+  await shot('nodes');
+});
+
+test('a running job is cancelled from its page', async () => {
+  const sub = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: { S0: 100, K: 100, sigma: 0.2, T: 1, steps: 50 },
+    items: 1e12, name: 'long' });
+  // the node holds its chunks (no chunk of 50 steps ends soon at the speed it measured)
+  assert.equal(sub.status, 201);
+  await page.goto(`${srv.url}/#/jobs/${sub.json.id}`);
+  await page.waitForFunction(() => document.querySelector('.state')?.textContent === 'running'
+    && Number(document.querySelector('#claims')?.textContent) > 0, null, { timeout: WAIT });
+  await page.keyboard.press('Tab'); // the controls take the keyboard
+  await page.focus('#cancel');
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => document.querySelector('.state')?.textContent === 'cancelled', null, { timeout: WAIT });
+  assert.equal((await call(srv, 'GET', `/api/jobs/${sub.json.id}`)).json.state, 'cancelled');
+  assert.equal(await page.isVisible('#cancel'), false);
+  await shot('job-cancelled');
+  assert.deepEqual(pageErrors, []);
+});

@@ -1,0 +1,54 @@
+// The dashboard: a hash router over the views (jobs, one job, submit,
+// nodes), the API token box, and the live events connection.
+import { setToken, token } from './api.js';
+import { onStatus, start } from './events.js';
+import { jobsView } from './jobs.js';
+import { jobView } from './job.js';
+import { submitView } from './submit.js';
+import { nodesView } from './nodes.js';
+
+const main = document.getElementById('main');
+let current = null; // the view shown: { stop() }
+
+function route() {
+  const hash = location.hash.replace(/^#/, '') || '/jobs';
+  const parts = hash.split('?')[0].split('/').filter(Boolean);
+  const query = new URLSearchParams(hash.split('?')[1] ?? '');
+  current?.stop?.();
+  main.replaceChildren();
+  let nav = parts[0];
+  if (parts[0] === 'jobs' && parts[1]) current = jobView(main, Number(parts[1]));
+  else if (parts[0] === 'submit') current = submitView(main, query);
+  else if (parts[0] === 'nodes') current = nodesView(main);
+  else { nav = 'jobs'; current = jobsView(main, query); }
+  for (const a of document.querySelectorAll('[data-nav]')) {
+    if (a.dataset.nav === nav) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+}
+
+function tokenBox() {
+  const form = document.getElementById('token-form');
+  const input = document.getElementById('token-input');
+  const summary = document.getElementById('token-summary');
+  const show = () => { summary.textContent = token() ? 'API token ✓' : 'API token'; };
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    setToken(input.value.trim());
+    input.value = '';
+    show();
+    document.getElementById('token-box').open = false;
+  });
+  document.getElementById('token-forget').addEventListener('click', () => {
+    setToken('');
+    input.value = '';
+    show();
+  });
+  show();
+}
+
+tokenBox();
+onStatus((s) => { document.getElementById('live').textContent = s; });
+start();
+window.addEventListener('hashchange', route);
+route();

@@ -1,0 +1,277 @@
+// One job, live over /ws/events: progress and throughput, the running
+// estimate with its 95% band against items done, the histogram of
+// outcomes, what each node contributed, claims in flight, reclaimed and
+// failed, the result and its JSON.
+import { api } from './api.js';
+import { onEvent } from './events.js';
+import { askToken, bar, clear, h, message, stateBadge, table } from './dom.js';
+import * as charts from './charts.js';
+import * as fmt from './format.js';
+
+const Z95 = 1.96;
+const ENDED = new Set(['complete', 'failed', 'cancelled', 'expired']);
+
+export function jobView(root, id) {
+  let job = null;
+  let prog = null;           // the latest job.progress
+  let output = null;         // the output plotted
+  const history = new Map(); // output name -> [[items], [mean], [low], [high]]
+  const rate = [[], []];     // seconds since the first progress, items/s
+  let t0 = null;
+  let nodeNames = new Map();
+  let plots = [];
+  let live = true;
+
+  const head = h('div');
+  const progressBox = h('section', { 'aria-labelledby': 'h-progress' });
+  const plotBox = h('section', { 'aria-labelledby': 'h-plots' });
+  const resultBox = h('section', { 'aria-labelledby': 'h-result' });
+  const nodesBox = h('section', { 'aria-labelledby': 'h-nodes' });
+  const extraBox = h('section');
+  const status = h('div', { 'aria-live': 'polite' });
+  root.append(head, status, progressBox, plotBox, resultBox, nodesBox, extraBox);
+
+  function record(p) {
+    if (!p?.outputs) return;
+    for (const o of p.outputs) {
+      if (!(o.count > 0) || o.mean === null) continue;
+      if (!history.has(o.name)) history.set(o.name, [[], [], [], []]);
+      const d = history.get(o.name);
+      const x = p.items_done ?? o.count;
+      if (d[0].length && d[0][d[0].length - 1] >= x) continue;
+      const half = Z95 * (o.stderr ?? 0);
+      d[0].push(x); d[1].push(o.mean); d[2].push(o.mean - half); d[3].push(o.mean + half);
+    }
+    if (p.items_per_s !== undefined && job?.state === 'running') {
+      const now = performance.now() / 1000;
+      if (t0 === null) t0 = now;
+      rate[0].push(now - t0);
+      rate[1].push(p.items_per_s);
+    }
+  }
+
+  function outputs() {
+    return (job?.result?.outputs ?? prog?.outputs ?? []);
+  }
+
+  function renderHead() {
+    const canCancel = job.state === 'pending' || job.state === 'running';
+    clear(head,
+      h('h1', {}, `Job ${job.id}`, job.name ? `: ${job.name}` : ''),
+      h('div', { class: 'row' }, 'State: ', stateBadge(job.state),
+        canCancel ? h('button', { type: 'button', class: 'danger', id: 'cancel', onclick: cancel }, 'Cancel job') : null,
+        h('button', { type: 'button', class: 'secondary', id: 'download', onclick: download }, 'Download JSON')),
+      h('dl', { class: 'facts' },
+        h('dt', {}, 'kernel'), h('dd', {}, job.kernel),
+        h('dt', {}, 'strategy'), h('dd', {}, job.strategy),
+        h('dt', {}, 'owner'), h('dd', {}, job.owner),
+        h('dt', {}, 'priority'), h('dd', {}, job.priority),
+        h('dt', {}, 'items'), h('dd', {}, fmt.int(job.items)),
+        h('dt', {}, 'seed'), h('dd', {}, job.seed),
+        h('dt', {}, 'submitted'), h('dd', {}, fmt.when(job.created_at)),
+        h('dt', {}, 'finished'), h('dd', {}, fmt.when(job.finished_at))));
+  }
+
+  function card(k, v, idName) {
+    return h('div', { class: 'card' }, h('div', { class: 'k' }, k), h('div', { class: 'v', id: idName }, v));
+  }
+
+  function renderProgress() {
+    const p = prog ?? {};
+    const done = job.state === 'complete' ? job.items : (p.items_done ?? job.result?.items_done ?? 0);
+    const pct = fmt.percent(done, job.items);
+    const running = job.state === 'running';
+    clear(progressBox,
+      h('h2', { id: 'h-progress' }, 'Progress'),
+      h('div', { class: 'row' }, bar(pct, 'job progress', true), h('strong', { id: 'pct' }, `${pct.toFixed(1)}%`)),
+      h('div', { class: 'cards' },
+        card('items done', `${fmt.int(done)} / ${fmt.int(job.items)}`, 'items-done'),
+        card('items/s', running ? fmt.short(p.items_per_s) : '–', 'rate'),
+        card('ETA', running ? fmt.eta(job.items, done, p.items_per_s) : '–', 'eta'),
+        card('claims in flight', fmt.int(p.claims_in_flight ?? 0), 'claims'),
+        card('chunks accepted', fmt.int(p.chunks_accepted ?? 0), 'chunks'),
+        card('reclaimed', fmt.int(p.reclaims ?? 0), 'reclaims'),
+        card('chunks failed', fmt.int(p.chunks_failed ?? 0), 'chunks-failed'),
+        card('items failed', fmt.int(p.items_failed ?? job.result?.items_failed ?? 0), 'items-failed')));
+  }
+
+  function setupPlots() {
+    for (const p of plots) p.destroy();
+    plots = [];
+    const outs = outputs();
+    if (outs.length === 0) {
+      clear(plotBox, h('h2', { id: 'h-plots' }, 'Convergence and outcomes'),
+        message(job.state === 'pending' ? 'Waiting for the first results.' : 'No results.'));
+      return;
+    }
+    if (!output || !outs.some((o) => o.name === output)) output = outs[0].name;
+    const pick = h('select', { id: 'output-pick', onchange: (e) => { output = e.target.value; setupPlots(); } },
+      outs.map((o) => h('option', { value: o.name }, o.name)));
+    pick.value = output;
+    const conv = h('div', { class: 'chart', id: 'convergence', role: 'img',
+      'aria-label': `running estimate of ${output} with its 95% band against items done` });
+    const hist = h('div', { class: 'chart', id: 'histogram', role: 'img', 'aria-label': `histogram of ${output}` });
+    const thr = h('div', { class: 'chart', id: 'throughput', role: 'img', 'aria-label': 'items per second over time' });
+    clear(plotBox, h('h2', { id: 'h-plots' }, 'Convergence and outcomes'),
+      outs.length > 1 ? h('div', { class: 'row' }, h('label', { for: 'output-pick' }, 'Output'), pick) : null,
+      h('div', { class: 'plots' },
+        h('div', { class: 'plot' }, h('h3', {}, `Estimate of ${output} (95% band)`), conv,
+          h('p', { class: 'note' }, 'Points are the progress seen while this page was open.')),
+        h('div', { class: 'plot' }, h('h3', {}, `Histogram of ${output}`), hist, h('p', { class: 'note', id: 'hist-note' })),
+        h('div', { class: 'plot' }, h('h3', {}, 'Throughput'), thr)));
+    plots = [charts.convergence(conv, output), charts.histogram(hist, output), charts.throughput(thr)];
+    drawPlots();
+  }
+
+  function drawPlots() {
+    if (plots.length === 0) return;
+    const [conv, hist, thr] = plots;
+    conv.set(history.get(output) ?? [[], [], [], []]);
+    thr.set(rate);
+    const o = outputs().find((x) => x.name === output);
+    if (o?.hist) {
+      hist.set(o.hist);
+      const note = document.getElementById('hist-note');
+      if (note) note.textContent = `${fmt.int(o.hist.under)} below ${fmt.num(o.hist.lo)}, ${fmt.int(o.hist.over)} at or above ${fmt.num(o.hist.hi)}`;
+    }
+  }
+
+  function renderResult() {
+    const res = job.result;
+    const outs = outputs();
+    const final = res && !res.error;
+    const title = final ? 'Result' : 'Running estimate';
+    if (res?.error) {
+      clear(resultBox, h('h2', { id: 'h-result' }, 'Result'), message(res.error, true));
+      return;
+    }
+    if (outs.length === 0) { clear(resultBox); return; }
+    clear(resultBox, h('h2', { id: 'h-result' }, title),
+      table(null, ['output', { text: 'mean', class: 'num' }, { text: '± 95%', class: 'num' }, { text: 'std. error', class: 'num' },
+        { text: 'min', class: 'num' }, { text: 'max', class: 'num' }, { text: 'count', class: 'num' }],
+      outs.map((o) => h('tr', { dataset: { output: o.name } },
+        h('th', { scope: 'row' }, o.name),
+        h('td', { class: 'num mean', dataset: { exact: String(o.mean) } }, fmt.estimate(o.mean, o.stderr)),
+        h('td', { class: 'num' }, o.stderr === null ? '–' : fmt.estimate(Z95 * o.stderr, o.stderr)),
+        h('td', { class: 'num' }, fmt.num(o.stderr, 3)),
+        h('td', { class: 'num' }, fmt.num(o.min)),
+        h('td', { class: 'num' }, fmt.num(o.max)),
+        h('td', { class: 'num' }, fmt.int(o.count))))));
+  }
+
+  function renderNodes() {
+    const src = job.result?.nodes ? job.result : prog;
+    const list = src?.nodes ?? [];
+    if (list.length === 0) { clear(nodesBox); return; }
+    const total = list.reduce((a, n) => a + n.items, 0) || 1;
+    const more = (src.nodes_total ?? list.length) - list.length;
+    clear(nodesBox, h('h2', { id: 'h-nodes' }, 'Contribution by node'),
+      table(null, ['node', { text: 'chunks', class: 'num' }, { text: 'items', class: 'num' }, 'share'],
+        list.map((n) => h('tr', {},
+          h('td', {}, h('a', { href: '#/nodes' }, nodeNames.get(n.node) ?? `node ${n.node}`)),
+          h('td', { class: 'num' }, fmt.int(n.chunks)),
+          h('td', { class: 'num' }, fmt.int(n.items)),
+          h('td', {}, bar(fmt.percent(n.items, total), `node ${n.node} share`))))),
+      more > 0 ? h('p', { class: 'note' }, `and ${more} more nodes`) : null);
+  }
+
+  // stat_weights and tournament jobs: shown only when the result carries
+  // them (the coordinator runs single jobs so far: docs/dashboard.md).
+  function renderExtra() {
+    const res = job.result ?? {};
+    const parts = [];
+    if (Array.isArray(res.weights)) {
+      const span = Math.max(...res.weights.map((w) => Math.abs(w.weight) + Z95 * (w.stderr ?? 0)), 1e-300);
+      parts.push(h('h2', {}, 'Weights'), table(null, ['parameter', { text: 'weight', class: 'num' }, { text: '± 95%', class: 'num' }, 'error bar'],
+        res.weights.map((w) => {
+          const lo = 50 + (50 * (w.weight - Z95 * w.stderr)) / span, hi = 50 + (50 * (w.weight + Z95 * w.stderr)) / span;
+          return h('tr', {}, h('th', { scope: 'row' }, w.name),
+            h('td', { class: 'num' }, fmt.estimate(w.weight, w.stderr)),
+            h('td', { class: 'num' }, fmt.estimate(Z95 * w.stderr, w.stderr)),
+            h('td', {}, h('div', { class: 'bar', role: 'img', 'aria-label': `${w.name} from ${fmt.num(w.weight - Z95 * w.stderr)} to ${fmt.num(w.weight + Z95 * w.stderr)}` },
+              h('span', { style: `margin-left:${lo}%;width:${Math.max(hi - lo, 0.5)}%` }))));
+        })));
+    }
+    if (Array.isArray(res.phases)) {
+      parts.push(h('h2', {}, 'Tournament ladder'), h('ol', {}, res.phases.map((ph) => h('li', {},
+        `phase ${ph.phase}: ${ph.alive} left`, ph.dropped?.length ? `; dropped ${ph.dropped.join(', ')}` : ''))));
+    }
+    clear(extraBox, parts);
+  }
+
+  function render() {
+    renderHead();
+    renderProgress();
+    renderResult();
+    renderNodes();
+    renderExtra();
+  }
+
+  async function load() {
+    try {
+      job = await api('GET', `/api/jobs/${id}`);
+    } catch (e) {
+      clear(head, h('h1', {}, `Job ${id}`), message(e.status === 404 ? 'No such job.' : `Cannot load the job: ${e.message}`, true));
+      return;
+    }
+    if (job.progress) { prog = job.progress; record(prog); }
+    if (job.result?.outputs) record({ ...job.result, items_done: job.result.items_done });
+    render();
+    setupPlots();
+    api('GET', '/api/nodes').then((ns) => {
+      nodeNames = new Map(ns.map((n) => [n.id, n.name || `node ${n.id}`]));
+      if (live) renderNodes();
+    }).catch(() => {});
+  }
+
+  async function cancel() {
+    const btn = document.getElementById('cancel');
+    btn.disabled = true;
+    try {
+      await api('POST', `/api/jobs/${id}/cancel`);
+      clear(status, message(`Job ${id} cancelled.`));
+      await load();
+    } catch (e) {
+      btn.disabled = false;
+      clear(status, message(`Cannot cancel: ${e.message}`, true));
+      if (e.status === 401) askToken();
+    }
+  }
+
+  function download() {
+    const blob = new Blob([JSON.stringify(job, null, 2) + '\n'], { type: 'application/json' });
+    const a = h('a', { href: URL.createObjectURL(blob), download: `simfarm-job-${id}.json` });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(a.href), 1000);
+  }
+
+  const off = onEvent((e) => {
+    if (job === null) return;
+    if (e.type === 'snapshot') {
+      const p = (e.jobs ?? []).find((x) => x.job === id);
+      if (p) e = { ...p, type: 'job.progress' };
+      else return;
+    }
+    if (e.job !== id) return;
+    if (e.type === 'job.progress') {
+      if (job.state === 'pending') job.state = 'running';
+      const first = prog === null;
+      prog = e;
+      record(e);
+      renderProgress();
+      renderResult();
+      renderNodes();
+      if (first) { renderHead(); setupPlots(); } else drawPlots();
+    } else if (e.type === 'job.started') {
+      job.state = 'running';
+      renderHead();
+    } else if (e.type === 'job.finished') {
+      load();
+    }
+  });
+
+  load();
+  return { stop() { live = false; off(); for (const p of plots) p.destroy(); } };
+}

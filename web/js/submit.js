@@ -1,0 +1,273 @@
+// Submit: a form per kernel built from GET /api/kernels (types, ranges,
+// defaults, allowed values), the job's own fields, the server's refusals
+// shown at the field they name, and the same submission as curl or CLI.
+import { api } from './api.js';
+import { askToken, clear, h, message } from './dom.js';
+
+const ERR_RE = /^field '([^']+)': (.*)$/s;
+
+// "abilities[2].coefficient" -> "p-abilities-2-coefficient"
+const idOf = (path) => `p-${path.replace(/[^A-Za-z0-9_]+/g, '-').replace(/-$/, '')}`;
+
+function rangeText(d) {
+  if (d.type !== 'number' && d.type !== 'integer') return '';
+  return `${d.min_exclusive ? '(' : '['}${d.min}, ${d.max}]`;
+}
+
+// One parameter's control; returns { el, read() } where read() gives the
+// value to send or undefined to leave it out (the kernel's default).
+function control(d, path) {
+  const id = idOf(path);
+  const errId = `${id}-error`, helpId = `${id}-help`;
+  const help = [d.help, rangeText(d), d.default_text ? `default ${d.default_text}` : ''].filter(Boolean).join(' · ');
+  const common = { id, name: path, 'aria-describedby': `${helpId} ${errId}`, dataset: { path } };
+  const err = h('p', { class: 'field-error', id: errId, hidden: true });
+  const helpEl = h('p', { class: 'help', id: helpId }, help);
+  const label = `${d.name}${d.required ? ' (required)' : ''}`;
+  let input, read;
+  switch (d.type) {
+  case 'number':
+  case 'integer':
+    input = h('input', { ...common, type: 'number', inputmode: 'decimal', step: d.type === 'integer' ? 1 : 'any',
+      min: d.min, max: d.max, value: d.default !== undefined ? String(d.default) : '' });
+    // left out when empty or the kernel's default: the body says what differs
+    read = () => (input.value === '' || (!d.required && Number(input.value) === d.default) ? undefined : Number(input.value));
+    break;
+  case 'bool':
+    input = h('input', { ...common, type: 'checkbox', checked: d.default === true });
+    read = () => (input.checked === (d.default === true) ? undefined : input.checked);
+    return {
+      el: h('div', { class: 'field field-check', dataset: { param: d.name } }, input, ' ', h('label', { for: id }, d.name), helpEl, err),
+      read, input,
+    };
+  case 'enum':
+    input = h('select', common, d.values.map((v) => h('option', { value: v }, v)));
+    input.value = d.default ?? d.values[0];
+    read = () => (!d.required && input.value === d.default ? undefined : input.value);
+    break;
+  case 'range': {
+    const lo = h('input', { id: `${id}-lo`, type: 'number', step: 'any', 'aria-label': `${d.name} low`, dataset: { path } });
+    const hi = h('input', { id: `${id}-hi`, type: 'number', step: 'any', 'aria-label': `${d.name} high` });
+    input = h('div', { class: 'row', id, role: 'group', 'aria-describedby': `${helpId} ${errId}`, dataset: { path } }, lo, '–', hi);
+    read = () => (lo.value === '' && hi.value === '' ? undefined
+      : [lo.value === '' ? null : Number(lo.value), hi.value === '' ? null : Number(hi.value)]);
+    return { el: h('div', { class: 'field', dataset: { param: d.name } }, h('label', { for: `${id}-lo` }, label), input, helpEl, err), read, input };
+  }
+  case 'string':
+  default:
+    input = h('input', { ...common, type: 'text', autocomplete: 'off' });
+    read = () => (input.value === '' ? undefined : input.value);
+    break;
+  }
+  return { el: h('div', { class: 'field', dataset: { param: d.name } }, h('label', { for: id }, label), input, helpEl, err), read, input };
+}
+
+// A list of objects (combat's abilities): a fieldset per entry.
+function listControl(d, path) {
+  const entries = [];
+  const box = h('div');
+  const addBtn = h('button', { type: 'button', class: 'secondary', onclick: () => { add(); sync(); } }, `Add to ${d.name}`);
+  const err = h('p', { class: 'field-error', id: `${idOf(path)}-error`, hidden: true });
+  const wrap = h('fieldset', { class: 'list', dataset: { path, param: d.name } },
+    h('legend', {}, `${d.name} (${d.min_items} to ${d.max_items})`), h('p', { class: 'help' }, d.help), box, addBtn, err);
+  let onchange = () => {};
+  function add() {
+    const entry = { controls: null };
+    const fs = h('fieldset');
+    entry.el = fs;
+    entries.push(entry);
+    renumber();
+  }
+  // Rebuilds the entries' controls with their new numbers, keeping what
+  // was typed (the ids carry the index the server's errors name).
+  const raw = (inp) => (inp.type === 'checkbox' ? inp.checked : inp.value);
+  function renumber() {
+    clear(box);
+    entries.forEach((entry, i) => {
+      const kept = new Map((entry.controls ?? []).filter((c) => c.input?.matches?.('input, select'))
+        .map((c) => [c.d.name, raw(c.input)]));
+      entry.controls = d.fields.map((f) => ({ d: f, ...control(f, `${path}[${i}].${f.name}`) }));
+      for (const c of entry.controls) {
+        if (!kept.has(c.d.name)) continue;
+        if (c.input.type === 'checkbox') c.input.checked = kept.get(c.d.name);
+        else c.input.value = kept.get(c.d.name);
+      }
+      const rm = h('button', { type: 'button', class: 'secondary', disabled: entries.length <= d.min_items,
+        onclick: () => { entries.splice(i, 1); renumber(); onchange(); } }, `Remove ${d.name}[${i}]`);
+      clear(entry.el, h('legend', {}, `${d.name}[${i}]`), h('div', { class: 'fields' }, entry.controls.map((c) => c.el)), rm);
+      box.append(entry.el);
+    });
+    addBtn.disabled = entries.length >= d.max_items;
+  }
+  function sync() { onchange(); }
+  for (let i = 0; i < Math.max(1, d.min_items); i++) add();
+  return {
+    el: wrap,
+    read() {
+      return entries.map((e) => {
+        const o = {};
+        for (const c of e.controls) { const v = c.read(); if (v !== undefined) o[c.d.name] = v; }
+        return o;
+      });
+    },
+    set onchange(fn) { onchange = fn; },
+  };
+}
+
+// Single-quotes text for a POSIX shell.
+const sq = (s) => `'${s.replace(/'/g, `'\\''`)}'`;
+
+export function submitView(root, query) {
+  const status = h('div', { 'aria-live': 'polite' });
+  root.append(h('h1', {}, 'Submit a job'), status);
+  let kernels = [], strategies = ['single'];
+  let params = []; // [{ d, read, el, input }]
+  let form;
+
+  function jobField(name, label, attrs, help) {
+    const id = `j-${name}`;
+    const input = h('input', { id, name, 'aria-describedby': `${id}-help ${id}-error`, dataset: { field: name }, ...attrs });
+    return {
+      input,
+      el: h('div', { class: 'field' }, h('label', { for: id }, label), input,
+        help ? h('p', { class: 'help', id: `${id}-help` }, help) : null,
+        h('p', { class: 'field-error', id: `${id}-error`, hidden: true })),
+    };
+  }
+
+  function build(kernelName) {
+    const k = kernels.find((x) => x.name === kernelName) ?? kernels[0];
+    const kernelSel = h('select', { id: 'j-kernel', name: 'kernel', dataset: { field: 'kernel' },
+      onchange: (e) => build(e.target.value) }, kernels.map((x) => h('option', { value: x.name }, x.name)));
+    kernelSel.value = k.name;
+    params = k.params.map((d) => ({ d, ...(d.type === 'list' ? listControl(d, d.name) : control(d, d.name)) }));
+    const name = jobField('name', 'name', { type: 'text', maxlength: 128, autocomplete: 'off' }, 'optional label');
+    const items = jobField('items', 'items (required)', { type: 'number', min: 1, step: 1, inputmode: 'numeric', value: '10000000' },
+      'items to simulate, 1 to 2^50');
+    const seed = jobField('seed', 'seed', { type: 'number', min: 0, step: 1, value: '1' }, 'the random numbers\' key');
+    const priority = jobField('priority', 'priority', { type: 'number', min: -1000, max: 1000, step: 1, value: '0' },
+      'higher runs first, -1000 to 1000');
+    const strategySel = h('select', { id: 'j-strategy', name: 'strategy', dataset: { field: 'strategy' }, 'aria-describedby': 'j-strategy-help j-strategy-error' },
+      ['single', 'tournament', 'stat_weights'].map((s) => h('option', { value: s, disabled: !strategies.includes(s) },
+        strategies.includes(s) ? s : `${s} (not served yet)`)));
+    const curl = h('pre', { class: 'cmd', id: 'as-curl', tabindex: 0, 'aria-label': 'the submission as curl' });
+    const cli = h('pre', { class: 'cmd', id: 'as-cli', tabindex: 0, 'aria-label': 'the submission as simfarm submit' });
+    const copied = h('span', { role: 'status', class: 'muted' });
+    const formErr = h('p', { class: 'form-error', id: 'form-error', role: 'alert', hidden: true });
+
+    const body = () => {
+      const p = {};
+      for (const c of params) {
+        if (c.d.when && currentValue(c.d.when.field) !== c.d.when.equals) continue;
+        const v = c.read();
+        if (v !== undefined) p[c.d.name] = v;
+      }
+      const b = { kernel: k.name, params: p };
+      const num = (inp) => (inp.value === '' ? undefined : Number(inp.value));
+      b.items = num(items.input);
+      if (name.input.value.trim()) b.name = name.input.value.trim();
+      if (seed.input.value !== '' && Number(seed.input.value) !== 1) b.seed = num(seed.input);
+      if (priority.input.value !== '' && Number(priority.input.value) !== 0) b.priority = num(priority.input);
+      if (strategySel.value !== 'single') b.strategy = strategySel.value;
+      return b;
+    };
+    const currentValue = (pname) => params.find((c) => c.d.name === pname)?.input?.value;
+    const applyWhen = () => {
+      for (const c of params) {
+        if (!c.d.when) continue;
+        const on = currentValue(c.d.when.field) === c.d.when.equals;
+        c.el.hidden = !on;
+      }
+    };
+    const refresh = () => {
+      applyWhen();
+      const json = JSON.stringify(body());
+      const url = `${location.origin}/api/jobs`;
+      curl.textContent = `curl -X POST ${url} -H 'Content-Type: application/json' -H "Authorization: Bearer $SIMFARM_TOKEN" -d ${sq(json)}`;
+      cli.textContent = `echo ${sq(json)} | simfarm submit - --server ${location.origin}`;
+    };
+    const copy = async (pre, what) => {
+      try {
+        await navigator.clipboard.writeText(pre.textContent);
+        copied.textContent = `${what} copied`;
+      } catch {
+        getSelection().selectAllChildren(pre);
+        copied.textContent = `${what} selected: copy it with Ctrl+C`;
+      }
+    };
+
+    form = h('form', { class: 'submit', novalidate: true, onsubmit: (e) => { e.preventDefault(); send(body()); },
+      oninput: refresh, onchange: refresh },
+    h('fieldset', {}, h('legend', {}, 'Kernel'),
+      h('div', { class: 'field' }, h('label', { for: 'j-kernel' }, 'kernel'), kernelSel,
+        h('p', { class: 'help' }, k.help), h('p', { class: 'field-error', id: 'j-kernel-error', hidden: true }))),
+    h('fieldset', { id: 'params' }, h('legend', {}, `Parameters of ${k.name}`),
+      h('div', { class: 'fields' }, params.filter((c) => c.d.type !== 'list').map((c) => c.el)),
+      params.filter((c) => c.d.type === 'list').map((c) => c.el)),
+    h('fieldset', {}, h('legend', {}, 'Job'),
+      h('div', { class: 'fields' }, items.el, name.el, seed.el, priority.el,
+        h('div', { class: 'field' }, h('label', { for: 'j-strategy' }, 'strategy'), strategySel,
+          h('p', { class: 'help', id: 'j-strategy-help' }, 'single: uniform chunks over the items'),
+          h('p', { class: 'field-error', id: 'j-strategy-error', hidden: true })))),
+    formErr,
+    h('div', { class: 'row' }, h('button', { type: 'submit', id: 'submit' }, 'Submit job')),
+    h('section', { 'aria-labelledby': 'h-same' }, h('h2', { id: 'h-same' }, 'The same submission elsewhere'),
+      h('div', { class: 'row' },
+        h('button', { type: 'button', class: 'secondary', onclick: () => copy(curl, 'curl command') }, 'Copy as curl'),
+        h('button', { type: 'button', class: 'secondary', onclick: () => copy(cli, 'CLI command') }, 'Copy as CLI'),
+        copied),
+      curl, cli));
+    for (const c of params) if (c.d.type === 'list') c.onchange = refresh;
+    clear(root, h('h1', {}, 'Submit a job'), status, form);
+    refresh();
+  }
+
+  function clearErrors() {
+    for (const p of form.querySelectorAll('.field-error')) { p.hidden = true; p.textContent = ''; }
+    for (const el of form.querySelectorAll('[aria-invalid]')) el.removeAttribute('aria-invalid');
+  }
+
+  // Puts the server's message at the field it names.
+  function showError(e) {
+    let path = null, msg = e.message;
+    if (e.field === 'params') {
+      const m = ERR_RE.exec(e.message);
+      if (m) { path = m[1]; msg = m[2]; }
+    }
+    const target = path !== null ? form.querySelector(`#${CSS.escape(idOf(path))}`)
+      : e.field ? form.querySelector(`#j-${CSS.escape(e.field)}`) : null;
+    const errEl = target ? form.querySelector(`#${CSS.escape(target.id)}-error`) : null;
+    if (target && errEl) {
+      errEl.textContent = msg;
+      errEl.hidden = false;
+      const focusable = target.matches('input, select') ? target : target.querySelector('input, select');
+      focusable?.setAttribute('aria-invalid', 'true');
+      focusable?.focus();
+    } else {
+      const f = form.querySelector('#form-error');
+      f.textContent = e.field ? `${e.field}: ${e.message}` : e.message;
+      f.hidden = false;
+    }
+  }
+
+  async function send(b) {
+    clearErrors();
+    const btn = form.querySelector('#submit');
+    btn.disabled = true;
+    try {
+      const r = await api('POST', '/api/jobs', b);
+      location.hash = `#/jobs/${r.id}`;
+    } catch (e) {
+      btn.disabled = false;
+      if (e.status === 401) askToken();
+      showError(e);
+    }
+  }
+
+  api('GET', '/api/kernels').then((r) => {
+    kernels = r.kernels;
+    strategies = r.strategies ?? strategies;
+    build(query.get('kernel') ?? kernels[0]?.name);
+  }).catch((e) => clear(status, message(`Cannot load the kernels: ${e.message}`, true)));
+  return { stop() {} };
+}
