@@ -227,7 +227,7 @@ $(SYSROOT)/.complete:
 	scripts/wasm-sysroot.sh
 
 # ---- targets ------------------------------------------------------------------
-.PHONY: all test run wasm web bench bench-compare fuzz asan tsan clean help deps
+.PHONY: all test run wasm web bench bench-compare fuzz soak asan tsan clean help deps
 
 all: $(DEPS_MK) $(BIN) $(UNIT_BIN) $(CHECK_BIN) $(ITEST_BIN) $(WASM_NATIVE) $(BENCH_BIN) ## build the simfarm binary, tests and benchmarks
 
@@ -256,6 +256,13 @@ bench-compare: $(BUILD)/bench/bench_rt $(BUILD)/bench/caf_bench ## run the runti
 
 fuzz: $(FUZZ_BIN) ## run each libFuzzer harness for FUZZ_SECONDS (default 60)
 	BUILD=$(BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
+
+SOAK_SEEDS ?= 1 2 3 4 5
+soak: all ## the long reliability runs: the chaos test with a big job, once per seed in SOAK_SEEDS
+	@for seed in $(SOAK_SEEDS); do \
+		BUILD=$(BUILD) CHAOS_SEED=$$seed CHAOS_ITEMS=$(or $(CHAOS_ITEMS),600000000) \
+			scripts/run-tests.sh reliability || exit 1; \
+	done
 
 asan: $(DEPS_MK) ## build the unit and check tests with AddressSanitizer + UBSan into build/asan
 	$(MAKE) --no-print-directory BUILD=$(BUILD)/asan DEPS_MK=$(DEPS_MK) SAN=address,undefined unit-tests check-tests

@@ -27,6 +27,7 @@ typedef struct coordinator_opts {
     const char *tls_cert;    /* https/wss with this PEM certificate and key; NULL = plain */
     const char *tls_key;
     unsigned heartbeat_ms;   /* nodes' heartbeat interval; 0 = 5000 */
+    uint64_t chunk_ms;       /* target chunk duration; 0 = the scheduler's default */
     /* Called once listening, before the loop runs: the place to spawn more
      * actors (the store is borrowed). May be NULL. */
     void (*started)(rt_system *sys, rt_actor *store, const char *host, int port, void *ctx);

@@ -40,6 +40,9 @@ static void serve_usage(FILE *out)
         "  --tls-cert PEM --tls-key PEM   serve https and wss\n"
         "  --heartbeat-ms N       nodes' heartbeat interval, 100 to 60000 (default 5000);\n"
         "                         a node silent for 3 intervals is offline\n"
+        "  --chunk-ms N           how long a chunk should take on the node it goes to,\n"
+        "                         100 to 600000 (default 10000): shorter loses less work\n"
+        "                         when nodes come and go, longer costs less per item\n"
         "Stops cleanly on SIGINT or SIGTERM.\n");
 }
 
@@ -78,6 +81,7 @@ int cmd_serve(int argc, char **argv)
     int port = 8080;
     const char *db = getenv("SIMFARM_DB");
     unsigned pool = 2;
+    uint64_t chunk_ms = 0;
     bool open = false;
     const char *token_file = NULL, *web = NULL, *cert = NULL, *key = NULL;
     unsigned heartbeat_ms = 0;
@@ -121,6 +125,14 @@ int cmd_serve(int argc, char **argv)
                 return SERVE_USAGE;
             }
             heartbeat_ms = (unsigned)n;
+        } else if (strcmp(a, "--chunk-ms") == 0) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (*end != '\0' || n < 100 || n > 600000) {
+                fprintf(stderr, "simfarm serve: --chunk-ms wants a number from 100 to 600000, not '%s'\n", v);
+                return SERVE_USAGE;
+            }
+            chunk_ms = (uint64_t)n;
         } else if (strcmp(a, "--pool") == 0) {
             char *end;
             long n = strtol(v, &end, 10);
@@ -145,7 +157,8 @@ int cmd_serve(int argc, char **argv)
         return SERVE_USAGE;
     }
     coordinator_opts co = { .host = host, .port = port, .db = db, .pool = pool, .name = "serve", .open_enrolment = open,
-        .token_file = token_file, .web_dir = web, .tls_cert = cert, .tls_key = key, .heartbeat_ms = heartbeat_ms };
+        .token_file = token_file, .web_dir = web, .tls_cert = cert, .tls_key = key, .heartbeat_ms = heartbeat_ms,
+        .chunk_ms = chunk_ms };
     return coordinator_run(&co) == 0 ? SERVE_OK : SERVE_FAIL;
 }
 
@@ -160,7 +173,7 @@ int coordinator_run(const coordinator_opts *opts)
     cd_store_opts so = { .conninfo = opts->db, .connections = opts->pool ? opts->pool : 2, .listen = "pending_job" };
     rt_actor *store = cd_store_spawn(sys, &so);
     char msg[256];
-    cd_scheduler_opts cs = { .store = store };
+    cd_scheduler_opts cs = { .store = store, .ledger = { .target_chunk_ms = opts->chunk_ms } };
     rt_actor *scheduler = store ? cd_scheduler_spawn(sys, &cs) : NULL;
     struct stat st;
     const char *web = opts->web_dir ? opts->web_dir : stat("web", &st) == 0 && S_ISDIR(st.st_mode) ? "web" : NULL;

@@ -229,6 +229,8 @@ sc_ledger *sc_ledger_create(const sc_config *config)
         l->cfg.min_lease_ms = 30000;
     if (l->cfg.max_attempts == 0)
         l->cfg.max_attempts = 3;
+    if (l->cfg.max_releases == 0)
+        l->cfg.max_releases = 10;
     if (l->cfg.random == NULL) {
         l->rng = l->cfg.seed;
         l->cfg.random = default_random;
@@ -1334,9 +1336,12 @@ size_t sc_renew(sc_ledger *l, uint64_t node, const uint8_t (*tokens)[16], size_t
     return renewed;
 }
 
-/* Takes a lost claim back: its range returns to its lane, or fails after
- * max_attempts. */
-static void lose_claim(sc_ledger *l, uint32_t idx)
+/* Takes a lost claim back: its range returns to its lane, or fails. Every
+ * loss counts as an attempt; a lease that ran out fails the chunk at
+ * max_attempts, a node that went away (a network cut as often as a crash)
+ * only at max_releases, so a flaky network does not fail a job while a
+ * chunk that kills every node it reaches still ends. */
+static void lose_claim(sc_ledger *l, uint32_t idx, bool node_gone)
 {
     claim *c = &l->claims[idx];
     job *j = c->job;
@@ -1345,7 +1350,7 @@ static void lose_claim(sc_ledger *l, uint32_t idx)
     range r = { c->first, c->count, c->attempt + 1 };
     claim_drop(l, idx);
     j->reclaims++;
-    if (r.attempt >= l->cfg.max_attempts) {
+    if (r.attempt >= (node_gone ? l->cfg.max_releases : l->cfg.max_attempts)) {
         ln->failed_items += r.count;
         j->failed_items += r.count;
         j->chunks_failed++;
@@ -1388,7 +1393,7 @@ size_t sc_reclaim(sc_ledger *l, uint64_t now_ms)
         /* No claim is allocated below, so a slot still live is the same claim. */
         for (size_t i = 0; i < n; i++) {
             if (l->claims[l->scratch[i]].job != NULL) {
-                lose_claim(l, l->scratch[i]);
+                lose_claim(l, l->scratch[i], false);
                 expired++;
             }
         }
@@ -1410,7 +1415,7 @@ size_t sc_release_node(sc_ledger *l, uint64_t node, uint64_t now_ms)
     size_t n = 0;
     node_slot *s;
     while ((s = node_find(l, node, false)) != NULL && s->head != NONE) {
-        lose_claim(l, s->head);
+        lose_claim(l, s->head, true);
         n++;
     }
     return n;

@@ -52,7 +52,8 @@ typedef struct sc_config {
     uint64_t min_chunk;       /* items (default 1,000); also the size for a node of unknown speed */
     uint64_t max_chunk;       /* items (default 1e9) */
     uint64_t min_lease_ms;    /* leases are max(this, 3 x the expected duration) (default 30,000) */
-    uint32_t max_attempts;    /* a chunk fails after this many lost claims (default 3) */
+    uint32_t max_attempts;    /* a chunk fails when a lease runs out on its claim this many times (default 3) */
+    uint32_t max_releases;    /* ... or when this many of its nodes went away holding it (default 10) */
     /* Fills buf with n unpredictable bytes (claim tokens). Default: a
      * splitmix generator seeded with `seed`, for tests only. */
     void (*random)(void *ctx, void *buf, size_t n);

@@ -10,7 +10,9 @@
 # ThreadSanitizer), valgrind (the check.h programs but the stress ones under
 # memcheck, leaks included), wasm (emcc builds under node, compared with the
 # native builds), integration (real processes and a real PostgreSQL),
-# browser (Playwright driving Debian's Chromium).
+# reliability (chaos: nodes, network, coordinator and database failing under
+# a job; CHAOS_SEED, CHAOS_ITEMS), browser (Playwright driving Debian's
+# Chromium).
 # A suite that cannot run — a tool or a build output missing — counts as a
 # failure, never as a skip. Exit status: 0 when nothing failed.
 set -uo pipefail
@@ -18,7 +20,7 @@ set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 export BUILD=${BUILD:-build}
-ALL_SUITES=(unit asan tsan valgrind wasm integration browser)
+ALL_SUITES=(unit asan tsan valgrind wasm integration reliability browser)
 suites=("$@")
 [ ${#suites[@]} -gt 0 ] || suites=("${ALL_SUITES[@]}")
 
@@ -138,6 +140,7 @@ for suite in "${suites[@]}"; do
         ;;
     wasm) run_node_tests wasm tests/wasm/*.test.mjs ;;
     integration) run_node_tests integration tests/integration/*.test.mjs ;;
+    reliability) run_node_tests reliability tests/reliability/*.test.mjs ;;
     browser)
         if [ ! -d tests/browser/node_modules/playwright-core ]; then
             record browser 0 1 "playwright-core missing: run scripts/install-deps.sh"

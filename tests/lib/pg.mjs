@@ -30,7 +30,7 @@ function runToEnd(file, args, timeoutMs) {
   });
 }
 
-// Starts a cluster; resolves to { dir, host, port, user, url, pid, stop }.
+// Starts a cluster; resolves to { dir, host, port, user, url, pid, stop, restart }.
 // `url` is a libpq connection string. Rejects if not ready within timeoutMs.
 export async function startPostgres({ timeoutMs = 60000 } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-pg-'));
@@ -39,6 +39,40 @@ export async function startPostgres({ timeoutMs = 60000 } = {}) {
   await runToEnd(path.join(pgBin, 'initdb'),
     ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--no-sync', '--locale=C'], timeoutMs);
 
+  let server = await launch(data, dir, timeoutMs);
+  const cleanup = () => { try { server.child.kill('SIGKILL'); } catch { /* gone */ } };
+  process.once('exit', cleanup);
+  const shutdown = async (stopMs) => {
+    server.child.kill('SIGINT');
+    const timer = setTimeout(() => server.child.kill('SIGKILL'), stopMs);
+    await server.exited;
+    clearTimeout(timer);
+  };
+
+  return {
+    dir,
+    host: dir,
+    port: 5432,
+    user: 'postgres',
+    url: `host=${dir} port=5432 user=postgres dbname=postgres`,
+    get pid() { return server.child.pid; },
+    // Fast shutdown (SIGINT), waits for the exit, then removes the directory.
+    async stop({ timeoutMs: stopMs = 30000 } = {}) {
+      process.removeListener('exit', cleanup);
+      await shutdown(stopMs);
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+    // A fast shutdown and a start on the same data: every connection drops.
+    async restart({ timeoutMs: stopMs = 30000 } = {}) {
+      await shutdown(stopMs);
+      server = await launch(data, dir, timeoutMs);
+    },
+  };
+}
+
+// Starts postgres on a data directory; resolves to { child, exited } once it
+// accepts connections.
+async function launch(data, dir, timeoutMs) {
   const [cmd, argv] = asOwner(path.join(pgBin, 'postgres'), [
     '-D', data, '-k', dir, '-c', 'listen_addresses=', '-c', 'fsync=off',
     '-c', 'logging_collector=off', '-c', 'log_min_messages=log',
@@ -63,28 +97,7 @@ export async function startPostgres({ timeoutMs = 60000 } = {}) {
     });
   });
   child.stderr.resume();
-
-  const exited = new Promise((resolve) => child.on('exit', resolve));
-  const cleanup = () => { try { child.kill('SIGKILL'); } catch { /* gone */ } };
-  process.once('exit', cleanup);
-
-  return {
-    dir,
-    host: dir,
-    port: 5432,
-    user: 'postgres',
-    url: `host=${dir} port=5432 user=postgres dbname=postgres`,
-    pid: child.pid,
-    // Fast shutdown (SIGINT), waits for the exit, then removes the directory.
-    async stop({ timeoutMs: stopMs = 30000 } = {}) {
-      process.removeListener('exit', cleanup);
-      child.kill('SIGINT');
-      const timer = setTimeout(() => child.kill('SIGKILL'), stopMs);
-      await exited;
-      clearTimeout(timer);
-      fs.rmSync(dir, { recursive: true, force: true });
-    },
-  };
+  return { child, exited: new Promise((resolve) => child.on('exit', resolve)) };
 }
 
 // Runs SQL through psql against a cluster; resolves to its stdout.

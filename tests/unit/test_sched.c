@@ -455,6 +455,37 @@ Test(sched, lost_claims_fail_the_chunk_then_the_job)
     journal_free(&jr);
 }
 
+Test(sched, nodes_going_away_fail_a_chunk_only_at_max_releases)
+{
+    journal jr = { 0 };
+    sc_ledger *l = simple(&jr);
+    sc_job_spec s = spec_of(1, 10);
+    sc_job_add(l, &s);
+    sc_claim_out c;
+    unsigned n;
+    /* Nine nodes take the chunk and vanish: it is handed out again each time. */
+    for (uint64_t id = 1; id <= 9; id++) {
+        sc_node_info node = { .id = id, .tier = SC_TIER_OWN };
+        sc_claim(l, &node, 1, 0, &c, &n);
+        cr_assert_eq(n, 1, "claim %llu", (unsigned long long)id);
+        cr_assert_eq(c.attempt, (uint32_t)(id - 1));
+        cr_assert_eq(sc_release_node(l, id, 0), 1);
+    }
+    sc_job_status st;
+    sc_job_status_get(l, 1, &st);
+    cr_assert_eq(st.state, SC_JOB_RUNNING, "nine releases, past max_attempts, do not fail it");
+    /* The tenth fails it: a chunk that kills every node still ends. */
+    sc_node_info last = { .id = 10, .tier = SC_TIER_OWN };
+    sc_claim(l, &last, 1, 0, &c, &n);
+    cr_assert_eq(n, 1);
+    cr_assert_eq(sc_release_node(l, 10, 0), 1);
+    sc_job_status_get(l, 1, &st);
+    cr_assert_eq(st.state, SC_JOB_FAILED);
+    cr_assert_eq(st.failed_items, 10);
+    sc_ledger_destroy(l);
+    journal_free(&jr);
+}
+
 Test(sched, cancel_makes_claims_stale)
 {
     journal jr = { 0 };
