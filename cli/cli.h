@@ -10,6 +10,10 @@
 
 #include <stdbool.h>
 
+/* Reads a flag's value as a whole decimal number within [min, max]; false
+ * (and *out untouched) for anything else. */
+bool cli_number(const char *v, long min, long max, long *out);
+
 int cmd_sim(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_up(int argc, char **argv);

@@ -11,15 +11,29 @@
 #include <libwebsockets.h>
 #include <msgpack.h>
 #include <sodium.h>
-#include <stdio.h>
-#include <string.h>
 #include <uv.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
 
 #define SIMFARM_VERSION "0.1.0"
 
 enum { EXIT_OK = 0, EXIT_USAGE = 2 };
+
+bool cli_number(const char *v, long min, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    long n = v ? strtol(v, &end, 10) : 0;
+    if (v == NULL || end == v || *end != '\0' || errno != 0 || n < min || n > max)
+        return false;
+    *out = n;
+    return true;
+}
 
 static void usage(FILE *out)
 {

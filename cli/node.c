@@ -56,9 +56,8 @@ int cmd_node(int argc, char **argv)
         } else if (strcmp(a, "--claim-token") == 0) {
             o.claim_token = v;
         } else if (strcmp(a, "--cores") == 0) {
-            char *end;
-            long n = strtol(v, &end, 10);
-            if (*end != '\0' || n < 1 || n > 1024) {
+            long n;
+            if (!cli_number(v, 1, 1024, &n)) {
                 fprintf(stderr, "simfarm node: --cores wants a number from 1 to 1024, not '%s'\n", v);
                 return ND_EXIT_USAGE;
             }
@@ -66,9 +65,8 @@ int cmd_node(int argc, char **argv)
         } else if (strcmp(a, "--backend") == 0) {
             o.backend = v;
         } else if (strcmp(a, "--grace") == 0) {
-            char *end;
-            long n = strtol(v, &end, 10);
-            if (*end != '\0' || end == v || n < 0 || n > 86400) {
+            long n;
+            if (!cli_number(v, 0, 86400, &n)) {
                 fprintf(stderr, "simfarm node: --grace wants seconds from 0 to 86400, not '%s'\n", v);
                 return ND_EXIT_USAGE;
             }

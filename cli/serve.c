@@ -118,25 +118,22 @@ int cmd_serve(int argc, char **argv)
         } else if (strcmp(a, "--tls-key") == 0) {
             key = v;
         } else if (strcmp(a, "--heartbeat-ms") == 0) {
-            char *end;
-            long n = strtol(v, &end, 10);
-            if (*end != '\0' || n < 100 || n > 60000) {
+            long n;
+            if (!cli_number(v, 100, 60000, &n)) {
                 fprintf(stderr, "simfarm serve: --heartbeat-ms wants a number from 100 to 60000, not '%s'\n", v);
                 return SERVE_USAGE;
             }
             heartbeat_ms = (unsigned)n;
         } else if (strcmp(a, "--chunk-ms") == 0) {
-            char *end;
-            long n = strtol(v, &end, 10);
-            if (*end != '\0' || n < 100 || n > 600000) {
+            long n;
+            if (!cli_number(v, 100, 600000, &n)) {
                 fprintf(stderr, "simfarm serve: --chunk-ms wants a number from 100 to 600000, not '%s'\n", v);
                 return SERVE_USAGE;
             }
             chunk_ms = (uint64_t)n;
         } else if (strcmp(a, "--pool") == 0) {
-            char *end;
-            long n = strtol(v, &end, 10);
-            if (*end != '\0' || n < 1 || n > 8) {
+            long n;
+            if (!cli_number(v, 1, 8, &n)) {
                 fprintf(stderr, "simfarm serve: --pool wants a number from 1 to 8, not '%s'\n", v);
                 return SERVE_USAGE;
             }

@@ -377,17 +377,15 @@ int cmd_up(int argc, char **argv)
         } else if (strcmp(a, "--var") == 0) {
             var = v;
         } else if (strcmp(a, "--nodes") == 0) {
-            char *end;
-            long n = strtol(v, &end, 10);
-            if (*end != '\0' || end == v || n < 0 || n > MAX_NODES) {
+            long n;
+            if (!cli_number(v, 0, MAX_NODES, &n)) {
                 fprintf(stderr, "simfarm up: --nodes wants a number from 0 to %d, not '%s'\n", MAX_NODES, v);
                 return UP_USAGE;
             }
             nodes = (unsigned)n;
         } else if (strcmp(a, "--cores") == 0) {
-            char *end;
-            long n = strtol(v, &end, 10);
-            if (*end != '\0' || n < 1 || n > 1024) {
+            long n;
+            if (!cli_number(v, 1, 1024, &n)) {
                 fprintf(stderr, "simfarm up: --cores wants a number from 1 to 1024, not '%s'\n", v);
                 return UP_USAGE;
             }
