@@ -26,7 +26,7 @@
 
 enum {
     P_AUTH = 1, P_SUBMIT, P_LIST, P_ONE, P_CANCEL_LOOK, P_CANCEL_DO, P_NODES, P_TOKEN_NEW, P_TOKENS,
-    P_TOKEN_REVOKE, P_BOOT,
+    P_TOKEN_REVOKE, P_BOOT, P_CONVERGENCE,
 };
 
 enum { FAIL_LIMIT = 10, FAIL_WINDOW_MS = 60000, TOKEN_BYTES = 32 };
@@ -347,6 +347,18 @@ static void one_job(gateway *g, gw_request *r, uint64_t id)
     ask(g, r, q, P_ONE);
 }
 
+/* The accepted results of the job's chunks in the order they were
+ * accepted (the job's row first, so a job without results is one row of
+ * NULLs and no job is no row). */
+static void convergence(gateway *g, gw_request *r, uint64_t id)
+{
+    cd_query *q = cd_query_new(
+        "SELECT j.item_count, j.result FROM jobs LEFT JOIN journal j ON j.job_id = jobs.id AND j.type = 1 "
+        "AND j.variant = 0 WHERE jobs.id = $1 ORDER BY j.seq");
+    cd_query_int(q, (int64_t)id);
+    ask(g, r, q, P_CONVERGENCE);
+}
+
 static void cancel_job(gateway *g, gw_request *r, uint64_t id)
 {
     cd_query *q = cd_query_new("SELECT owner, state FROM jobs WHERE id = $1");
@@ -623,6 +635,8 @@ static void dispatch(gateway *g, gw_request *r)
             fail(g, r, 404, NULL, "no such job: ids are positive whole numbers");
         else if (strcmp(rest, "/cancel") == 0)
             cancel_job(g, r, id);
+        else if (strcmp(rest, "/convergence") == 0)
+            convergence(g, r, id);
         else
             one_job(g, r, id);
     } else if (strcmp(p, "/api/nodes") == 0) {
@@ -659,6 +673,8 @@ static int allowed(const gw_request *r, bool *needs_token)
     if (strncmp(p, "/api/jobs/", 10) == 0) {
         const char *slash = strchr(p + 10, '/');
         if (slash == NULL)
+            return m == GW_GET ? 1 : -1;
+        if (strcmp(slash, "/convergence") == 0)
             return m == GW_GET ? 1 : -1;
         return strcmp(slash, "/cancel") != 0 ? 0 : m == GW_POST ? 1 : -1;
     }
@@ -751,6 +767,88 @@ static void answer_one(gateway *g, gw_request *r, PGresult *res)
     ok_json(g, r, 200, gw_fmt("%.*s,\"progress\":%s}\n", (int)(rl - 1), row, prog));
 }
 
+/* The statistics of one chunk's result (sc_result_encode's format: per
+ * output a 4-byte little-endian length and the sim_stats encoding) into
+ * out; returns how many, or -1 when the bytes are not such a result. */
+static int result_stats(const unsigned char *p, size_t len, sim_stats *out)
+{
+    int n = 0;
+    while (len > 0) {
+        if (n == SIM_MAX_OUT || len < 4)
+            return -1;
+        size_t k = (size_t)p[0] | (size_t)p[1] << 8 | (size_t)p[2] << 16 | (size_t)p[3] << 24;
+        if (k > len - 4 || sim_stats_decode(&out[n], p + 4, k) != 0)
+            return -1;
+        p += 4 + k;
+        len -= 4 + k;
+        n++;
+    }
+    return n;
+}
+
+enum { CONV_POINTS = 256 };
+
+static void put_num(char *out, size_t cap, size_t *n, double v)
+{
+    if (v != v || v > 1.7e308 || v < -1.7e308)
+        *n += (size_t)snprintf(out + *n, cap - *n, ",null");
+    else
+        *n += (size_t)snprintf(out + *n, cap - *n, ",%.17g", v);
+}
+
+/* The running estimate after each accepted chunk, merged in the order they
+ * were accepted, at most CONV_POINTS of them evenly spread (the last always
+ * among them): [items, mean, stderr of each output...]. */
+static void answer_convergence(gateway *g, gw_request *r, PGresult *res)
+{
+    int rows = PQntuples(res);
+    if (rows == 0) {
+        fail(g, r, 404, NULL, "no such job");
+        return;
+    }
+    if (PQgetisnull(res, 0, 1))
+        rows = 0;
+    sim_stats agg[SIM_MAX_OUT], one[SIM_MAX_OUT];
+    int nout = 0;
+    uint64_t items = 0, bad = 0;
+    int shown = rows < CONV_POINTS ? rows : CONV_POINTS;
+    size_t cap = 128 + (size_t)shown * (24 + SIM_MAX_OUT * 52), n = 0;
+    char *out = malloc(cap);
+    if (out == NULL)
+        rt_oom(cap);
+    n += (size_t)snprintf(out, cap, "{\"job\":%" PRIu64 ",\"chunks\":%d,\"points\":[", path_job_id(r), rows);
+    int emitted = 0;
+    for (int i = 0; i < rows; i++) {
+        size_t len = 0;
+        unsigned char *bytes = PQunescapeBytea((const unsigned char *)PQgetvalue(res, i, 1), &len);
+        int k = bytes != NULL ? result_stats(bytes, len, one) : -1;
+        PQfreemem(bytes);
+        bool ok = k > 0 && (nout == 0 || k == nout);
+        for (int o = 0; ok && nout > 0 && o < k; o++)
+            ok = sim_stats_merge(&agg[o], &one[o]) == 0;
+        if (!ok) { /* the ledger checked every accepted result: not expected */
+            bad++;
+            continue;
+        }
+        if (nout == 0) {
+            nout = k;
+            memcpy(agg, one, (size_t)k * sizeof *agg);
+        }
+        items += strtoull(PQgetvalue(res, i, 0), NULL, 10);
+        /* row i shows when it crosses the next of `shown` even steps */
+        if ((uint64_t)(i + 1) * (uint64_t)shown / (uint64_t)rows == (uint64_t)i * (uint64_t)shown / (uint64_t)rows)
+            continue;
+        n += (size_t)snprintf(out + n, cap - n, "%s[%" PRIu64, emitted++ ? "," : "", items);
+        for (int o = 0; o < nout; o++) {
+            put_num(out, cap, &n, sim_stats_mean(&agg[o]));
+            put_num(out, cap, &n, sim_stats_stderr(&agg[o]));
+        }
+        n += (size_t)snprintf(out + n, cap - n, "]");
+    }
+    snprintf(out + n, cap - n, "],\"outputs\":%d,\"unreadable\":%" PRIu64 "}\n", nout, bad);
+    ok_json(g, r, 200, out);
+}
+
 static void answer_submit(gateway *g, gw_request *r, PGresult *res)
 {
     const char *id = PQgetvalue(res, 0, 0);
@@ -811,6 +909,7 @@ void api_answer(gateway *g, rt_msg *m)
     case P_LIST:
     case P_TOKENS: ok_json(g, r, 200, gw_fmt("%s\n", PQgetvalue(pr, 0, 0))); break;
     case P_ONE: answer_one(g, r, pr); break;
+    case P_CONVERGENCE: answer_convergence(g, r, pr); break;
     case P_CANCEL_LOOK: answer_cancel_look(g, r, pr); break;
     case P_CANCEL_DO: answer_cancel_do(g, r, pr); break;
     case P_NODES: ok_json(g, r, 200, nodes_json(g, pr)); break;

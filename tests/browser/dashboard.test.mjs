@@ -55,17 +55,18 @@ after(async () => {
 
 const shot = (name) => page.screenshot({ path: path.join(shots, `${name}.png`), fullPage: true });
 
-// Pixels of a canvas under sel whose colour is within tol of rgb.
-function colouredPixels(sel, rgb, tol = 40) {
-  return page.evaluate(([s, c, t]) => {
+// Waits until the canvas under sel has more than min pixels within 40 of
+// the colour rgb: drawn data, not only axes and grid.
+function drawn(sel, rgb, min) {
+  return page.waitForFunction(([s, c, least]) => {
     const canvas = document.querySelector(`${s} canvas`);
-    if (!canvas) return -1;
+    if (!canvas) return false;
     const d = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
     let n = 0;
     for (let i = 0; i < d.length; i += 4)
-      if (d[i + 3] > 200 && Math.abs(d[i] - c[0]) < t && Math.abs(d[i + 1] - c[1]) < t && Math.abs(d[i + 2] - c[2]) < t) n++;
-    return n;
-  }, [sel, rgb, tol]);
+      if (d[i + 3] > 200 && Math.abs(d[i] - c[0]) < 40 && Math.abs(d[i + 1] - c[1]) < 40 && Math.abs(d[i + 2] - c[2]) < 40) n++;
+    return n > least;
+  }, [sel, rgb, min], { timeout: WAIT });
 }
 
 async function fillOption(values) {
@@ -144,9 +145,21 @@ test('an option job submitted through the form runs to 100% and shows the API\'s
   assert.ok(Math.abs(price.mean - 10.4506) < 4 * price.stderr, `price ${price.mean} ± ${price.stderr}`);
 
   // The plots hold drawn data: the estimate's blue line, the histogram's green bars.
-  assert.ok(await colouredPixels('#convergence', [11, 92, 173]) > 20, 'convergence line drawn');
-  assert.ok(await colouredPixels('#histogram', [23, 102, 58]) > 200, 'histogram bars drawn');
+  await drawn('#convergence', [11, 92, 173], 20);
+  await drawn('#histogram', [23, 102, 58], 200);
   assert.equal(price.hist.bins.reduce((a, b) => a + b, 0) + price.hist.under + price.hist.over, price.count);
+
+  // The journal's curve ends on the result exactly, and a page opened
+  // afresh draws all of it.
+  const conv = (await call(srv, 'GET', `/api/jobs/${id}/convergence`)).json;
+  assert.equal(conv.outputs, 1);
+  assert.equal(conv.chunks, api.result.nodes[0].chunks);
+  assert.ok(conv.points.length >= 2, JSON.stringify(conv));
+  assert.deepEqual(conv.points.at(-1), [60000000, price.mean, price.stderr]);
+  await page.reload();
+  await page.waitForFunction((n) => document.querySelector('#convergence')?.dataset.points === String(n),
+    conv.points.length, { timeout: WAIT });
+  await drawn('#convergence', [11, 92, 173], 20);
 
   // What each node contributed: one node, every item.
   assert.equal(api.result.nodes.length, 1);

@@ -15,7 +15,7 @@ export function jobView(root, id) {
   let job = null;
   let prog = null;           // the latest job.progress
   let output = null;         // the output plotted
-  const history = new Map(); // output name -> [[items], [mean], [low], [high]]
+  const history = new Map(); // output name -> Map(items done -> [mean, stderr])
   const rate = [[], []];     // seconds since the first progress, items/s
   let t0 = null;
   let nodeNames = new Map();
@@ -31,17 +31,22 @@ export function jobView(root, id) {
   const status = h('div', { 'aria-live': 'polite' });
   root.append(head, status, progressBox, plotBox, resultBox, nodesBox, extraBox);
 
+  function point(name, x, mean, stderr) {
+    if (mean === null || !Number.isFinite(mean)) return;
+    if (!history.has(name)) history.set(name, new Map());
+    history.get(name).set(x, [mean, stderr ?? 0]);
+  }
+
+  // The plot's series: items done, the estimate and its 95% band.
+  function series(name) {
+    const pts = [...(history.get(name) ?? new Map())].sort((a, b) => a[0] - b[0]);
+    return [pts.map((p) => p[0]), pts.map((p) => p[1][0]),
+      pts.map((p) => p[1][0] - Z95 * p[1][1]), pts.map((p) => p[1][0] + Z95 * p[1][1])];
+  }
+
   function record(p) {
     if (!p?.outputs) return;
-    for (const o of p.outputs) {
-      if (!(o.count > 0) || o.mean === null) continue;
-      if (!history.has(o.name)) history.set(o.name, [[], [], [], []]);
-      const d = history.get(o.name);
-      const x = p.items_done ?? o.count;
-      if (d[0].length && d[0][d[0].length - 1] >= x) continue;
-      const half = Z95 * (o.stderr ?? 0);
-      d[0].push(x); d[1].push(o.mean); d[2].push(o.mean - half); d[3].push(o.mean + half);
-    }
+    for (const o of p.outputs) if (o.count > 0) point(o.name, p.items_done ?? o.count, o.mean, o.stderr);
     if (p.items_per_s !== undefined && job?.state === 'running') {
       const now = performance.now() / 1000;
       if (t0 === null) t0 = now;
@@ -116,7 +121,7 @@ export function jobView(root, id) {
       outs.length > 1 ? h('div', { class: 'row' }, h('label', { for: 'output-pick' }, 'Output'), pick) : null,
       h('div', { class: 'plots' },
         h('div', { class: 'plot' }, h('h3', {}, `Estimate of ${output} (95% band)`), conv,
-          h('p', { class: 'note' }, 'Points are the progress seen while this page was open.')),
+          h('p', { class: 'note' }, 'After each accepted chunk (up to 256 points from the journal), then live.')),
         h('div', { class: 'plot' }, h('h3', {}, `Histogram of ${output}`), hist, h('p', { class: 'note', id: 'hist-note' })),
         h('div', { class: 'plot' }, h('h3', {}, 'Throughput'), thr)));
     plots = [charts.convergence(conv, output), charts.histogram(hist, output), charts.throughput(thr)];
@@ -126,7 +131,9 @@ export function jobView(root, id) {
   function drawPlots() {
     if (plots.length === 0) return;
     const [conv, hist, thr] = plots;
-    conv.set(history.get(output) ?? [[], [], [], []]);
+    const data = series(output);
+    conv.set(data);
+    document.getElementById('convergence')?.setAttribute('data-points', String(data[0].length));
     thr.set(rate);
     const o = outputs().find((x) => x.name === output);
     if (o?.hist) {
@@ -218,10 +225,22 @@ export function jobView(root, id) {
     if (job.result?.outputs) record({ ...job.result, items_done: job.result.items_done });
     render();
     setupPlots();
+    loadHistory();
     api('GET', '/api/nodes').then((ns) => {
       nodeNames = new Map(ns.map((n) => [n.id, n.name || `node ${n.id}`]));
       if (live) renderNodes();
     }).catch(() => {});
+  }
+
+  // The estimate after each accepted chunk so far, from the journal: the
+  // curve of a job that ran before this page was opened.
+  async function loadHistory() {
+    let c;
+    try { c = await api('GET', `/api/jobs/${id}/convergence`); } catch { return; }
+    const names = outputs().map((o) => o.name);
+    if (!live || names.length !== c.outputs) return;
+    for (const p of c.points) names.forEach((name, o) => point(name, p[0], p[1 + 2 * o], p[2 + 2 * o]));
+    drawPlots();
   }
 
   async function cancel() {
