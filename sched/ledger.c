@@ -1230,6 +1230,17 @@ int sc_claim(sc_ledger *l, const sc_node_info *node, unsigned slots, uint64_t no
          * duration has fewer items. */
         uint32_t per_item = best->spec.strategy == SC_STAT_WEIGHTS ? best->spec.variants : 1;
         uint64_t want = size / per_item ? size / per_item : 1;
+        /* Factoring (guided self-scheduling) for single runs: a chunk is
+         * at most half the remainder shared among the claims that will run
+         * it, so near a job's end the workers finish together instead of
+         * one of them running a long last chunk while the others wait. */
+        if (best->spec.strategy == SC_SINGLE) {
+            uint64_t share = ln->pending_items / (2 * ((uint64_t)best->inflight_claims + (slots - s)));
+            if (share < l->cfg.min_chunk)
+                share = l->cfg.min_chunk;
+            if (want > share)
+                want = share;
+        }
         range r = pend_take(best, ln, want);
         uint32_t idx = claim_alloc(l);
         claim *c = &l->claims[idx];
