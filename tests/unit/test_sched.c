@@ -486,6 +486,25 @@ Test(sched, nodes_going_away_fail_a_chunk_only_at_max_releases)
     journal_free(&jr);
 }
 
+Test(sched, a_job_near_its_end_is_shared_out_in_smaller_chunks)
+{
+    journal jr = { 0 };
+    sc_ledger *l = simple(&jr);
+    sc_job_spec s = spec_of(1, 1000);
+    sc_job_add(l, &s);
+    /* Fast enough for max_chunk (400) by speed; factoring gives half the
+     * remainder shared among the claims: 1000 / (2 x 2), then 750 / (2 x 2). */
+    sc_node_info node = { .id = 1, .tier = SC_TIER_OWN, .items_per_s = 1e6 };
+    sc_claim_out c[2];
+    unsigned n;
+    cr_assert_eq(sc_claim(l, &node, 2, 0, c, &n), 0);
+    cr_assert_eq(n, 2);
+    cr_assert_eq(c[0].count, 250);
+    cr_assert_eq(c[1].count, 187);
+    sc_ledger_destroy(l);
+    journal_free(&jr);
+}
+
 Test(sched, cancel_makes_claims_stale)
 {
     journal jr = { 0 };
