@@ -130,8 +130,10 @@ test('an option job submitted through the form runs to 100% and shows the API\'s
   const id = Number(page.url().split('/').at(-1));
 
   const bar = page.locator('[role="progressbar"][aria-label="job progress"]');
+  // complete, and the row read back with its end (finished_at is only in the row)
   await page.waitForFunction(() => document.querySelector('[aria-label="job progress"]')?.getAttribute('aria-valuenow') === '100.0'
-    && document.querySelector('.state')?.textContent === 'complete', null, { timeout: WAIT });
+    && document.querySelector('.state')?.textContent === 'complete'
+    && document.querySelector('#finished-at')?.textContent !== '–', null, { timeout: WAIT });
   assert.equal(await bar.getAttribute('aria-valuenow'), '100.0');
 
   const api = (await call(srv, 'GET', `/api/jobs/${id}`)).json;
@@ -148,6 +150,10 @@ test('an option job submitted through the form runs to 100% and shows the API\'s
   await drawn('#convergence', [11, 92, 173], 20);
   await drawn('#histogram', [23, 102, 58], 200);
   assert.equal(price.hist.bins.reduce((a, b) => a + b, 0) + price.hist.under + price.hist.over, price.count);
+
+  const [dl] = await Promise.all([page.waitForEvent('download', { timeout: WAIT }), page.click('#download')]);
+  assert.equal(dl.suggestedFilename(), `simfarm-job-${id}.json`);
+  assert.deepEqual(JSON.parse(fs.readFileSync(await dl.path(), 'utf8')).result, api.result);
 
   // The journal's curve ends on the result exactly, and a page opened
   // afresh draws all of it.
@@ -198,6 +204,26 @@ test('the jobs list filters, and the nodes page shows the fleet', async () => {
   await shot('nodes');
 });
 
+test('a precision target sets the items from a pilot job\'s spread', async () => {
+  await fillOption({ 'p-S0': 100, 'p-K': 100, 'p-sigma': 0.2, 'p-T': 1, 'j-target': 0.02, 'j-name': 'to 0.02' });
+  await page.click('#submit');
+  await page.waitForURL(/#\/jobs\/\d+$/, { timeout: WAIT });
+  const id = Number(page.url().split('/').at(-1));
+  await page.waitForFunction(() => document.querySelector('.state')?.textContent === 'complete'
+    && document.querySelector('#finished-at')?.textContent !== '–', null, { timeout: WAIT });
+  // the pilot ended (and its row was written) before the job was submitted
+  const pilot = (await call(srv, 'GET', '/api/jobs?limit=10')).json.find((j) => j.name === 'pilot of to 0.02');
+  assert.equal(pilot.items, 100000);
+  assert.ok(pilot.id < id && pilot.state === 'complete', JSON.stringify(pilot));
+  const o = pilot.result.outputs[0];
+  const job = (await call(srv, 'GET', `/api/jobs/${id}`)).json;
+  assert.equal(job.name, 'to 0.02');
+  assert.equal(job.items, Math.ceil((o.stderr * Math.sqrt(o.count) / 0.02) ** 2));
+  const done = job.result.outputs[0];
+  assert.ok(Math.abs(done.stderr - 0.02) < 0.002, `standard error ${done.stderr} for a target of 0.02`);
+  await shot('job-precision-target');
+});
+
 test('a running job is cancelled from its page', async () => {
   const sub = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: { S0: 100, K: 100, sigma: 0.2, T: 1, steps: 50 },
     items: 1e12, name: 'long' });
@@ -209,7 +235,8 @@ test('a running job is cancelled from its page', async () => {
   await page.keyboard.press('Tab'); // the controls take the keyboard
   await page.focus('#cancel');
   await page.keyboard.press('Enter');
-  await page.waitForFunction(() => document.querySelector('.state')?.textContent === 'cancelled', null, { timeout: WAIT });
+  await page.waitForFunction(() => document.querySelector('.state')?.textContent === 'cancelled'
+    && document.querySelector('#finished-at')?.textContent !== '–', null, { timeout: WAIT });
   assert.equal((await call(srv, 'GET', `/api/jobs/${sub.json.id}`)).json.state, 'cancelled');
   assert.equal(await page.isVisible('#cancel'), false);
   await shot('job-cancelled');

@@ -21,6 +21,16 @@ export function jobView(root, id) {
   let nodeNames = new Map();
   let plots = [];
   let live = true;
+  let end = null;            // the job.finished event: its state and result
+  let rereads = 0;           // reads of a row not yet written after the event
+
+  // The row can lag behind the event (the end is written while the event
+  // goes out): what the event said stands until the row says it too.
+  function applyEnd() {
+    if (end === null || job === null || ENDED.has(job.state)) return;
+    job.state = end.state;
+    if (end.result) job.result = end.result;
+  }
 
   const head = h('div');
   const progressBox = h('section', { 'aria-labelledby': 'h-progress' });
@@ -74,7 +84,7 @@ export function jobView(root, id) {
         h('dt', {}, 'items'), h('dd', {}, fmt.int(job.items)),
         h('dt', {}, 'seed'), h('dd', {}, job.seed),
         h('dt', {}, 'submitted'), h('dd', {}, fmt.when(job.created_at)),
-        h('dt', {}, 'finished'), h('dd', {}, fmt.when(job.finished_at))));
+        h('dt', {}, 'finished'), h('dd', { id: 'finished-at' }, fmt.when(job.finished_at))));
   }
 
   function card(k, v, idName) {
@@ -221,6 +231,8 @@ export function jobView(root, id) {
       clear(head, h('h1', {}, `Job ${id}`), message(e.status === 404 ? 'No such job.' : `Cannot load the job: ${e.message}`, true));
       return;
     }
+    if (end !== null && !ENDED.has(job.state) && rereads++ < 20) setTimeout(() => { if (live) load(); }, 250);
+    applyEnd();
     if (job.progress) { prog = job.progress; record(prog); }
     if (job.result?.outputs) record({ ...job.result, items_done: job.result.items_done });
     render();
@@ -267,6 +279,15 @@ export function jobView(root, id) {
   }
 
   const off = onEvent((e) => {
+    if (e.type === 'job.finished' && e.job === id) {
+      end = { state: e.state, result: e.result };
+      if (job === null) return; // the load in flight applies it
+      applyEnd();
+      render();
+      setupPlots();
+      load(); // finished_at, and the row once written
+      return;
+    }
     if (job === null) return;
     if (e.type === 'snapshot') {
       const p = (e.jobs ?? []).find((x) => x.job === id);
@@ -286,8 +307,6 @@ export function jobView(root, id) {
     } else if (e.type === 'job.started') {
       job.state = 'running';
       renderHead();
-    } else if (e.type === 'job.finished') {
-      load();
     }
   });
 

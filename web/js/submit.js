@@ -1,10 +1,13 @@
 // Submit: a form per kernel built from GET /api/kernels (types, ranges,
 // defaults, allowed values), the job's own fields, the server's refusals
 // shown at the field they name, and the same submission as curl or CLI.
-import { api } from './api.js';
+import { ApiError, api } from './api.js';
+import { onEvent } from './events.js';
 import { askToken, clear, h, message } from './dom.js';
 
 const ERR_RE = /^field '([^']+)': (.*)$/s;
+const PILOT_ITEMS = 100000;
+const MAX_ITEMS = 2 ** 50;
 
 // "abilities[2].coefficient" -> "p-abilities-2-coefficient"
 const idOf = (path) => `p-${path.replace(/[^A-Za-z0-9_]+/g, '-').replace(/-$/, '')}`;
@@ -114,6 +117,24 @@ function listControl(d, path) {
   };
 }
 
+// Watches job.finished from now on, so that a job ending before its id is
+// known (a small one ends in milliseconds) is not missed: ended(id)
+// resolves to the event's { state, result }.
+function watchEnds() {
+  const seen = new Map(), waiting = new Map();
+  const stop = onEvent((e) => {
+    if (e.type !== 'job.finished') return;
+    const end = { state: e.state, result: e.result };
+    if (waiting.has(e.job)) waiting.get(e.job)(end);
+    else seen.set(e.job, end);
+  });
+  const ended = (id) => new Promise((resolve) => {
+    if (seen.has(id)) resolve(seen.get(id));
+    else waiting.set(id, resolve);
+  });
+  return { ended, stop };
+}
+
 // Single-quotes text for a POSIX shell.
 const sq = (s) => `'${s.replace(/'/g, `'\\''`)}'`;
 
@@ -123,6 +144,7 @@ export function submitView(root, query) {
   let kernels = [], strategies = ['single'];
   let params = []; // [{ d, read, el, input }]
   let form;
+  let live = true;
 
   function jobField(name, label, attrs, help) {
     const id = `j-${name}`;
@@ -147,6 +169,9 @@ export function submitView(root, query) {
     const seed = jobField('seed', 'seed', { type: 'number', min: 0, step: 1, value: '1' }, 'the random numbers\' key');
     const priority = jobField('priority', 'priority', { type: 'number', min: -1000, max: 1000, step: 1, value: '0' },
       'higher runs first, -1000 to 1000');
+    const target = jobField('target', 'precision target', { type: 'number', min: 0, step: 'any', inputmode: 'decimal' },
+      `optional: the standard error wanted for the first output; a pilot job of ${PILOT_ITEMS.toLocaleString('en-US')} `
+      + 'items measures its spread, then items is set to reach it');
     const strategySel = h('select', { id: 'j-strategy', name: 'strategy', dataset: { field: 'strategy' }, 'aria-describedby': 'j-strategy-help j-strategy-error' },
       ['single', 'tournament', 'stat_weights'].map((s) => h('option', { value: s, disabled: !strategies.includes(s) },
         strategies.includes(s) ? s : `${s} (not served yet)`)));
@@ -196,7 +221,50 @@ export function submitView(root, query) {
       }
     };
 
-    form = h('form', { class: 'submit', novalidate: true, onsubmit: (e) => { e.preventDefault(); send(body()); },
+    // With a precision target, a pilot job first: its standard error over
+    // its items gives the spread s of one item, and s^2 / target^2 items
+    // reach the target.
+    const withTarget = async () => {
+      const t = Number(target.input.value);
+      if (!(t > 0) || !Number.isFinite(t)) throw new ApiError(400, 'must be a number above 0', 'target');
+      const b = body();
+      const label = `pilot of ${b.name ?? `a ${b.kernel} job`}`.slice(0, 128);
+      const ends = watchEnds();
+      let end, pilot;
+      try {
+        pilot = await api('POST', '/api/jobs', { ...b, items: PILOT_ITEMS, name: label });
+        clear(status, h('p', { class: 'msg', role: 'status' }, 'Measuring the spread with ',
+          h('a', { href: `#/jobs/${pilot.id}` }, `pilot job ${pilot.id}`), '…'));
+        end = await ends.ended(pilot.id);
+      } finally {
+        ends.stop();
+      }
+      const o = end.result?.outputs?.[0];
+      if (end.state !== 'complete' || !(o?.stderr > 0))
+        throw new ApiError(400, `the pilot job ${pilot.id} ended ${end.state} without a spread to go by`, 'target');
+      const need = Math.max(1, Math.ceil((o.stderr * Math.sqrt(o.count) / t) ** 2));
+      if (need > MAX_ITEMS) throw new ApiError(400, `needs ${need.toExponential(2)} items, more than 2^50`, 'target');
+      items.input.value = String(need);
+      refresh();
+      clear(status, message(`Pilot job ${pilot.id}: ${o.name} spreads by ${o.stderr * Math.sqrt(o.count)} per item; `
+        + `${need.toLocaleString('en-US')} items for a standard error of ${t}.`));
+      return body();
+    };
+    const submit = async () => {
+      if (target.input.value === '') return send(body());
+      clearErrors();
+      let b;
+      try {
+        b = await withTarget();
+      } catch (e) {
+        if (e.status === 401) askToken();
+        showError(e);
+        return;
+      }
+      if (live) send(b);
+    };
+
+    form = h('form', { class: 'submit', novalidate: true, onsubmit: (e) => { e.preventDefault(); submit(); },
       oninput: refresh, onchange: refresh },
     h('fieldset', {}, h('legend', {}, 'Kernel'),
       h('div', { class: 'field' }, h('label', { for: 'j-kernel' }, 'kernel'), kernelSel,
@@ -205,7 +273,7 @@ export function submitView(root, query) {
       h('div', { class: 'fields' }, params.filter((c) => c.d.type !== 'list').map((c) => c.el)),
       params.filter((c) => c.d.type === 'list').map((c) => c.el)),
     h('fieldset', {}, h('legend', {}, 'Job'),
-      h('div', { class: 'fields' }, items.el, name.el, seed.el, priority.el,
+      h('div', { class: 'fields' }, items.el, target.el, name.el, seed.el, priority.el,
         h('div', { class: 'field' }, h('label', { for: 'j-strategy' }, 'strategy'), strategySel,
           h('p', { class: 'help', id: 'j-strategy-help' }, 'single: uniform chunks over the items'),
           h('p', { class: 'field-error', id: 'j-strategy-error', hidden: true })))),
@@ -269,5 +337,5 @@ export function submitView(root, query) {
     strategies = r.strategies ?? strategies;
     build(query.get('kernel') ?? kernels[0]?.name);
   }).catch((e) => clear(status, message(`Cannot load the kernels: ${e.message}`, true)));
-  return { stop() {} };
+  return { stop() { live = false; } };
 }
