@@ -180,6 +180,30 @@ $(BUILD)/wasm-asan/%.js: tests/check/%.c $(WASM_LIB_SRC) $(WASM_LIB_HDR) | $(DEP
 		-L$(SYSROOT)/lib -lsodium -lmsgpackc -sEXIT_RUNTIME=1 -sASYNCIFY -DRT_WASM_BLOCKING_RUN \
 		-sINITIAL_MEMORY=268435456 -o $@
 
+# The browser node (node-wasm/): the node actor, sched/ and the subsystems
+# above in one module that both kinds of Web Worker load, plus the
+# JavaScript glue, built into web/node/ (ignored by git) for the coordinator
+# to serve next to web/contribute.html.
+NODE_WASM_SRC := actors/node.c $(call subsys_wasm_src,sched) $(WASM_LIB_SRC)
+NODE_WASM_HDR := actors/node.h node-wasm/node_wasm.h $(wildcard sched/*.h) $(WASM_LIB_HDR)
+NODE_WASM_JS := $(wildcard node-wasm/*.js)
+NODE_WASM_OUT := web/node/simfarm-node.js $(NODE_WASM_JS:node-wasm/%=web/node/%)
+NODE_WASM_LDFLAGS := -sMODULARIZE=1 -sEXPORT_NAME=SimfarmNode -sENVIRONMENT=web,worker,node \
+	-sALLOW_MEMORY_GROWTH=1 -sFILESYSTEM=0 -sEXPORTED_RUNTIME_METHODS=[stringToUTF8,lengthBytesUTF8]
+web/node/simfarm-node.js: node-wasm/node_wasm.c $(NODE_WASM_SRC) $(NODE_WASM_HDR) | $(DEPS_MK) $(SYSROOT)/.complete
+	@mkdir -p $(@D)
+	$(WASM_ENV) $(EMCC) $(WASM_CFLAGS) -I$(SYSROOT)/include $< $(NODE_WASM_SRC) \
+		-L$(SYSROOT)/lib -lsodium -lmsgpackc $(NODE_WASM_LDFLAGS) -o $@
+web/node/%.js: node-wasm/%.js
+	@mkdir -p $(@D)
+	cp $< $@
+# Harnesses of the node actor (tests/wasm/node_*.c) drive it to the end in
+# rt_system_run(), which under emcc yields to node's event loop.
+$(BUILD)/wasm/node_%.js: tests/wasm/node_%.c $(NODE_WASM_SRC) $(NODE_WASM_HDR) | $(DEPS_MK) $(SYSROOT)/.complete
+	@mkdir -p $(@D)
+	$(WASM_ENV) $(EMCC) $(WASM_CFLAGS) -I$(SYSROOT)/include $< $(NODE_WASM_SRC) \
+		-L$(SYSROOT)/lib -lsodium -lmsgpackc -sEXIT_RUNTIME=1 -sASYNCIFY -DRT_WASM_BLOCKING_RUN -o $@
+
 # ---- CUDA (sim/) ----
 # When nvcc exists (on PATH or in /usr/local/cuda/bin), sim/kernels.cu (the
 # kernels' shared headers plus CUDA entry points) is compiled with
@@ -229,7 +253,7 @@ $(SYSROOT)/.complete:
 # ---- targets ------------------------------------------------------------------
 .PHONY: all test run wasm web bench bench-compare fuzz soak asan tsan clean help deps
 
-all: $(DEPS_MK) $(BIN) $(UNIT_BIN) $(CHECK_BIN) $(ITEST_BIN) $(WASM_NATIVE) $(BENCH_BIN) ## build the simfarm binary, tests and benchmarks
+all: $(DEPS_MK) $(BIN) $(UNIT_BIN) $(CHECK_BIN) $(ITEST_BIN) $(WASM_NATIVE) $(BENCH_BIN) $(NODE_WASM_OUT) ## build the simfarm binary, tests, benchmarks and the browser node
 
 deps: ## install missing Debian/npm packages and the WebAssembly sysroot
 	scripts/install-deps.sh
@@ -240,7 +264,7 @@ test: all wasm web asan tsan ## build everything and run every test suite; ends 
 run: all ## build, install what is missing, and run `simfarm up` (the local farm)
 	$(BIN) up
 
-wasm: $(DEPS_MK) $(WASM_OUT) $(WASM_ASAN_OUT) ## build the WebAssembly programs with emcc (sysroot built once, cached)
+wasm: $(DEPS_MK) $(WASM_OUT) $(WASM_ASAN_OUT) $(NODE_WASM_OUT) ## build the WebAssembly programs with emcc (sysroot built once, cached)
 
 NPM_DIRS := $(patsubst %/package-lock.json,%,$(NPM_LOCKS))
 web: $(DEPS_MK) $(NPM_DIRS:%=%/node_modules/.package-lock.json) ## install the npm packages of web/ and tests/browser (from package-lock.json)
@@ -274,8 +298,8 @@ tsan: $(DEPS_MK) ## build the check tests with ThreadSanitizer into build/tsan
 unit-tests: $(UNIT_BIN)
 check-tests: $(CHECK_BIN)
 
-clean: ## remove build/ (the WebAssembly sysroot cache outside the clone stays)
-	rm -rf $(BUILD)
+clean: ## remove build/ and web/node/ (the WebAssembly sysroot cache outside the clone stays)
+	rm -rf $(BUILD) web/node
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \

@@ -25,6 +25,7 @@ enum {
     M_TICK,
     M_DRAIN,
     M_DONE,
+    M_PAUSE,
     MAX_JOBS = 16,
     BACKOFF_MIN_MS = 1000,
     BACKOFF_MAX_MS = 60000,
@@ -46,6 +47,11 @@ typedef struct done_msg {
     size_t len;
     uint32_t elapsed_ms;
 } done_msg;
+
+typedef struct pause_msg {
+    rt_msg hdr;
+    bool on;
+} pause_msg;
 
 typedef struct frame {
     uint8_t *p;
@@ -85,6 +91,9 @@ typedef struct node {
     unsigned unacked;      /* completions sent, no ack yet */
     jobctx jobs[MAX_JOBS];
     bool draining, stopped;
+    bool paused;           /* the host holds the node back */
+    bool said_draining;    /* this session said `bye draining`: it gets no more work */
+    bool rejoin;           /* resumed: a new session once nothing is in hand */
     unsigned drains;
     uint64_t chunks_done, items_done, accepted, rejected;
     uint64_t report_ms, report_items;
@@ -100,6 +109,7 @@ const char *nd_state_name(nd_state st)
     case ND_UNAVAILABLE: return "coordinator unavailable";
     case ND_NOT_FOUND: return "not enrolled";
     case ND_STOPPED: return "stopped";
+    case ND_PAUSED: return "paused";
     }
     return "?";
 }
@@ -174,6 +184,8 @@ static void send_bye(node *n, pr_bye_reason reason)
     b.type = PR_MSG_BYE;
     b.body.bye.reason = reason;
     send_msg(n, &b);
+    if (reason == PR_BYE_DRAINING)
+        n->said_draining = true;
 }
 
 static void schedule_reconnect(node *n)
@@ -289,14 +301,37 @@ static void on_assign(node *n, const pr_msg *m)
     dispatch(n);
 }
 
+static bool nothing_in_hand(const node *n)
+{
+    return n->nqueue == 0 && n->computing == 0 && n->unacked == 0 && n->npending == 0;
+}
+
 static void maybe_leave(node *n)
 {
-    if (n->draining && n->nqueue == 0 && n->computing == 0 && n->unacked == 0 && n->npending == 0) {
+    if (n->draining && nothing_in_hand(n)) {
         if (n->phase == RUNNING)
             send_bye(n, PR_BYE_LEAVING);
         say(n, ND_INFO, "drained, leaving (%llu chunks computed)", (unsigned long long)n->chunks_done);
         stop(n, ND_STOPPED, ND_EXIT_OK);
     }
+}
+
+/* A resumed node leaves the session that said `bye draining` once nothing
+ * is in hand; on_down starts the new one. */
+static void maybe_rejoin(node *n)
+{
+    if (n->rejoin && !n->paused && !n->draining && n->phase == RUNNING && nothing_in_hand(n)) {
+        say(n, ND_INFO, "resuming: a new session");
+        send_bye(n, PR_BYE_LEAVING);
+        n->phase = AWAIT_WELCOME; /* nothing more to send on this session */
+    }
+}
+
+static void settle(node *n)
+{
+    maybe_leave(n);
+    if (!n->stopped)
+        maybe_rejoin(n);
 }
 
 static bool cancel_hits(const pr_cancel *c, uint64_t job, uint64_t id)
@@ -335,7 +370,7 @@ static void on_cancel(node *n, const pr_msg *m)
         say(n, ND_INFO, "job %llu: %u chunks cancelled (%s)", (unsigned long long)c->job, dropped,
             c->reason && c->reason[0] ? c->reason : "no reason given");
     dispatch(n);
-    maybe_leave(n);
+    settle(n);
 }
 
 static void on_ctx(node *n, const pr_msg *m)
@@ -418,7 +453,7 @@ static void on_done(node *n, const done_msg *d)
     }
     release_job(n, c.job, c.hash);
     dispatch(n);
-    maybe_leave(n);
+    settle(n);
 }
 
 static void heartbeat(node *n)
@@ -457,16 +492,17 @@ static void on_welcome(node *n, const pr_msg *m)
     n->heartbeat_ms = m->body.welcome.heartbeat_ms ? m->body.welcome.heartbeat_ms : 5000;
     n->phase = RUNNING;
     n->backoff_ms = 0;
+    n->said_draining = false;
     if (n->tick_timer > 0)
         rt_timer_cancel(n->sys, n->tick_timer);
     n->tick_timer = rt_send_every(n->self, n->heartbeat_ms, M_TICK, 0);
     char detail[64];
     snprintf(detail, sizeof detail, "node %llu", (unsigned long long)n->node_id);
-    set_state(n, ND_RUNNING, detail);
+    set_state(n, n->paused ? ND_PAUSED : ND_RUNNING, detail);
     say(n, ND_INFO, "connected to %s as node %llu, %u workers", n->audience, (unsigned long long)n->node_id,
         n->nworkers);
     send_pending(n);
-    if (n->draining)
+    if (n->draining || n->paused)
         send_bye(n, PR_BYE_DRAINING);
 }
 
@@ -503,7 +539,7 @@ static void on_frame(node *n, const bytes_msg *f)
             else
                 n->rejected++;
         }
-        maybe_leave(n);
+        settle(n);
         break;
     case PR_MSG_ERROR:
         say(n, ND_WARN, "the coordinator says: %s (code %d)", m.body.error.message ? m.body.error.message : "?",
@@ -534,6 +570,12 @@ static void on_down(node *n, const bytes_msg *d)
         stop(n, ND_STOPPED, ND_EXIT_OK);
         return;
     }
+    if (n->rejoin) { /* we left on purpose: back at once */
+        n->rejoin = false;
+        set_state(n, ND_SETUP, "resuming");
+        rt_send(n->self, rt_msg_new(M_CONNECT, sizeof(rt_msg)));
+        return;
+    }
     char why[200];
     snprintf(why, sizeof why, "%.*s", (int)d->len, d->bytes ? (const char *)d->bytes : "");
     set_state(n, ND_UNAVAILABLE, why);
@@ -556,6 +598,31 @@ static void on_drain(node *n)
     if (n->phase == RUNNING)
         send_bye(n, PR_BYE_DRAINING);
     maybe_leave(n);
+}
+
+static void on_pause(node *n, bool on)
+{
+    if (n->draining || n->paused == on)
+        return;
+    n->paused = on;
+    if (on) {
+        n->rejoin = false;
+        say(n, ND_INFO, "paused: finishing the chunks in hand, taking no new ones");
+        if (n->phase == RUNNING) {
+            if (!n->said_draining)
+                send_bye(n, PR_BYE_DRAINING);
+            set_state(n, ND_PAUSED, NULL);
+        }
+        return;
+    }
+    say(n, ND_INFO, "resumed");
+    if (n->phase == RUNNING && n->said_draining) {
+        n->rejoin = true;
+        set_state(n, ND_RUNNING, "resuming once the chunks in hand are sent");
+        maybe_rejoin(n);
+    } else if (n->phase == RUNNING) {
+        set_state(n, ND_RUNNING, NULL);
+    }
 }
 
 /* ---- the actor -------------------------------------------------------------------------- */
@@ -590,6 +657,9 @@ static void node_behaviour(rt_actor *self, rt_msg *m)
         break;
     case M_DRAIN:
         on_drain(n);
+        break;
+    case M_PAUSE:
+        on_pause(n, ((pause_msg *)m)->on);
         break;
     default:
         break;
@@ -699,6 +769,13 @@ void nd_done(rt_actor *to, unsigned w, int err, uint8_t *data, size_t len, uint3
 void nd_drain(rt_actor *to)
 {
     rt_send(to, rt_msg_new(M_DRAIN, sizeof(rt_msg)));
+}
+
+void nd_pause(rt_actor *to, bool on)
+{
+    pause_msg *p = RT_MSG_NEW(pause_msg, M_PAUSE);
+    p->on = on;
+    rt_send(to, &p->hdr);
 }
 
 int nd_compute_cpu(const sim_job *sim, uint64_t start, uint64_t count, uint8_t **data, size_t *len)

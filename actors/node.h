@@ -18,8 +18,8 @@
  * with exponential backoff, 1 s .. 60 s, ±25 % jitter; claims survive a
  * reconnect until their leases end, and results computed meanwhile are sent
  * once the connection is back); NotFound when the coordinator does not know
- * the key and no usable token was given (the node stops); Stopped after a
- * drain.
+ * the key and no usable token was given (the node stops); Paused while the
+ * host holds it back (nd_pause); Stopped after a drain.
  */
 #ifndef SIMFARM_ACTORS_NODE_H
 #define SIMFARM_ACTORS_NODE_H
@@ -29,6 +29,7 @@
 #include "runtime/runtime.h"
 #include "sim/sim.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,6 +50,7 @@ typedef enum nd_state {
     ND_UNAVAILABLE,
     ND_NOT_FOUND,
     ND_STOPPED,
+    ND_PAUSED,
 } nd_state;
 
 /* The state in plain words ("running", "coordinator unavailable", ...). */
@@ -107,6 +109,13 @@ void nd_done(rt_actor *node, unsigned w, int err, uint8_t *data, size_t len, uin
 /* Stop taking work, finish the chunks in hand, say bye, stop. A second call
  * stops at once. */
 void nd_drain(rt_actor *node);
+
+/* Pauses (on) or resumes the node without leaving: paused, it tells the
+ * coordinator it takes no new work (`bye draining`), finishes and sends the
+ * chunks in hand and keeps its session (heartbeats go on); resumed, it
+ * starts a new session once nothing is in hand, because a session that said
+ * `bye draining` gets no more work. */
+void nd_pause(rt_actor *node, bool on);
 
 /* Computes one chunk on the CPU and encodes its result the way nd_done
  * wants it: the worker body of hosts without other backends. */

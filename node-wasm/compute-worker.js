@@ -1,0 +1,36 @@
+// A compute worker of the browser node: its own instance of the module, one
+// chunk at a time. In: { job, chunk, hash, work, start: [lo, hi], count:
+// [lo, hi] } from the node worker. Out: { err, data, ms, error }.
+'use strict';
+importScripts('simfarm-node.js');
+
+const ready = SimfarmNode();
+let hashPtr = 0;
+
+function bytesIn(m, bytes) {
+  const p = m._ndw_alloc(bytes.length);
+  m.HEAPU8.set(bytes, p);
+  return p;
+}
+
+self.onmessage = async (e) => {
+  const m = await ready;
+  const c = e.data;
+  if (!hashPtr) hashPtr = m._ndw_alloc(32);
+  m.HEAPU8.set(c.hash, hashPtr);
+  const work = bytesIn(m, c.work);
+  const t0 = performance.now();
+  const err = m._ndw_compute(hashPtr, work, c.work.length, c.start[0], c.start[1], c.count[0], c.count[1]);
+  const ms = Math.round(performance.now() - t0);
+  m._ndw_free(work);
+  if (err !== 0) {
+    const p = m._ndw_error();
+    let end = p;
+    while (m.HEAPU8[end] !== 0) end++;
+    self.postMessage({ err, error: new TextDecoder().decode(m.HEAPU8.subarray(p, end)), ms });
+    return;
+  }
+  const p = m._ndw_result();
+  const data = m.HEAPU8.slice(p, p + m._ndw_result_len());
+  self.postMessage({ err: 0, data, ms }, [data.buffer]);
+};

@@ -1,0 +1,208 @@
+// The node worker of the browser node: the node actor (the same C as the
+// native node, actors/node.c) on the runtime's WebAssembly port, its
+// WebSocket, the key seed in IndexedDB, and one compute worker per core
+// the contributor allows. The page talks to it with messages:
+//   in:  { type: 'start', cores, audience, url, claimToken, os, browser, memory }
+//        { type: 'stop' }            drain (twice: leave now)
+//        { type: 'pause', on }
+//   out: { type: 'state', state, name, detail }   (name: in plain words)
+//        { type: 'progress', chunks, items, job, busy }
+//        { type: 'log', level, line }
+//        { type: 'enrolled' }        a claim token was used up
+//        { type: 'stopped', code }
+'use strict';
+importScripts('simfarm-node.js');
+
+const WS_PROTOCOL = 'simfarm.node.v1';
+let M = null;
+let ws = null;
+let workers = [];
+let busySince = [];
+let busyMs = 0;
+let statsTimer = 0;
+let progress = { chunks: 0, items: 0, job: null };
+let run = null; // { url, claimToken, registering }
+
+// ---- the key seed: 32 random bytes in IndexedDB, made on the first visit ----
+
+function idb(mode, fn) {
+  return new Promise((resolve, reject) => {
+    const open = indexedDB.open('simfarm-node', 1);
+    open.onupgradeneeded = () => open.result.createObjectStore('key');
+    open.onerror = () => reject(open.error);
+    open.onsuccess = () => {
+      const tx = open.result.transaction('key', mode);
+      const req = fn(tx.objectStore('key'));
+      tx.oncomplete = () => { open.result.close(); resolve(req.result); };
+      tx.onerror = () => reject(tx.error);
+    };
+  });
+}
+
+async function loadKey() {
+  let k = await idb('readonly', (s) => s.get('node'));
+  if (!(k && k.seed instanceof Uint8Array && k.seed.length === 32)) {
+    k = { seed: crypto.getRandomValues(new Uint8Array(32)), enrolled: false };
+    await idb('readwrite', (s) => s.put(k, 'node'));
+  }
+  return k;
+}
+
+// ---- what the module asks of its host ----
+
+function cstr(s) {
+  if (s === null || s === undefined) return 0;
+  const n = M.lengthBytesUTF8(s) + 1;
+  const p = M._ndw_alloc(n);
+  M.stringToUTF8(s, p, n);
+  return p;
+}
+
+function bytesIn(bytes) {
+  const p = M._ndw_alloc(bytes.length);
+  M.HEAPU8.set(bytes, p);
+  return p;
+}
+
+function down(why) {
+  const p = cstr(why);
+  M._ndw_down(p);
+  M._ndw_free(p);
+}
+
+const host = {
+  connect() {
+    let sock;
+    try {
+      sock = new WebSocket(run.url, WS_PROTOCOL);
+    } catch (e) {
+      setTimeout(() => down(String(e.message || e)), 0);
+      return;
+    }
+    sock.binaryType = 'arraybuffer';
+    ws = sock;
+    sock.onopen = () => { if (ws === sock) M._ndw_up(); };
+    sock.onmessage = (e) => {
+      if (ws !== sock || !(e.data instanceof ArrayBuffer)) return;
+      const b = new Uint8Array(e.data);
+      M._ndw_frame(bytesIn(b), b.length);
+    };
+    sock.onclose = (e) => {
+      if (ws !== sock) return;
+      ws = null;
+      down(e.reason || (e.code === 1006 ? 'cannot connect' : `closed (${e.code})`));
+    };
+  },
+  send(bytes) {
+    if (ws && ws.readyState === WebSocket.OPEN) ws.send(bytes);
+  },
+  compute(w, c) {
+    busySince[w] = performance.now();
+    progress.job = c.job;
+    workers[w].postMessage(c);
+    workers[w].pending = c;
+  },
+  state(st, name, detail) {
+    if (run && run.registering && name === 'running') {
+      run.registering = false;
+      idb('readwrite', (s) => s.get('node')).then(async (k) => {
+        if (!k) return;
+        k.enrolled = true;
+        await idb('readwrite', (s) => s.put(k, 'node'));
+        self.postMessage({ type: 'enrolled' });
+      }).catch(() => {});
+    }
+    self.postMessage({ type: 'state', state: st, name, detail });
+  },
+  log(level, line) {
+    self.postMessage({ type: 'log', level, line });
+  },
+  stopped(code) {
+    clearInterval(statsTimer);
+    for (const w of workers) w.terminate();
+    workers = [];
+    const sock = ws;
+    ws = null;
+    if (sock) sock.close(1000, 'stopped');
+    run = null;
+    self.postMessage({ type: 'stopped', code });
+  },
+};
+
+function onWorkerDone(w, e) {
+  const r = e.data;
+  const c = workers[w].pending;
+  workers[w].pending = null;
+  busyMs += performance.now() - busySince[w];
+  busySince[w] = 0;
+  if (r.err === 0) {
+    progress.chunks++;
+    progress.items += c.count[0] + c.count[1] * 4294967296;
+    M._ndw_done(w, 0, bytesIn(r.data), r.data.length, r.ms);
+  } else {
+    self.postMessage({ type: 'log', level: 1, line: `chunk ${c.chunk} of job ${c.job}: ${r.error}` });
+    M._ndw_done(w, r.err, 0, 0, r.ms);
+  }
+  self.postMessage({ type: 'progress', ...progress, busy: workers.filter((x) => x.pending).length });
+}
+
+// CPU use for heartbeats: the workers' busy time over the last interval, of
+// all the machine's cores.
+function reportStats(cores) {
+  let last = performance.now();
+  return setInterval(() => {
+    const now = performance.now();
+    let busy = busyMs;
+    busyMs = 0;
+    for (let w = 0; w < busySince.length; w++) {
+      if (busySince[w]) { busy += now - busySince[w]; busySince[w] = now; }
+    }
+    const permille = Math.min(1000, Math.round(1000 * busy / ((now - last) * cores)));
+    last = now;
+    M._ndw_stats(permille, M.HEAPU8.length, 0);
+  }, 1000);
+}
+
+async function start(msg) {
+  if (run) return;
+  if (!M) M = await SimfarmNode();
+  M.ndHost = host;
+  const key = await loadKey();
+  const token = key.enrolled ? '' : (msg.claimToken || '');
+  run = { url: msg.url, registering: token !== '' };
+  progress = { chunks: 0, items: 0, job: null };
+  workers = [];
+  busySince = [];
+  for (let w = 0; w < msg.cores; w++) {
+    const worker = new Worker('compute-worker.js');
+    worker.onmessage = (e) => onWorkerDone(w, e);
+    worker.onerror = (e) => self.postMessage({ type: 'log', level: 1, line: `compute worker ${w}: ${e.message}` });
+    workers.push(worker);
+    busySince.push(0);
+  }
+  statsTimer = reportStats(msg.hardwareCores || msg.cores);
+  const args = [msg.audience, token, msg.os, msg.browser, 'wasm-simd128'].map(cstr);
+  const seed = bytesIn(key.seed);
+  const rc = M._ndw_start(seed, args[0], args[1], msg.cores, args[2], args[3], args[4], msg.memory || 0);
+  M._ndw_free(seed);
+  args.forEach((p) => M._ndw_free(p));
+  if (rc !== 0) {
+    self.postMessage({ type: 'log', level: 1, line: `cannot start the node (${rc})` });
+    host.stopped(1);
+  }
+}
+
+self.onmessage = (e) => {
+  const msg = e.data;
+  if (msg.type === 'start') {
+    start(msg).catch((err) => {
+      self.postMessage({ type: 'log', level: 1, line: `cannot start the node: ${err.message || err}` });
+      self.postMessage({ type: 'stopped', code: 1 });
+      run = null;
+    });
+  } else if (msg.type === 'stop' && M) {
+    M._ndw_drain();
+  } else if (msg.type === 'pause' && M) {
+    M._ndw_pause(msg.on ? 1 : 0);
+  }
+};

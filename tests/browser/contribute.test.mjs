@@ -1,0 +1,174 @@
+// The browser node end to end: PostgreSQL, `simfarm serve --allow-public-nodes`
+// serving web/ (with the bundle `make` builds into web/node/), and Debian's
+// Chromium opening /contribute. Started with 2 cores, the tab enrols as a
+// public node; the job it computes is accepted chunk by chunk (each
+// completion's signature checked by the coordinator) and equals the native
+// single-process result bit for bit. A tab closed in the middle of a chunk
+// gives its chunks back, and the job still completes.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { build, run, top } from '../lib/proc.mjs';
+import { startPostgres } from '../lib/pg.mjs';
+import { serve, call } from '../lib/coord.mjs';
+import { launch } from './chromium.mjs';
+
+const harness = path.join(build, 'tests/wasm/node_actor');
+const artifacts = path.join(build, 'test-artifacts');
+const option = fs.readFileSync(path.join(top, 'examples/option.json'), 'utf8');
+
+let pg, srv, browser;
+before(async () => {
+  for (const f of ['web/node/simfarm-node.js', 'web/node/simfarm-node.wasm', 'web/node/node-worker.js']) {
+    assert.ok(fs.existsSync(path.join(top, f)), `${f} missing: run make`);
+  }
+  pg = await startPostgres();
+  srv = await serve(pg.url, { extra: ['--allow-public-nodes', '--web', path.join(top, 'web')] });
+  browser = await launch();
+});
+after(async () => {
+  await browser?.close();
+  await srv?.stop();
+  await pg?.stop();
+});
+
+// Asks check() every 100 ms until it gives a value; fails at the deadline.
+async function eventually(check, what, timeoutMs = 120000) {
+  const deadline = Date.now() + timeoutMs;
+  let v;
+  while (!(v = await check())) {
+    assert.ok(Date.now() < deadline, `${what}: not within ${timeoutMs} ms`);
+    await sleep(100);
+  }
+  return v;
+}
+
+async function job(id) {
+  const r = await call(srv, 'GET', `/api/jobs/${id}`);
+  assert.equal(r.status, 200, r.text);
+  return r.json;
+}
+
+async function browserNodes() {
+  const r = await call(srv, 'GET', '/api/nodes');
+  assert.equal(r.status, 200, r.text);
+  const list = Array.isArray(r.json) ? r.json : r.json.nodes;
+  return list.filter((n) => n.capabilities?.arch === 'wasm32');
+}
+
+// Opens /contribute in a fresh context (its own IndexedDB: a new key),
+// sets the cores and starts; resolves once the page says it is running.
+async function contribute(cores) {
+  const context = await browser.newContext();
+  const tab = await context.newPage();
+  const errors = [];
+  tab.on('pageerror', (e) => errors.push(e.message));
+  const res = await tab.goto(`${srv.url}/contribute`);
+  assert.equal(res.status(), 200);
+  await tab.locator('#cores').fill(String(cores));
+  assert.equal(await tab.locator('#cores-out').textContent(), String(cores));
+  await tab.locator('#start').click();
+  await tab.waitForFunction(() => document.getElementById('state').textContent === 'running', null,
+    { timeout: 30000 });
+  return { context, tab, errors };
+}
+
+test('a tab with 2 cores computes a job that equals the native single-process run', async () => {
+  const items = 2000000, seed = 11;
+  const { context, tab, errors } = await contribute(2);
+  try {
+    const [node] = await eventually(async () => {
+      const n = (await browserNodes()).filter((x) => x.online);
+      return n.length === 1 ? n : null;
+    }, 'the browser node online', 15000);
+    assert.equal(node.tier, 'public');
+    assert.equal(node.capabilities.max_parallel, 2);
+    assert.equal(node.capabilities.backends[0].kind, 'wasm');
+    assert.match(node.version, /\(wasm\)/);
+
+    const created = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option), items, seed });
+    assert.equal(created.status, 201, created.text);
+    const { id } = created.json;
+    const done = await eventually(async () => {
+      const j = await job(id);
+      return j.state === 'complete' ? j : null;
+    }, 'job complete', 240000);
+
+    // Every chunk came from the tab and was accepted (the journal's
+    // contributions), each completion's Ed25519 signature checked first.
+    assert.equal(done.result.nodes.length, 1, JSON.stringify(done.result.nodes));
+    const [mine] = done.result.nodes;
+    assert.equal(mine.node, node.id);
+    assert.equal(mine.items, items);
+    assert.ok(mine.chunks >= 2, `chunks from the tab: ${mine.chunks}`);
+    assert.equal(done.progress?.chunks_failed ?? 0, 0);
+    assert.equal(done.result.items_done, items);
+    assert.equal(done.result.items_failed, 0);
+
+    const local = await run(harness, ['sim', 'option', option, String(items), String(seed)], { timeoutMs: 120000 });
+    assert.equal(local.code, 0, local.stderr);
+    const lines = local.stdout.trim().split('\n');
+    assert.equal(done.result.outputs.length, lines.length);
+    for (const o of done.result.outputs) {
+      const line = lines.find((l) => l.startsWith(o.name + ' '));
+      assert.ok(line, `native output ${o.name}`);
+      const [, count, mean, se, min, max] = line.split(' ');
+      assert.equal(o.count, Number(count), `${o.name} count`);
+      // %.17g on both sides: equal numbers are equal bits.
+      assert.equal(o.mean, Number(mean), `${o.name} mean`);
+      assert.equal(o.stderr, Number(se), `${o.name} stderr`);
+      assert.equal(o.min, Number(min), `${o.name} min`);
+      assert.equal(o.max, Number(max), `${o.name} max`);
+    }
+
+    await tab.waitForFunction(() => Number(document.getElementById('chunks').textContent) >= 2, null,
+      { timeout: 10000 });
+    assert.equal(await tab.locator('#job').textContent(), `job ${id}`);
+    fs.mkdirSync(artifacts, { recursive: true });
+    await tab.screenshot({ path: path.join(artifacts, 'contribute.png'), fullPage: true });
+
+    // Stop drains: the page says so and the coordinator sees the node leave.
+    await tab.locator('#start').click();
+    await tab.waitForFunction(() => document.getElementById('state').textContent === 'stopped', null,
+      { timeout: 30000 });
+    await eventually(async () => !(await browserNodes()).find((x) => x.id === node.id).online, 'node offline', 15000);
+    assert.deepEqual(errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test('a tab closed in the middle of a chunk gives it back and the job completes', async () => {
+  // Chunks of about a second or more: the first ones go out before the
+  // coordinator knows the tab's speed.
+  const items = 60000000, seed = 12;
+  const { context } = await contribute(2);
+  const created = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option), items, seed });
+  assert.equal(created.status, 201, created.text);
+  const { id } = created.json;
+  await eventually(async () => {
+    const p = (await job(id)).progress;
+    return p && p.claims_in_flight >= 1;
+  }, 'chunks in the tab', 30000);
+  await context.close();
+
+  await eventually(async () => {
+    const p = (await job(id)).progress;
+    return p && p.reclaims >= 1 && p.claims_in_flight === 0;
+  }, 'the chunks given back', 30000);
+
+  // A second tab finishes the job.
+  const second = await contribute(2);
+  try {
+    const done = await eventually(async () => {
+      const j = await job(id);
+      return j.state === 'complete' ? j : null;
+    }, 'job complete', 400000);
+    assert.equal(done.result.items_done, items);
+    assert.equal(done.result.items_failed, 0);
+  } finally {
+    await second.context.close();
+  }
+});

@@ -1,0 +1,97 @@
+// The browser node's logic under node: the node actor (tests/wasm/node_actor.c)
+// built natively and with emcc goes through the same scripted sessions and
+// must print the same transcript (states, signed hellos and completions,
+// result bytes); the module the browser loads (web/node/simfarm-node.js)
+// computes a chunk to the same bytes as the native node, and refuses a
+// work context it cannot read with a message.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import { build, run, top, wasmEnv } from '../lib/proc.mjs';
+
+const native = path.join(build, 'tests/wasm/node_actor');
+const wasm = path.join(build, 'wasm/node_actor.js');
+const european = '{"S0": 100, "K": 100, "r": 0.05, "sigma": 0.2, "T": 1}';
+
+let cached;
+function transcripts() {
+  cached ??= Promise.all([
+    run(native, [], { timeoutMs: 60000 }),
+    run(process.execPath, [wasm], { env: wasmEnv, timeoutMs: 60000 }),
+  ]);
+  return cached;
+}
+
+// The bundle as the browser's workers load it (web/package.json makes .js
+// files ES modules for node, so it is evaluated as the script it is; the
+// wasm bytes are handed over, as emcc 3.1.6 would fetch them under node 20).
+async function bundle() {
+  const file = path.join(top, 'web/node/simfarm-node.js');
+  const mod = { exports: {} };
+  new Function('module', 'exports', 'require', '__filename', '__dirname', fs.readFileSync(file, 'utf8'))(
+    mod, mod.exports, createRequire(file), file, path.dirname(file));
+  return mod.exports({ wasmBinary: fs.readFileSync(file.replace(/\.js$/, '.wasm')) });
+}
+
+test('the node actor goes through the same sessions natively and as WebAssembly', async () => {
+  const [n, w] = await transcripts();
+  assert.equal(n.code, 0, n.stderr + n.stdout);
+  assert.equal(w.code, 0, w.stderr + w.stdout);
+  assert.equal(w.stdout, n.stdout);
+});
+
+test('the transcript shows signatures, the state machine and the results', async () => {
+  const [n] = await transcripts();
+  const out = n.stdout;
+  const count = (re) => (out.match(re) || []).length;
+  assert.equal(count(/^hello success, for another host signature does not verify$/mg), 3, 'three signed hellos');
+  assert.equal(count(/^complete job 3 chunk \d+ .* signature success, tampered signature does not verify, context ok$/mg),
+    3, 'three signed completions');
+  assert.match(out, /^node> complete lost with the connection$/m);
+  assert.match(out, /^state coordinator unavailable: test drop$/m);
+  assert.match(out, /^connect \(session 2\) after the backoff: 1 s \+- 25 %$/m);
+  // Paused with a chunk in hand: the coordinator is told, the chunk is finished.
+  assert.match(out, /host: pause\n(.*\n)*?bye draining\nstate paused\n(.*\n)*?complete job 3 chunk 13 /);
+  assert.match(out, /host: resume\n(.*\n)*?bye leaving\n(.*\n)*?state starting: resuming\nconnect \(session 3\)\n/);
+  assert.match(out, /bye draining\nnode> bye\nbye leaving\n.*drained, leaving \(4 chunks computed\)\nstate stopped\nstopped 0\n$/);
+  for (const c of [10, 11, 13]) assert.match(out, new RegExp(`^result ${c} [0-9a-f]{64,}$`, 'm'));
+  assert.doesNotMatch(out, /wrong/);
+});
+
+test('the browser bundle computes a chunk to the native bytes', async () => {
+  const ctxRun = await run(native, ['ctx', 'option', european, '11']);
+  assert.equal(ctxRun.code, 0, ctxRun.stderr);
+  const ctx = Buffer.from(ctxRun.stdout.trim().split(' ')[1], 'hex');
+  const hash = crypto.createHash('sha256').update(ctx).digest();
+  const [n] = await transcripts();
+  const want = n.stdout.match(/^result 11 ([0-9a-f]+)$/m)[1]; // chunk 11: items [1000, 2000)
+
+  const m = await bundle();
+  const h = m._ndw_alloc(32);
+  m.HEAPU8.set(hash, h);
+  const w = m._ndw_alloc(ctx.length);
+  m.HEAPU8.set(ctx, w);
+  assert.equal(m._ndw_compute(h, w, ctx.length, 1000, 0, 1000, 0), 0);
+  const p = m._ndw_result();
+  assert.equal(Buffer.from(m.HEAPU8.subarray(p, p + m._ndw_result_len())).toString('hex'), want);
+
+  // A context that is not one: an error code and a message, no result.
+  const junk = Buffer.from('not a work context');
+  m.HEAPU8.set(crypto.createHash('sha256').update(junk).digest(), h);
+  const j = m._ndw_alloc(junk.length);
+  m.HEAPU8.set(junk, j);
+  assert.notEqual(m._ndw_compute(h, j, junk.length, 0, 0, 10, 0), 0);
+  assert.equal(m._ndw_result_len(), 0);
+  const e = m._ndw_error();
+  const msg = Buffer.from(m.HEAPU8.subarray(e, m.HEAPU8.indexOf(0, e))).toString();
+  assert.ok(msg.length > 0, 'an error message');
+});
+
+test('the harness refuses bad arguments', async () => {
+  const r = await run(native, ['sim', 'option', european, 'many', '1']);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /ITEMS and SEED are integers/);
+});

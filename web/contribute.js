@@ -1,0 +1,125 @@
+// The contribute page: starts the browser node (node/node-worker.js, which
+// runs the node actor and its compute workers) and shows what it does. This
+// thread never runs a kernel. A claim token in the fragment
+// (#claim=sfc_...) enrols the node under the token's owner; without one it
+// joins as a public node.
+const $ = (id) => document.getElementById(id);
+const ui = {
+  start: $('start'), cores: $('cores'), coresOut: $('cores-out'), pauseHidden: $('pause-hidden'),
+  state: $('state'), rate: $('rate'), chunks: $('chunks'), job: $('job'), enrolment: $('enrolment'),
+  detail: $('detail'), log: $('log'),
+};
+
+const maxCores = Math.max(1, navigator.hardwareConcurrency || 1);
+ui.cores.max = String(maxCores);
+ui.cores.value = String(Math.max(1, Math.min(maxCores, Math.floor(maxCores / 2) || 1)));
+ui.coresOut.textContent = ui.cores.value;
+
+const claimToken = new URLSearchParams(location.hash.slice(1)).get('claim') || '';
+if (claimToken) ui.enrolment.textContent = 'enrolling with a claim token';
+
+let node = null;          // the node worker while a node runs
+let phase = 'stopped';    // stopped | running | stopping
+let restart = false;      // start again once stopped (the cores changed)
+let samples = [];         // [time ms, items] for items/s over the last 10 s
+let paused = false;
+
+function log(line) {
+  ui.log.textContent += `${new Date().toLocaleTimeString()} ${line}\n`;
+}
+
+function setPhase(p) {
+  phase = p;
+  ui.start.textContent = p === 'running' ? 'Stop' : p === 'stopping' ? 'Stop now' : 'Start';
+  ui.start.classList.toggle('running', p !== 'stopped');
+}
+
+function browserName() {
+  const b = navigator.userAgentData?.brands?.find((x) => !/not.a.brand/i.test(x.brand));
+  return (b ? `${b.brand} ${b.version}` : navigator.userAgent).slice(0, 120);
+}
+
+function start() {
+  const cores = Number(ui.cores.value);
+  node = new Worker('/node/node-worker.js');
+  node.onmessage = (e) => onNode(e.data);
+  node.onerror = (e) => { log(`node worker: ${e.message}`); stopped(1); };
+  samples = [[performance.now(), 0]];
+  const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
+  node.postMessage({
+    type: 'start', cores, hardwareCores: maxCores, claimToken,
+    url: `${scheme}//${location.host}/ws/node`,
+    audience: location.host.toLowerCase(), // what the coordinator reads from the Host header
+    os: (navigator.userAgentData?.platform || navigator.platform || '').toLowerCase().slice(0, 31),
+    browser: browserName(),
+    memory: (navigator.deviceMemory || 0) * 1073741824,
+  });
+  setPhase('running');
+  ui.state.textContent = 'starting';
+  log(`starting with ${cores} core${cores > 1 ? 's' : ''}`);
+  syncPause();
+}
+
+function stopped(code) {
+  node?.terminate();
+  node = null;
+  paused = false;
+  setPhase('stopped');
+  if (code !== 0 && ui.state.textContent !== 'not enrolled') ui.state.textContent = 'stopped';
+  ui.rate.textContent = '0';
+  if (restart) { restart = false; start(); }
+}
+
+function onNode(m) {
+  switch (m.type) {
+  case 'state':
+    ui.state.textContent = m.name;
+    ui.detail.textContent = m.detail;
+    break;
+  case 'progress': {
+    ui.chunks.textContent = String(m.chunks);
+    ui.job.textContent = m.job === null ? 'none' : `job ${m.job}`;
+    const now = performance.now();
+    samples.push([now, m.items]);
+    while (samples.length > 2 && now - samples[1][0] > 10000) samples.shift();
+    const [t0, i0] = samples[0];
+    ui.rate.textContent = now > t0 ? Math.round((m.items - i0) * 1000 / (now - t0)).toLocaleString('en') : '0';
+    break;
+  }
+  case 'log':
+    log(m.line);
+    break;
+  case 'enrolled':
+    ui.enrolment.textContent = 'enrolled with the claim token';
+    history.replaceState(null, '', location.pathname + location.search);
+    break;
+  case 'stopped':
+    log(`stopped (${m.code})`);
+    stopped(m.code);
+    break;
+  }
+}
+
+// Pause when hidden only if the contributor asked for it.
+function syncPause() {
+  const want = ui.pauseHidden.checked && document.visibilityState === 'hidden';
+  if (node && want !== paused) {
+    paused = want;
+    node.postMessage({ type: 'pause', on: want });
+  }
+}
+
+ui.start.addEventListener('click', () => {
+  if (phase === 'stopped') start();
+  else { restart = false; setPhase('stopping'); node.postMessage({ type: 'stop' }); }
+});
+ui.cores.addEventListener('input', () => { ui.coresOut.textContent = ui.cores.value; });
+ui.cores.addEventListener('change', () => {
+  if (phase === 'running') { // a node's worker count is fixed: finish the chunks in hand, start again
+    restart = true;
+    setPhase('stopping');
+    node.postMessage({ type: 'stop' });
+  }
+});
+ui.pauseHidden.addEventListener('change', syncPause);
+document.addEventListener('visibilitychange', syncPause);
