@@ -165,8 +165,18 @@ static bool parse_submission(const char *json, size_t len, const char *caller, b
     /* The kernel checks its own parameters and names the one that is wrong. */
     sim_job *job = NULL;
     if (sim_job_create(&job, s->kernel, params->data, params->size, s->seed, err, sizeof err) != 0) {
-        snprintf(field, flen, "%s", sim_kernel_find(s->kernel) ? "params" : "kernel");
-        snprintf(msg, mlen, "%s", err);
+        /* "field 'sigma': must be ..." names the parameter: params.sigma. */
+        const char *q = strncmp(err, "field '", 7) == 0 ? strstr(err + 7, "': ") : NULL;
+        if (sim_kernel_find(s->kernel) == NULL) {
+            snprintf(field, flen, "kernel");
+            snprintf(msg, mlen, "%s", err);
+        } else if (q != NULL) {
+            snprintf(field, flen, "params.%.*s", (int)(q - err - 7), err + 7);
+            snprintf(msg, mlen, "%s", q + 3);
+        } else {
+            snprintf(field, flen, "params");
+            snprintf(msg, mlen, "%s", err);
+        }
         goto out;
     }
     sim_job_destroy(job);

@@ -55,7 +55,7 @@ test('bad submissions are refused with the field named', async () => {
     [{ kernel: 'option', params: option, items: 0 }, 'items', /1 to 2\^50/],
     [{ kernel: 'option', params: option, items: 10, colour: 'red' }, 'colour', /unknown field/],
     [{ kernel: 'nope', params: option, items: 10 }, 'kernel', /./],
-    [{ kernel: 'option', params: { ...option, sigma: -1 }, items: 10 }, 'params', /sigma/],
+    [{ kernel: 'option', params: { ...option, sigma: -1 }, items: 10 }, 'params.sigma', /must be/],
     [{ kernel: 'option', params: option, items: 10, strategy: 'tournament' }, 'strategy', /single/],
   ];
   for (const [body, field, message] of cases) {

@@ -298,7 +298,9 @@ export function submitView(root, query) {
   // Puts the server's message at the field it names.
   function showError(e) {
     let path = null, msg = e.message;
-    if (e.field === 'params') {
+    if (e.field?.startsWith('params.')) {
+      path = e.field.slice(7);
+    } else if (e.field === 'params') {
       const m = ERR_RE.exec(e.message);
       if (m) { path = m[1]; msg = m[2]; }
     }
