@@ -272,7 +272,7 @@ web: $(DEPS_MK) $(NPM_DIRS:%=%/node_modules/.package-lock.json) ## install the n
 %/node_modules/.package-lock.json: %/package-lock.json
 	cd $* && npm ci --no-audit --no-fund --loglevel=error
 
-bench: all wasm ## run every benchmark, or one with ONLY=<name>; prints BENCH lines
+bench: all wasm web ## run every benchmark, or one with ONLY=<name>; prints BENCH lines
 	BUILD=$(BUILD) scripts/bench.sh $(ONLY)
 
 bench-compare: $(BUILD)/bench/bench_rt $(BUILD)/bench/caf_bench ## run the runtime benchmarks and the same workloads on CAF, in one run

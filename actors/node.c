@@ -493,6 +493,10 @@ static void on_welcome(node *n, const pr_msg *m)
     n->phase = RUNNING;
     n->backoff_ms = 0;
     n->said_draining = false;
+    if (n->claim_token != NULL) { /* used up: the key is enrolled now, and a reconnect must not present it */
+        free(n->claim_token);
+        n->claim_token = NULL;
+    }
     if (n->tick_timer > 0)
         rt_timer_cancel(n->sys, n->tick_timer);
     n->tick_timer = rt_send_every(n->self, n->heartbeat_ms, M_TICK, 0);

@@ -58,15 +58,17 @@ async function browserNodes() {
   return list.filter((n) => n.capabilities?.arch === 'wasm32');
 }
 
-// Opens /contribute in a fresh context (its own IndexedDB: a new key),
-// sets the cores and starts; resolves once the page says it is running.
-async function contribute(cores) {
+// Opens /contribute (fragment: after #) in a fresh context (its own
+// IndexedDB: a new key), sets the cores and starts; resolves once the page
+// says it is running.
+async function contribute(cores, { fragment = '', pauseHidden = false } = {}) {
   const context = await browser.newContext();
   const tab = await context.newPage();
   const errors = [];
   tab.on('pageerror', (e) => errors.push(e.message));
-  const res = await tab.goto(`${srv.url}/contribute`);
+  const res = await tab.goto(`${srv.url}/contribute${fragment ? '#' + fragment : ''}`);
   assert.equal(res.status(), 200);
+  if (pauseHidden) await tab.locator('#pause-hidden').check();
   await tab.locator('#cores').fill(String(cores));
   assert.equal(await tab.locator('#cores-out').textContent(), String(cores));
   await tab.locator('#start').click();
@@ -170,5 +172,55 @@ test('a tab closed in the middle of a chunk gives it back and the job completes'
     assert.equal(done.result.items_failed, 0);
   } finally {
     await second.context.close();
+  }
+});
+
+// What the page sees when its tab is hidden or shown again.
+function setVisibility(tab, state) {
+  return tab.evaluate((v) => {
+    Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => v });
+    document.dispatchEvent(new Event('visibilitychange'));
+  }, state);
+}
+
+const pageState = (tab, want) => tab.waitForFunction((w) => document.getElementById('state').textContent === w,
+  want, { timeout: 30000 });
+
+test('a claim token in the fragment enrols the tab under its owner and tier; hidden, it pauses', async () => {
+  const tok = await call(srv, 'POST', '/api/tokens', { kind: 'claim', tier: 'team' });
+  assert.equal(tok.status, 201, tok.text);
+  const { context, tab } = await contribute(1, { fragment: `claim=${tok.json.token}`, pauseHidden: true });
+  try {
+    await tab.waitForFunction(() => location.hash === '', null, { timeout: 10000 }); // used up: not sent again
+    assert.equal(await tab.locator('#enrolment').textContent(), 'enrolled with the claim token');
+    const node = await eventually(async () => (await browserNodes()).find((n) => n.online && n.tier === 'team'),
+      'the enrolled tab online', 15000);
+    assert.equal(node.owner, tok.json.owner);
+    const first = node.connected_ms;
+
+    // Hidden: paused, and the coordinator is told to send nothing more.
+    await setVisibility(tab, 'hidden');
+    await pageState(tab, 'paused');
+    const created = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option),
+      items: 200000, seed: 13 });
+    assert.equal(created.status, 201, created.text);
+    const { id } = created.json;
+    assert.equal((await job(id)).progress?.items_done ?? 0, 0);
+
+    // Visible again: a new session, which computes the job.
+    await setVisibility(tab, 'visible');
+    await pageState(tab, 'running');
+    const done = await eventually(async () => {
+      const j = await job(id);
+      return j.state === 'complete' ? j : null;
+    }, 'job complete', 120000).catch(async (e) => {
+      e.message += `\npage log:\n${await tab.locator('#log').textContent()}`;
+      throw e;
+    });
+    assert.deepEqual(done.result.nodes.map((n) => n.node), [node.id]);
+    const again = (await browserNodes()).find((n) => n.id === node.id);
+    assert.ok(again.online && again.connected_ms > first, 'resumed in a new session');
+  } finally {
+    await context.close();
   }
 });

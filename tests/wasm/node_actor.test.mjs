@@ -10,6 +10,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
+import zlib from 'node:zlib';
 import { build, run, top, wasmEnv } from '../lib/proc.mjs';
 
 const native = path.join(build, 'tests/wasm/node_actor');
@@ -94,4 +95,13 @@ test('the harness refuses bad arguments', async () => {
   const r = await run(native, ['sim', 'option', european, 'many', '1']);
   assert.equal(r.code, 2);
   assert.match(r.stderr, /ITEMS and SEED are integers/);
+});
+
+test('the browser node downloads at most 400 KB gzipped', () => {
+  const files = ['web/node/simfarm-node.wasm', 'web/node/simfarm-node.js', 'web/node/node-worker.js',
+    'web/node/compute-worker.js', 'web/contribute.html', 'web/contribute.js', 'web/contribute.css'];
+  let total = 0;
+  for (const f of files) total += zlib.gzipSync(fs.readFileSync(path.join(top, f)), { level: 9 }).length;
+  assert.ok(total > 50000, `${total} bytes: is the module empty?`);
+  assert.ok(total <= 400000, `${total} bytes gzipped`);
 });
