@@ -574,10 +574,14 @@ static void on_down(node *n, const bytes_msg *d)
         stop(n, ND_STOPPED, ND_EXIT_OK);
         return;
     }
-    if (n->rejoin) { /* we left on purpose: back at once */
+    if (n->rejoin) {
+        /* We left on purpose: back after the shortest backoff, once the
+         * coordinator has let go of the old session (it releases the
+         * node's claims when that session ends, which must not race the
+         * new session's first claim). */
         n->rejoin = false;
         set_state(n, ND_SETUP, "resuming");
-        rt_send(n->self, rt_msg_new(M_CONNECT, sizeof(rt_msg)));
+        rt_send_after(n->self, BACKOFF_MIN_MS, rt_msg_new(M_CONNECT, sizeof(rt_msg)));
         return;
     }
     char why[200];

@@ -114,7 +114,8 @@ void nd_drain(rt_actor *node);
  * coordinator it takes no new work (`bye draining`), finishes and sends the
  * chunks in hand and keeps its session (heartbeats go on); resumed, it
  * starts a new session once nothing is in hand, because a session that said
- * `bye draining` gets no more work. */
+ * `bye draining` gets no more work; the new session starts 1 s after the
+ * old one ends. */
 void nd_pause(rt_actor *node, bool on);
 
 /* Computes one chunk on the CPU and encodes its result the way nd_done
