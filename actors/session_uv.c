@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #define SERVER_VERSION "simfarm 0.1.0"
@@ -40,8 +41,10 @@ enum {
     M_RETRY,
     M_WATCH,
     M_CANCEL,
+    M_OVERSIZE,
     MAX_BATCHES = 64,
     MAX_INFLIGHT = 1024,
+    CLOSE_LINGER_S = 5,    /* how long a closed session waits for the node to close */
 };
 
 /* ---- the connection table (loop thread) -------------------------------------------- */
@@ -59,7 +62,7 @@ typedef struct conn {
     size_t nout, out_cap, out_head;
     uint8_t *rx;
     size_t rx_len;
-    bool closing, bad;
+    bool closing, bad, shut;
 } conn;
 
 struct cd_sessions {
@@ -179,9 +182,22 @@ int cd_session_lws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *u
         c = conn_find(ss, ps->id);
         if (c == NULL)
             return -1;
-        if (!lws_frame_is_binary(wsi) || c->rx_len + len > PR_MAX_FRAME) {
-            c->bad = true; /* text frames and frames over the limit end the session */
+        if (c->bad || c->closing)
+            return 0; /* a refused frame's rest, or anything after the last word: dropped */
+        if (!lws_frame_is_binary(wsi)) {
+            c->bad = true; /* a text frame ends the session */
             return -1;
+        }
+        if (c->rx_len + len > PR_MAX_FRAME) {
+            /* Refused without parsing (PROTOCOL.md §1): the session answers
+             * EFRAMESIZE and closes; until then what is left of the frame
+             * is dropped as it arrives, so nothing more is buffered. */
+            c->bad = true;
+            free(c->rx);
+            c->rx = NULL;
+            c->rx_len = 0;
+            rt_send(c->actor, rt_msg_new(M_OVERSIZE, sizeof(rt_msg)));
+            return 0;
         }
         {
             uint8_t *nb = realloc(c->rx, c->rx_len + len + 1);
@@ -216,8 +232,16 @@ int cd_session_lws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *u
         }
         if (c->nout > 0)
             lws_callback_on_writable(wsi);
-        else if (c->closing)
-            return -1;
+        else if (c->closing && !c->shut) {
+            /* A lingering close: send FIN, then read and drop what the node
+             * still sends until it closes too (at most CLOSE_LINGER_S).
+             * Closed at once, a socket with unread bytes is reset, and the
+             * reset can discard the error just written before the node
+             * reads it: a node cut off for flooding would not learn why. */
+            c->shut = true;
+            shutdown(lws_get_socket_fd(wsi), SHUT_WR);
+            lws_set_timeout(wsi, PENDING_TIMEOUT_CLOSE_SEND, CLOSE_LINGER_S);
+        }
         return 0;
     case LWS_CALLBACK_CLOSED:
         for (size_t i = 0; ss != NULL && i < ss->nconns; i++) {
@@ -274,7 +298,7 @@ void cd_sessions_destroy(cd_sessions *ss)
 /* ---- the session actor ------------------------------------------------------------ */
 
 typedef struct inflight {
-    uint64_t chunk, job, count;
+    uint64_t chunk, job, first, count;
     uint8_t token[16];
 } inflight;
 
@@ -358,7 +382,7 @@ static void send_msg(session *s, pr_msg *m)
     uint8_t *out = NULL;
     size_t len = 0;
     m->v = PR_VERSION;
-    if (m->id == 0)
+    if (m->id == 0 && m->type != PR_MSG_ERROR) /* an error keeps id 0: it answers no frame (§4 error) */
         m->id = ++s->next_frame;
     m->ts = now_ms_wall();
     int rc = pr_encode(m, &out, &len);
@@ -451,6 +475,7 @@ static void on_claimed(session *s, const cd_claimed *r)
             }
             s->fly[s->nfly].chunk = a->claim.chunk;
             s->fly[s->nfly].job = a->claim.job;
+            s->fly[s->nfly].first = a->claim.first;
             s->fly[s->nfly].count = a->claim.count;
             memcpy(s->fly[s->nfly].token, a->claim.token, 16);
             s->nfly++;
@@ -699,6 +724,24 @@ static int fly_find(const session *s, uint64_t job, uint64_t chunk)
     return -1;
 }
 
+/* Sends a batch's complete_ack once every result has its outcome, and
+ * frees the batch. */
+static void batch_ack(session *s, batch *bt)
+{
+    pr_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = PR_MSG_COMPLETE_ACK;
+    m.id = bt->frame_id;
+    m.body.complete_ack.job = bt->job;
+    m.body.complete_ack.job_complete = bt->job_complete;
+    m.body.complete_ack.outcomes = bt->outcomes;
+    m.body.complete_ack.noutcomes = bt->n;
+    send_msg(s, &m);
+    free(bt->outcomes);
+    bt->used = false;
+    claim_more(s);
+}
+
 static void on_complete(session *s, pr_msg *m)
 {
     pr_complete *c = &m->body.complete;
@@ -730,6 +773,18 @@ static void on_complete(session *s, pr_msg *m)
         const pr_result *r = &c->batch.results[i];
         bt->outcomes[i].chunk = r->chunk;
         bt->outcomes[i].outcome = PR_OUTCOME_STALE;
+        /* A result for another range than its claim's is stale, even when
+         * its data is a good result of that many items: counting it would
+         * merge other items than the claim's (some twice). The ledger
+         * knows a claim by its token alone, so the range is checked here,
+         * for the claims this session handed out; a claim from an earlier
+         * session of the node is matched by token only. */
+        int k = fly_find(s, c->batch.job, r->chunk);
+        if (k >= 0 && memcmp(s->fly[k].token, r->token, 16) == 0 &&
+            (s->fly[k].first != r->start || s->fly[k].count != r->count)) {
+            bt->answered++;
+            continue;
+        }
         if (r->elapsed_ms > 0 && r->count > 0) {
             double rate = (double)r->count * 1000.0 / r->elapsed_ms;
             s->view.items_per_s = s->view.items_per_s > 0 ? 0.7 * s->view.items_per_s + 0.3 * rate : rate;
@@ -744,10 +799,8 @@ static void on_complete(session *s, pr_msg *m)
         rq->batch = b;
         rq->slot = (int)i;
     }
-    if (bt->answered == bt->n) { /* nothing could be asked */
-        free(bt->outcomes);
-        bt->used = false;
-    }
+    if (bt->answered == bt->n) /* nothing was asked: answer now */
+        batch_ack(s, bt);
 }
 
 static void on_completed(session *s, const req *r, const cd_completed *res)
@@ -771,20 +824,8 @@ static void on_completed(session *s, const req *r, const cd_completed *res)
     if (k >= 0 && (res == NULL || res->err == 0)) /* a bad result keeps its slot for a good one */
         s->fly[k] = s->fly[--s->nfly];
     s->view.in_flight = (unsigned)s->nfly;
-    if (++bt->answered < bt->n)
-        return;
-    pr_msg m;
-    memset(&m, 0, sizeof m);
-    m.type = PR_MSG_COMPLETE_ACK;
-    m.id = bt->frame_id;
-    m.body.complete_ack.job = bt->job;
-    m.body.complete_ack.job_complete = bt->job_complete;
-    m.body.complete_ack.outcomes = bt->outcomes;
-    m.body.complete_ack.noutcomes = bt->n;
-    send_msg(s, &m);
-    free(bt->outcomes);
-    bt->used = false;
-    claim_more(s);
+    if (++bt->answered == bt->n)
+        batch_ack(s, bt);
 }
 
 static void on_heartbeat(session *s, pr_msg *m)
@@ -928,6 +969,11 @@ static void session_behaviour(rt_actor *self, rt_msg *m)
         break;
     case M_CANCEL:
         on_cancel(s, (cancel_msg *)m);
+        break;
+    case M_OVERSIZE:
+        if (s->phase != CLOSED)
+            send_error(s, 0, PR_EFRAMESIZE, "a frame larger than 4194304 bytes (the frame limit): the session is closed",
+                true);
         break;
     case M_CLOSED: {
         s->phase = CLOSED;
