@@ -152,7 +152,8 @@ static int work(uint64_t job_id, sim_job *job, int max, bool *done)
         unsigned n = claim(1, 4, a, job_id);
         if (n == 0)
             return -1;
-        for (unsigned i = 0; i < n && !*done; i++) {
+        /* Chunks past max stay claimed, in flight. */
+        for (unsigned i = 0; i < n && !*done && accepted < max; i++) {
             size_t len = compute(job, &a[i], buf, sizeof buf);
             cd_completed *r = complete(&a[i], 1, buf, len);
             if (r == NULL || r->err != 0 || r->outcome != SC_ACCEPTED) {
