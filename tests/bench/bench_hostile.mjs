@@ -1,0 +1,130 @@
+// Honest throughput beside hostile nodes: PostgreSQL, `simfarm serve` and
+// two `simfarm node --cores 1` processes run three equal jobs one after
+// the other; during the middle one, scripted nodes (tests/lib/nodeproto.mjs)
+// attack the coordinator without pause: garbage before hello, a frame past
+// 4 MiB, completions with forged signatures, stolen tokens and replays, and
+// heartbeat floods cut off by the rate limit.
+//
+//   hostile_honest_items_per_s        the honest nodes' items/s, undisturbed
+//                                     (the mean of the jobs before and after)
+//   hostile_honest_items_per_s_attacked   the same during the attack
+//   hostile_honest_throughput_ratio   attacked / undisturbed (target ≥ 0.8)
+//   hostile_attack_frames_per_s       frames the attackers sent a second
+//
+// The attackers run in this process, on the same machine's cores as the
+// honest nodes. Prints BENCH lines; progress goes to stderr.
+import { spawn } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { call, serve } from '../lib/coord.mjs';
+import { ScriptedNode, envelope, nodeKey } from '../lib/nodeproto.mjs';
+import { startPostgres } from '../lib/pg.mjs';
+import { build } from '../lib/proc.mjs';
+
+const simfarm = path.join(build, 'bin/simfarm');
+const ITEMS = Number(process.env.HOSTILE_ITEMS ?? 80000000);
+const params = { style: 'european', type: 'call', S0: 100, K: 100, r: 0.05, q: 0, sigma: 0.2, T: 1, steps: 16,
+  antithetic: true, greeks: true };
+
+function bench(name, value, unit) {
+  console.log(`BENCH ${name} ${Number(value.toPrecision(3))} ${unit}`);
+}
+
+// Submits a job and resolves to its items/s from submission to completion.
+async function timedJob(srv, seed) {
+  const t0 = performance.now();
+  const res = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params, items: ITEMS, seed });
+  if (res.status !== 201) throw new Error(res.text);
+  const end = Date.now() + 600000;
+  for (;;) {
+    const j = (await call(srv, 'GET', `/api/jobs/${res.json.id}`)).json;
+    if (j.state === 'complete') return ITEMS / ((performance.now() - t0) / 1000);
+    if (!['pending', 'queued', 'running'].includes(j.state)) throw new Error(JSON.stringify(j));
+    if (Date.now() > end) throw new Error(`job ${res.json.id} not complete in 600 s`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+// One round of every attack; resolves to the frames it sent.
+async function attackRound(port) {
+  let frames = 0;
+  const closeOrTimeout = (n) => Promise.race([n.closed, new Promise((resolve) => setTimeout(resolve, 5000))]);
+  // Garbage before hello.
+  const g = await ScriptedNode.connect(port);
+  g.link.send(crypto.randomBytes(64));
+  frames++;
+  await closeOrTimeout(g);
+  // A frame past the limit.
+  const big = await ScriptedNode.connect(port);
+  await big.hello();
+  big.link.send(Buffer.alloc(4 * 1024 * 1024 + 1, 0x90));
+  frames += 2;
+  await closeOrTimeout(big);
+  // Forged, stolen and replayed completions.
+  const t = await ScriptedNode.connect(port);
+  await t.hello();
+  const batch = { job: 1, ctxHash: Buffer.alloc(32), results: [{ chunk: 1, token: crypto.randomBytes(16), start: 0,
+    count: 1000, data: crypto.randomBytes(200) }] };
+  for (let i = 0; i < 20; i++) {
+    t.complete(batch, { key: nodeKey() });
+    const stolen = t.complete(batch);
+    await t.until((m) => m.id === stolen.id && m.type === 'complete_ack', 'complete_ack');
+    t.link.send(stolen.frame);
+    frames += 3;
+  }
+  await t.error(undefined, 'replay');
+  await t.close();
+  frames++;
+  // A heartbeat flood.
+  const f = await ScriptedNode.connect(port);
+  await f.hello();
+  const hb = envelope('heartbeat', 2, { cpu: 0, mem_used: 0, mem_total: 1 });
+  for (let i = 0; i < 2000; i++) f.link.send(hb);
+  frames += 2002;
+  await closeOrTimeout(f);
+  return frames;
+}
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-bench-hostile-'));
+const pg = await startPostgres();
+const srv = await serve(pg.url, { extra: ['--open-enrolment', '--chunk-ms', '1000'] });
+const nodes = [0, 1].map((i) => spawn(simfarm, ['node', '--server', `ws://127.0.0.1:${srv.port}/ws/node`,
+  '--key', path.join(tmp, `honest${i}.key`), '--cores', '1'], { stdio: 'ignore' }));
+try {
+  const before = await timedJob(srv, 1);
+  console.error(`# undisturbed: ${before.toPrecision(3)} items/s`);
+  let attacking = true, frames = 0, rounds = 0, failed = 0;
+  const t0 = performance.now();
+  const attack = (async () => {
+    while (attacking) {
+      try {
+        frames += await attackRound(srv.port);
+        rounds++;
+      } catch (e) {
+        failed++;
+        console.error(`# an attack round ended early: ${e.message}`);
+      }
+    }
+  })();
+  const attacked = await timedJob(srv, 2);
+  attacking = false;
+  await attack;
+  const attackS = (performance.now() - t0) / 1000;
+  console.error(`# attacked: ${attacked.toPrecision(3)} items/s, ${rounds} attack rounds (${failed} ended early)`);
+  const after = await timedJob(srv, 3);
+  console.error(`# undisturbed again: ${after.toPrecision(3)} items/s`);
+  if ((await call(srv, 'GET', '/health')).status !== 200) throw new Error('the coordinator is down');
+  const calm = (before + after) / 2;
+  bench('hostile_honest_items_per_s', calm, 'items/s');
+  bench('hostile_honest_items_per_s_attacked', attacked, 'items/s');
+  bench('hostile_honest_throughput_ratio', attacked / calm, 'ratio');
+  bench('hostile_attack_frames_per_s', frames / attackS, 'frames/s');
+} finally {
+  for (const n of nodes) n.kill('SIGTERM');
+  await Promise.all(nodes.map((n) => new Promise((resolve) => (n.exitCode !== null ? resolve() : n.on('exit', resolve)))));
+  await srv.stop();
+  await pg.stop();
+  fs.rmSync(tmp, { recursive: true, force: true });
+}
