@@ -48,6 +48,7 @@ typedef struct claim {
     uint32_t nprev, nnext;     /* the node's claims */
     uint16_t lane;
     uint16_t bucket;           /* the wheel bucket it is in */
+    bool proven;               /* its node had a measured speed: it has completed work */
 } claim;                       /* live when job != NULL */
 
 typedef struct range {
@@ -1252,6 +1253,7 @@ int sc_claim(sc_ledger *l, const sc_node_info *node, unsigned slots, uint64_t no
         c->first = r.first;
         c->count = r.count;
         c->attempt = r.attempt;
+        c->proven = node->items_per_s > 0;
         double expect_ms = node->items_per_s > 0
             ? (double)r.count * per_item * 1000.0 / node->items_per_s : 0;
         uint64_t lease = (uint64_t)(3 * expect_ms);
@@ -1347,18 +1349,20 @@ size_t sc_renew(sc_ledger *l, uint64_t node, const uint8_t (*tokens)[16], size_t
     return renewed;
 }
 
-/* Takes a lost claim back: its range returns to its lane, or fails. Every
- * loss counts as an attempt; a lease that ran out fails the chunk at
- * max_attempts, a node that went away (a network cut as often as a crash)
- * only at max_releases, so a flaky network does not fail a job while a
- * chunk that kills every node it reaches still ends. */
+/* Takes a lost claim back: its range returns to its lane, or fails. A
+ * lease that ran out is an attempt, and fails the chunk at max_attempts; a
+ * node that went away (a network cut as often as a crash) is one only if
+ * the node had completed work before, and fails it at max_releases. So a
+ * flaky network does not fail a job, nor do nodes that enrol only to drop
+ * their claims, while a chunk that kills every working node it reaches
+ * still ends. */
 static void lose_claim(sc_ledger *l, uint32_t idx, bool node_gone)
 {
     claim *c = &l->claims[idx];
     job *j = c->job;
     uint32_t li = c->lane;
     lane *ln = &j->lanes[li];
-    range r = { c->first, c->count, c->attempt + 1 };
+    range r = { c->first, c->count, node_gone && !c->proven ? c->attempt : c->attempt + 1 };
     claim_drop(l, idx);
     j->reclaims++;
     if (r.attempt >= (node_gone ? l->cfg.max_releases : l->cfg.max_attempts)) {

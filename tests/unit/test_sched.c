@@ -463,9 +463,18 @@ Test(sched, nodes_going_away_fail_a_chunk_only_at_max_releases)
     sc_job_add(l, &s);
     sc_claim_out c;
     unsigned n;
-    /* Nine nodes take the chunk and vanish: it is handed out again each time. */
-    for (uint64_t id = 1; id <= 9; id++) {
+    /* Nodes that never completed anything take it and vanish: no attempt. */
+    for (uint64_t id = 100; id < 120; id++) {
         sc_node_info node = { .id = id, .tier = SC_TIER_OWN };
+        sc_claim(l, &node, 1, 0, &c, &n);
+        cr_assert_eq(n, 1);
+        cr_assert_eq(c.attempt, 0, "an unproven node's release is not an attempt");
+        cr_assert_eq(sc_release_node(l, id, 0), 1);
+    }
+    /* Nine working nodes (a measured speed) take the chunk and vanish: it is
+     * handed out again each time. */
+    for (uint64_t id = 1; id <= 9; id++) {
+        sc_node_info node = { .id = id, .tier = SC_TIER_OWN, .items_per_s = 1000 };
         sc_claim(l, &node, 1, 0, &c, &n);
         cr_assert_eq(n, 1, "claim %llu", (unsigned long long)id);
         cr_assert_eq(c.attempt, (uint32_t)(id - 1));
@@ -475,7 +484,7 @@ Test(sched, nodes_going_away_fail_a_chunk_only_at_max_releases)
     sc_job_status_get(l, 1, &st);
     cr_assert_eq(st.state, SC_JOB_RUNNING, "nine releases, past max_attempts, do not fail it");
     /* The tenth fails it: a chunk that kills every node still ends. */
-    sc_node_info last = { .id = 10, .tier = SC_TIER_OWN };
+    sc_node_info last = { .id = 10, .tier = SC_TIER_OWN, .items_per_s = 1000 };
     sc_claim(l, &last, 1, 0, &c, &n);
     cr_assert_eq(n, 1);
     cr_assert_eq(sc_release_node(l, 10, 0), 1);
