@@ -615,7 +615,7 @@ static void kernels(gateway *g, gw_request *r)
         fail(g, r, 500, NULL, "the kernels' description does not fit its buffer");
         return;
     }
-    ok_json(g, r, 200, gw_fmt("{\"strategies\":[\"single\"],\"kernels\":%s}\n", desc));
+    ok_json(g, r, 200, gw_fmt("{\"strategies\":[\"single\",\"tournament\",\"stat_weights\"],\"kernels\":%s}\n", desc));
     free(desc);
 }
 

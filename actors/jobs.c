@@ -35,21 +35,288 @@ static bool get_uint(const msgpack_object *v, uint64_t lo, uint64_t hi, uint64_t
     return false;
 }
 
+enum { MAX_WEIGHTS = 16, MAX_CANDIDATES = 64 };
+
 typedef struct submission {
     char kernel[64];
-    const char *params;      /* msgpack bytes of "params" inside the whole */
-    size_t params_len;
     uint64_t items, seed;
     int64_t priority;
     char owner[129];
     char strategy[16];
     char name[129];
+    /* pointing into the parsed body */
+    const msgpack_object *params, *weights, *candidates, *tournament;
 } submission;
+
+/* What a multi-variant job adds to a submission: the variants' parameters
+ * (packed one after the other) for the work context, and the strategy's
+ * settings for the scheduler (jobs.strategy_params, a msgpack map:
+ * names, steps, phase_items, growth, keep, minimize, z). */
+typedef struct variants {
+    msgpack_sbuffer params, settings;
+    uint32_t n;
+} variants;
+
+static bool num_of(const msgpack_object *v, double *out)
+{
+    switch (v->type) {
+    case MSGPACK_OBJECT_POSITIVE_INTEGER: *out = (double)v->via.u64; return true;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER: *out = (double)v->via.i64; return true;
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64: *out = v->via.f64; return true;
+    default: return false;
+    }
+}
+
+static const msgpack_object *map_get(const msgpack_object *m, const char *key)
+{
+    for (uint32_t i = 0; m->type == MSGPACK_OBJECT_MAP && i < m->via.map.size; i++)
+        if (key_is(&m->via.map.ptr[i].key, key))
+            return &m->via.map.ptr[i].val;
+    return NULL;
+}
+
+static void pack_cstr(msgpack_packer *pk, const char *s, size_t n)
+{
+    msgpack_pack_str(pk, n);
+    msgpack_pack_str_body(pk, s, n);
+}
+
+/* The value under string key `k` in map `m`, or NULL. */
+static const msgpack_object *map_lookup(const msgpack_object *m, const msgpack_object *k)
+{
+    for (uint32_t j = 0; m->type == MSGPACK_OBJECT_MAP && j < m->via.map.size; j++) {
+        const msgpack_object *o = &m->via.map.ptr[j].key;
+        if (o->type == MSGPACK_OBJECT_STR && k->type == MSGPACK_OBJECT_STR && o->via.str.size == k->via.str.size &&
+            memcmp(o->via.str.ptr, k->via.str.ptr, k->via.str.size) == 0)
+            return &m->via.map.ptr[j].val;
+    }
+    return NULL;
+}
+
+static bool has_key(const msgpack_object *m, const msgpack_object *k)
+{
+    return map_lookup(m, k) != NULL;
+}
+
+/* Packs map `base` with the entries of map `over` put in (replaced or added). */
+static void pack_merged(msgpack_packer *pk, const msgpack_object *base, const msgpack_object *over)
+{
+    uint32_t n = over->via.map.size;
+    for (uint32_t i = 0; i < base->via.map.size; i++)
+        n += !has_key(over, &base->via.map.ptr[i].key);
+    msgpack_pack_map(pk, n);
+    for (uint32_t i = 0; i < base->via.map.size; i++)
+        if (!has_key(over, &base->via.map.ptr[i].key)) {
+            msgpack_pack_object(pk, base->via.map.ptr[i].key);
+            msgpack_pack_object(pk, base->via.map.ptr[i].val);
+        }
+    for (uint32_t j = 0; j < over->via.map.size; j++) {
+        msgpack_pack_object(pk, over->via.map.ptr[j].key);
+        msgpack_pack_object(pk, over->via.map.ptr[j].val);
+    }
+}
+
+
+static bool fail(char *field, size_t flen, char *msg, size_t mlen, const char *f, const char *m)
+{
+    snprintf(field, flen, "%s", f);
+    snprintf(msg, mlen, "%s", m);
+    return false;
+}
+
+/* Checks a variant's parameters with the kernel; a refusal names the field
+ * under `where` ("weights[2]", "candidates[0].params"). */
+static bool check_variant(const char *kernel, const void *p, size_t len, uint64_t seed, const char *where,
+    char *field, size_t flen, char *msg, size_t mlen)
+{
+    char err[200];
+    sim_job *job = NULL;
+    if (sim_job_create(&job, kernel, p, len, seed, err, sizeof err) == 0) {
+        sim_job_destroy(job);
+        return true;
+    }
+    const char *q = strncmp(err, "field '", 7) == 0 ? strstr(err + 7, "': ") : NULL;
+    if (q != NULL) {
+        snprintf(field, flen, "%s.%.*s", where, (int)(q - err - 7), err + 7);
+        snprintf(msg, mlen, "%s", q + 3);
+    } else {
+        snprintf(field, flen, "%s", where);
+        snprintf(msg, mlen, "%s", err);
+    }
+    return false;
+}
+
+/* stat_weights: variant 0 is the submission's parameters, variant i the
+ * same with weights[i-1].param moved by its step. */
+static bool weight_variants(const submission *s, variants *out, msgpack_packer *names, msgpack_packer *settings,
+    char *field, size_t flen, char *msg, size_t mlen)
+{
+    const msgpack_object *w = s->weights;
+    if (w == NULL || w->type != MSGPACK_OBJECT_ARRAY || w->via.array.size < 1 || w->via.array.size > MAX_WEIGHTS)
+        return fail(field, flen, msg, mlen, "weights", "stat_weights needs 1 to 16 weights: "
+            "[{\"param\": NAME, \"step\": NUMBER}]");
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &out->params, msgpack_sbuffer_write);
+    msgpack_pack_object(&pk, *s->params);
+    double steps[MAX_WEIGHTS];
+    for (uint32_t i = 0; i < w->via.array.size; i++) {
+        const msgpack_object *e = &w->via.array.ptr[i], *param = map_get(e, "param"), *step = map_get(e, "step");
+        char where[48];
+        snprintf(where, sizeof where, "weights[%u]", i);
+        double v0 = 0;
+        if (e->type != MSGPACK_OBJECT_MAP || param == NULL || param->type != MSGPACK_OBJECT_STR ||
+            param->via.str.size == 0 || param->via.str.size > 64)
+            return fail(field, flen, msg, mlen, where, "needs \"param\": the name of a numeric parameter");
+        const msgpack_object *base = map_lookup(s->params, param);
+        if (base == NULL || !num_of(base, &v0)) {
+            snprintf(field, flen, "%s.param", where);
+            snprintf(msg, mlen, "params.%.*s must be given, as a number, to be moved", (int)param->via.str.size,
+                param->via.str.ptr);
+            return false;
+        }
+        if (step == NULL || !num_of(step, &steps[i]) || steps[i] == 0 || steps[i] != steps[i]) {
+            snprintf(field, flen, "%s.step", where);
+            snprintf(msg, mlen, "must be a number other than 0");
+            return false;
+        }
+        msgpack_sbuffer one;
+        msgpack_sbuffer_init(&one);
+        msgpack_packer po;
+        msgpack_packer_init(&po, &one, msgpack_sbuffer_write);
+        msgpack_pack_map(&po, 1);
+        msgpack_pack_object(&po, *param);
+        msgpack_pack_double(&po, v0 + steps[i]);
+        msgpack_unpacked up;
+        msgpack_unpacked_init(&up);
+        size_t off = 0;
+        msgpack_unpack_next(&up, one.data, one.size, &off);
+        size_t at = out->params.size;
+        pack_merged(&pk, s->params, &up.data);
+        msgpack_unpacked_destroy(&up);
+        msgpack_sbuffer_destroy(&one);
+        const msgpack_object *nm = map_get(e, "name");
+        if (nm != NULL && (nm->type != MSGPACK_OBJECT_STR || nm->via.str.size == 0 || nm->via.str.size > 64))
+            return fail(field, flen, msg, mlen, where, "\"name\" must be a text of 1 to 64 characters");
+        pack_cstr(names, nm ? nm->via.str.ptr : param->via.str.ptr, nm ? nm->via.str.size : param->via.str.size);
+        if (!check_variant(s->kernel, out->params.data + at, out->params.size - at, s->seed, where, field, flen, msg,
+                mlen))
+            return false;
+    }
+    out->n = w->via.array.size + 1;
+    pack_cstr(settings, "steps", 5);
+    msgpack_pack_array(settings, w->via.array.size);
+    for (uint32_t i = 0; i < w->via.array.size; i++)
+        msgpack_pack_double(settings, steps[i]);
+    return true;
+}
+
+/* tournament: variant i is the submission's parameters with
+ * candidates[i].params put in. */
+static bool candidate_variants(const submission *s, variants *out, msgpack_packer *names, msgpack_packer *settings,
+    char *field, size_t flen, char *msg, size_t mlen)
+{
+    const msgpack_object *c = s->candidates;
+    if (c == NULL || c->type != MSGPACK_OBJECT_ARRAY || c->via.array.size < 2 || c->via.array.size > MAX_CANDIDATES)
+        return fail(field, flen, msg, mlen, "candidates", "a tournament needs 2 to 64 candidates: "
+            "[{\"name\": TEXT, \"params\": {...}}]");
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &out->params, msgpack_sbuffer_write);
+    for (uint32_t i = 0; i < c->via.array.size; i++) {
+        const msgpack_object *e = &c->via.array.ptr[i], *over = map_get(e, "params"), *nm = map_get(e, "name");
+        char where[48];
+        snprintf(where, sizeof where, "candidates[%u]", i);
+        if (e->type != MSGPACK_OBJECT_MAP || over == NULL || over->type != MSGPACK_OBJECT_MAP)
+            return fail(field, flen, msg, mlen, where, "needs \"params\": the parameters it changes");
+        if (nm != NULL && (nm->type != MSGPACK_OBJECT_STR || nm->via.str.size == 0 || nm->via.str.size > 64))
+            return fail(field, flen, msg, mlen, where, "\"name\" must be a text of 1 to 64 characters");
+        char dflt[24];
+        int dn = snprintf(dflt, sizeof dflt, "candidate %u", i);
+        pack_cstr(names, nm ? nm->via.str.ptr : dflt, nm ? nm->via.str.size : (size_t)dn);
+        size_t at = out->params.size;
+        pack_merged(&pk, s->params, over);
+        snprintf(where + strlen(where), sizeof where - strlen(where), ".params");
+        if (!check_variant(s->kernel, out->params.data + at, out->params.size - at, s->seed, where, field, flen, msg,
+                mlen))
+            return false;
+    }
+    out->n = c->via.array.size;
+    /* The race's settings: docs/scheduling.md. */
+    uint64_t phase_items = 1000, growth = 4, keep = 0;
+    double z = 1.96;
+    bool minimize = false;
+    const msgpack_object *t = s->tournament;
+    for (uint32_t i = 0; t != NULL && i < t->via.map.size; i++) {
+        const msgpack_object *k = &t->via.map.ptr[i].key, *v = &t->via.map.ptr[i].val;
+        bool bad;
+        if (key_is(k, "phase_items"))
+            bad = !get_uint(v, 1, UINT64_C(1) << 40, &phase_items);
+        else if (key_is(k, "growth"))
+            bad = !get_uint(v, 2, 64, &growth);
+        else if (key_is(k, "keep"))
+            bad = !get_uint(v, 0, c->via.array.size, &keep);
+        else if (key_is(k, "minimize"))
+            bad = v->type != MSGPACK_OBJECT_BOOLEAN || !((minimize = v->via.boolean) || true);
+        else if (key_is(k, "z"))
+            bad = !num_of(v, &z) || !(z >= 0.5 && z <= 10);
+        else
+            bad = true;
+        if (bad) {
+            snprintf(field, flen, "tournament.%.*s", k->type == MSGPACK_OBJECT_STR ? (int)k->via.str.size : 1,
+                k->type == MSGPACK_OBJECT_STR ? k->via.str.ptr : "?");
+            snprintf(msg, mlen, "phase_items: 1 .. 2^40; growth: 2 .. 64; keep: 0 .. the candidates; minimize: "
+                "true or false; z: 0.5 .. 10 (and no other fields)");
+            return false;
+        }
+    }
+    pack_cstr(settings, "phase_items", 11);
+    msgpack_pack_uint64(settings, phase_items);
+    pack_cstr(settings, "growth", 6);
+    msgpack_pack_uint64(settings, growth);
+    pack_cstr(settings, "keep", 4);
+    msgpack_pack_uint64(settings, keep);
+    pack_cstr(settings, "minimize", 8);
+    if (minimize)
+        msgpack_pack_true(settings);
+    else
+        msgpack_pack_false(settings);
+    pack_cstr(settings, "z", 1);
+    msgpack_pack_double(settings, z);
+    return true;
+}
+
+/* The variants of a tournament or stat_weights submission. */
+static bool build_variants(const submission *s, variants *out, char *field, size_t flen, char *msg, size_t mlen)
+{
+    bool weights = strcmp(s->strategy, "stat_weights") == 0;
+    msgpack_sbuffer names, rest;
+    msgpack_sbuffer_init(&names);
+    msgpack_sbuffer_init(&rest);
+    msgpack_packer pn, ps;
+    msgpack_packer_init(&pn, &names, msgpack_sbuffer_write);
+    msgpack_packer_init(&ps, &rest, msgpack_sbuffer_write);
+    if (weights)
+        pack_cstr(&pn, "baseline", 8);
+    bool ok = weights ? weight_variants(s, out, &pn, &ps, field, flen, msg, mlen)
+                      : candidate_variants(s, out, &pn, &ps, field, flen, msg, mlen);
+    if (ok) {
+        msgpack_packer pk;
+        msgpack_packer_init(&pk, &out->settings, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, weights ? 2 : 6);
+        pack_cstr(&pk, "names", 5);
+        msgpack_pack_array(&pk, out->n);
+        msgpack_sbuffer_write(&out->settings, names.data, names.size);
+        msgpack_sbuffer_write(&out->settings, rest.data, rest.size);
+    }
+    msgpack_sbuffer_destroy(&names);
+    msgpack_sbuffer_destroy(&rest);
+    return ok;
+}
 
 /* Parses and checks a job submission. On failure writes the field and a
  * message a user can act on, and returns false. */
 static bool parse_submission(const char *json, size_t len, const char *caller, bool admin, submission *s,
-    msgpack_sbuffer *params, char *field, size_t flen, char *msg, size_t mlen)
+    msgpack_sbuffer *params, variants *vars, char *field, size_t flen, char *msg, size_t mlen)
 {
     msgpack_sbuffer whole;
     msgpack_unpacked up;
@@ -88,6 +355,7 @@ static bool parse_submission(const char *json, size_t len, const char *caller, b
             msgpack_packer pk;
             msgpack_packer_init(&pk, params, msgpack_sbuffer_write);
             msgpack_pack_object(&pk, *v);
+            s->params = v;
             have_params = true;
         } else if (key_is(k, "items")) {
             if (!get_uint(v, 1, UINT64_C(1) << 50, &s->items)) {
@@ -134,16 +402,28 @@ static bool parse_submission(const char *json, size_t len, const char *caller, b
             memcpy(s->name, v->via.str.ptr, v->via.str.size);
             s->name[v->via.str.size] = '\0';
         } else if (key_is(k, "strategy")) {
-            if (!key_is(v, "single")) {
+            if (!key_is(v, "single") && !key_is(v, "tournament") && !key_is(v, "stat_weights")) {
                 snprintf(field, flen, "strategy");
-                snprintf(msg, mlen, "this coordinator runs \"single\" jobs so far (tournament and stat_weights "
-                    "need variants on the wire)");
+                snprintf(msg, mlen, "must be single, tournament or stat_weights");
                 goto out;
             }
+            snprintf(s->strategy, sizeof s->strategy, "%.*s", (int)v->via.str.size, v->via.str.ptr);
+        } else if (key_is(k, "weights")) {
+            s->weights = v;
+        } else if (key_is(k, "candidates")) {
+            s->candidates = v;
+        } else if (key_is(k, "tournament")) {
+            if (v->type != MSGPACK_OBJECT_MAP) {
+                snprintf(field, flen, "tournament");
+                snprintf(msg, mlen, "must be an object: {phase_items, growth, keep, minimize, z}");
+                goto out;
+            }
+            s->tournament = v;
         } else {
             snprintf(field, flen, "%.*s", k->type == MSGPACK_OBJECT_STR ? (int)k->via.str.size : 1,
                 k->type == MSGPACK_OBJECT_STR ? k->via.str.ptr : "?");
-            snprintf(msg, mlen, "unknown field (known: kernel, params, items, seed, priority, owner, name, strategy)");
+            snprintf(msg, mlen, "unknown field (known: kernel, params, items, seed, priority, owner, name, strategy, "
+                "weights, candidates, tournament)");
             goto out;
         }
     }
@@ -180,7 +460,16 @@ static bool parse_submission(const char *json, size_t len, const char *caller, b
         goto out;
     }
     sim_job_destroy(job);
-    ok = true;
+    bool single = strcmp(s->strategy, "single") == 0, weights = strcmp(s->strategy, "stat_weights") == 0;
+    const char *stray = (single || weights) && s->candidates ? "candidates"
+        : (single || weights) && s->tournament ? "tournament" : !weights && s->weights ? "weights" : NULL;
+    if (stray != NULL) {
+        snprintf(field, flen, "%s", stray);
+        snprintf(msg, mlen, "belongs to the %s strategy, not %s",
+            strcmp(stray, "weights") == 0 ? "stat_weights" : "tournament", s->strategy);
+        goto out;
+    }
+    ok = single || build_variants(s, vars, field, flen, msg, mlen);
 out:
     msgpack_unpacked_destroy(&up);
     msgpack_sbuffer_destroy(&whole);
@@ -196,15 +485,30 @@ cd_query *cd_job_submission_by(const char *json, size_t len, const char *caller,
     size_t flen, char *msg, size_t mlen)
 {
     submission s;
-    msgpack_sbuffer params;
+    msgpack_sbuffer params, ctx;
+    variants vars = { .n = 0 };
     msgpack_sbuffer_init(&params);
-    if (!parse_submission(json, len, caller, admin, &s, &params, field, flen, msg, mlen)) {
-        msgpack_sbuffer_destroy(&params);
-        return NULL;
-    }
-    msgpack_sbuffer ctx;
     msgpack_sbuffer_init(&ctx);
-    sim_ctx_encode(&ctx, s.kernel, s.seed, params.data, params.size);
+    msgpack_sbuffer_init(&vars.params);
+    msgpack_sbuffer_init(&vars.settings);
+    cd_query *q = NULL;
+    if (!parse_submission(json, len, caller, admin, &s, &params, &vars, field, flen, msg, mlen))
+        goto out;
+    if (vars.n > 0)
+        sim_ctx_encode_variants(&ctx, s.kernel, s.seed, vars.params.data, vars.params.size, vars.n,
+            strcmp(s.strategy, "stat_weights") == 0);
+    else
+        sim_ctx_encode(&ctx, s.kernel, s.seed, params.data, params.size);
+    if (vars.n > 0) { /* the variants together, as a node will open them */
+        sim_work w;
+        char err[256];
+        if (sim_work_open(&w, ctx.data, ctx.size, err, sizeof err) != 0) {
+            snprintf(field, flen, "%s", s.candidates ? "candidates" : "weights");
+            snprintf(msg, mlen, "%s", err);
+            goto out;
+        }
+        sim_work_close(&w);
+    }
     unsigned char hash[crypto_hash_sha256_BYTES];
     crypto_hash_sha256(hash, (const unsigned char *)ctx.data, ctx.size);
     char *spec = malloc(len + 1);
@@ -212,9 +516,10 @@ cd_query *cd_job_submission_by(const char *json, size_t len, const char *caller,
         rt_oom(len + 1);
     memcpy(spec, json, len);
     spec[len] = '\0';
-    cd_query *q = cd_query_new(
-        "INSERT INTO jobs (owner, kernel, strategy, items, seed, priority, spec, params, ctx_hash, name) "
-        "VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10) RETURNING id, owner, kernel, strategy, items, priority");
+    q = cd_query_new(
+        "INSERT INTO jobs (owner, kernel, strategy, items, seed, priority, spec, params, ctx_hash, name, "
+        "strategy_params) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11) "
+        "RETURNING id, owner, kernel, strategy, items, priority");
     cd_query_text(q, s.owner);
     cd_query_text(q, s.kernel);
     cd_query_text(q, s.strategy);
@@ -225,8 +530,15 @@ cd_query *cd_job_submission_by(const char *json, size_t len, const char *caller,
     cd_query_bytes(q, ctx.data, ctx.size);
     cd_query_bytes(q, hash, sizeof hash);
     cd_query_text(q, s.name[0] ? s.name : NULL);
+    if (vars.n > 0)
+        cd_query_bytes(q, vars.settings.data, vars.settings.size);
+    else
+        cd_query_text(q, NULL);
     free(spec);
+out:
     msgpack_sbuffer_destroy(&ctx);
     msgpack_sbuffer_destroy(&params);
+    msgpack_sbuffer_destroy(&vars.params);
+    msgpack_sbuffer_destroy(&vars.settings);
     return q;
 }

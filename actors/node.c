@@ -61,7 +61,7 @@ typedef struct frame {
 typedef struct jobctx {
     uint64_t job;
     uint8_t hash[32];
-    sim_job *sim;          /* NULL while fetching */
+    sim_work sim;          /* sim.jobs NULL while fetching */
     uint8_t *work;         /* the work context's bytes */
     size_t work_len;
     unsigned users;        /* chunks of it in hand */
@@ -226,9 +226,8 @@ static jobctx *job_find(node *n, uint64_t job, const uint8_t hash[32])
 
 static void job_clear(jobctx *j)
 {
-    sim_job_destroy(j->sim);
+    sim_work_close(&j->sim);
     free(j->work);
-    j->sim = NULL;
     j->work = NULL;
     j->work_len = 0;
 }
@@ -250,7 +249,7 @@ static void dispatch(node *n)
         if (w == n->nworkers)
             return;
         jobctx *j = job_find(n, n->queue[i].job, n->queue[i].hash);
-        if (j == NULL || j->sim == NULL) {
+        if (j == NULL || j->sim.jobs == NULL) {
             i++;
             continue;
         }
@@ -259,7 +258,7 @@ static void dispatch(node *n)
         n->wchunk[w] = n->queue[i];
         n->computing++;
         n->queue[i] = n->queue[--n->nqueue];
-        n->host.compute(n->host.ctx, w, &n->wchunk[w], j->sim, j->work, j->work_len);
+        n->host.compute(n->host.ctx, w, &n->wchunk[w], &j->sim, j->work, j->work_len);
     }
 }
 
@@ -294,6 +293,7 @@ static void on_assign(node *n, const pr_msg *m)
         c->id = a->chunks[i].chunk;
         c->start = a->chunks[i].start;
         c->count = a->chunks[i].count;
+        c->variant = a->chunks[i].variant;
         memcpy(c->token, a->chunks[i].token, 16);
         memcpy(c->hash, a->ctx_hash, 32);
         j->users++;
@@ -377,10 +377,10 @@ static void on_ctx(node *n, const pr_msg *m)
 {
     const pr_ctx *c = &m->body.ctx;
     jobctx *j = job_find(n, c->job, c->hash);
-    if (j == NULL || j->sim != NULL)
+    if (j == NULL || j->sim.jobs != NULL)
         return;
     char err[256];
-    if (sim_ctx_job(&j->sim, c->bytes.ptr, c->bytes.len, err, sizeof err) != 0) {
+    if (sim_work_open(&j->sim, c->bytes.ptr, c->bytes.len, err, sizeof err) != 0) {
         say(n, ND_WARN, "job %llu cannot run here: %s", (unsigned long long)c->job, err);
         return; /* its chunks wait; their leases end and they go to other nodes */
     }
@@ -786,22 +786,42 @@ void nd_pause(rt_actor *to, bool on)
     rt_send(to, &p->hdr);
 }
 
-int nd_compute_cpu(const sim_job *sim, uint64_t start, uint64_t count, uint8_t **data, size_t *len)
+int nd_compute(const sim_work *job, const nd_chunk *c, nd_runner run, void *ctx, uint8_t **data, size_t *len)
 {
-    sim_stats out[SIM_MAX_OUT];
     *data = NULL;
     *len = 0;
-    int err = sim_run_cpu(sim, start, count, out);
-    if (err != 0)
-        return err;
-    size_t cap = (size_t)SIM_MAX_OUT * (SIM_STATS_MAX_ENCODED + 4);
-    *data = malloc(cap);
-    if (*data == NULL)
-        rt_oom(cap);
-    if (sc_result_encode(out, (uint32_t)sim_job_nout(sim), *data, cap, len) != 0) {
-        free(*data);
-        *data = NULL;
+    if (!job->every && c->variant >= job->n)
         return SIM_EINVAL;
+    uint32_t first = job->every ? 0 : c->variant, last = job->every ? job->n : c->variant + 1;
+    uint32_t nout = (uint32_t)sim_job_nout(job->jobs[first]), nstats = (last - first) * nout;
+    sim_stats *out = malloc((size_t)nstats * sizeof *out);
+    if (out == NULL)
+        rt_oom((size_t)nstats * sizeof *out);
+    int err = 0;
+    for (uint32_t v = first; v < last && err == 0; v++)
+        err = run(ctx, job->jobs[v], c->start, c->count, out + (size_t)(v - first) * nout);
+    if (err == 0) {
+        size_t cap = (size_t)nstats * (SIM_STATS_MAX_ENCODED + 4);
+        *data = malloc(cap);
+        if (*data == NULL)
+            rt_oom(cap);
+        if (sc_result_encode(out, nstats, *data, cap, len) != 0) {
+            free(*data);
+            *data = NULL;
+            err = SIM_EINVAL;
+        }
     }
-    return 0;
+    free(out);
+    return err;
+}
+
+static int run_cpu(void *ctx, const sim_job *sim, uint64_t first, uint64_t count, sim_stats *out)
+{
+    (void)ctx;
+    return sim_run_cpu(sim, first, count, out);
+}
+
+int nd_compute_cpu(const sim_work *job, const nd_chunk *c, uint8_t **data, size_t *len)
+{
+    return nd_compute(job, c, run_cpu, NULL, data, len);
 }

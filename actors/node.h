@@ -27,6 +27,7 @@
 #include "proto/msg.h"
 #include "proto/sign.h"
 #include "runtime/runtime.h"
+#include "sim/ctx.h"
 #include "sim/sim.h"
 
 #include <stdbool.h>
@@ -59,6 +60,7 @@ const char *nd_state_name(nd_state st);
 /* One chunk in hand. */
 typedef struct nd_chunk {
     uint64_t job, id, start, count;
+    uint32_t variant;         /* which of the work context's variants (tournament) */
     uint8_t token[16];
     uint8_t hash[32];         /* the job's work context */
 } nd_chunk;
@@ -71,10 +73,10 @@ typedef struct nd_host {
     void (*connect)(void *ctx);
     /* Queues one binary frame on the open connection. */
     void (*send)(void *ctx, const uint8_t *frame, size_t len);
-    /* Starts worker `w` (idle) on a chunk; the host answers nd_done(w, ...).
-     * `sim` is the job, `work`/`len` its work context bytes (both valid
-     * until that answer). */
-    void (*compute)(void *ctx, unsigned w, const nd_chunk *c, const sim_job *sim, const uint8_t *work, size_t len);
+    /* Starts worker `w` (idle) on a chunk; the host answers nd_done(w, ...),
+     * typically through nd_compute. `job` is the opened work context,
+     * `work`/`len` its bytes (all valid until that answer). */
+    void (*compute)(void *ctx, unsigned w, const nd_chunk *c, const sim_work *job, const uint8_t *work, size_t len);
     /* Fills the capabilities sent in hello (strings live as long as the host). */
     void (*caps)(void *ctx, pr_caps *caps);
     /* Fills a heartbeat's machine figures (CPU, memory). */
@@ -118,8 +120,15 @@ void nd_drain(rt_actor *node);
  * old one ends. */
 void nd_pause(rt_actor *node, bool on);
 
-/* Computes one chunk on the CPU and encodes its result the way nd_done
- * wants it: the worker body of hosts without other backends. */
-int nd_compute_cpu(const sim_job *sim, uint64_t start, uint64_t count, uint8_t **data, size_t *len);
+/* Runs one variant of a chunk on a backend: sim_run_cpu's contract. */
+typedef int (*nd_runner)(void *ctx, const sim_job *sim, uint64_t first, uint64_t count, sim_stats *out);
+
+/* Computes a chunk with `run` and encodes its result the way nd_done wants
+ * it: the chunk's variant, or every variant in order when the job says so
+ * (stat_weights). *data is malloc'd. */
+int nd_compute(const sim_work *job, const nd_chunk *c, nd_runner run, void *ctx, uint8_t **data, size_t *len);
+
+/* nd_compute on the CPU: the worker body of hosts without other backends. */
+int nd_compute_cpu(const sim_work *job, const nd_chunk *c, uint8_t **data, size_t *len);
 
 #endif

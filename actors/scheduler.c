@@ -50,6 +50,10 @@ typedef struct job_info {
     double items_per_s;
     contrib *by_node;         /* open addressing by node id, at most half full */
     size_t nby_node, by_node_cap;
+    sc_strategy strategy;
+    uint32_t nvariants;       /* tournament, stat_weights: the variants' names */
+    char (*vnames)[65];
+    double *steps;            /* stat_weights: variants 1 .. n-1 */
 } job_info;
 
 /* A write in flight: the request and the barrier it counts for (-1: none). */
@@ -357,6 +361,70 @@ static size_t nodes_json(const job_info *ji, char *j, size_t cap, size_t n)
 
 
 /* The job's result as JSON: state, items, and each output's statistics. */
+/* A tournament's or stat_weights' part of the result: ",\"weights\":[...]"
+ * (each parameter's weight, the change of output 0's mean per unit of its
+ * step, with its standard error from the per-chunk paired differences), or
+ * ",\"candidates\":[...],\"phases\":[...],\"winner\":..." (who ran how far,
+ * and who dropped out after which phase). */
+static char *variants_json(sched *s, const job_info *ji, const sc_job_status *st)
+{
+    size_t cap = 256 + (size_t)ji->nvariants * 384, n = 0;
+    char *j = malloc(cap);
+    if (j == NULL)
+        rt_oom(cap);
+    char name[160], a[32], b[32], c[32];
+    sc_variant_status vs;
+    if (ji->strategy == SC_STAT_WEIGHTS) {
+        n += (size_t)snprintf(j + n, cap - n, ",\"weights\":[");
+        for (uint32_t v = 1; v < ji->nvariants; v++) {
+            if (sc_variant_status_get(s->l, ji->id, v, &vs) != 0)
+                continue;
+            json_num(a, sizeof a, vs.weight);
+            json_num(b, sizeof b, vs.weight_se);
+            json_num(c, sizeof c, ji->steps[v - 1]);
+            n += (size_t)snprintf(j + n, cap - n, "%s{\"name\":%s,\"step\":%s,\"weight\":%s,\"stderr\":%s}",
+                v > 1 ? "," : "", cd_json_quote(name, sizeof name, ji->vnames[v]), c, a, b);
+        }
+        snprintf(j + n, cap - n, "]");
+        return j;
+    }
+    n += (size_t)snprintf(j + n, cap - n, ",\"candidates\":[");
+    const char *winner = NULL;
+    for (uint32_t v = 0; v < ji->nvariants; v++) {
+        if (sc_variant_status_get(s->l, ji->id, v, &vs) != 0)
+            continue;
+        json_num(a, sizeof a, vs.mean);
+        json_num(b, sizeof b, vs.stderr_);
+        n += (size_t)snprintf(j + n, cap - n, "%s{\"name\":%s,\"alive\":%s,\"rank\":%u,\"items\":%" PRIu64
+            ",\"mean\":%s,\"stderr\":%s,\"dropped_after\":%u}", v ? "," : "",
+            cd_json_quote(name, sizeof name, ji->vnames[v]), vs.alive ? "true" : "false", vs.rank, vs.done_items, a, b,
+            vs.dropped_after);
+        if (vs.alive && vs.rank == 1)
+            winner = ji->vnames[v];
+    }
+    /* The ladder: after phase p, who dropped out and how many were left. */
+    n += (size_t)snprintf(j + n, cap - n, "],\"phases\":[");
+    uint32_t alive = ji->nvariants;
+    for (uint32_t p = 1; p <= st->phase; p++) {
+        n += (size_t)snprintf(j + n, cap - n, "%s{\"phase\":%u,\"dropped\":[", p > 1 ? "," : "", p);
+        bool first = true;
+        for (uint32_t v = 0; v < ji->nvariants; v++)
+            if (sc_variant_status_get(s->l, ji->id, v, &vs) == 0 && !vs.alive && vs.dropped_after == p) {
+                n += (size_t)snprintf(j + n, cap - n, "%s%s", first ? "" : ",",
+                    cd_json_quote(name, sizeof name, ji->vnames[v]));
+                first = false;
+                alive--;
+            }
+        n += (size_t)snprintf(j + n, cap - n, "],\"alive\":%u}", alive);
+    }
+    n += (size_t)snprintf(j + n, cap - n, "],\"winner\":");
+    if (winner != NULL && st->state == SC_JOB_COMPLETE)
+        cd_json_quote(j + n, cap - n, winner);
+    else
+        snprintf(j + n, cap - n, "null");
+    return j;
+}
+
 static char *result_json(sched *s, uint64_t job)
 {
     sc_job_status st;
@@ -373,7 +441,18 @@ static char *result_json(sched *s, uint64_t job)
     n = outputs_json(ji, &st, j, JSON_CAP, n);
     n += (size_t)snprintf(j + n, JSON_CAP - n, ",");
     n = nodes_json(ji, j, JSON_CAP, n);
-    snprintf(j + n, JSON_CAP - n, "}");
+    if (ji->strategy != SC_SINGLE) {
+        char *v = variants_json(s, ji, &st);
+        size_t vl = strlen(v);
+        char *jj = realloc(j, n + vl + 2);
+        if (jj == NULL)
+            rt_oom(n + vl + 2);
+        j = jj;
+        memcpy(j + n, v, vl);
+        n += vl;
+        free(v);
+    }
+    snprintf(j + n, 2, "}");
     return j;
 }
 
@@ -418,12 +497,19 @@ static void on_progress_tick(sched *s)
         }
 }
 
+static void job_info_free(job_info *ji)
+{
+    free(ji->by_node);
+    free(ji->vnames);
+    free(ji->steps);
+}
+
 static void forget_job(sched *s, uint64_t id)
 {
     sc_job_forget(s->l, id);
     for (size_t i = 0; i < s->njobs; i++)
         if (s->jobs[i].id == id) {
-            free(s->jobs[i].by_node);
+            job_info_free(&s->jobs[i]);
             s->jobs[i] = s->jobs[--s->njobs];
             break;
         }
@@ -599,7 +685,7 @@ static void load(sched *s)
         return;
     s->loading = true;
     cd_query *q = cd_query_new(
-        "SELECT id, kernel, items, seed, priority, tiers, params, ctx_hash, owner FROM jobs "
+        "SELECT id, kernel, items, seed, priority, tiers, params, ctx_hash, owner, strategy, strategy_params FROM jobs "
         "WHERE state IN ('pending', 'running') ORDER BY id LIMIT 4096");
     int64_t req = rt_request(s->self, s->store, &q->hdr, DB_TIMEOUT_MS);
     if (req > 0)
@@ -625,7 +711,63 @@ static void fail_job(sched *s, uint64_t id, const char *why)
     write_query(s, u, -1);
 }
 
-/* Row of `SELECT id, kernel, items, seed, priority, tiers, params, ctx_hash, owner`. */
+/* A tournament's or stat_weights' settings (jobs.strategy_params, written
+ * by actors/jobs.c) into the spec and the job's names. */
+static bool read_strategy(job_info *ji, sc_job_spec *spec, const unsigned char *b, size_t len)
+{
+    msgpack_unpacked up;
+    size_t off = 0;
+    msgpack_unpacked_init(&up);
+    bool ok = msgpack_unpack_next(&up, (const char *)b, len, &off) == MSGPACK_UNPACK_SUCCESS &&
+        up.data.type == MSGPACK_OBJECT_MAP;
+    const msgpack_object_map *m = ok ? &up.data.via.map : NULL;
+    for (uint32_t i = 0; ok && i < m->size; i++) {
+        const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
+        if (k->type != MSGPACK_OBJECT_STR)
+            continue;
+        const char *key = k->via.str.ptr;
+        size_t kl = k->via.str.size;
+#define IS(name) (kl == sizeof(name) - 1 && memcmp(key, name, kl) == 0)
+        if (IS("names") && v->type == MSGPACK_OBJECT_ARRAY && v->via.array.size >= 2 && v->via.array.size <= 64) {
+            ji->nvariants = v->via.array.size;
+            ji->vnames = calloc(ji->nvariants, sizeof *ji->vnames);
+            if (ji->vnames == NULL)
+                rt_oom(ji->nvariants * sizeof *ji->vnames);
+            for (uint32_t n = 0; n < ji->nvariants; n++) {
+                const msgpack_object *e = &v->via.array.ptr[n];
+                if (e->type == MSGPACK_OBJECT_STR)
+                    snprintf(ji->vnames[n], sizeof ji->vnames[n], "%.*s", (int)(e->via.str.size > 64 ? 64 : e->via.str.size),
+                        e->via.str.ptr);
+            }
+        } else if (IS("steps") && v->type == MSGPACK_OBJECT_ARRAY && v->via.array.size >= 1) {
+            ji->steps = calloc(v->via.array.size, sizeof *ji->steps);
+            if (ji->steps == NULL)
+                rt_oom(v->via.array.size * sizeof *ji->steps);
+            for (uint32_t n = 0; n < v->via.array.size; n++)
+                ji->steps[n] = v->via.array.ptr[n].type == MSGPACK_OBJECT_FLOAT64 ? v->via.array.ptr[n].via.f64 : 0;
+        } else if (IS("phase_items") && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+            spec->phase_items = v->via.u64;
+        } else if (IS("growth") && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+            spec->growth = (uint32_t)v->via.u64;
+        } else if (IS("keep") && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+            spec->keep = (uint32_t)v->via.u64;
+        } else if (IS("minimize") && v->type == MSGPACK_OBJECT_BOOLEAN) {
+            spec->minimize = v->via.boolean;
+        } else if (IS("z") && v->type == MSGPACK_OBJECT_FLOAT64) {
+            spec->z = v->via.f64;
+        }
+#undef IS
+    }
+    msgpack_unpacked_destroy(&up);
+    ok = ok && ji->nvariants >= 2 && (ji->strategy != SC_STAT_WEIGHTS || ji->steps != NULL);
+    spec->strategy = ji->strategy;
+    spec->variants = ji->nvariants;
+    spec->steps = ji->steps;
+    return ok;
+}
+
+/* Row of `SELECT id, kernel, items, seed, priority, tiers, params, ctx_hash,
+ * owner, strategy, strategy_params`. */
 static void start_job(sched *s, PGresult *res, int row)
 {
     uint64_t id = strtoull(PQgetvalue(res, row, 0), NULL, 10);
@@ -675,6 +817,21 @@ static void start_job(sched *s, PGresult *res, int row)
         .nout = ji->nout,
         .samples_per_item = 1, /* output 0 holds one value per item (an antithetic pair is one) */
     };
+    const char *strategy = PQgetvalue(res, row, 9);
+    ji->strategy = strcmp(strategy, "tournament") == 0 ? SC_TOURNAMENT
+        : strcmp(strategy, "stat_weights") == 0 ? SC_STAT_WEIGHTS : SC_SINGLE;
+    if (ji->strategy != SC_SINGLE) {
+        unsigned char *sp = NULL;
+        size_t splen = 0;
+        bool ok = !PQgetisnull(res, row, 10) && unhex(PQgetvalue(res, row, 10), &sp, &splen) &&
+            read_strategy(ji, &tmp.spec, sp, splen);
+        PQfreemem(sp);
+        if (!ok) {
+            job_info_free(ji);
+            fail_job(s, id, "its strategy settings do not decode");
+            goto out;
+        }
+    }
     /* Owners take turns: a stable number from the owner's name. */
     const char *owner = PQgetvalue(res, row, 8);
     uint64_t h = 1469598103934665603ull;
@@ -1014,7 +1171,7 @@ static void finalize(rt_actor *self)
     free(s->out);
     free(s->ops);
     for (size_t i = 0; i < s->njobs; i++)
-        free(s->jobs[i].by_node);
+        job_info_free(&s->jobs[i]);
     free(s->jobs);
     free(s->bfree);
     free(s->writes);

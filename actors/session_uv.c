@@ -469,6 +469,7 @@ static void on_claimed(session *s, const cd_claimed *r)
             chunks[n].start = a->claim.first;
             chunks[n].count = a->claim.count;
             chunks[n].lease_ms = 60000;
+            chunks[n].variant = a->claim.variant;
             n++;
             if (s->nfly == s->fly_cap) {
                 s->fly = rt_grow(s->fly, &s->fly_cap, sizeof *s->fly);

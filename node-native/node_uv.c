@@ -78,8 +78,8 @@ typedef struct conn {
 
 typedef struct work_msg {
     rt_msg hdr;
-    uint64_t start, count;
-    const sim_job *sim;    /* the node keeps it until the answer */
+    nd_chunk c;
+    const sim_work *job;   /* the node keeps it until the answer */
 } work_msg;
 
 static uint64_t mono_ms(void)
@@ -191,16 +191,15 @@ static void host_send(void *ctx, const uint8_t *frame, size_t len)
     lws_callback_on_writable(l->wsi);
 }
 
-static void host_compute(void *ctx, unsigned w, const nd_chunk *c, const sim_job *sim, const uint8_t *work,
+static void host_compute(void *ctx, unsigned w, const nd_chunk *c, const sim_work *job, const uint8_t *work,
     size_t len)
 {
     (void)work;
     (void)len;
     conn *l = ctx;
     work_msg *m = RT_MSG_NEW(work_msg, M_WORK);
-    m->start = c->start;
-    m->count = c->count;
-    m->sim = sim;
+    m->c = *c;
+    m->job = job;
     rt_send(l->workers[w], &m->hdr);
 }
 
@@ -310,24 +309,13 @@ static void host_stopped(void *ctx, int code)
 
 /* ---- the actors ------------------------------------------------------------------------ */
 
-/* Runs a chunk on the worker's backend and encodes its result. */
-static int compute(worker *w, const work_msg *job, uint8_t **data, size_t *len)
+/* One variant of a chunk on the worker's backend (nd_runner). */
+static int run_on(void *ctx, const sim_job *sim, uint64_t first, uint64_t count, sim_stats *out)
 {
-    sim_stats out[SIM_MAX_OUT];
-    int err = w->cl != NULL ? sim_cl_run(w->cl, job->sim, job->start, job->count, out)
-        : w->cu != NULL ? sim_cuda_run(w->cu, job->sim, job->start, job->count, out)
-        : sim_run_cpu(job->sim, job->start, job->count, out);
-    *data = NULL;
-    *len = 0;
-    if (err != 0)
-        return err;
-    size_t cap = (size_t)SIM_MAX_OUT * (SIM_STATS_MAX_ENCODED + 4);
-    *data = malloc(cap);
-    if (*data == NULL)
-        rt_oom(cap);
-    if (sc_result_encode(out, (uint32_t)sim_job_nout(job->sim), *data, cap, len) != 0)
-        err = SIM_EINVAL;
-    return err;
+    worker *w = ctx;
+    return w->cl != NULL ? sim_cl_run(w->cl, sim, first, count, out)
+        : w->cu != NULL ? sim_cuda_run(w->cu, sim, first, count, out)
+        : sim_run_cpu(sim, first, count, out);
 }
 
 static void worker_behaviour(rt_actor *self, rt_msg *m)
@@ -338,7 +326,8 @@ static void worker_behaviour(rt_actor *self, rt_msg *m)
     uint8_t *data;
     size_t len;
     uint64_t t0 = mono_ms();
-    int err = compute(w, (work_msg *)m, &data, &len);
+    const work_msg *job = (const work_msg *)m;
+    int err = nd_compute(job->job, &job->c, run_on, w, &data, &len);
     uint64_t spent = mono_ms() - t0;
     atomic_fetch_add(&w->busy_ms, spent);
     nd_done(w->node, w->index, err, data, len, (uint32_t)spent);

@@ -1,6 +1,6 @@
 // A compute worker of the browser node: its own instance of the module, one
 // chunk at a time. In: { job, chunk, hash, work, start: [lo, hi], count:
-// [lo, hi] } from the node worker. Out: { err, data, ms, error }.
+// [lo, hi], variant } from the node worker. Out: { err, data, ms, error }.
 'use strict';
 importScripts('simfarm-node.js');
 
@@ -20,7 +20,8 @@ self.onmessage = async (e) => {
   m.HEAPU8.set(c.hash, hashPtr);
   const work = bytesIn(m, c.work);
   const t0 = performance.now();
-  const err = m._ndw_compute(hashPtr, work, c.work.length, c.start[0], c.start[1], c.count[0], c.count[1]);
+  const err = m._ndw_compute(hashPtr, work, c.work.length, c.start[0], c.start[1], c.count[0], c.count[1],
+    c.variant ?? 0);
   const ms = Math.round(performance.now() - t0);
   m._ndw_free(work);
   if (err !== 0) {

@@ -30,9 +30,9 @@
 EM_JS(void, js_connect, (void), { Module.ndHost.connect(); });
 EM_JS(void, js_send, (const uint8_t *p, size_t len), { Module.ndHost.send(HEAPU8.slice(p, p + len)); });
 EM_JS(void, js_compute, (unsigned w, double job, double chunk, uint32_t start_lo, uint32_t start_hi,
-    uint32_t count_lo, uint32_t count_hi, const uint8_t *hash, const uint8_t *work, size_t len), {
+    uint32_t count_lo, uint32_t count_hi, uint32_t variant, const uint8_t *hash, const uint8_t *work, size_t len), {
     Module.ndHost.compute(w, {
-        job: job, chunk: chunk, start: [start_lo, start_hi], count: [count_lo, count_hi],
+        job: job, chunk: chunk, start: [start_lo, start_hi], count: [count_lo, count_hi], variant: variant,
         hash: HEAPU8.slice(hash, hash + 32), work: HEAPU8.slice(work, work + len),
     });
 });
@@ -69,13 +69,13 @@ static void host_send(void *ctx, const uint8_t *frame, size_t len)
     js_send(frame, len);
 }
 
-static void host_compute(void *ctx, unsigned w, const nd_chunk *c, const sim_job *sim, const uint8_t *work,
+static void host_compute(void *ctx, unsigned w, const nd_chunk *c, const sim_work *sim, const uint8_t *work,
     size_t len)
 {
     (void)ctx;
-    (void)sim; /* the compute worker builds its own from the work context */
+    (void)sim; /* the compute worker opens its own from the work context */
     js_compute(w, (double)c->job, (double)c->id, (uint32_t)c->start, (uint32_t)(c->start >> 32),
-        (uint32_t)c->count, (uint32_t)(c->count >> 32), c->hash, work, len);
+        (uint32_t)c->count, (uint32_t)(c->count >> 32), c->variant, c->hash, work, len);
 }
 
 static void host_caps(void *ctx, pr_caps *caps)
@@ -221,7 +221,7 @@ EMSCRIPTEN_KEEPALIVE void ndw_free(void *p)
 
 typedef struct worker {
     uint8_t hash[32];
-    sim_job *job;
+    sim_work job;          /* job.jobs NULL until a context is opened */
     uint8_t *result;
     size_t result_len;
     char err[256];
@@ -230,22 +230,22 @@ typedef struct worker {
 static worker W;
 
 EMSCRIPTEN_KEEPALIVE int ndw_compute(const uint8_t *hash, const uint8_t *work, size_t len, uint32_t start_lo,
-    uint32_t start_hi, uint32_t count_lo, uint32_t count_hi)
+    uint32_t start_hi, uint32_t count_lo, uint32_t count_hi, uint32_t variant)
 {
     free(W.result);
     W.result = NULL;
     W.result_len = 0;
     W.err[0] = '\0';
-    if (W.job == NULL || memcmp(W.hash, hash, 32) != 0) {
-        sim_job_destroy(W.job);
-        W.job = NULL;
-        int rc = sim_ctx_job(&W.job, work, len, W.err, sizeof W.err);
+    if (W.job.jobs == NULL || memcmp(W.hash, hash, 32) != 0) {
+        sim_work_close(&W.job);
+        int rc = sim_work_open(&W.job, work, len, W.err, sizeof W.err);
         if (rc != 0)
             return rc;
         memcpy(W.hash, hash, 32);
     }
-    uint64_t start = (uint64_t)start_hi << 32 | start_lo, count = (uint64_t)count_hi << 32 | count_lo;
-    int rc = nd_compute_cpu(W.job, start, count, &W.result, &W.result_len);
+    nd_chunk c = { .start = (uint64_t)start_hi << 32 | start_lo, .count = (uint64_t)count_hi << 32 | count_lo,
+        .variant = variant };
+    int rc = nd_compute_cpu(&W.job, &c, &W.result, &W.result_len);
     if (rc != 0)
         snprintf(W.err, sizeof W.err, "%s", sim_strerror(rc));
     return rc;

@@ -42,11 +42,12 @@ void ndw_free(void *p);
 
 /* Computes items [start, start + count) of the job whose work context is
  * work/len (hash: its SHA-256 as assigned; the job is kept for the next
- * chunk of the same context). Returns 0 with the result in ndw_result() /
+ * chunk of the same context): `variant` of it, or every variant when the
+ * context says so. Returns 0 with the result in ndw_result() /
  * ndw_result_len(), valid until the next call, or a SIM_E* code with a
  * message in ndw_error(). */
 int ndw_compute(const uint8_t *hash, const uint8_t *work, size_t len, uint32_t start_lo, uint32_t start_hi,
-    uint32_t count_lo, uint32_t count_hi);
+    uint32_t count_lo, uint32_t count_hi, uint32_t variant);
 const uint8_t *ndw_result(void);
 size_t ndw_result_len(void);
 const char *ndw_error(void);

@@ -171,6 +171,7 @@ static const field chunk_f[] = {
     U64(pr_chunk, "start", start),
     U64(pr_chunk, "count", count),
     U32(pr_chunk, "lease_ms", lease_ms),
+    U32_OPT(pr_chunk, "variant", variant),
 };
 static const schema chunk_s = SCHEMA(pr_chunk, "chunk", chunk_f, check_chunk);
 

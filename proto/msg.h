@@ -140,6 +140,7 @@ typedef struct pr_chunk {
     uint64_t start;                 /* first item index */
     uint64_t count;                 /* items; start + count must not overflow */
     uint32_t lease_ms;
+    uint32_t variant;               /* optional; tournament: the candidate to run */
 } pr_chunk;
 
 typedef struct pr_assign {

@@ -56,7 +56,8 @@ test('bad submissions are refused with the field named', async () => {
     [{ kernel: 'option', params: option, items: 10, colour: 'red' }, 'colour', /unknown field/],
     [{ kernel: 'nope', params: option, items: 10 }, 'kernel', /./],
     [{ kernel: 'option', params: { ...option, sigma: -1 }, items: 10 }, 'params.sigma', /must be/],
-    [{ kernel: 'option', params: option, items: 10, strategy: 'tournament' }, 'strategy', /single/],
+    [{ kernel: 'option', params: option, items: 10, strategy: 'race' }, 'strategy', /single, tournament or stat_weights/],
+    [{ kernel: 'option', params: option, items: 10, strategy: 'tournament' }, 'candidates', /2 to 64 candidates/],
   ];
   for (const [body, field, message] of cases) {
     const r = await call(srv, 'POST', '/api/jobs', body);

@@ -250,21 +250,21 @@ static void host_send(void *ctx, const uint8_t *frame, size_t len)
     pr_msg_free(&m);
 }
 
-static void host_compute(void *ctx, unsigned w, const nd_chunk *c, const sim_job *sim, const uint8_t *work,
+static void host_compute(void *ctx, unsigned w, const nd_chunk *c, const sim_work *sim, const uint8_t *work,
     size_t len)
 {
     (void)ctx;
     /* What a browser worker does: its own job, from the work context. */
-    sim_job *job = NULL;
+    sim_work job;
     char err[256];
-    int rc = sim_ctx_job(&job, work, len, err, sizeof err);
+    int rc = sim_work_open(&job, work, len, err, sizeof err);
     printf("compute worker %u chunk %llu, job from the context %s\n", w, (unsigned long long)c->id,
-        rc == 0 && sim_job_nout(job) == sim_job_nout(sim) ? "ok" : err);
+        rc == 0 && job.n == sim->n && sim_job_nout(job.jobs[0]) == sim_job_nout(sim->jobs[0]) ? "ok" : err);
     uint8_t *data = NULL;
     size_t dlen = 0;
     if (rc == 0)
-        rc = nd_compute_cpu(job, c->start, c->count, &data, &dlen);
-    sim_job_destroy(job);
+        rc = nd_compute_cpu(&job, c, &data, &dlen);
+    sim_work_close(&job);
     nd_done(F.node, w, rc, data, dlen, 1);
 }
 
@@ -344,18 +344,14 @@ static int session_script(void)
 
 static sim_job *job_from_json(const char *kernel, const char *json, uint64_t seed)
 {
-    msgpack_sbuffer params, ctx;
+    msgpack_sbuffer params;
     msgpack_sbuffer_init(&params);
-    msgpack_sbuffer_init(&ctx);
     char err[256] = "";
     sim_job *job = NULL;
     int rc = sim_json_to_msgpack(json, strlen(json), &params, err, sizeof err);
-    if (rc == 0) {
-        sim_ctx_encode(&ctx, kernel, seed, params.data, params.size);
-        rc = sim_ctx_job(&job, ctx.data, ctx.size, err, sizeof err);
-    }
+    if (rc == 0)
+        rc = sim_job_create(&job, kernel, params.data, params.size, seed, err, sizeof err);
     msgpack_sbuffer_destroy(&params);
-    msgpack_sbuffer_destroy(&ctx);
     if (rc != 0)
         fprintf(stderr, "node_actor: %s\n", err[0] ? err : sim_strerror(rc));
     return job;
@@ -409,21 +405,22 @@ static int ctx_mode(const char *kernel, const char *json, const char *seed_s)
 static int bench_mode(const char *seconds_s)
 {
     double seconds = atof(seconds_s);
-    sim_job *job = job_from_json("option", EUROPEAN, 2024);
-    if (job == NULL || seconds <= 0)
+    sim_job *one = job_from_json("option", EUROPEAN, 2024);
+    if (one == NULL || seconds <= 0)
         return 2;
+    sim_work job = { .jobs = &one, .n = 1 };
     uint64_t items = 0, chunk = 100000, t0 = mono_ms();
     while (mono_ms() - t0 < (uint64_t)(seconds * 1000)) {
         uint8_t *data;
         size_t len;
-        if (nd_compute_cpu(job, items, chunk, &data, &len) != 0)
+        if (nd_compute_cpu(&job, &(nd_chunk){ .start = items, .count = chunk }, &data, &len) != 0)
             return 1;
         free(data);
         items += chunk;
     }
     double dt = (double)(mono_ms() - t0) / 1000.0;
     printf("BENCH sim_european_%s %.4g paths/s\n", BUILD_NAME, (double)items / dt);
-    sim_job_destroy(job);
+    sim_job_destroy(one);
     return 0;
 }
 

@@ -75,7 +75,7 @@ test('the browser bundle computes a chunk to the native bytes', async () => {
   m.HEAPU8.set(hash, h);
   const w = m._ndw_alloc(ctx.length);
   m.HEAPU8.set(ctx, w);
-  assert.equal(m._ndw_compute(h, w, ctx.length, 1000, 0, 1000, 0), 0);
+  assert.equal(m._ndw_compute(h, w, ctx.length, 1000, 0, 1000, 0, 0), 0);
   const p = m._ndw_result();
   assert.equal(Buffer.from(m.HEAPU8.subarray(p, p + m._ndw_result_len())).toString('hex'), want);
 
@@ -84,7 +84,7 @@ test('the browser bundle computes a chunk to the native bytes', async () => {
   m.HEAPU8.set(crypto.createHash('sha256').update(junk).digest(), h);
   const j = m._ndw_alloc(junk.length);
   m.HEAPU8.set(junk, j);
-  assert.notEqual(m._ndw_compute(h, j, junk.length, 0, 0, 10, 0), 0);
+  assert.notEqual(m._ndw_compute(h, j, junk.length, 0, 0, 10, 0, 0), 0);
   assert.equal(m._ndw_result_len(), 0);
   const e = m._ndw_error();
   const msg = Buffer.from(m.HEAPU8.subarray(e, m.HEAPU8.indexOf(0, e))).toString();

@@ -175,6 +175,18 @@ export function submitView(root, query) {
     const strategySel = h('select', { id: 'j-strategy', name: 'strategy', dataset: { field: 'strategy' }, 'aria-describedby': 'j-strategy-help j-strategy-error' },
       ['single', 'tournament', 'stat_weights'].map((s) => h('option', { value: s, disabled: !strategies.includes(s) },
         strategies.includes(s) ? s : `${s} (not served yet)`)));
+    // tournament and stat_weights: their variants, as the API takes them (docs/api.md).
+    const VARIANT_HELP = {
+      stat_weights: 'weights (JSON): [{"param": "S0", "step": 1, "name": "delta"}, ...]; each weight is the change '
+        + 'of the first output per unit of step, with common random numbers',
+      tournament: 'candidates (JSON): [{"name": "A", "params": {...changes...}}, ...], or {"candidates": [...], '
+        + '"tournament": {"phase_items": 1000, "growth": 4, "keep": 0, "minimize": false, "z": 1.96}}',
+    };
+    const variantsIn = h('textarea', { id: 'j-variants', rows: 4, spellcheck: 'false',
+      'aria-describedby': 'j-variants-help j-variants-error' });
+    const variantsHelp = h('p', { class: 'help', id: 'j-variants-help' });
+    const variantsEl = h('div', { class: 'field wide', hidden: true }, h('label', { for: 'j-variants' }, 'variants'),
+      variantsIn, variantsHelp, h('p', { class: 'field-error', id: 'j-variants-error', hidden: true }));
     const curl = h('pre', { class: 'cmd', id: 'as-curl', tabindex: 0, 'aria-label': 'the submission as curl' });
     const cli = h('pre', { class: 'cmd', id: 'as-cli', tabindex: 0, 'aria-label': 'the submission as simfarm submit' });
     const copied = h('span', { role: 'status', class: 'muted' });
@@ -193,7 +205,14 @@ export function submitView(root, query) {
       if (name.input.value.trim()) b.name = name.input.value.trim();
       if (seed.input.value !== '' && Number(seed.input.value) !== 1) b.seed = num(seed.input);
       if (priority.input.value !== '' && Number(priority.input.value) !== 0) b.priority = num(priority.input);
-      if (strategySel.value !== 'single') b.strategy = strategySel.value;
+      if (strategySel.value !== 'single') {
+        b.strategy = strategySel.value;
+        let v;
+        try { v = JSON.parse(variantsIn.value); } catch { v = variantsIn.value; } // the server names what is wrong
+        if (b.strategy === 'stat_weights') b.weights = v;
+        else if (v && typeof v === 'object' && !Array.isArray(v)) Object.assign(b, v);
+        else b.candidates = v;
+      }
       return b;
     };
     const currentValue = (pname) => params.find((c) => c.d.name === pname)?.input?.value;
@@ -206,6 +225,8 @@ export function submitView(root, query) {
     };
     const refresh = () => {
       applyWhen();
+      variantsEl.hidden = strategySel.value === 'single';
+      variantsHelp.textContent = VARIANT_HELP[strategySel.value] ?? '';
       const json = JSON.stringify(body());
       const url = `${location.origin}/api/jobs`;
       curl.textContent = `curl -X POST ${url} -H 'Content-Type: application/json' -H "Authorization: Bearer $SIMFARM_TOKEN" -d ${sq(json)}`;
@@ -275,8 +296,8 @@ export function submitView(root, query) {
     h('fieldset', {}, h('legend', {}, 'Job'),
       h('div', { class: 'fields' }, items.el, target.el, name.el, seed.el, priority.el,
         h('div', { class: 'field' }, h('label', { for: 'j-strategy' }, 'strategy'), strategySel,
-          h('p', { class: 'help', id: 'j-strategy-help' }, 'single: uniform chunks over the items'),
-          h('p', { class: 'field-error', id: 'j-strategy-error', hidden: true })))),
+          h('p', { class: 'help', id: 'j-strategy-help' }, 'single: one run over the items; tournament: candidates raced in phases; stat_weights: a baseline and moved parameters over the same items'),
+          h('p', { class: 'field-error', id: 'j-strategy-error', hidden: true })), variantsEl)),
     formErr,
     h('div', { class: 'row' }, h('button', { type: 'submit', id: 'submit' }, 'Submit job')),
     h('section', { 'aria-labelledby': 'h-same' }, h('h2', { id: 'h-same' }, 'The same submission elsewhere'),
