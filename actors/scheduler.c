@@ -1038,14 +1038,21 @@ static void serve_parked(sched *s, bool expire)
 }
 
 /* A node left: its waiting claims go (nothing to answer). */
-static void unpark_node(sched *s, uint64_t node)
+/* Takes out the waiting claims of one session (the sender of the claims),
+ * answering them empty when the session is still there to hear it. Not by
+ * node id: a node's new session may already wait while its old one ends. */
+static void unpark_session(sched *s, const rt_actor *session, bool answer)
 {
     size_t k = 0;
     for (size_t i = 0; i < s->nparked; i++) {
-        if (((cd_claim *)s->parked[i].claim)->node.id == node)
-            rt_msg_free(s->parked[i].claim);
-        else
+        rt_msg *c = s->parked[i].claim;
+        if (session == NULL || c->sender != session) {
             s->parked[k++] = s->parked[i];
+            continue;
+        }
+        if (answer)
+            rt_reply(c, &RT_MSG_NEW(cd_claimed, CD_MSG_CLAIMED)->hdr);
+        rt_msg_free(c);
     }
     s->nparked = k;
 }
@@ -1135,8 +1142,11 @@ static void behaviour(rt_actor *self, rt_msg *m)
         sc_renew(s->l, r->node, (const uint8_t (*)[16])r->tokens, r->n > CD_MAX_RENEW ? CD_MAX_RENEW : r->n, now_ms());
         break;
     }
+    case CD_MSG_WITHDRAW:
+        unpark_session(s, m->sender, true);
+        break;
     case CD_MSG_NODE_GONE:
-        unpark_node(s, ((cd_node_gone *)m)->node);
+        unpark_session(s, m->sender, false);
         if (sc_release_node(s->l, ((cd_node_gone *)m)->node, now_ms()) > 0) {
             for (size_t i = 0; i < s->njobs; i++)
                 s->jobs[i].dirty = true; /* reclaims and items in flight changed */

@@ -27,6 +27,8 @@ enum {
     CD_MSG_WATCH,                        /* cd_watch: send job events (cd_event) to who */
     CD_MSG_EVENT,                        /* cd_event: job.started, job.progress, job.finished */
     CD_MSG_CANCEL_JOB,                   /* cd_cancel_job: stop a job (its row already says cancelled) */
+    CD_MSG_WITHDRAW,                     /* plain: the sending session takes no more work; a claim of
+                                            it that waits for work is answered empty */
     CD_MSG__SCHED_PRIVATE = RT_MSG_USER + 0x1380,
 };
 

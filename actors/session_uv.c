@@ -901,6 +901,8 @@ static void on_frame(session *s, const frame_msg *f)
         case PR_MSG_COMPLETE: on_complete(s, &m); break;
         case PR_MSG_BYE:
             s->draining = true; /* no new work; what it holds it completes */
+            if (s->ss->scheduler != NULL) /* a claim waiting for work is answered empty */
+                rt_send(s->ss->scheduler, rt_msg_new(CD_MSG_WITHDRAW, sizeof(rt_msg)));
             if (m.body.bye.reason == PR_BYE_LEAVING)
                 link_close(s->ss, s->conn);
             break;

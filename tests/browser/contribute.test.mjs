@@ -202,17 +202,20 @@ test('a claim token in the fragment enrols the tab under its owner and tier; hid
     await setVisibility(tab, 'hidden');
     await pageState(tab, 'paused');
 
-    // Visible again: a new session, which computes a job.
+    // A job submitted while it is paused waits for it (the paused session's
+    // waiting claim was withdrawn, so nothing is handed to it).
+    const created = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option),
+      items: 200000, seed: 13 });
+    assert.equal(created.status, 201, created.text);
+    const { id } = created.json;
+
+    // Visible again: a new session, which computes the job.
     await setVisibility(tab, 'visible');
     await eventually(async () => {
       const n = (await browserNodes()).find((x) => x.id === node.id);
       return n.online && n.connected_ms > first;
     }, 'a new session', 15000);
     await pageState(tab, 'running');
-    const created = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option),
-      items: 200000, seed: 13 });
-    assert.equal(created.status, 201, created.text);
-    const { id } = created.json;
     const done = await eventually(async () => {
       const j = await job(id);
       return j.state === 'complete' ? j : null;
