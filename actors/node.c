@@ -65,6 +65,8 @@ typedef struct jobctx {
     uint8_t *work;         /* the work context's bytes */
     size_t work_len;
     unsigned users;        /* chunks of it in hand */
+    uint64_t used;         /* when it last got chunks (a counter), for LRU */
+    bool live;             /* fetched or being fetched */
 } jobctx;
 
 typedef struct node {
@@ -95,6 +97,7 @@ typedef struct node {
     bool said_draining;    /* this session said `bye draining`: it gets no more work */
     bool rejoin;           /* resumed: a new session once nothing is in hand */
     unsigned drains;
+    uint64_t uses;         /* counter behind jobctx.used */
     uint64_t chunks_done, items_done, accepted, rejected;
     uint64_t report_ms, report_items;
 } node;
@@ -216,10 +219,13 @@ static void say_hello(node *n, const pr_msg *challenge)
 
 /* ---- chunks and work contexts ---------------------------------------------------------- */
 
+/* Work contexts are cached: one is kept after its last chunk in hand is
+ * done, so the next chunks of the job need no second fetch, until its slot
+ * is wanted for another job (least recently used first). */
 static jobctx *job_find(node *n, uint64_t job, const uint8_t hash[32])
 {
     for (int i = 0; i < MAX_JOBS; i++)
-        if (n->jobs[i].users > 0 && n->jobs[i].job == job && memcmp(n->jobs[i].hash, hash, 32) == 0)
+        if (n->jobs[i].live && n->jobs[i].job == job && memcmp(n->jobs[i].hash, hash, 32) == 0)
             return &n->jobs[i];
     return NULL;
 }
@@ -228,15 +234,31 @@ static void job_clear(jobctx *j)
 {
     sim_work_close(&j->sim);
     free(j->work);
-    j->work = NULL;
-    j->work_len = 0;
+    memset(j, 0, sizeof *j);
+}
+
+/* A slot for a new job: an empty one, or the least recently used context no
+ * chunk in hand needs; NULL when every slot has chunks in hand. */
+static jobctx *job_slot(node *n)
+{
+    jobctx *best = NULL;
+    for (int i = 0; i < MAX_JOBS; i++) {
+        jobctx *j = &n->jobs[i];
+        if (!j->live)
+            return j;
+        if (j->users == 0 && (best == NULL || j->used < best->used))
+            best = j;
+    }
+    if (best != NULL)
+        job_clear(best);
+    return best;
 }
 
 static void release_job(node *n, uint64_t job, const uint8_t hash[32])
 {
     jobctx *j = job_find(n, job, hash);
-    if (j != NULL && --j->users == 0)
-        job_clear(j);
+    if (j != NULL && j->users > 0)
+        j->users--;
 }
 
 /* Hands queued chunks whose context is ready to idle workers. */
@@ -262,28 +284,32 @@ static void dispatch(node *n)
     }
 }
 
+static void request_ctx(node *n, const jobctx *j)
+{
+    pr_msg q;
+    memset(&q, 0, sizeof q);
+    q.type = PR_MSG_CTX_REQ;
+    q.body.ctx_req.job = j->job;
+    memcpy(q.body.ctx_req.hash, j->hash, 32);
+    send_msg(n, &q);
+}
+
 static void on_assign(node *n, const pr_msg *m)
 {
     const pr_assign *a = &m->body.assign;
     jobctx *j = job_find(n, a->job, a->ctx_hash);
     if (j == NULL) {
-        for (int i = 0; i < MAX_JOBS && j == NULL; i++)
-            if (n->jobs[i].users == 0)
-                j = &n->jobs[i];
-        if (j == NULL) {
+        if ((j = job_slot(n)) == NULL) {
             say(n, ND_WARN, "more than %d jobs at once; chunks of job %llu dropped", MAX_JOBS,
                 (unsigned long long)a->job);
             return;
         }
-        memset(j, 0, sizeof *j);
+        j->live = true;
         j->job = a->job;
         memcpy(j->hash, a->ctx_hash, 32);
-        pr_msg q;
-        memset(&q, 0, sizeof q);
-        q.type = PR_MSG_CTX_REQ;
-        q.body.ctx_req.job = a->job;
-        memcpy(q.body.ctx_req.hash, a->ctx_hash, 32);
-        send_msg(n, &q);
+        request_ctx(n, j);
+    } else if (j->sim.jobs == NULL && j->users == 0) {
+        request_ctx(n, j); /* an earlier fetch was lost or refused: try again */
     }
     for (uint32_t i = 0; i < a->nchunks; i++) {
         if (n->nqueue == n->queue_cap)
@@ -298,6 +324,7 @@ static void on_assign(node *n, const pr_msg *m)
         memcpy(c->hash, a->ctx_hash, 32);
         j->users++;
     }
+    j->used = ++n->uses;
     dispatch(n);
 }
 
@@ -506,6 +533,9 @@ static void on_welcome(node *n, const pr_msg *m)
     say(n, ND_INFO, "connected to %s as node %llu, %u workers", n->audience, (unsigned long long)n->node_id,
         n->nworkers);
     send_pending(n);
+    for (int i = 0; i < MAX_JOBS; i++) /* fetches the lost connection cut short */
+        if (n->jobs[i].live && n->jobs[i].sim.jobs == NULL && n->jobs[i].users > 0)
+            request_ctx(n, &n->jobs[i]);
     if (n->draining || n->paused)
         send_bye(n, PR_BYE_DRAINING);
 }

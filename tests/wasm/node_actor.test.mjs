@@ -60,6 +60,9 @@ test('the transcript shows signatures, the state machine and the results', async
   assert.match(out, /bye draining\nnode> bye\nbye leaving\n.*drained, leaving \(4 chunks computed\)\nstate stopped\nstopped 0\n$/);
   for (const c of [10, 11, 13]) assert.match(out, new RegExp(`^result ${c} [0-9a-f]{64,}$`, 'm'));
   assert.doesNotMatch(out, /wrong/);
+  // The work context is fetched once: later chunks of the job, in later
+  // sessions too, use the cached one.
+  assert.equal(count(/^ctx_req job 3, hash ok$/mg), 1, 'one ctx_req');
 });
 
 test('the browser bundle computes a chunk to the native bytes', async () => {
