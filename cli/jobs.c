@@ -115,6 +115,36 @@ static void print_outputs(const view *v, const char *indent)
     }
 }
 
+/* A stat_weights result's weights, or a tournament's candidates and ladder. */
+static void print_variants(const msgpack_object *result)
+{
+    const msgpack_object *w = remote_get(result, "weights"), *c = remote_get(result, "candidates");
+    char name[80], a[32];
+    if (w != NULL && w->type == MSGPACK_OBJECT_ARRAY) {
+        printf("  weights   (change of the first output per unit of step)\n");
+        for (uint32_t i = 0; i < w->via.array.size; i++) {
+            const msgpack_object *e = &w->via.array.ptr[i];
+            printf("    %-12s %.6g ± %.2g   (step %s)\n", remote_text(remote_get(e, "name"), name, sizeof name, "?"),
+                remote_num(remote_get(e, "weight"), 0), remote_num(remote_get(e, "stderr"), 0),
+                remote_text(remote_get(e, "step"), a, sizeof a, "?"));
+        }
+    }
+    if (c != NULL && c->type == MSGPACK_OBJECT_ARRAY) {
+        printf("  winner    %s\n", remote_text(remote_get(result, "winner"), name, sizeof name, "none"));
+        printf("  candidates\n");
+        for (uint32_t i = 0; i < c->via.array.size; i++) {
+            const msgpack_object *e = &c->via.array.ptr[i];
+            double after = remote_num(remote_get(e, "dropped_after"), 0);
+            char fate[40] = "in to the end";
+            if (after > 0)
+                snprintf(fate, sizeof fate, "dropped after phase %.0f", after);
+            printf("    #%-2.0f %-20s %.6g ± %.2g   %.0f items, %s\n", remote_num(remote_get(e, "rank"), 0),
+                remote_text(remote_get(e, "name"), name, sizeof name, "?"), remote_num(remote_get(e, "mean"), 0),
+                remote_num(remote_get(e, "stderr"), 0), remote_num(remote_get(e, "items"), 0), fate);
+        }
+    }
+}
+
 /* ---- reading a job file ----------------------------------------------------------- */
 
 /* Rewrites sim_json's "JSON: what at offset N" as "line L, column C: what". */
@@ -566,6 +596,7 @@ int cmd_job(int argc, char **argv)
         if (remote_get(j, "result") != NULL) {
             printf("  result    %.0f items done, %.0f failed\n", v.done, v.failed);
             print_outputs(&v, "    ");
+            print_variants(remote_get(j, "result"));
         } else if (remote_get(j, "progress") != NULL) {
             char eta[32] = "";
             if (v.rate > 0 && v.done < v.items)

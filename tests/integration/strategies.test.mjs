@@ -70,6 +70,9 @@ test('stat_weights: each weight is the finite difference of the price, with its 
     assert.ok(Math.abs(w[i].weight - want[i]) < 5 * w[i].stderr, `${w[i].name}: ${w[i].weight} ± ${w[i].stderr}, ` +
       `Black–Scholes finite difference ${want[i]}`);
   }
+  const cli = await run(simfarm, ['job', String(res.json.id), '--server', srv.url, '--token', srv.token]);
+  assert.equal(cli.code, 0, cli.stderr);
+  assert.match(cli.stdout, /^ {4}delta +0\.6\d+ ± [\d.e-]+ +\(step 1\)$/m);
   // The outputs are the baseline's: one local run of the unperturbed parameters, to the last bit.
   const pfile = path.join(tmp, 'call.json');
   fs.writeFileSync(pfile, JSON.stringify(call100));
@@ -104,6 +107,12 @@ test('tournament: the strongest candidate wins, the others drop out phase by pha
   // Seed 9 gives this ladder: the two far behind go after phase 1, the close second after phase 2.
   assert.deepEqual(r.phases.map((p) => [p.phase, [...p.dropped].sort(), p.alive]),
     [[1, ['middling', 'weak'], 2], [2, ['base'], 1]]);
+  // `simfarm job` shows the same.
+  const cli = await run(simfarm, ['job', String(res.json.id), '--server', srv.url, '--token', srv.token]);
+  assert.equal(cli.code, 0, cli.stderr);
+  assert.match(cli.stdout, /^ {2}winner {4}strong$/m);
+  assert.match(cli.stdout, /^ {4}#1 +strong +[\d.]+ ± [\d.]+ +400 items, in to the end$/m);
+  assert.match(cli.stdout, /^ {4}#4 +weak +[\d.]+ ± [\d.]+ +200 items, dropped after phase 1$/m);
 });
 
 test('bad strategy submissions name the field', async () => {
