@@ -74,7 +74,7 @@ typedef struct node {
     rt_actor *self;
     rt_system *sys;
     pr_key key;
-    char *audience, *claim_token, *version;
+    char *audience, *claim_token, *version, *checksum;
     enum { DOWN, CONNECTING, AWAIT_WELCOME, RUNNING } phase;
     nd_state state;
     uint64_t node_id, next_id;
@@ -209,6 +209,7 @@ static void say_hello(node *n, const pr_msg *challenge)
     m.type = PR_MSG_HELLO;
     m.body.hello.version = n->version;
     m.body.hello.claim_token = n->claim_token;
+    m.body.hello.checksum = n->checksum;
     n->host.caps(n->host.ctx, &m.body.hello.caps);
     m.body.hello.caps.max_parallel = n->nworkers;
     if (pr_hello_sign(&m.body.hello, &n->key, n->audience, (uint64_t)time(NULL), challenge->body.challenge.nonce) != 0)
@@ -719,6 +720,7 @@ static void node_final(rt_actor *self)
     free(n->audience);
     free(n->claim_token);
     free(n->version);
+    free(n->checksum);
     pr_key_wipe(&n->key);
 }
 
@@ -744,6 +746,7 @@ rt_actor *nd_spawn(rt_system *sys, const nd_config *cfg, const nd_host *host)
     n->audience = dup_or_null(cfg->audience);
     n->claim_token = cfg->claim_token && cfg->claim_token[0] ? dup_or_null(cfg->claim_token) : NULL;
     n->version = dup_or_null(cfg->version ? cfg->version : "simfarm-node " ND_VERSION);
+    n->checksum = dup_or_null(cfg->checksum);
     n->nworkers = cfg->workers ? cfg->workers : 1;
     n->busy = calloc(n->nworkers, sizeof *n->busy);
     n->wchunk = calloc(n->nworkers, sizeof *n->wchunk);

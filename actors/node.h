@@ -94,6 +94,7 @@ typedef struct nd_config {
     const char *audience;     /* the coordinator's host:port, lower case, as signed */
     const char *claim_token;  /* enrol with this token; may be NULL */
     const char *version;      /* the software version reported in hello */
+    const char *checksum;     /* hex SHA-256 of the node's program; may be NULL */
     unsigned workers;         /* how many chunks the host computes at once */
 } nd_config;
 

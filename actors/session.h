@@ -39,7 +39,7 @@ typedef struct cd_sessions_opts {
  * session (the registry's live half; the nodes table is the other). */
 typedef struct cd_node_view {
     uint64_t node;            /* 0 until welcomed */
-    char owner[129], tier[12], version[64], os[32], arch[32];
+    char owner[129], tier[12], version[64], os[32], arch[32], checksum[65];
     unsigned cores, max_parallel, slots, in_flight;
     uint64_t chunks_done, items_done;
     double items_per_s;

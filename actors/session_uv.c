@@ -508,7 +508,7 @@ static const char *backend_name(uint32_t kind)
 }
 
 /* The hello's capabilities as the JSON kept in nodes.capabilities. */
-static char *caps_json(const pr_caps *c)
+static char *caps_json(const pr_caps *c, const char *checksum)
 {
     size_t cap = 512 + (size_t)c->nbackends * 400, n = 0;
     char *j = malloc(cap), q1[80], q2[80], q3[80];
@@ -524,7 +524,8 @@ static char *caps_json(const pr_caps *c)
             cd_json_quote(dev, sizeof dev, c->backends[i].device ? c->backends[i].device : ""),
             c->backends[i].memory, c->backends[i].units);
     }
-    snprintf(j + n, cap - n, "]}");
+    char sum[80];
+    snprintf(j + n, cap - n, "],\"checksum\":%s}", cd_json_quote(sum, sizeof sum, checksum ? checksum : ""));
     return j;
 }
 
@@ -567,6 +568,7 @@ static void on_hello(session *s, pr_msg *m)
     snprintf(v->version, sizeof v->version, "%s", h->version ? h->version : "");
     snprintf(v->os, sizeof v->os, "%s", h->caps.os ? h->caps.os : "");
     snprintf(v->arch, sizeof v->arch, "%s", h->caps.arch ? h->caps.arch : "");
+    snprintf(v->checksum, sizeof v->checksum, "%s", h->checksum ? h->checksum : "");
     v->cores = h->caps.cores;
     v->max_parallel = h->caps.max_parallel;
     v->slots = s->max_slots;
@@ -575,7 +577,7 @@ static void on_hello(session *s, pr_msg *m)
      * only when enrolment is open. */
     s->claim = h->claim_token != NULL && h->claim_token[0] != '\0';
     cd_query *q = cd_query_new(s->claim ? enrol_claim_sql : s->ss->open_enrolment ? enrol_open_sql : enrol_known_sql);
-    char *caps = caps_json(&h->caps);
+    char *caps = caps_json(&h->caps, h->checksum);
     cd_query_bytes(q, h->pk, 32);
     cd_query_text(q, v->version);
     cd_query_text(q, caps);
@@ -1034,14 +1036,15 @@ void cd_sessions_each(const cd_sessions *ss, void (*fn)(void *ctx, const cd_node
 
 int cd_node_view_json(const cd_node_view *v, char *buf, size_t cap)
 {
-    char owner[300], version[140], os[80], arch[80];
+    char owner[300], version[140], os[80], arch[80], sum[80];
     return snprintf(buf, cap,
-        "\"node\":%" PRIu64 ",\"owner\":%s,\"tier\":\"%s\",\"online\":true,\"version\":%s,\"protocol\":%d,"
+        "\"node\":%" PRIu64 ",\"owner\":%s,\"tier\":\"%s\",\"online\":true,\"version\":%s,\"checksum\":%s,"
+        "\"protocol\":%d,"
         "\"os\":%s,\"arch\":%s,\"cores\":%u,\"max_parallel\":%u,\"slots\":%u,\"in_flight\":%u,"
         "\"chunks_done\":%" PRIu64 ",\"items_done\":%" PRIu64 ",\"items_per_s\":%.0f,"
         "\"connected_ms\":%" PRIu64 ",\"last_seen_ms\":%" PRIu64,
         v->node, cd_json_quote(owner, sizeof owner, v->owner), v->tier, cd_json_quote(version, sizeof version, v->version),
-        PR_VERSION, cd_json_quote(os, sizeof os, v->os), cd_json_quote(arch, sizeof arch, v->arch), v->cores,
+        cd_json_quote(sum, sizeof sum, v->checksum), PR_VERSION, cd_json_quote(os, sizeof os, v->os), cd_json_quote(arch, sizeof arch, v->arch), v->cores,
         v->max_parallel, v->slots, v->in_flight, v->chunks_done, v->items_done, v->items_per_s, v->connected_ms,
         v->last_seen_ms);
 }

@@ -19,6 +19,7 @@
 
 #include <libwebsockets.h>
 #include <signal.h>
+#include <sodium.h>
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -418,6 +419,28 @@ static int start_lws(conn *l)
     return l->ctx != NULL ? 0 : -1;
 }
 
+/* The SHA-256 of this program's file, in hex (65 bytes), or "" when it
+ * cannot be read: reported in hello so an operator sees which build each
+ * node runs. */
+static void program_checksum(char out[65])
+{
+    out[0] = '\0';
+    FILE *f = fopen("/proc/self/exe", "rb");
+    if (f == NULL)
+        return;
+    crypto_hash_sha256_state st;
+    crypto_hash_sha256_init(&st);
+    unsigned char buf[65536], sum[crypto_hash_sha256_BYTES];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        crypto_hash_sha256_update(&st, buf, n);
+    bool ok = !ferror(f);
+    fclose(f);
+    crypto_hash_sha256_final(&st, sum);
+    if (ok)
+        sodium_bin2hex(out, 65, sum, sizeof sum);
+}
+
 /* What --backend asks for: a comma-separated list of auto, cpu, opencl,
  * cuda. */
 typedef struct backends {
@@ -540,7 +563,10 @@ int nd_run(const nd_opts *opts)
         snprintf(keypath, sizeof keypath, "%s", opts->key_path);
     else
         nd_key_default_path(keypath, sizeof keypath);
-    nd_config cfg = { .claim_token = opts->claim_token, .version = "simfarm-node " ND_VERSION };
+    char checksum[65];
+    program_checksum(checksum);
+    nd_config cfg = { .claim_token = opts->claim_token, .version = "simfarm-node " ND_VERSION,
+        .checksum = checksum[0] ? checksum : NULL };
     bool created;
     if (nd_key_load(keypath, &cfg.key, &created, err, sizeof err) != 0) {
         say(json, ND_WARN, "%s", err);

@@ -131,6 +131,7 @@ static const field hello_f[] = {
     STR(pr_hello, "version", version, 64),
     STR_OPT(pr_hello, "claim_token", claim_token, 128),
     STRUCT(pr_hello, "caps", caps, caps_s),
+    STR_OPT(pr_hello, "checksum", checksum, 64),
 };
 static const schema hello_s = SCHEMA(pr_hello, "hello", hello_f, NULL);
 

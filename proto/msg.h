@@ -103,6 +103,7 @@ typedef struct pr_hello {
     const char *version;            /* node software version */
     const char *claim_token;        /* optional; only when enrolling */
     pr_caps caps;
+    const char *checksum;           /* optional; hex SHA-256 of the node's program */
 } pr_hello;
 
 typedef struct pr_config {

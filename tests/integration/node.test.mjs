@@ -180,6 +180,9 @@ test('a claim token enrols one node under its owner and tier, once', async () =>
     assert.equal(me.owner, 'ops');
     assert.equal(me.tier, 'team');
     assert.match(me.version, /^simfarm-node \d/);
+    // The node reports its program's SHA-256: the binary that runs.
+    const sum = (await import('node:crypto')).createHash('sha256').update(fs.readFileSync(simfarm)).digest('hex');
+    assert.equal(me.capabilities.checksum, sum);
     assert.equal(me.capabilities.cores > 0, true);
     await stop(node);
 
