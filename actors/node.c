@@ -26,7 +26,10 @@ enum {
     M_DRAIN,
     M_DONE,
     M_PAUSE,
+    M_FLUSH,
     MAX_JOBS = 16,
+    BATCH_MAX = 32,        /* results sealed together at most */
+    BATCH_MS = 50,         /* how long a result waits for others to share its batch */
     BACKOFF_MIN_MS = 1000,
     BACKOFF_MAX_MS = 60000,
     REPORT_MS = 10000,
@@ -58,6 +61,14 @@ typedef struct frame {
     size_t len;
 } frame;
 
+/* A computed result waiting to be sealed into a batch. */
+typedef struct unsealed {
+    nd_chunk c;
+    uint8_t *data;         /* owned */
+    size_t len;
+    uint32_t elapsed_ms;
+} unsealed;
+
 typedef struct jobctx {
     uint64_t job;
     uint8_t hash[32];
@@ -88,6 +99,9 @@ typedef struct node {
     unsigned computing;
     nd_chunk *queue;       /* assigned, waiting for a worker or a context */
     size_t nqueue, queue_cap;
+    unsealed batch[BATCH_MAX]; /* results computed, not sealed yet */
+    unsigned nbatch, batch_max;
+    bool flush_armed;
     frame *pending;        /* sealed results not yet sent (disconnected) */
     size_t npending, pending_cap;
     unsigned unacked;      /* completions sent, no ack yet */
@@ -331,7 +345,7 @@ static void on_assign(node *n, const pr_msg *m)
 
 static bool nothing_in_hand(const node *n)
 {
-    return n->nqueue == 0 && n->computing == 0 && n->unacked == 0 && n->npending == 0;
+    return n->nqueue == 0 && n->computing == 0 && n->nbatch == 0 && n->unacked == 0 && n->npending == 0;
 }
 
 static void maybe_leave(node *n)
@@ -430,38 +444,72 @@ static void send_pending(node *n)
     n->npending = 0;
 }
 
-/* Signs a computed chunk's result; it is sent now, or once the connection
- * is back. */
-static void seal_result(node *n, const nd_chunk *c, const done_msg *d)
+/* Signs the results waiting, one batch per job (fewer frames, and one
+ * signature for the coordinator to check per batch); each is sent now, or
+ * once the connection is back. */
+static void seal_batch(node *n)
 {
-    pr_result r = { .chunk = c->id, .start = c->start, .count = c->count, .elapsed_ms = d->elapsed_ms,
-        .data = { d->data, (uint32_t)d->len } };
-    memcpy(r.token, c->token, 16);
-    pr_msg m;
-    memset(&m, 0, sizeof m);
-    m.type = PR_MSG_COMPLETE;
-    m.v = PR_VERSION;
-    m.id = ++n->next_id;
-    m.ts = wall_ms();
-    randombytes_buf(m.body.complete.batch.nonce, sizeof m.body.complete.batch.nonce);
-    m.body.complete.batch.job = c->job;
-    memcpy(m.body.complete.batch.ctx_hash, c->hash, 32);
-    m.body.complete.batch.results = &r;
-    m.body.complete.batch.nresults = 1;
-    uint8_t *payload = NULL, *bytes = NULL;
-    size_t len = 0;
-    if (pr_complete_seal(&m.body.complete, &payload, &n->key, n->audience, (uint64_t)time(NULL)) == 0 &&
-        pr_encode(&m, &bytes, &len) == 0) {
-        if (n->npending == n->pending_cap)
-            n->pending = rt_grow(n->pending, &n->pending_cap, sizeof *n->pending);
-        n->pending[n->npending++] = (frame){ bytes, len };
-        if (n->phase == RUNNING)
-            send_pending(n);
+    pr_result r[BATCH_MAX];
+    bool done[BATCH_MAX] = { false };
+    for (unsigned i = 0; i < n->nbatch; i++) {
+        if (done[i])
+            continue;
+        const nd_chunk *first = &n->batch[i].c;
+        uint32_t k = 0;
+        for (unsigned b = i; b < n->nbatch; b++) {
+            const unsealed *u = &n->batch[b];
+            if (done[b] || u->c.job != first->job || memcmp(u->c.hash, first->hash, 32) != 0)
+                continue;
+            done[b] = true;
+            r[k] = (pr_result){ .chunk = u->c.id, .start = u->c.start, .count = u->c.count,
+                .elapsed_ms = u->elapsed_ms, .data = { u->data, (uint32_t)u->len } };
+            memcpy(r[k].token, u->c.token, 16);
+            k++;
+        }
+        pr_msg m;
+        memset(&m, 0, sizeof m);
+        m.type = PR_MSG_COMPLETE;
+        m.v = PR_VERSION;
+        m.id = ++n->next_id;
+        m.ts = wall_ms();
+        randombytes_buf(m.body.complete.batch.nonce, sizeof m.body.complete.batch.nonce);
+        m.body.complete.batch.job = first->job;
+        memcpy(m.body.complete.batch.ctx_hash, first->hash, 32);
+        m.body.complete.batch.results = r;
+        m.body.complete.batch.nresults = k;
+        uint8_t *payload = NULL, *bytes = NULL;
+        size_t len = 0;
+        if (pr_complete_seal(&m.body.complete, &payload, &n->key, n->audience, (uint64_t)time(NULL)) == 0 &&
+            pr_encode(&m, &bytes, &len) == 0) {
+            if (n->npending == n->pending_cap)
+                n->pending = rt_grow(n->pending, &n->pending_cap, sizeof *n->pending);
+            n->pending[n->npending++] = (frame){ bytes, len };
+        }
+        free(payload);
     }
-    free(payload);
+    for (unsigned i = 0; i < n->nbatch; i++)
+        free(n->batch[i].data);
+    n->nbatch = 0;
+    if (n->phase == RUNNING)
+        send_pending(n);
 }
 
-static void on_done(node *n, const done_msg *d)
+/* Keeps a computed result for the next batch: sealed at once when the batch
+ * is full or nothing else is being computed (the end of a job, a drain),
+ * else within BATCH_MS. */
+static void batch_result(node *n, const nd_chunk *c, done_msg *d)
+{
+    n->batch[n->nbatch++] = (unsealed){ .c = *c, .data = d->data, .len = d->len, .elapsed_ms = d->elapsed_ms };
+    d->data = NULL; /* the batch owns it now */
+    if (n->nbatch >= n->batch_max || (n->computing == 0 && n->nqueue == 0)) {
+        seal_batch(n);
+    } else if (!n->flush_armed) {
+        n->flush_armed = true;
+        rt_send_after(n->self, BATCH_MS, rt_msg_new(M_FLUSH, sizeof(rt_msg)));
+    }
+}
+
+static void on_done(node *n, done_msg *d)
 {
     if (d->worker >= n->nworkers || !n->busy[d->worker])
         return;
@@ -474,7 +522,7 @@ static void on_done(node *n, const done_msg *d)
     } else if (d->err == 0) {
         n->chunks_done++;
         n->items_done += c.count;
-        seal_result(n, &c, d);
+        batch_result(n, &c, d);
     } else {
         say(n, ND_WARN, "chunk %llu of job %llu failed: %s", (unsigned long long)c.id, (unsigned long long)c.job,
             sim_strerror(d->err));
@@ -694,6 +742,13 @@ static void node_behaviour(rt_actor *self, rt_msg *m)
     case M_DONE:
         on_done(n, (done_msg *)m);
         break;
+    case M_FLUSH:
+        n->flush_armed = false;
+        if (n->nbatch > 0) {
+            seal_batch(n);
+            settle(n);
+        }
+        break;
     case M_DRAIN:
         on_drain(n);
         break;
@@ -711,6 +766,8 @@ static void node_final(rt_actor *self)
     for (size_t i = 0; i < n->npending; i++)
         free(n->pending[i].p);
     free(n->pending);
+    for (unsigned i = 0; i < n->nbatch; i++)
+        free(n->batch[i].data);
     free(n->queue);
     for (int i = 0; i < MAX_JOBS; i++)
         job_clear(&n->jobs[i]);
@@ -748,6 +805,7 @@ rt_actor *nd_spawn(rt_system *sys, const nd_config *cfg, const nd_host *host)
     n->version = dup_or_null(cfg->version ? cfg->version : "simfarm-node " ND_VERSION);
     n->checksum = dup_or_null(cfg->checksum);
     n->nworkers = cfg->workers ? cfg->workers : 1;
+    n->batch_max = cfg->batch >= 1 && cfg->batch <= BATCH_MAX ? cfg->batch : BATCH_MAX;
     n->busy = calloc(n->nworkers, sizeof *n->busy);
     n->wchunk = calloc(n->nworkers, sizeof *n->wchunk);
     n->wcancel = calloc(n->nworkers, sizeof *n->wcancel);

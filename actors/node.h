@@ -96,6 +96,8 @@ typedef struct nd_config {
     const char *version;      /* the software version reported in hello */
     const char *checksum;     /* hex SHA-256 of the node's program; may be NULL */
     unsigned workers;         /* how many chunks the host computes at once */
+    unsigned batch;           /* results sealed together at most (1 .. 32); 0 = 32. Results wait
+                                 up to 50 ms for others, and not when nothing else is computing */
 } nd_config;
 
 /* Spawns the node actor (pinned) and starts connecting. The caller holds

@@ -322,7 +322,8 @@ static int session_script(void)
     uint8_t seed[32];
     for (int i = 0; i < 32; i++)
         seed[i] = (uint8_t)(i + 1);
-    nd_config cfg = { .audience = AUDIENCE, .version = "test", .workers = 2 };
+    /* One result a batch: the script acts on each completion in turn. */
+    nd_config cfg = { .audience = AUDIENCE, .version = "test", .workers = 2, .batch = 1 };
     if (pr_key_from_seed(&cfg.key, seed, sizeof seed) != 0)
         return 1;
     F.sys = rt_system_create(&(rt_system_opts){ .workers = 1 }, &rc);
