@@ -571,10 +571,33 @@ static char *nodes_json(gateway *g, PGresult *res)
 
 /* ---- routing ---------------------------------------------------------------------------------- */
 
+/* 200 while the database is up and the store takes queries; 503 while it
+ * is away (requests that need it wait, then fail) or while the backlog is
+ * full (writes are refused), with the backlog's gauges either way. */
+static void health(gateway *g, gw_request *r)
+{
+    cd_store_backlog b;
+    cd_store_backlog_get(g->store, &b);
+    bool ok = g->db_up && !b.refusing;
+    char ago[32] = "null";
+    if (b.unreachable_ms >= 0)
+        snprintf(ago, sizeof ago, "%.1f", (double)b.unreachable_ms / 1000.0);
+    gw_respond(g, r->session, ok ? 200 : 503, "application/json",
+        gw_fmt("{\"status\":\"%s\",\"database\":\"%s\",\"version\":\"%s\",\"database_unreachable_s\":%s,"
+               "\"backlog\":{\"state\":\"%s\",\"queries\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"limit_bytes\":%" PRIu64
+               ",\"refused\":%" PRIu64 "}}\n",
+            b.refusing ? "refusing" : ok ? "ok" : "degraded", g->db_up ? "up" : "down", SIMFARM_VERSION, ago,
+            b.refusing ? "refusing" : "accepting", b.queries, b.bytes, b.limit, b.refused),
+        NULL);
+    done(r);
+}
+
 static void metrics(gateway *g, gw_request *r)
 {
     rt_system_stats st;
     rt_system_stats_get(rt_actor_system(g->self), &st);
+    cd_store_backlog b;
+    cd_store_backlog_get(g->store, &b);
     gw_respond(g, r->session, 200, "text/plain; version=0.0.4",
         gw_fmt("# HELP simfarm_up The coordinator is serving.\n"
                "# TYPE simfarm_up gauge\nsimfarm_up 1\n"
@@ -594,9 +617,23 @@ static void metrics(gateway *g, gw_request *r)
                "# TYPE simfarm_http_responses_total counter\n"
                "simfarm_http_responses_total{class=\"2xx\"} %" PRIu64 "\n"
                "simfarm_http_responses_total{class=\"4xx\"} %" PRIu64 "\n"
-               "simfarm_http_responses_total{class=\"5xx\"} %" PRIu64 "\n",
+               "simfarm_http_responses_total{class=\"5xx\"} %" PRIu64 "\n"
+               "# HELP simfarm_db_backlog_queries Queries the coordinator holds for the database.\n"
+               "# TYPE simfarm_db_backlog_queries gauge\nsimfarm_db_backlog_queries %" PRIu64 "\n"
+               "# HELP simfarm_db_backlog_bytes Bytes of SQL and parameters of those queries.\n"
+               "# TYPE simfarm_db_backlog_bytes gauge\nsimfarm_db_backlog_bytes %" PRIu64 "\n"
+               "# HELP simfarm_db_backlog_limit_bytes The bound on simfarm_db_backlog_bytes.\n"
+               "# TYPE simfarm_db_backlog_limit_bytes gauge\nsimfarm_db_backlog_limit_bytes %" PRIu64 "\n"
+               "# HELP simfarm_db_backlog_refusing New queries are refused: the backlog is full.\n"
+               "# TYPE simfarm_db_backlog_refusing gauge\nsimfarm_db_backlog_refusing %d\n"
+               "# HELP simfarm_db_backlog_refused_total Queries refused because the backlog was full.\n"
+               "# TYPE simfarm_db_backlog_refused_total counter\nsimfarm_db_backlog_refused_total %" PRIu64 "\n"
+               "# HELP simfarm_database_unreachable_seconds Seconds since the database was last reachable "
+               "(0 while up, -1 if it never was).\n"
+               "# TYPE simfarm_database_unreachable_seconds gauge\nsimfarm_database_unreachable_seconds %.1f\n",
             g->db_up, st.actors_live, st.messages, cd_sessions_count(g->nodes), g->nevc, cd_events_last(g->events),
-            g->by_class[2], g->by_class[4], g->by_class[5]),
+            g->by_class[2], g->by_class[4], g->by_class[5], b.queries, b.bytes, b.limit, b.refusing ? 1 : 0,
+            b.refused, b.unreachable_ms < 0 ? -1.0 : (double)b.unreachable_ms / 1000.0),
         NULL);
     done(r);
 }
@@ -697,11 +734,7 @@ void api_route(gateway *g, gw_request *r)
     } else if (a < 0) {
         fail(g, r, 405, NULL, "method not allowed here");
     } else if (strcmp(r->path, "/health") == 0) {
-        gw_respond(g, r->session, g->db_up ? 200 : 503, "application/json",
-            gw_fmt("{\"status\":\"%s\",\"database\":\"%s\",\"version\":\"%s\"}\n", g->db_up ? "ok" : "degraded",
-                g->db_up ? "up" : "down", SIMFARM_VERSION),
-            NULL);
-        done(r);
+        health(g, r);
     } else if (strcmp(r->path, "/metrics") == 0) {
         metrics(g, r);
     } else if (needs_token) {

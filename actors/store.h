@@ -26,6 +26,19 @@
  * that commit. If any of them fails, the transaction rolls back and every
  * query of the group runs again on its own, so one bad query fails alone.
  * No timer holds a query back: at a low rate each runs alone as before.
+ *
+ * The backlog bound: what the store holds (queries waiting or running,
+ * counted by the bytes of their SQL and parameters) is bounded, by default
+ * CD_STORE_BACKLOG_DEFAULT. A query that would take it past the bound is
+ * not taken: it is answered at once with code CD_STORE_EFULL, and from
+ * then on the store refuses every new query until what it holds has fallen
+ * to half the bound (so a caller backing off gets a real window, and the
+ * state does not flap on every write). Refusal is the only loss the bound
+ * allows, and it is never silent: a query the store has taken is run or
+ * answered with an error, as before. Subscribers hear CD_MSG_STORE_FULL
+ * when refusing starts and CD_MSG_STORE_ROOM when it ends, so a producer
+ * (the scheduler) can stop taking work before it writes it. One query
+ * alone is always taken, however large, so nothing is refused forever.
  */
 #ifndef SIMFARM_ACTORS_STORE_H
 #define SIMFARM_ACTORS_STORE_H
@@ -45,6 +58,10 @@ enum {
     CD_MSG_LISTENING,                    /* rt_msg: LISTEN took effect (again): notices
                                             sent while not listening are lost, so sweep now */
     CD_MSG_SUBSCRIBE,                    /* cd_subscribe: add a receiver of the above */
+    CD_MSG_STORE_FULL,                   /* rt_msg: the backlog reached its bound; new
+                                            queries are refused (CD_STORE_EFULL) */
+    CD_MSG_STORE_ROOM,                   /* rt_msg: the backlog fell to half its bound;
+                                            queries are taken again */
     CD_MSG__STORE_PRIVATE = RT_MSG_USER + 0x1100,
 };
 
@@ -53,7 +70,35 @@ typedef struct cd_store_opts {
     unsigned connections;   /* pool size; default 2 */
     const char *listen;     /* channel to LISTEN on, e.g. "pending_job"; NULL = none */
     rt_actor *notify_to;    /* a first subscriber (see cd_store_subscribe); may be NULL */
+    uint64_t backlog_bytes; /* the bound on what the store holds (see above);
+                               0 = CD_STORE_BACKLOG_DEFAULT */
 } cd_store_opts;
+
+#define CD_STORE_BACKLOG_DEFAULT ((uint64_t)256 << 20)
+
+/* Error codes of cd_result.code (besides 0); negative, apart from RT_E*. */
+enum {
+    CD_STORE_EFULL = -200,  /* refused: the backlog is at its bound */
+    CD_STORE_EBROKEN,       /* the connection broke on every try of the query */
+    CD_STORE_EQUERY,        /* the database answered with an error (see sqlstate) */
+};
+
+/* What the store holds and whether the database is there: gauges for
+ * /health and /metrics. */
+typedef struct cd_store_backlog {
+    bool up;                /* the database is reachable and migrated */
+    bool refusing;          /* new queries are refused (CD_STORE_EFULL) */
+    uint64_t queries;       /* queries held: waiting, or running */
+    uint64_t bytes;         /* their SQL and parameters, in bytes */
+    uint64_t limit;         /* the bound on bytes */
+    uint64_t refused;       /* queries refused for the bound since the start */
+    int64_t unreachable_ms; /* how long since the database was last reachable:
+                               0 while up, -1 when it never was */
+} cd_store_backlog;
+
+/* Reads the store's gauges. Any thread; each field is read on its own,
+ * so the set may mix moments a few queries apart. */
+void cd_store_backlog_get(rt_actor *store, cd_store_backlog *out);
 
 typedef struct cd_subscribe {
     rt_msg hdr;
@@ -85,6 +130,7 @@ typedef struct cd_query {
                                `group` queries (see above): one statement with no
                                transaction control of its own */
     int attempts;           /* times sent (store-private) */
+    uint64_t size;          /* store-private: bytes of sql and parameters */
     bool solo;              /* store-private: its group failed; it runs alone */
 } cd_query;
 
@@ -106,6 +152,7 @@ typedef struct cd_result {
     PGresult *res;          /* owned; cleared with the message. NULL on error */
     char error[256];        /* empty on success */
     char sqlstate[6];       /* e.g. "23505" for a unique violation; empty if none */
+    int code;               /* 0, or CD_STORE_E*: why there is no result */
 } cd_result;
 
 typedef struct cd_notify {

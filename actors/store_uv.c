@@ -27,7 +27,9 @@
 #include "actors/migrations.h"
 
 #include <inttypes.h>
+#include <assert.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +87,19 @@ typedef struct conn {
     uint64_t prep_names;
 } conn;
 
+/* The gauges cd_store_backlog_get reads from any thread. Only the store's
+ * behaviour writes them. Each is a value of its own that no reader combines
+ * with another to decide anything but what it prints, so relaxed stores and
+ * loads are enough; they sit on their own cache lines, away from the
+ * fields the behaviour rewrites all the time. */
+typedef struct gauges {
+    char pad0[64];
+    _Atomic uint64_t queries, bytes, refused;
+    _Atomic int64_t lost_ms;  /* when the database was last lost (ms, uv_hrtime); 0 up; -1 never up */
+    _Atomic bool up, refusing;
+    char pad1[64];
+} gauges;
+
 typedef struct store {
     char *conninfo;
     char *listen;
@@ -98,6 +113,10 @@ typedef struct store {
     size_t qhead, qlen, qcap;
     bool migrated, migrating, up;
     uint64_t groups, grouped, groups_failed; /* group commits, their queries, those rolled back */
+    uint64_t limit;          /* the backlog's bound, in bytes */
+    uint64_t held, held_bytes; /* queries taken and not yet answered, and their size */
+    bool refusing;
+    gauges g;
 } store;
 
 typedef struct io_msg {
@@ -190,6 +209,94 @@ static void result_release(rt_msg *m)
     cd_result *r = (cd_result *)m;
     if (r->res != NULL)
         PQclear(r->res);
+}
+
+/* ---- the backlog ------------------------------------------------------------- */
+
+static int64_t mono_ms(void)
+{
+    return (int64_t)(uv_hrtime() / 1000000);
+}
+
+static void notify(store *st, uint32_t type);
+
+static uint64_t query_size(const cd_query *q)
+{
+    uint64_t n = strlen(q->sql);
+    for (int i = 0; i < q->nparams; i++)
+        n += (uint64_t)q->lengths[i];
+    return n;
+}
+
+static void publish(store *st)
+{
+    atomic_store_explicit(&st->g.queries, st->held, memory_order_relaxed);
+    atomic_store_explicit(&st->g.bytes, st->held_bytes, memory_order_relaxed);
+    atomic_store_explicit(&st->g.refusing, st->refusing, memory_order_relaxed);
+}
+
+/* Takes q into the backlog; false (q untouched) when the bound refuses it.
+ * Once one query is refused, all are until the backlog is down to half
+ * the bound; one query alone is always taken. */
+static bool backlog_take(store *st, cd_query *q)
+{
+    q->size = query_size(q);
+    if (st->held > 0 && (st->refusing || st->held_bytes + q->size > st->limit)) {
+        if (!st->refusing) {
+            st->refusing = true;
+            say("backlog full (%" PRIu64 " queries, %" PRIu64 " of %" PRIu64 " bytes): refusing new queries",
+                st->held, st->held_bytes, st->limit);
+            notify(st, CD_MSG_STORE_FULL);
+        }
+        atomic_store_explicit(&st->g.refused, atomic_load_explicit(&st->g.refused, memory_order_relaxed) + 1,
+            memory_order_relaxed);
+        publish(st);
+        return false;
+    }
+    st->held++;
+    st->held_bytes += q->size;
+    publish(st);
+    return true;
+}
+
+/* q (taken) is answered or dropped: it leaves the backlog. */
+static void backlog_drop(store *st, const cd_query *q)
+{
+    /* Every query in the backlog was counted by backlog_take. */
+    assert(st->held > 0 && st->held_bytes >= q->size);
+    st->held--;
+    st->held_bytes -= q->size;
+    if (st->refusing && st->held_bytes <= st->limit / 2) {
+        st->refusing = false;
+        say("backlog down to %" PRIu64 " queries, %" PRIu64 " bytes: taking queries again", st->held,
+            st->held_bytes);
+        notify(st, CD_MSG_STORE_ROOM);
+    }
+    publish(st);
+}
+
+static void set_up(store *st, bool up)
+{
+    st->up = up;
+    atomic_store_explicit(&st->g.up, up, memory_order_relaxed);
+    int64_t t = mono_ms();
+    atomic_store_explicit(&st->g.lost_ms, up ? 0 : t > 0 ? t : 1, memory_order_relaxed);
+}
+
+void cd_store_backlog_get(rt_actor *store_actor, cd_store_backlog *out)
+{
+    const store *st = rt_state(store_actor);
+    memset(out, 0, sizeof *out);
+    out->up = atomic_load_explicit(&st->g.up, memory_order_relaxed);
+    out->refusing = atomic_load_explicit(&st->g.refusing, memory_order_relaxed);
+    out->queries = atomic_load_explicit(&st->g.queries, memory_order_relaxed);
+    out->bytes = atomic_load_explicit(&st->g.bytes, memory_order_relaxed);
+    out->refused = atomic_load_explicit(&st->g.refused, memory_order_relaxed);
+    out->limit = st->limit; /* set before the store's first message, never changed */
+    int64_t lost = atomic_load_explicit(&st->g.lost_ms, memory_order_relaxed);
+    out->unreachable_ms = out->up ? 0 : lost < 0 ? -1 : mono_ms() - lost;
+    if (out->unreachable_ms < -1)
+        out->unreachable_ms = 0;
 }
 
 /* ---- the queue ---------------------------------------------------------------- */
@@ -328,7 +435,9 @@ static void requeue(store *st, cd_query *q)
     if (q->attempts >= MAX_ATTEMPTS) {
         cd_result *r = RT_MSG_NEW(cd_result, CD_MSG_RESULT);
         r->hdr.release = result_release;
+        r->code = CD_STORE_EBROKEN;
         snprintf(r->error, sizeof r->error, "the connection broke %d times running this query", MAX_ATTEMPTS);
+        backlog_drop(st, q);
         rt_reply(&q->hdr, &r->hdr);
         rt_msg_free(&q->hdr);
     } else {
@@ -368,7 +477,7 @@ static void lost(rt_actor *self, store *st, int i, const char *why)
     for (unsigned k = 0; k < st->npool; k++)
         any_up |= st->conns[k].state == C_IDLE || st->conns[k].state == C_BUSY;
     if (st->up && !any_up) {
-        st->up = false;
+        set_up(st, false);
         notify(st, CD_MSG_STORE_DOWN);
     }
     schedule_reconnect(self, c, i);
@@ -598,7 +707,7 @@ static void ready(rt_actor *self, store *st, int i)
         return; /* another connection migrates; this one waits for dispatch */
     }
     if (!st->up) {
-        st->up = true;
+        set_up(st, true);
         notify(st, CD_MSG_STORE_UP);
     }
     watch(c, UV_READABLE); /* an idle connection reads only to notice EOF */
@@ -612,7 +721,7 @@ static bool result_ok(const PGresult *res)
 }
 
 /* Answers q (kept, freed here) with res (consumed; NULL = no result). */
-static void answer(cd_query *q, PGresult *res)
+static void answer(store *st, cd_query *q, PGresult *res)
 {
     cd_result *r = RT_MSG_NEW(cd_result, CD_MSG_RESULT);
     r->hdr.release = result_release;
@@ -627,16 +736,18 @@ static void answer(cd_query *q, PGresult *res)
             r->error[--n] = '\0';
         if (state != NULL)
             snprintf(r->sqlstate, sizeof r->sqlstate, "%s", state);
+        r->code = CD_STORE_EQUERY;
         if (res)
             PQclear(res);
     }
+    backlog_drop(st, q);
     rt_reply(&q->hdr, &r->hdr);
     rt_msg_free(&q->hdr);
 }
 
-static void reply(conn *c)
+static void reply(store *st, conn *c)
 {
-    answer(c->q, c->res);
+    answer(st, c->q, c->res);
     c->res = NULL;
     c->q = NULL;
 }
@@ -660,7 +771,7 @@ static void group_done(rt_actor *self, store *st, int i)
         c->prep[k].fresh = false;
     if (!c->gfailed) {
         for (unsigned k = 0; k < n; k++)
-            answer(c->group[k], c->gres[k]);
+            answer(st, c->group[k], c->gres[k]);
     } else {
         st->groups_failed++;
         for (unsigned k = n; k-- > 0;) {
@@ -724,7 +835,7 @@ static void finished(rt_actor *self, store *st, int i)
     c->kind = K_NONE;
     c->state = C_IDLE;
     if (k == K_QUERY) {
-        reply(c);
+        reply(st, c);
         watch(c, UV_READABLE);
         dispatch(self, st);
         return;
@@ -844,6 +955,19 @@ static void on_io(rt_actor *self, store *st, const io_msg *m)
 
 /* ---- the actor ------------------------------------------------------------------------- */
 
+/* Answers a query the bound refused (the message stays the runtime's). */
+static void refuse(const store *st, rt_msg *m)
+{
+    cd_result *r = RT_MSG_NEW(cd_result, CD_MSG_RESULT);
+    r->hdr.release = result_release;
+    r->code = CD_STORE_EFULL;
+    snprintf(r->error, sizeof r->error,
+        "the coordinator's database backlog is full (%" PRIu64 " queries, %" PRIu64 " bytes held while the "
+        "database %s); try again later",
+        st->held, st->held_bytes, st->up ? "catches up" : "is unreachable");
+    rt_reply(m, &r->hdr);
+}
+
 static void behaviour(rt_actor *self, rt_msg *m)
 {
     store *st = rt_state(self);
@@ -872,6 +996,10 @@ static void behaviour(rt_actor *self, rt_msg *m)
         break;
     }
     case CD_MSG_QUERY:
+        if (!backlog_take(st, (cd_query *)m)) {
+            refuse(st, m);
+            break;
+        }
         rt_take(self, m);
         queue_push(st, (cd_query *)m, false);
         dispatch(self, st);
@@ -918,6 +1046,8 @@ rt_actor *cd_store_spawn(rt_system *sys, const cd_store_opts *opts)
     st->conninfo = xstrdup(opts->conninfo);
     st->loop = rt_system_loop(sys);
     st->npool = opts->connections ? opts->connections : 2;
+    st->limit = opts->backlog_bytes ? opts->backlog_bytes : CD_STORE_BACKLOG_DEFAULT;
+    atomic_init(&st->g.lost_ms, -1);
     st->nconns = st->npool;
     if (opts->listen != NULL) {
         st->listen = xstrdup(opts->listen);

@@ -32,6 +32,8 @@ typedef struct coordinator_opts {
     const char *tls_key;
     unsigned heartbeat_ms;   /* nodes' heartbeat interval; 0 = 5000 */
     uint64_t chunk_ms;       /* target chunk duration; 0 = the scheduler's default */
+    uint64_t db_backlog_bytes; /* the bound on queries held while the database is away
+                                  or behind (actors/store.h); 0 = the store's default */
     /* Called once listening, before the loop runs: the place to spawn more
      * actors (the store is borrowed). May be NULL. */
     void (*started)(rt_system *sys, rt_actor *store, const char *host, int port, void *ctx);

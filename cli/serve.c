@@ -32,6 +32,10 @@ static void serve_usage(FILE *out)
         "  --listen HOST:PORT     address to serve on (default 127.0.0.1:8080; port 0 = any)\n"
         "  --db CONNINFO          libpq connection string or URI (default: $SIMFARM_DB)\n"
         "  --pool N               database connections, 1 to 8 (default 2)\n"
+        "  --db-backlog-mb N      the most the coordinator holds for the database while it\n"
+        "                         is away or behind, in MiB of queries, 0.001 to 65536\n"
+        "                         (default 256); past it, new queries are refused until half\n"
+        "                         of it is written, and /health answers 503\n"
         "  --token-file PATH      an admin API token kept in PATH: created (mode 0600) when\n"
         "                         PATH does not exist, and made valid in this database\n"
         "  --allow-public-nodes   let unknown node keys join as public nodes (also\n"
@@ -85,6 +89,7 @@ int cmd_serve(int argc, char **argv)
     bool open = false;
     const char *token_file = NULL, *web = NULL, *cert = NULL, *key = NULL;
     unsigned heartbeat_ms = 0;
+    uint64_t backlog = 0;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -131,6 +136,14 @@ int cmd_serve(int argc, char **argv)
                 return SERVE_USAGE;
             }
             chunk_ms = (uint64_t)n;
+        } else if (strcmp(a, "--db-backlog-mb") == 0) {
+            char *end;
+            double mib = strtod(v, &end);
+            if (end == v || *end != '\0' || !(mib >= 0.001 && mib <= 65536)) {
+                fprintf(stderr, "simfarm serve: --db-backlog-mb wants a number from 0.001 to 65536, not '%s'\n", v);
+                return SERVE_USAGE;
+            }
+            backlog = (uint64_t)(mib * 1048576.0);
         } else if (strcmp(a, "--pool") == 0) {
             long n;
             if (!cli_number(v, 1, 8, &n)) {
@@ -155,7 +168,7 @@ int cmd_serve(int argc, char **argv)
     }
     coordinator_opts co = { .host = host, .port = port, .db = db, .pool = pool, .name = "serve", .open_enrolment = open,
         .token_file = token_file, .web_dir = web, .tls_cert = cert, .tls_key = key, .heartbeat_ms = heartbeat_ms,
-        .chunk_ms = chunk_ms };
+        .chunk_ms = chunk_ms, .db_backlog_bytes = backlog };
     return coordinator_run(&co) == 0 ? SERVE_OK : SERVE_FAIL;
 }
 
@@ -167,7 +180,8 @@ int coordinator_run(const coordinator_opts *opts)
         fprintf(stderr, "simfarm %s: cannot start the runtime: %s\n", opts->name, rt_strerror(err));
         return -1;
     }
-    cd_store_opts so = { .conninfo = opts->db, .connections = opts->pool ? opts->pool : 2, .listen = "pending_job" };
+    cd_store_opts so = { .conninfo = opts->db, .connections = opts->pool ? opts->pool : 2, .listen = "pending_job",
+        .backlog_bytes = opts->db_backlog_bytes };
     rt_actor *store = cd_store_spawn(sys, &so);
     char msg[256];
     cd_scheduler_opts cs = { .store = store, .ledger = { .target_chunk_ms = opts->chunk_ms } };

@@ -30,7 +30,8 @@ function runToEnd(file, args, timeoutMs) {
   });
 }
 
-// Starts a cluster; resolves to { dir, host, port, user, url, pid, stop, restart }.
+// Starts a cluster; resolves to { dir, host, port, user, url, pid, stop, restart,
+// pause, resume }.
 // `url` is a libpq connection string. Rejects if not ready within timeoutMs.
 export async function startPostgres({ timeoutMs = 60000 } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-pg-'));
@@ -65,6 +66,15 @@ export async function startPostgres({ timeoutMs = 60000 } = {}) {
     // A fast shutdown and a start on the same data: every connection drops.
     async restart({ timeoutMs: stopMs = 30000 } = {}) {
       await shutdown(stopMs);
+      server = await launch(data, dir, timeoutMs);
+    },
+    // A fast shutdown that keeps the data: the database is away until
+    // resume(). Between the two, pid is that of the exited server.
+    async pause({ timeoutMs: stopMs = 30000 } = {}) {
+      await shutdown(stopMs);
+    },
+    // Starts the server again on the paused data.
+    async resume() {
       server = await launch(data, dir, timeoutMs);
     },
   };
