@@ -924,7 +924,8 @@ void api_answer(gateway *g, rt_msg *m)
         return;
     }
     if (res->res == NULL) {
-        fail(g, r, 500, NULL, res->error);
+        /* A full backlog is the database's absence, not a fault of ours. */
+        fail(g, r, res->code == CD_STORE_EFULL ? 503 : 500, NULL, res->error);
         return;
     }
     PGresult *pr = res->res;

@@ -30,10 +30,11 @@
  * The backlog bound: what the store holds (queries waiting or running,
  * counted by the bytes of their SQL and parameters) is bounded, by default
  * CD_STORE_BACKLOG_DEFAULT. A query that would take it past the bound is
- * not taken: it is answered at once with code CD_STORE_EFULL, and from
- * then on the store refuses every new query until what it holds has fallen
- * to half the bound (so a caller backing off gets a real window, and the
- * state does not flap on every write). Refusal is the only loss the bound
+ * not taken while the database is unreachable: it is answered at once with
+ * code CD_STORE_EFULL, and from then on the store refuses every new query
+ * until the database is back or what it holds has fallen to half the bound
+ * (so the state does not flap on every write). Once the database is back
+ * every query is taken: the queue drains, and a reload must not be refused. Refusal is the only loss the bound
  * allows, and it is never silent: a query the store has taken is run or
  * answered with an error, as before. Subscribers hear CD_MSG_STORE_FULL
  * when refusing starts and CD_MSG_STORE_ROOM when it ends, so a producer

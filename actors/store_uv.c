@@ -241,7 +241,7 @@ static void publish(store *st)
 static bool backlog_take(store *st, cd_query *q)
 {
     q->size = query_size(q);
-    if (st->held > 0 && (st->refusing || st->held_bytes + q->size > st->limit)) {
+    if (st->held > 0 && !st->up && (st->refusing || st->held_bytes + q->size > st->limit)) {
         if (!st->refusing) {
             st->refusing = true;
             say("backlog full (%" PRIu64 " queries, %" PRIu64 " of %" PRIu64 " bytes): refusing new queries",
@@ -278,6 +278,11 @@ static void backlog_drop(store *st, const cd_query *q)
 static void set_up(store *st, bool up)
 {
     st->up = up;
+    if (up && st->refusing) { /* the queue drains now: what comes next waits its turn */
+        st->refusing = false;
+        notify(st, CD_MSG_STORE_ROOM);
+        publish(st);
+    }
     atomic_store_explicit(&st->g.up, up, memory_order_relaxed);
     int64_t t = mono_ms();
     atomic_store_explicit(&st->g.lost_ms, up ? 0 : t > 0 ? t : 1, memory_order_relaxed);
