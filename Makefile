@@ -282,11 +282,13 @@ fuzz: $(FUZZ_BIN) ## run each libFuzzer harness for FUZZ_SECONDS (default 60)
 	BUILD=$(BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
 
 SOAK_SEEDS ?= 1 2 3 4 5
-soak: all ## the long reliability runs: the chaos test with a big job, once per seed in SOAK_SEEDS
+SOAK_LOAD_S ?= 300
+soak: all ## the long reliability runs: chaos with a big job once per seed in SOAK_SEEDS, then 2,000 working sessions for SOAK_LOAD_S seconds
 	@for seed in $(SOAK_SEEDS); do \
 		BUILD=$(BUILD) CHAOS_SEED=$$seed CHAOS_ITEMS=$(or $(CHAOS_ITEMS),600000000) \
 			scripts/run-tests.sh reliability || exit 1; \
 	done
+	BUILD=$(BUILD) BENCH_COORD_LOAD_S=$(SOAK_LOAD_S) $(BUILD)/bench/bench_coord
 
 asan: $(DEPS_MK) ## build the unit and check tests with AddressSanitizer + UBSan into build/asan
 	$(MAKE) --no-print-directory BUILD=$(BUILD)/asan DEPS_MK=$(DEPS_MK) SAN=address,undefined unit-tests check-tests

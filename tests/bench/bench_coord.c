@@ -19,6 +19,14 @@
  *                                   TP_NODES nodes sending batches of BATCH
  *                                   results: each batch signature-checked,
  *                                   each result journaled before its ack
+ *   coord_load_*                    only with BENCH_COORD_LOAD_S=N (`make
+ *                                   soak`): LOAD_NODES working nodes for N
+ *                                   seconds, each completing what it holds
+ *                                   about once a second; the coordinator's
+ *                                   RSS sampled every 10 s (first, last, the
+ *                                   least-squares trend) and /health's
+ *                                   response time once a second, the
+ *                                   event loop's lag as a client sees it
  *
  * Environment: BUILD (default build) locates bin/simfarm; SIMFARM_PG_BIN
  * PostgreSQL's server programs (default /usr/lib/postgresql/15/bin);
@@ -71,6 +79,8 @@ enum {
     TP_MEASURE_S = 10,
     MAX_HANDSHAKES = 256, /* connections being opened at once */
     TICK_MS = 50,
+    LOAD_NODES = 2000,
+    LOAD_SLOTS = 2,
 };
 
 static const char *params_json =
@@ -487,9 +497,10 @@ typedef struct node {
     held *held;             /* assigned chunks not yet completed */
     size_t nheld, held_cap;
     unsigned unacked;
+    double due;             /* MODE_PACED: when it completes what it holds */
 } node;
 
-typedef enum mode { MODE_IDLE, MODE_LATENCY, MODE_THROUGHPUT } mode;
+typedef enum mode { MODE_IDLE, MODE_LATENCY, MODE_THROUGHPUT, MODE_PACED } mode;
 
 static struct {
     uv_loop_t *loop;
@@ -674,6 +685,13 @@ static void node_work(node *n)
             return;
         if (B.mode == MODE_IDLE)
             return;
+        if (B.mode == MODE_PACED) { /* like a node computing: about a second a round */
+            if (n->due == 0)
+                n->due = now_s() + 0.5 + (double)randombytes_uniform(1000) / 1000.0;
+            if (now_s() < n->due)
+                return;
+            n->due = 0;
+        }
         send_batch(n, B.mode == MODE_THROUGHPUT ? BATCH : k);
     }
 }
@@ -929,6 +947,8 @@ static void on_tick(uv_timer_t *t)
         node *n = &B.nodes[i];
         if (n->state == N_RUNNING && now - n->last_hb >= n->heartbeat_ms / 1000.0)
             heartbeat(n);
+        if (B.mode == MODE_PACED && n->state == N_RUNNING && n->nheld > 0)
+            node_work(n);
     }
 }
 
@@ -1124,6 +1144,73 @@ static void completions(void)
     close_and_wait(0, TP_NODES);
 }
 
+/* /health's response time, in milliseconds. */
+static double health_ms(void)
+{
+    char buf[4096];
+    double t0 = now_s();
+    if (http_get(coord_port, "/health", buf, sizeof buf) < 0)
+        return -1;
+    return (now_s() - t0) * 1000.0;
+}
+
+/* LOAD_NODES nodes working for `seconds`: is memory flat, does the loop keep up? */
+static void load_run(double seconds)
+{
+    uint64_t job = insert_job(UINT64_C(1) << 40, 11), base = B.accepted;
+    B.mode = MODE_PACED;
+    size_t nodes = LOAD_NODES < B.nnodes ? LOAD_NODES : B.nnodes;
+    open_and_welcome(0, nodes, LOAD_SLOTS, 120);
+    run_for(10); /* settle into the rhythm */
+    enum { MAX_SAMPLES = 4096 };
+    static double rss_t[MAX_SAMPLES], rss_kib[MAX_SAMPLES], lag[MAX_SAMPLES];
+    size_t nrss = 0, nlag = 0;
+    double t0 = now_s(), next_rss = t0;
+    uint64_t a0 = B.accepted;
+    while (now_s() - t0 < seconds) {
+        if (now_s() >= next_rss && nrss < MAX_SAMPLES) {
+            rss_t[nrss] = now_s() - t0;
+            rss_kib[nrss++] = (double)coord_rss_kib();
+            next_rss += 10;
+        }
+        double ms = health_ms();
+        if (ms >= 0 && nlag < MAX_SAMPLES)
+            lag[nlag++] = ms;
+        run_for(1);
+    }
+    double t = now_s() - t0, rate = (double)(B.accepted - a0) / t;
+    /* The trend: least squares over the samples, KiB per minute. */
+    double mt = 0, mr = 0, sxy = 0, sxx = 0;
+    for (size_t i = 0; i < nrss; i++) {
+        mt += rss_t[i] / (double)nrss;
+        mr += rss_kib[i] / (double)nrss;
+    }
+    for (size_t i = 0; i < nrss; i++) {
+        sxy += (rss_t[i] - mt) * (rss_kib[i] - mr);
+        sxx += (rss_t[i] - mt) * (rss_t[i] - mt);
+    }
+    double slope = sxx > 0 ? sxy / sxx * 60.0 : 0;
+    qsort(lag, nlag, sizeof *lag, cmp_double);
+    B.mode = MODE_IDLE;
+    run_for(1);
+    long long journal = sql_count("SELECT count(*) FROM journal WHERE job_id = $1 AND type = 1", job);
+    fprintf(stderr, "bench_coord: load: %zu nodes for %.0f s, %.0f results/s, RSS %.1f MB at the start, %.1f MB at "
+        "the end (%zu samples), /health p50 %.1f ms p99 %.1f ms max %.1f ms; journal holds %lld accepts, %" PRIu64
+        " acknowledged\n", nodes, t, rate, rss_kib[0] / 1024, rss_kib[nrss ? nrss - 1 : 0] / 1024, nrss,
+        nlag ? lag[nlag / 2] : -1, nlag ? lag[nlag * 99 / 100] : -1, nlag ? lag[nlag - 1] : -1, journal,
+        B.accepted - base);
+    if (journal < (long long)(B.accepted - base))
+        die("the journal holds fewer accepted results (%lld) than were acknowledged (%" PRIu64 ")", journal,
+            B.accepted - base);
+    printf("BENCH coord_load_results %.0f results/s\n", rate);
+    printf("BENCH coord_load_rss_start %.1f MB\n", rss_kib[0] / 1024);
+    printf("BENCH coord_load_rss_end %.1f MB\n", rss_kib[nrss ? nrss - 1 : 0] / 1024);
+    printf("BENCH coord_load_rss_trend %.0f KiB/min\n", slope);
+    printf("BENCH coord_load_health_p99 %.1f ms\n", nlag ? lag[nlag * 99 / 100] : -1);
+    fflush(stdout);
+    close_and_wait(0, nodes);
+}
+
 /* ---- main ------------------------------------------------------------------------------------------ */
 
 static void never_close_cb(uv_handle_t *h)
@@ -1188,8 +1275,13 @@ int main(void)
         randombytes_buf(seed, sizeof seed);
         pr_key_from_seed(&B.nodes[i].key, seed, sizeof seed);
     }
-    sessions_rss(idle);
-    completions();
+    double load_s = getenv("BENCH_COORD_LOAD_S") ? atof(getenv("BENCH_COORD_LOAD_S")) : 0;
+    if (load_s > 0) { /* the long run alone */
+        load_run(load_s);
+    } else {
+        sessions_rss(idle);
+        completions();
+    }
 
     uv_timer_stop(&B.tick);
     uv_close((uv_handle_t *)&B.tick, never_close_cb);
