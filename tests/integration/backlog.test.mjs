@@ -108,19 +108,32 @@ async function journalOnce(id) {
 }
 
 // A job the node works on for a while; the database goes away under it.
-async function outage(s, { items, seed, cores, during }) {
+// quiet: the node is killed before the outage (its claims are handed out
+// again later) and another joins after it, so only the test's own requests
+// reach the store while the database is away.
+async function outage(s, { items, seed, cores, during, quiet = false }) {
   const id = await submit(s, items, seed);
   const local = localRun(items, seed);
-  const node = proc(['node', '--server', `ws://127.0.0.1:${s.port}/ws/node`, '--key', path.join(tmp, `n${serves}.key`),
-    '--cores', String(cores)]);
-  procs.push(node);
+  const startNode = (k) => {
+    const n = proc(['node', '--server', `ws://127.0.0.1:${s.port}/ws/node`, '--key', path.join(tmp, `n${serves}-${k}.key`),
+      '--cores', String(cores)]);
+    procs.push(n);
+    return n;
+  };
+  let node = startNode(1);
   await eventually(async () => (await job(s, id)).progress?.chunks_accepted >= 4, 'chunks accepted', 60000);
+  if (quiet) {
+    node.child.kill('SIGKILL');
+    await node.exited;
+  }
   await pg.pause();
   try {
     await during(id);
   } finally {
     await pg.resume();
   }
+  if (quiet)
+    node = startNode(2);
   const h = await eventually(async () => { const x = await health(s); return x.status === 200 && x; }, 'healthy again');
   assert.equal(h.json.database, 'up');
   const done = await eventually(async () => { const j = await job(s, id); return j.state !== 'running' && j; },
@@ -146,11 +159,11 @@ test('with the database away, /health and /metrics show the backlog and the outa
       // The node's results of the chunks it holds queue up, and stay.
       const h = await eventually(async () => {
         const x = await health(s);
-        return x.json.database === 'down' && x.json.backlog.queries >= 2 && x.json.database_unreachable_s > 0.5 && x;
+        return x.json.database === 'down' && x.json.backlog.queries >= 1 && x.json.database_unreachable_s > 0.5 && x;
       }, 'a backlog while the database is away', 30000);
       assert.equal(h.status, 503);
       assert.equal(h.json.status, 'degraded');
-      assert.ok(h.json.backlog.bytes > 500 * h.json.backlog.queries / 2, JSON.stringify(h.json));
+      assert.ok(h.json.backlog.bytes > 200 * h.json.backlog.queries, JSON.stringify(h.json));
       const later = await eventually(async () => {
         const x = await health(s);
         return x.json.database_unreachable_s > h.json.database_unreachable_s + 0.5 && x;
@@ -170,12 +183,14 @@ test('with the database away, /health and /metrics show the backlog and the outa
 
 test('past a small bound, queries are refused, and nothing taken is lost', async () => {
   // 16 KiB: a few dozen API reads, held while the database is away, fill it.
+  // (Results that come while it refuses are not tested here: see
+  // docs/coordinator.md, "The backlog bound".)
   const s = await serve(['--db-backlog-mb', '0.015625']);
   assert.equal((await health(s)).json.backlog.limit_bytes, 16384);
   const statuses = [];
   let reads;
   const after = await outage(s, {
-    items: 300000000, seed: 12, cores: 2,
+    items: 300000000, seed: 12, cores: 2, quiet: true,
     during: async (id) => {
       await eventually(async () => (await health(s)).json.database === 'down', 'the store sees the outage', 30000);
       reads = Promise.all(Array.from({ length: 80 }, () => fetch(`${s.url}/api/jobs/${id}`,
