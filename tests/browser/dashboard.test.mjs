@@ -2,7 +2,8 @@
 // PostgreSQL and a real native node: the token box, the submit form built
 // from GET /api/kernels with the server's refusals at their fields, an
 // option job watched to 100% with its price, convergence plot and
-// histogram, the jobs and nodes pages, and cancelling a running job.
+// histogram, the jobs and nodes pages, a stat_weights job's weights and a
+// tournament's ladder, and cancelling a running job.
 // Screenshots go to build/artifacts/dashboard/.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -222,6 +223,34 @@ test('a precision target sets the items from a pilot job\'s spread', async () =>
   const done = job.result.outputs[0];
   assert.ok(Math.abs(done.stderr - 0.02) < 0.002, `standard error ${done.stderr} for a target of 0.02`);
   await shot('job-precision-target');
+});
+
+test('a stat_weights job shows its weights, a tournament its ladder', async () => {
+  const call100 = { style: 'european', type: 'call', S0: 100, K: 100, r: 0.05, sigma: 0.2, T: 1 };
+  const w = await call(srv, 'POST', '/api/jobs', { kernel: 'option', strategy: 'stat_weights', params: call100,
+    weights: [{ param: 'S0', step: 1, name: 'delta' }, { param: 'sigma', step: 0.01, name: 'vega' }], items: 400000 });
+  assert.equal(w.status, 201, w.text);
+  await page.goto(`${srv.url}/#/jobs/${w.json.id}`);
+  await page.waitForFunction(() => document.querySelector('.state')?.textContent === 'complete'
+    && [...document.querySelectorAll('h2')].some((e) => e.textContent === 'Weights'), null, { timeout: WAIT });
+  const api = (await call(srv, 'GET', `/api/jobs/${w.json.id}`)).json.result.weights;
+  const rows = await page.$$eval('section table tr th[scope=row]', (ths) => ths.map((t) => t.textContent));
+  for (const x of api) assert.ok(rows.includes(x.name), `${x.name} in ${rows}`);
+  assert.equal(await page.locator(`[aria-label^="delta from "]`).count(), 1, 'delta has its error bar');
+  await shot('job-stat-weights');
+
+  const combat = JSON.parse(fs.readFileSync(path.join(top, 'examples/combat-tournament.json'), 'utf8'));
+  const t = await call(srv, 'POST', '/api/jobs', { ...combat, items: 8000, tournament: { phase_items: 500, growth: 2 } });
+  assert.equal(t.status, 201, t.text);
+  await page.goto(`${srv.url}/#/jobs/${t.json.id}`);
+  await page.waitForFunction(() => document.querySelector('.state')?.textContent === 'complete'
+    && [...document.querySelectorAll('h2')].some((e) => e.textContent === 'Tournament ladder'), null, { timeout: WAIT });
+  const phases = (await call(srv, 'GET', `/api/jobs/${t.json.id}`)).json.result.phases;
+  const items = await page.$$eval('ol li', (lis) => lis.map((l) => l.textContent));
+  assert.equal(items.length, phases.length);
+  assert.equal(items[0], `phase 1: ${phases[0].alive} left${phases[0].dropped.length ? `; dropped ${phases[0].dropped.join(', ')}` : ''}`);
+  await shot('job-tournament');
+  assert.deepEqual(pageErrors, []);
 });
 
 test('a running job is cancelled from its page', async () => {

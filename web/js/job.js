@@ -192,8 +192,8 @@ export function jobView(root, id) {
       more > 0 ? h('p', { class: 'note' }, `and ${more} more nodes`) : null);
   }
 
-  // stat_weights and tournament jobs: shown only when the result carries
-  // them (the coordinator runs single jobs so far: docs/dashboard.md).
+  // stat_weights and tournament jobs: their weights, or the ladder of phases
+  // (docs/api.md).
   function renderExtra() {
     const res = job.result ?? {};
     const parts = [];
