@@ -237,11 +237,14 @@ static void publish(store *st)
 
 /* Takes q into the backlog; false (q untouched) when the bound refuses it.
  * Once one query is refused, all are until the backlog is down to half
- * the bound; one query alone is always taken. */
+ * the bound; one query alone is always taken. `group` queries, the journal
+ * of results already accepted, are always taken: refusing one would lose
+ * accepted work, and they cannot grow without bound while the database is
+ * away, because the scheduler then hands out no new chunks. */
 static bool backlog_take(store *st, cd_query *q)
 {
     q->size = query_size(q);
-    if (st->held > 0 && !st->up && (st->refusing || st->held_bytes + q->size > st->limit)) {
+    if (!q->group && st->held > 0 && !st->up && (st->refusing || st->held_bytes + q->size > st->limit)) {
         if (!st->refusing) {
             st->refusing = true;
             say("backlog full (%" PRIu64 " queries, %" PRIu64 " of %" PRIu64 " bytes): refusing new queries",
