@@ -19,7 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { call, serve } from '../lib/coord.mjs';
 import { startPostgres } from '../lib/pg.mjs';
-import { build, run, top } from '../lib/proc.mjs';
+import { build, eventually, run, top } from '../lib/proc.mjs';
 
 const simfarm = path.join(build, 'bin/simfarm');
 const european = JSON.parse(fs.readFileSync(path.join(top, 'examples/european.json'), 'utf8'));
@@ -28,16 +28,6 @@ const PATHS = 1e9;
 
 function bench(name, value, unit) {
   console.log(`BENCH ${name} ${Number(value.toPrecision(3))} ${unit}`);
-}
-
-async function until(check, what, timeoutMs) {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await check();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 // `simfarm sim` on every core: the range cut in one part per core.
@@ -65,10 +55,10 @@ async function farmJob(srv, items, seed) {
   const t0 = performance.now();
   const res = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: european.params, items, seed });
   if (res.status !== 201) throw new Error(`submit: ${res.status} ${JSON.stringify(res.json)}`);
-  const job = await until(async () => {
+  const job = await eventually(async () => {
     const j = (await call(srv, 'GET', `/api/jobs/${res.json.id}`)).json;
     return j.state === 'complete' ? j : null;
-  }, `job ${res.json.id}`, 900000);
+  }, `job ${res.json.id}`, 900000, 20);
   return { job, seconds: (performance.now() - t0) / 1000 };
 }
 
@@ -79,7 +69,7 @@ async function main() {
   try {
     srv = await serve(pg.url, { extra: ['--open-enrolment'] });
     node = startNode(srv, dir);
-    await until(() => /connected to \S+ as node \d+/.test(node.out), 'node connected', 30000);
+    await eventually(() => /connected to \S+ as node \d+/.test(node.out), 'node connected', 30000, 20);
     console.error(`# farm: ${cores} CPU workers`);
 
     // A short job first, so the node's chunk sizes have settled (as on a

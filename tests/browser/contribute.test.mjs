@@ -9,8 +9,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { build, run, top } from '../lib/proc.mjs';
+import { build, eventually, run, top } from '../lib/proc.mjs';
 import { startPostgres } from '../lib/pg.mjs';
 import { serve, call } from '../lib/coord.mjs';
 import { launch } from './chromium.mjs';
@@ -35,16 +34,6 @@ after(async () => {
 });
 
 // Asks check() every 100 ms until it gives a value; fails at the deadline.
-async function eventually(check, what, timeoutMs = 120000) {
-  const deadline = Date.now() + timeoutMs;
-  let v;
-  while (!(v = await check())) {
-    assert.ok(Date.now() < deadline, `${what}: not within ${timeoutMs} ms`);
-    await sleep(100);
-  }
-  return v;
-}
-
 async function job(id) {
   const r = await call(srv, 'GET', `/api/jobs/${id}`);
   assert.equal(r.status, 200, r.text);

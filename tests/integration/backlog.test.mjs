@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { build, run, top } from '../lib/proc.mjs';
+import { build, eventually, run, top } from '../lib/proc.mjs';
 import { startPostgres, psql } from '../lib/pg.mjs';
 
 const simfarm = path.join(build, 'bin/simfarm');
@@ -23,16 +23,6 @@ function proc(args) {
   child.stdout.on('data', (d) => { p.out += d; });
   child.stderr.on('data', (d) => { p.out += d; });
   return p;
-}
-
-async function eventually(check, what, timeoutMs = 60000) {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await check();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
 }
 
 async function stop(p) {

@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { build, run, top } from '../lib/proc.mjs';
+import { build, eventually, run, top } from '../lib/proc.mjs';
 import { startPostgres } from '../lib/pg.mjs';
 
 const simfarm = path.join(build, 'bin/simfarm');
@@ -61,16 +61,6 @@ async function stop(p) {
   const e = await p.exited;
   clearTimeout(t);
   return e;
-}
-
-async function eventually(check, what, timeoutMs = 120000) {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await check();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }
 
 let pg, srv;

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import https from 'node:https';
 import os from 'node:os';
-import { build, run, top } from '../lib/proc.mjs';
+import { build, eventually, run, top } from '../lib/proc.mjs';
 import { startPostgres } from '../lib/pg.mjs';
 import { serve, call } from '../lib/coord.mjs';
 
@@ -84,15 +84,6 @@ test('oversized bodies, unknown paths and unknown jobs', async () => {
 
 // Asks until check() holds or the deadline passes (state that changes in
 // the database has no event the test could wait on).
-async function eventually(check, what, timeoutMs = 20000) {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check()) return;
-    if (Date.now() > end) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
-
 test('the scheduler takes a submitted job and marks it running', async () => {
   const r = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items: 100 });
   assert.equal(r.status, 201);

@@ -39,3 +39,15 @@ export function transcript(text) {
   }
   return out;
 }
+
+// Resolves to check()'s first truthy value, asking every everyMs; rejects
+// when none came within timeoutMs (what names the awaited condition).
+export async function eventually(check, what, timeoutMs = 120000, everyMs = 50) {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await check();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, everyMs));
+  }
+}

@@ -21,7 +21,7 @@ import path from 'node:path';
 import { call, serve, tailEvents } from '../lib/coord.mjs';
 import { E, ScriptedNode, encode, envelope, helloBody, nodeKey } from '../lib/nodeproto.mjs';
 import { psql, startPostgres } from '../lib/pg.mjs';
-import { build, run } from '../lib/proc.mjs';
+import { build, eventually, run } from '../lib/proc.mjs';
 
 const simfarm = path.join(build, 'bin/simfarm');
 const ITEMS = 30000000;
@@ -42,16 +42,6 @@ function within(p, ms, what) {
     .finally(() => clearTimeout(t));
 }
 
-async function until(check, what, ms = 30000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await check();
-    if (v) return v;
-    assert.ok(Date.now() < end, `${what}: not within ${ms} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
 const healthy = async () => assert.equal((await call(srv, 'GET', '/health')).status, 200, 'the coordinator is up');
 
 // A batch for the victim's chunk: its job, context and token, with the
@@ -64,7 +54,7 @@ const batchFor = (a, { start = a.chunk.start, count: n = a.chunk.count, data }) 
 // The bytes of an accepted result from the journal: a chunk of `items`
 // items computed by an honest node, and where it starts.
 async function acceptedResult(items) {
-  const row = await until(() => psql(pg, `SELECT first_item, encode(result, 'hex') FROM journal WHERE job_id = ${job} ` +
+  const row = await eventually(() => psql(pg, `SELECT first_item, encode(result, 'hex') FROM journal WHERE job_id = ${job} ` +
     `AND type = 1 AND item_count = ${items} ORDER BY seq LIMIT 1`), `an accepted chunk of ${items} items`);
   const [first, hex] = row.split('|');
   return { first: Number(first), data: Buffer.from(hex, 'hex') };
@@ -274,7 +264,7 @@ test('a heartbeat flood is cut off with ERATELIMITED', async () => {
 test('the honest nodes finish the job: one local run\'s result, each range accepted once', async () => {
   clearInterval(victimBeat); // (when an earlier test failed before the victim left)
   await within(victim.node.close(), 5000, 'the victim leaves');
-  const j = await until(async () => {
+  const j = await eventually(async () => {
     const r = (await call(srv, 'GET', `/api/jobs/${job}`)).json;
     assert.ok(r.state === 'running' || r.state === 'complete', JSON.stringify(r));
     return r.state === 'complete' && r;
