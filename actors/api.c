@@ -368,12 +368,6 @@ static void cancel_job(gateway *g, gw_request *r, uint64_t id)
 
 /* ---- tokens API ----------------------------------------------------------------------------- */
 
-static bool str_is(const msgpack_object *o, const char *s)
-{
-    size_t n = strlen(s);
-    return o->type == MSGPACK_OBJECT_STR && o->via.str.size == n && memcmp(o->via.str.ptr, s, n) == 0;
-}
-
 static bool str_copy(const msgpack_object *o, char *out, size_t cap, size_t min)
 {
     if (o->type != MSGPACK_OBJECT_STR || o->via.str.size < min || o->via.str.size >= cap)
@@ -406,25 +400,25 @@ static void create_token(gateway *g, gw_request *r)
             const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
             snprintf(field, sizeof field, "%.*s", k->type == MSGPACK_OBJECT_STR ? (int)k->via.str.size : 1,
                 k->type == MSGPACK_OBJECT_STR ? k->via.str.ptr : "?");
-            if (str_is(k, "kind")) {
-                if (!str_is(v, "api") && !str_is(v, "claim"))
+            if (sim_str_is(k, "kind")) {
+                if (!sim_str_is(v, "api") && !sim_str_is(v, "claim"))
                     why = "must be \"api\" or \"claim\"";
                 else
                     str_copy(v, kind, sizeof kind, 1);
-            } else if (str_is(k, "owner")) {
+            } else if (sim_str_is(k, "owner")) {
                 if (!str_copy(v, owner, sizeof owner, 1))
                     why = "must be a name of 1 to 128 characters";
-            } else if (str_is(k, "tier")) {
-                if (!str_is(v, "own") && !str_is(v, "team") && !str_is(v, "community") && !str_is(v, "public"))
+            } else if (sim_str_is(k, "tier")) {
+                if (!sim_str_is(v, "own") && !sim_str_is(v, "team") && !sim_str_is(v, "community") && !sim_str_is(v, "public"))
                     why = "must be own, team, community or public";
                 else
                     str_copy(v, tier, sizeof tier, 1);
-            } else if (str_is(k, "expires_in")) {
+            } else if (sim_str_is(k, "expires_in")) {
                 if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER || v->via.u64 < 1 || v->via.u64 > 10u * 365 * 86400)
                     why = "must be a number of seconds from 1 to 10 years";
                 else
                     expires = (int64_t)v->via.u64;
-            } else if (str_is(k, "note")) {
+            } else if (sim_str_is(k, "note")) {
                 if (!str_copy(v, note, sizeof note, 0))
                     why = "must be a text of up to 256 characters";
             } else {

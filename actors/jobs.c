@@ -15,12 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool key_is(const msgpack_object *k, const char *name)
-{
-    size_t n = strlen(name);
-    return k->type == MSGPACK_OBJECT_STR && k->via.str.size == n && memcmp(k->via.str.ptr, name, n) == 0;
-}
-
 static bool get_uint(const msgpack_object *v, uint64_t lo, uint64_t hi, uint64_t *out)
 {
     if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER && v->via.u64 >= lo && v->via.u64 <= hi) {
@@ -66,14 +60,6 @@ static bool num_of(const msgpack_object *v, double *out)
     case MSGPACK_OBJECT_FLOAT64: *out = v->via.f64; return true;
     default: return false;
     }
-}
-
-static const msgpack_object *map_get(const msgpack_object *m, const char *key)
-{
-    for (uint32_t i = 0; m->type == MSGPACK_OBJECT_MAP && i < m->via.map.size; i++)
-        if (key_is(&m->via.map.ptr[i].key, key))
-            return &m->via.map.ptr[i].val;
-    return NULL;
 }
 
 static void pack_cstr(msgpack_packer *pk, const char *s, size_t n)
@@ -125,9 +111,10 @@ static bool fail(char *field, size_t flen, char *msg, size_t mlen, const char *f
     return false;
 }
 
-/* Checks a variant's parameters with the kernel; a refusal names the field
- * under `where` ("weights[2]", "candidates[0].params"). */
-static bool check_variant(const char *kernel, const void *p, size_t len, uint64_t seed, const char *where,
+/* Checks parameters with the kernel; a refusal names the field under
+ * `where` ("params.sigma", "weights[2]", "candidates[0].params.sigma"), or
+ * "kernel" when there is no such kernel. */
+static bool check_params(const char *kernel, const void *p, size_t len, uint64_t seed, const char *where,
     char *field, size_t flen, char *msg, size_t mlen)
 {
     char err[200];
@@ -141,7 +128,7 @@ static bool check_variant(const char *kernel, const void *p, size_t len, uint64_
         snprintf(field, flen, "%s.%.*s", where, (int)(q - err - 7), err + 7);
         snprintf(msg, mlen, "%s", q + 3);
     } else {
-        snprintf(field, flen, "%s", where);
+        snprintf(field, flen, "%s", sim_kernel_find(kernel) != NULL ? where : "kernel");
         snprintf(msg, mlen, "%s", err);
     }
     return false;
@@ -161,7 +148,7 @@ static bool weight_variants(const submission *s, variants *out, msgpack_packer *
     msgpack_pack_object(&pk, *s->params);
     double steps[MAX_WEIGHTS];
     for (uint32_t i = 0; i < w->via.array.size; i++) {
-        const msgpack_object *e = &w->via.array.ptr[i], *param = map_get(e, "param"), *step = map_get(e, "step");
+        const msgpack_object *e = &w->via.array.ptr[i], *param = sim_map_get(e, "param"), *step = sim_map_get(e, "step");
         char where[48];
         snprintf(where, sizeof where, "weights[%u]", i);
         double v0 = 0;
@@ -195,11 +182,11 @@ static bool weight_variants(const submission *s, variants *out, msgpack_packer *
         pack_merged(&pk, s->params, &up.data);
         msgpack_unpacked_destroy(&up);
         msgpack_sbuffer_destroy(&one);
-        const msgpack_object *nm = map_get(e, "name");
+        const msgpack_object *nm = sim_map_get(e, "name");
         if (nm != NULL && (nm->type != MSGPACK_OBJECT_STR || nm->via.str.size == 0 || nm->via.str.size > 64))
             return fail(field, flen, msg, mlen, where, "\"name\" must be a text of 1 to 64 characters");
         pack_cstr(names, nm ? nm->via.str.ptr : param->via.str.ptr, nm ? nm->via.str.size : param->via.str.size);
-        if (!check_variant(s->kernel, out->params.data + at, out->params.size - at, s->seed, where, field, flen, msg,
+        if (!check_params(s->kernel, out->params.data + at, out->params.size - at, s->seed, where, field, flen, msg,
                 mlen))
             return false;
     }
@@ -223,7 +210,7 @@ static bool candidate_variants(const submission *s, variants *out, msgpack_packe
     msgpack_packer pk;
     msgpack_packer_init(&pk, &out->params, msgpack_sbuffer_write);
     for (uint32_t i = 0; i < c->via.array.size; i++) {
-        const msgpack_object *e = &c->via.array.ptr[i], *over = map_get(e, "params"), *nm = map_get(e, "name");
+        const msgpack_object *e = &c->via.array.ptr[i], *over = sim_map_get(e, "params"), *nm = sim_map_get(e, "name");
         char where[48];
         snprintf(where, sizeof where, "candidates[%u]", i);
         if (e->type != MSGPACK_OBJECT_MAP || over == NULL || over->type != MSGPACK_OBJECT_MAP)
@@ -236,7 +223,7 @@ static bool candidate_variants(const submission *s, variants *out, msgpack_packe
         size_t at = out->params.size;
         pack_merged(&pk, s->params, over);
         snprintf(where + strlen(where), sizeof where - strlen(where), ".params");
-        if (!check_variant(s->kernel, out->params.data + at, out->params.size - at, s->seed, where, field, flen, msg,
+        if (!check_params(s->kernel, out->params.data + at, out->params.size - at, s->seed, where, field, flen, msg,
                 mlen))
             return false;
     }
@@ -249,15 +236,15 @@ static bool candidate_variants(const submission *s, variants *out, msgpack_packe
     for (uint32_t i = 0; t != NULL && i < t->via.map.size; i++) {
         const msgpack_object *k = &t->via.map.ptr[i].key, *v = &t->via.map.ptr[i].val;
         bool bad;
-        if (key_is(k, "phase_items"))
+        if (sim_str_is(k, "phase_items"))
             bad = !get_uint(v, 1, UINT64_C(1) << 40, &phase_items);
-        else if (key_is(k, "growth"))
+        else if (sim_str_is(k, "growth"))
             bad = !get_uint(v, 2, 64, &growth);
-        else if (key_is(k, "keep"))
+        else if (sim_str_is(k, "keep"))
             bad = !get_uint(v, 0, c->via.array.size, &keep);
-        else if (key_is(k, "minimize"))
+        else if (sim_str_is(k, "minimize"))
             bad = v->type != MSGPACK_OBJECT_BOOLEAN || !((minimize = v->via.boolean) || true);
-        else if (key_is(k, "z"))
+        else if (sim_str_is(k, "z"))
             bad = !num_of(v, &z) || !(z >= 0.5 && z <= 10);
         else
             bad = true;
@@ -344,33 +331,33 @@ static bool parse_submission(const char *json, size_t len, const char *caller, b
     const msgpack_object_map *m = &up.data.via.map;
     for (uint32_t i = 0; i < m->size; i++) {
         const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
-        if (key_is(k, "kernel")) {
+        if (sim_str_is(k, "kernel")) {
             if (v->type != MSGPACK_OBJECT_STR || v->via.str.size == 0 || v->via.str.size >= sizeof s->kernel) {
                 snprintf(field, flen, "kernel");
                 snprintf(msg, mlen, "must be the name of a kernel");
                 goto out;
             }
             memcpy(s->kernel, v->via.str.ptr, v->via.str.size);
-        } else if (key_is(k, "params")) {
+        } else if (sim_str_is(k, "params")) {
             msgpack_packer pk;
             msgpack_packer_init(&pk, params, msgpack_sbuffer_write);
             msgpack_pack_object(&pk, *v);
             s->params = v;
             have_params = true;
-        } else if (key_is(k, "items")) {
+        } else if (sim_str_is(k, "items")) {
             if (!get_uint(v, 1, UINT64_C(1) << 50, &s->items)) {
                 snprintf(field, flen, "items");
                 snprintf(msg, mlen, "must be a whole number from 1 to 2^50");
                 goto out;
             }
             have_items = true;
-        } else if (key_is(k, "seed")) {
+        } else if (sim_str_is(k, "seed")) {
             if (!get_uint(v, 0, INT64_MAX, &s->seed)) {
                 snprintf(field, flen, "seed");
                 snprintf(msg, mlen, "must be a whole number from 0 to 2^63-1");
                 goto out;
             }
-        } else if (key_is(k, "priority")) {
+        } else if (sim_str_is(k, "priority")) {
             if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER && v->via.u64 <= 1000)
                 s->priority = (int64_t)v->via.u64;
             else if (v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER && v->via.i64 >= -1000)
@@ -380,7 +367,7 @@ static bool parse_submission(const char *json, size_t len, const char *caller, b
                 snprintf(msg, mlen, "must be a whole number from -1000 to 1000");
                 goto out;
             }
-        } else if (key_is(k, "owner")) {
+        } else if (sim_str_is(k, "owner")) {
             if (v->type != MSGPACK_OBJECT_STR || v->via.str.size == 0 || v->via.str.size >= sizeof s->owner) {
                 snprintf(field, flen, "owner");
                 snprintf(msg, mlen, "must be a name of 1 to 128 characters");
@@ -393,7 +380,7 @@ static bool parse_submission(const char *json, size_t len, const char *caller, b
                 snprintf(msg, mlen, "this API token submits for \"%s\" only", caller);
                 goto out;
             }
-        } else if (key_is(k, "name")) {
+        } else if (sim_str_is(k, "name")) {
             if (v->type != MSGPACK_OBJECT_STR || v->via.str.size >= sizeof s->name) {
                 snprintf(field, flen, "name");
                 snprintf(msg, mlen, "must be a text of up to 128 characters");
@@ -401,18 +388,18 @@ static bool parse_submission(const char *json, size_t len, const char *caller, b
             }
             memcpy(s->name, v->via.str.ptr, v->via.str.size);
             s->name[v->via.str.size] = '\0';
-        } else if (key_is(k, "strategy")) {
-            if (!key_is(v, "single") && !key_is(v, "tournament") && !key_is(v, "stat_weights")) {
+        } else if (sim_str_is(k, "strategy")) {
+            if (!sim_str_is(v, "single") && !sim_str_is(v, "tournament") && !sim_str_is(v, "stat_weights")) {
                 snprintf(field, flen, "strategy");
                 snprintf(msg, mlen, "must be single, tournament or stat_weights");
                 goto out;
             }
             snprintf(s->strategy, sizeof s->strategy, "%.*s", (int)v->via.str.size, v->via.str.ptr);
-        } else if (key_is(k, "weights")) {
+        } else if (sim_str_is(k, "weights")) {
             s->weights = v;
-        } else if (key_is(k, "candidates")) {
+        } else if (sim_str_is(k, "candidates")) {
             s->candidates = v;
-        } else if (key_is(k, "tournament")) {
+        } else if (sim_str_is(k, "tournament")) {
             if (v->type != MSGPACK_OBJECT_MAP) {
                 snprintf(field, flen, "tournament");
                 snprintf(msg, mlen, "must be an object: {phase_items, growth, keep, minimize, z}");
@@ -443,23 +430,8 @@ static bool parse_submission(const char *json, size_t len, const char *caller, b
         goto out;
     }
     /* The kernel checks its own parameters and names the one that is wrong. */
-    sim_job *job = NULL;
-    if (sim_job_create(&job, s->kernel, params->data, params->size, s->seed, err, sizeof err) != 0) {
-        /* "field 'sigma': must be ..." names the parameter: params.sigma. */
-        const char *q = strncmp(err, "field '", 7) == 0 ? strstr(err + 7, "': ") : NULL;
-        if (sim_kernel_find(s->kernel) == NULL) {
-            snprintf(field, flen, "kernel");
-            snprintf(msg, mlen, "%s", err);
-        } else if (q != NULL) {
-            snprintf(field, flen, "params.%.*s", (int)(q - err - 7), err + 7);
-            snprintf(msg, mlen, "%s", q + 3);
-        } else {
-            snprintf(field, flen, "params");
-            snprintf(msg, mlen, "%s", err);
-        }
+    if (!check_params(s->kernel, params->data, params->size, s->seed, "params", field, flen, msg, mlen))
         goto out;
-    }
-    sim_job_destroy(job);
     bool single = strcmp(s->strategy, "single") == 0, weights = strcmp(s->strategy, "stat_weights") == 0;
     const char *stray = (single || weights) && s->candidates ? "candidates"
         : (single || weights) && s->tournament ? "tournament" : !weights && s->weights ? "weights" : NULL;

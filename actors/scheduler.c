@@ -14,6 +14,7 @@
 #include "actors/store.h"
 #include "sim/ctx.h"
 #include "sim/sim.h"
+#include "sim/sim_json.h"
 
 #include <inttypes.h>
 #include <sodium.h>
@@ -723,12 +724,8 @@ static bool read_strategy(job_info *ji, sc_job_spec *spec, const unsigned char *
     const msgpack_object_map *m = ok ? &up.data.via.map : NULL;
     for (uint32_t i = 0; ok && i < m->size; i++) {
         const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
-        if (k->type != MSGPACK_OBJECT_STR)
-            continue;
-        const char *key = k->via.str.ptr;
-        size_t kl = k->via.str.size;
-#define IS(name) (kl == sizeof(name) - 1 && memcmp(key, name, kl) == 0)
-        if (IS("names") && v->type == MSGPACK_OBJECT_ARRAY && v->via.array.size >= 2 && v->via.array.size <= 64) {
+        bool list = v->type == MSGPACK_OBJECT_ARRAY;
+        if (sim_str_is(k, "names") && list && v->via.array.size >= 2 && v->via.array.size <= 64) {
             ji->nvariants = v->via.array.size;
             ji->vnames = calloc(ji->nvariants, sizeof *ji->vnames);
             if (ji->vnames == NULL)
@@ -736,27 +733,26 @@ static bool read_strategy(job_info *ji, sc_job_spec *spec, const unsigned char *
             for (uint32_t n = 0; n < ji->nvariants; n++) {
                 const msgpack_object *e = &v->via.array.ptr[n];
                 if (e->type == MSGPACK_OBJECT_STR)
-                    snprintf(ji->vnames[n], sizeof ji->vnames[n], "%.*s", (int)(e->via.str.size > 64 ? 64 : e->via.str.size),
-                        e->via.str.ptr);
+                    snprintf(ji->vnames[n], sizeof ji->vnames[n], "%.*s",
+                        (int)(e->via.str.size > 64 ? 64 : e->via.str.size), e->via.str.ptr);
             }
-        } else if (IS("steps") && v->type == MSGPACK_OBJECT_ARRAY && v->via.array.size >= 1) {
+        } else if (sim_str_is(k, "steps") && list && v->via.array.size >= 1) {
             ji->steps = calloc(v->via.array.size, sizeof *ji->steps);
             if (ji->steps == NULL)
                 rt_oom(v->via.array.size * sizeof *ji->steps);
             for (uint32_t n = 0; n < v->via.array.size; n++)
                 ji->steps[n] = v->via.array.ptr[n].type == MSGPACK_OBJECT_FLOAT64 ? v->via.array.ptr[n].via.f64 : 0;
-        } else if (IS("phase_items") && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        } else if (sim_str_is(k, "phase_items") && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
             spec->phase_items = v->via.u64;
-        } else if (IS("growth") && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        } else if (sim_str_is(k, "growth") && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
             spec->growth = (uint32_t)v->via.u64;
-        } else if (IS("keep") && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        } else if (sim_str_is(k, "keep") && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
             spec->keep = (uint32_t)v->via.u64;
-        } else if (IS("minimize") && v->type == MSGPACK_OBJECT_BOOLEAN) {
+        } else if (sim_str_is(k, "minimize") && v->type == MSGPACK_OBJECT_BOOLEAN) {
             spec->minimize = v->via.boolean;
-        } else if (IS("z") && v->type == MSGPACK_OBJECT_FLOAT64) {
+        } else if (sim_str_is(k, "z") && v->type == MSGPACK_OBJECT_FLOAT64) {
             spec->z = v->via.f64;
         }
-#undef IS
     }
     msgpack_unpacked_destroy(&up);
     ok = ok && ji->nvariants >= 2 && (ji->strategy != SC_STAT_WEIGHTS || ji->steps != NULL);

@@ -4,18 +4,13 @@
 #include "sim/ctx.h"
 
 #include "sim/sim_int.h"
+#include "sim/sim_json.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static bool key_is(const msgpack_object *k, const char *name)
-{
-    size_t n = strlen(name);
-    return k->type == MSGPACK_OBJECT_STR && k->via.str.size == n && memcmp(k->via.str.ptr, name, n) == 0;
-}
 
 static void pack_str(msgpack_packer *pk, const char *s)
 {
@@ -80,14 +75,14 @@ int sim_ctx_decode(const void *ctx, size_t len, char *kernel, size_t klen, uint6
     const msgpack_object_map *m = &up.data.via.map;
     for (uint32_t i = 0; i < m->size; i++) {
         const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
-        if (key_is(k, "kernel") && v->type == MSGPACK_OBJECT_STR && v->via.str.size > 0 && v->via.str.size < klen) {
+        if (sim_str_is(k, "kernel") && v->type == MSGPACK_OBJECT_STR && v->via.str.size > 0 && v->via.str.size < klen) {
             memcpy(kernel, v->via.str.ptr, v->via.str.size);
             kernel[v->via.str.size] = '\0';
             have_k = true;
-        } else if (key_is(k, "seed") && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        } else if (sim_str_is(k, "seed") && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
             *seed = v->via.u64;
             have_s = true;
-        } else if (key_is(k, "params")) {
+        } else if (sim_str_is(k, "params")) {
             msgpack_packer pk;
             msgpack_packer_init(&pk, params, msgpack_sbuffer_write);
             msgpack_pack_object(&pk, *v);
@@ -131,11 +126,11 @@ int sim_work_open(sim_work *w, const void *ctx, size_t len, char *err, size_t er
     const msgpack_object *params_o = NULL, *variants = NULL;
     for (uint32_t i = 0; i < m->size; i++) {
         const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
-        if (key_is(k, "params"))
+        if (sim_str_is(k, "params"))
             params_o = v;
-        else if (key_is(k, "variants"))
+        else if (sim_str_is(k, "variants"))
             variants = v;
-        else if (key_is(k, "every"))
+        else if (sim_str_is(k, "every"))
             w->every = v->type == MSGPACK_OBJECT_BOOLEAN && v->via.boolean;
     }
     uint32_t n = 1;

@@ -249,3 +249,17 @@ int sim_json_to_msgpack(const char *json, size_t len, msgpack_sbuffer *out, char
         return fail(&r, "trailing characters");
     return 0;
 }
+
+bool sim_str_is(const msgpack_object *o, const char *s)
+{
+    size_t n = strlen(s);
+    return o->type == MSGPACK_OBJECT_STR && o->via.str.size == n && memcmp(o->via.str.ptr, s, n) == 0;
+}
+
+const msgpack_object *sim_map_get(const msgpack_object *m, const char *key)
+{
+    for (uint32_t i = 0; m->type == MSGPACK_OBJECT_MAP && i < m->via.map.size; i++)
+        if (sim_str_is(&m->via.map.ptr[i].key, key))
+            return &m->via.map.ptr[i].val;
+    return NULL;
+}

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "sim/sim_int.h"
+#include "sim/sim_json.h"
 
 int sim__param_fail(const sim__pctx *c, const char *field, const char *fmt, ...)
 {
@@ -24,20 +25,9 @@ int sim__param_fail(const sim__pctx *c, const char *field, const char *fmt, ...)
     return SIM_EPARAM;
 }
 
-static bool key_is(const msgpack_object *k, const char *name)
-{
-    size_t n = strlen(name);
-    return k->type == MSGPACK_OBJECT_STR && k->via.str.size == n &&
-        memcmp(k->via.str.ptr, name, n) == 0;
-}
-
 const msgpack_object *sim__param_get(const sim__pctx *c, const char *field)
 {
-    const msgpack_object_map *m = &c->map->via.map;
-    for (uint32_t i = 0; i < m->size; i++)
-        if (key_is(&m->ptr[i].key, field))
-            return &m->ptr[i].val;
-    return NULL;
+    return sim_map_get(c->map, field);
 }
 
 int sim__param_known(const sim__pctx *c, const sim__param *table, size_t n)
@@ -47,7 +37,7 @@ int sim__param_known(const sim__pctx *c, const sim__param *table, size_t n)
         const msgpack_object *k = &m->ptr[i].key;
         bool ok = false;
         for (size_t f = 0; f < n && !ok; f++)
-            ok = key_is(k, table[f].name);
+            ok = sim_str_is(k, table[f].name);
         if (ok)
             continue;
         char name[48] = "?";
@@ -169,7 +159,7 @@ int sim__param_enum(const sim__pctx *c, const sim__param *d, int *out)
     }
     if (o->type == MSGPACK_OBJECT_STR)
         for (int i = 0; names[i] != NULL; i++)
-            if (key_is(o, names[i])) {
+            if (sim_str_is(o, names[i])) {
                 *out = i;
                 return 0;
             }

@@ -1,10 +1,12 @@
 /*
- * sim_json.h — JSON parameter text to the msgpack the kernels parse.
+ * sim_json.h — JSON parameter text to the msgpack the kernels parse, and
+ * the two lookups every reader of such a map needs.
  */
 #ifndef SIM_SIM_JSON_H
 #define SIM_SIM_JSON_H
 
 #include <msgpack.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "sim/sim.h"
@@ -14,5 +16,12 @@
  * message and offset in err on malformed text (out may then hold a partial
  * encoding: discard it). */
 int sim_json_to_msgpack(const char *json, size_t len, msgpack_sbuffer *out, char *err, size_t errlen);
+
+/* Whether o is the string s. */
+bool sim_str_is(const msgpack_object *o, const char *s);
+
+/* The value under key `key` of map m; NULL when m is not a map or has no
+ * such key. */
+const msgpack_object *sim_map_get(const msgpack_object *m, const char *key);
 
 #endif /* SIM_SIM_JSON_H */
