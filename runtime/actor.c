@@ -324,6 +324,8 @@ int rt_send(rt_actor *to, rt_msg *msg)
     uint64_t sent = atomic_fetch_add_explicit(&to->sent, 1, memory_order_relaxed) + 1;
     uint64_t depth = sent - atomic_load_explicit(&to->received, memory_order_relaxed);
     note_depth(to, depth);
+    if ((depth & (BACKLOG - 1)) == 0)
+        rt__port_backlog(to->sys, to);
 
     if (to->high_water != 0 && depth > to->high_water) {
         rt_overload policy = (rt_overload)to->policy;
@@ -636,25 +638,39 @@ void rt__actor_stop_quiet(rt_actor *a)
     rt_actor_release(a); /* the alive reference */
 }
 
+/* Senders estimate a mailbox's depth as sent - received. The running actor
+ * publishes `received` at the end of each run rather than after each
+ * message, so senders do not pull its cache line across cores on every send;
+ * their estimate may then count the messages of the run under way. An actor
+ * with a high-water mark publishes after every message, so its overload
+ * policy sees the exact depth. Only this thread writes `received`: relaxed
+ * is enough for an estimate (unmute_check orders it where it must). */
+static void publish_received(rt_actor *a, uint64_t received)
+{
+    atomic_store_explicit(&a->received, received, memory_order_relaxed);
+}
+
 bool rt__actor_run(rt_actor *a)
 {
     rt_actor *outer = rt__current;
     rt_system *sys = a->sys;
-    unsigned n = 0;
+    uint64_t received = atomic_load_explicit(&a->received, memory_order_relaxed);
+    bool exact = a->high_water != 0;
+    rt_mpscq_node *tail = a->mbox.tail; /* see rt_mpscq_pop_at */
+    unsigned n = 0, handled = 0;
     bool more = true;
 
     rt__current = a;
     while (n < RT_BATCH) {
-        rt_msg *m = (rt_msg *)rt_mpscq_pop(&a->mbox);
+        rt_msg *m = (rt_msg *)rt_mpscq_pop_at(&a->mbox, &tail);
         if (m == NULL) {
             more = false;
             break;
         }
-        /* Only this thread writes `received`; relaxed is enough for the
-         * producers' depth estimates. */
-        atomic_store_explicit(&a->received,
-            atomic_load_explicit(&a->received, memory_order_relaxed) + 1, memory_order_relaxed);
         n++;
+        received++;
+        if (exact)
+            publish_received(a, received);
         if (!admit(a, m))
             continue;
         a->current = m;
@@ -664,7 +680,9 @@ bool rt__actor_run(rt_actor *a)
         a->current = NULL;
 
         if (atomic_load_explicit(&a->flags, memory_order_relaxed) & AF_STOPPING) {
-            atomic_fetch_add_explicit(&rt__common(sys)->messages, n, memory_order_relaxed);
+            a->mbox.tail = tail;
+            publish_received(a, received);
+            atomic_fetch_add_explicit(&rt__common(sys)->messages, n - handled, memory_order_relaxed);
             stop_actor(a, true);
             rt__current = outer;
             unschedule(sys);
@@ -674,8 +692,10 @@ bool rt__actor_run(rt_actor *a)
         if (a->mute_by != NULL) {
             /* Settle our own muted senders first: once parked, a may be
              * unmuted and run elsewhere at once, so it must not be touched. */
-            atomic_fetch_add_explicit(&rt__common(sys)->messages, n, memory_order_relaxed);
-            n = 0;
+            a->mbox.tail = tail;
+            publish_received(a, received);
+            atomic_fetch_add_explicit(&rt__common(sys)->messages, n - handled, memory_order_relaxed);
+            handled = n;
             unmute_check(a);
             rt__current = outer;
             if (mute_self(a))
@@ -683,7 +703,9 @@ bool rt__actor_run(rt_actor *a)
             rt__current = a;
         }
     }
-    atomic_fetch_add_explicit(&rt__common(sys)->messages, n, memory_order_relaxed);
+    a->mbox.tail = tail;
+    publish_received(a, received);
+    atomic_fetch_add_explicit(&rt__common(sys)->messages, n - handled, memory_order_relaxed);
     unmute_check(a);
     rt__current = outer;
     if (more)

@@ -35,7 +35,12 @@ bool rt_mpscq_push(rt_mpscq *q, rt_mpscq_node *node)
 
 rt_mpscq_node *rt_mpscq_pop(rt_mpscq *q)
 {
-    rt_mpscq_node *tail = q->tail;
+    return rt_mpscq_pop_at(q, &q->tail);
+}
+
+rt_mpscq_node *rt_mpscq_pop_at(rt_mpscq *q, rt_mpscq_node **tailp)
+{
+    rt_mpscq_node *tail = *tailp;
     /* acquire: pairs with the release store in push, so the node's payload
      * is visible before we hand the node out. */
     rt_mpscq_node *next = atomic_load_explicit(&tail->next, memory_order_acquire);
@@ -43,12 +48,15 @@ rt_mpscq_node *rt_mpscq_pop(rt_mpscq *q)
     if (tail == &q->stub) {
         if (next == NULL)
             return NULL;
-        q->tail = next;
+        *tailp = next;
         tail = next;
         next = atomic_load_explicit(&tail->next, memory_order_acquire);
     }
     if (next != NULL) {
-        q->tail = next;
+        *tailp = next;
+        /* The next pop reads next->next, written on the sender's core:
+         * fetch it while the caller handles this node. */
+        __builtin_prefetch(next);
         return tail;
     }
     /* tail is the last linked node. If head moved past it, a producer is
@@ -61,7 +69,7 @@ rt_mpscq_node *rt_mpscq_pop(rt_mpscq *q)
     rt_mpscq_push(q, &q->stub);
     next = atomic_load_explicit(&tail->next, memory_order_acquire);
     if (next != NULL) {
-        q->tail = next;
+        *tailp = next;
         return tail;
     }
     return NULL;

@@ -43,6 +43,12 @@ bool rt_mpscq_push(rt_mpscq *q, rt_mpscq_node *node);
 /* Removes the oldest node, or returns NULL when none is ready. Consumer only. */
 rt_mpscq_node *rt_mpscq_pop(rt_mpscq *q);
 
+/* The same, for a consumer that pops many nodes in a row: it keeps q's tail
+ * in *tail (copied from q->tail) and stores it back before q is popped,
+ * marked or tested in any other way. Until then the consumer writes nothing
+ * to q, so producers pushing meanwhile keep q's cache line to themselves. */
+rt_mpscq_node *rt_mpscq_pop_at(rt_mpscq *q, rt_mpscq_node **tail);
+
 /* Marks q empty if it is; returns false when a node is queued or being
  * pushed. Consumer only, after rt_mpscq_pop() returned NULL. */
 bool rt_mpscq_mark_empty(rt_mpscq *q);

@@ -120,6 +120,10 @@ void *rt__pool_alloc(size_t size, unsigned *cls)
     if (b != NULL) {
         k->head = b->next;
         k->n--;
+        /* Blocks freed on another core come back cold: start fetching the
+         * next one now, so the next allocation does not wait for it. */
+        if (k->head != NULL)
+            __builtin_prefetch(k->head, 1);
     } else {
         b = malloc(class_size[c]);
         if (b == NULL)

@@ -10,6 +10,7 @@
 #include "runtime/runtime.h"
 
 #include <stdalign.h>
+#include <stddef.h>
 #include <stdatomic.h>
 
 /* rt_actor.flags */
@@ -28,28 +29,42 @@ enum {
 
 struct rt_actor_ext; /* rare-path state, allocated on first use */
 
+/* Field order is for the caches: fields written by senders on every send
+ * come first, fields the running actor writes come last, and the read-mostly
+ * fields between them keep the two groups at least 64 bytes apart, so they
+ * never share a cache line however malloc aligns the actor. (mbox.tail, the
+ * consumer's, shares the senders' line: rt__actor_run keeps it in a local
+ * during a run and writes it back once.) */
 struct rt_actor {
+    /* senders */
     rt_mpscq mbox;
+    _Atomic uint64_t sent;       /* messages pushed */
+    _Atomic uint64_t max_depth;  /* highest depth a sender saw */
     rt_mpscq_node runq;          /* link in the loop's or global run queue */
-    rt_behaviour behaviour;
+    /* read-mostly */
     rt_system *sys;
-    rt_msg *current;             /* message being handled; NULL once sent on */
-    _Atomic(struct rt_actor_ext *) ext;
-    rt_actor *mute_by;           /* set during a run: mute self after it */
-    rt_actor *all_prev, *all_next; /* the runtime's list of live actors */
-    uint64_t id;
-    _Atomic uint64_t sent;       /* messages pushed (producers) */
-    _Atomic uint64_t received;   /* messages taken (consumer) */
-    _Atomic uint64_t max_depth;
-    _Atomic uint32_t refs;
+    rt_behaviour behaviour;
     _Atomic uint32_t flags;
+    _Atomic uint32_t refs;
     uint32_t high_water;
     uint8_t policy;
     bool pinned;
+    uint64_t id;
+    _Atomic(struct rt_actor_ext *) ext;
     rt_finalizer finalize;
     const char *name;
+    rt_actor *all_prev, *all_next; /* the runtime's list of live actors */
+    /* the running actor */
+    _Atomic uint64_t received;   /* messages taken, published per run (see
+                                    rt__actor_run); per message with a mark */
+    rt_msg *current;             /* message being handled; NULL once sent on */
+    rt_actor *mute_by;           /* set during a run: mute self after it */
     alignas(16) unsigned char state[];
 };
+
+_Static_assert(offsetof(struct rt_actor, received) -
+    (offsetof(struct rt_actor, max_depth) + sizeof(uint64_t)) >= 64,
+    "senders' and consumer's fields must not share a cache line");
 
 /* A timer: one-shot (msg set) or periodic (period > 0). Referenced by the
  * timer table until it fires or is cancelled, by the port while armed, and
@@ -94,24 +109,35 @@ void rt__timers_cancel_all(rt_system *sys);
 
 /* ---- provided by each port ---- */
 
-/* The port's part of rt_system; it embeds struct rt_system_common first. */
+/* The port's part of rt_system; it embeds struct rt_system_common first.
+ * `stopping` is read by every send; the counters written by every run and
+ * every spawn are kept off its cache line. */
 struct rt_system_common {
     _Atomic bool stopping;
-    _Atomic uint64_t next_actor_id;
+    void *all_lock;              /* port mutex guarding `all` */
+    void *timer_lock;            /* port mutex guarding the timer table */
+    char pad_[64];
+    _Atomic uint64_t scheduled;  /* actors scheduled or running */
+    _Atomic uint64_t messages;
+    _Atomic uint64_t next_actor_id, actors_live;
     _Atomic int64_t next_timer_id;
     _Atomic uint64_t next_req_id;
-    _Atomic uint64_t actors_live, messages;
-    _Atomic uint64_t scheduled;  /* actors scheduled or running */
-    void *all_lock;              /* port mutex guarding `all` */
     rt_actor *all;
-    void *timer_lock;            /* port mutex guarding the timer table */
     rt_timer **timers;
     size_t timer_buckets, timer_count;
 };
-struct rt_system_common *rt__common(rt_system *sys);
+
+static inline struct rt_system_common *rt__common(rt_system *sys)
+{
+    return (struct rt_system_common *)sys; /* each port's struct starts with it */
+}
 
 /* Makes a runnable actor run soon (it was just marked scheduled). */
 void rt__port_schedule(rt_system *sys, rt_actor *a);
+/* Called by a sender that saw a's depth reach a multiple of BACKLOG (a
+ * power of two): a must not wait for the sender's run to end to be run. */
+enum { BACKLOG = 128 };
+void rt__port_backlog(rt_system *sys, rt_actor *a);
 /* The number of scheduled actors dropped to zero while stopping. */
 void rt__port_quiescent(rt_system *sys);
 /* Arms a timer (rt__timer_fire when due) / disarms it. Any thread. */

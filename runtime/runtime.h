@@ -186,11 +186,15 @@ void rt_stop(rt_actor *self);
  * has). Any thread. */
 void rt_monitor(rt_actor *watcher, rt_actor *target);
 
-/* Mailbox counters, readable from any thread (snapshots). */
+/* Mailbox counters, readable from any thread (snapshots). An actor with a
+ * high-water mark counts what it takes from its mailbox message by message;
+ * one without counts once at the end of each run, so from another thread,
+ * or in its own behaviour, `received` may lag by the run under way (at most
+ * RT_BATCH messages) and `depth` and `max_depth` may include them. */
 typedef struct rt_actor_stats {
-    uint64_t received;  /* messages handled */
-    uint64_t depth;     /* messages queued now */
-    uint64_t max_depth; /* highest depth seen */
+    uint64_t received;  /* messages taken from the mailbox */
+    uint64_t depth;     /* messages sent and not yet taken */
+    uint64_t max_depth; /* highest depth a sender saw */
     uint64_t shed;      /* dropped by RT_OVERLOAD_SHED */
     uint64_t rejected;  /* refused by RT_OVERLOAD_REJECT or MUTE from outside */
     uint64_t mutes;     /* times a sender was muted by this actor */

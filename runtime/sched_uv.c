@@ -28,21 +28,28 @@ enum {
     NEXT_STREAK_MAX = 64, /* runs through the next slot before the ring gets a turn */
     SPIN_ROUNDS = 64,     /* looks for work before parking */
     LOOP_BUDGET = 4096,   /* pinned-actor runs per loop wake-up */
+    STEAL_MAX = 32,       /* actors one steal takes at most */
 };
 
+/* Owner-only fields, the fields thieves use and the parking fields each
+ * have their own cache line, so a thief looking at a ring does not take the
+ * line its owner writes on every schedule. */
 typedef struct worker {
     pthread_t thread;
     rt_system *sys;
     unsigned index;
-    pthread_mutex_t lock; /* guards ring, head, count */
-    rt_actor **ring;
-    size_t cap, head;
-    _Atomic size_t count; /* readable without the lock, to skip empty rings */
     rt_actor *next;       /* owner only */
     unsigned next_streak;
-    pthread_cond_t wake;  /* waits under sys->idle_lock */
-    bool parked;          /* under sys->idle_lock */
     uint64_t rng;
+    _Atomic uint64_t steals; /* written by the owner only; read by stats */
+
+    alignas(64) pthread_mutex_t lock; /* guards ring, head, count */
+    rt_actor **ring;
+    size_t cap, head;     /* cap is a power of two */
+    _Atomic size_t count; /* readable without the lock, to skip empty rings */
+
+    alignas(64) pthread_cond_t wake; /* waits under sys->idle_lock */
+    bool parked;          /* under sys->idle_lock */
 } worker;
 
 typedef struct timer_handle {
@@ -76,15 +83,10 @@ struct rt_system {
     _Atomic bool quit;
     _Atomic bool finalizing, done;
     unsigned open_handles; /* loop thread only */
-    _Atomic uint64_t steals, parks, loop_wakeups;
+    _Atomic uint64_t parks, loop_wakeups;
 };
 
 static _Thread_local worker *tl_worker;
-
-struct rt_system_common *rt__common(rt_system *sys)
-{
-    return &sys->c;
-}
 
 void rt__port_lock(void *lock)
 {
@@ -98,43 +100,53 @@ void rt__port_unlock(void *lock)
 
 /* ---- run queues -------------------------------------------------------------------- */
 
-static void ring_push(worker *w, rt_actor *a)
+/* Appends v[0..n-1] to w's ring, in order. */
+static void ring_push_n(worker *w, rt_actor *const *v, size_t n)
 {
     pthread_mutex_lock(&w->lock);
-    size_t n = atomic_load_explicit(&w->count, memory_order_relaxed);
-    if (n == w->cap) {
+    size_t count = atomic_load_explicit(&w->count, memory_order_relaxed);
+    while (count + n > w->cap) {
         size_t ncap = w->cap * 2;
         rt_actor **nr = malloc(ncap * sizeof *nr);
         if (nr == NULL)
             rt_oom(ncap * sizeof *nr);
-        for (size_t i = 0; i < n; i++)
-            nr[i] = w->ring[(w->head + i) % w->cap];
+        for (size_t i = 0; i < count; i++)
+            nr[i] = w->ring[(w->head + i) & (w->cap - 1)];
         free(w->ring);
         w->ring = nr;
         w->cap = ncap;
         w->head = 0;
     }
-    w->ring[(w->head + n) % w->cap] = a;
-    atomic_store_explicit(&w->count, n + 1, memory_order_relaxed);
+    for (size_t i = 0; i < n; i++)
+        w->ring[(w->head + count + i) & (w->cap - 1)] = v[i];
+    atomic_store_explicit(&w->count, count + n, memory_order_relaxed);
     pthread_mutex_unlock(&w->lock);
 }
 
-/* Takes the oldest actor of w's ring. Unless `locked`, an empty-looking
- * ring is skipped without taking its mutex. */
-static rt_actor *ring_take(worker *w, bool locked)
+static void ring_push(worker *w, rt_actor *a)
+{
+    ring_push_n(w, &a, 1);
+}
+
+/* Takes the oldest actors of w's ring: up to half of them, at most max, at
+ * least one if there is one; returns how many it put in out[]. Unless
+ * `locked`, an empty-looking ring is skipped without taking its mutex. */
+static size_t ring_take(worker *w, rt_actor **out, size_t max, bool locked)
 {
     if (!locked && atomic_load_explicit(&w->count, memory_order_relaxed) == 0)
-        return NULL;
-    rt_actor *a = NULL;
+        return 0;
     pthread_mutex_lock(&w->lock);
     size_t n = atomic_load_explicit(&w->count, memory_order_relaxed);
-    if (n > 0) {
-        a = w->ring[w->head];
-        w->head = (w->head + 1) % w->cap;
-        atomic_store_explicit(&w->count, n - 1, memory_order_relaxed);
+    size_t k = (n + 1) / 2;
+    if (k > max)
+        k = max;
+    for (size_t i = 0; i < k; i++) {
+        out[i] = w->ring[w->head];
+        w->head = (w->head + 1) & (w->cap - 1);
     }
+    atomic_store_explicit(&w->count, n - k, memory_order_relaxed);
     pthread_mutex_unlock(&w->lock);
-    return a;
+    return k;
 }
 
 static void global_push(rt_system *sys, rt_actor *a)
@@ -152,7 +164,8 @@ static void global_push(rt_system *sys, rt_actor *a)
 
 static rt_actor *ring_pop(worker *w)
 {
-    return ring_take(w, false);
+    rt_actor *a;
+    return ring_take(w, &a, 1, false) ? a : NULL;
 }
 
 static rt_actor *global_take(rt_system *sys, bool locked)
@@ -184,7 +197,8 @@ static rt_actor *find_work_locked(worker *w)
     rt_system *sys = w->sys;
     rt_actor *a = global_take(sys, true);
     for (unsigned i = 0; a == NULL && i < sys->nworkers; i++)
-        a = ring_take(&sys->workers[(w->index + i) % sys->nworkers], true);
+        if (ring_take(&sys->workers[(w->index + i) % sys->nworkers], &a, 1, true) == 0)
+            a = NULL;
     return a;
 }
 
@@ -200,10 +214,17 @@ static rt_actor *steal(worker *w)
         worker *v = &sys->workers[(start + i) % sys->nworkers];
         if (v == w)
             continue;
-        rt_actor *a = ring_pop(v);
-        if (a != NULL) {
-            atomic_fetch_add_explicit(&sys->steals, 1, memory_order_relaxed);
-            return a;
+        /* Half the victim's ring in one go: a thief that took one actor at
+         * a time would be back for the next after one short run, and take
+         * the victim's lock once per message. */
+        rt_actor *got[STEAL_MAX];
+        size_t n = ring_take(v, got, STEAL_MAX, false);
+        if (n > 0) {
+            if (n > 1)
+                ring_push_n(w, got + 1, n - 1);
+            atomic_store_explicit(&w->steals,
+                atomic_load_explicit(&w->steals, memory_order_relaxed) + n, memory_order_relaxed);
+            return got[0];
         }
     }
     return NULL;
@@ -252,6 +273,20 @@ void rt__port_schedule(rt_system *sys, rt_actor *a)
     }
     global_push(sys, a);
     maybe_wake(sys);
+}
+
+/* The next slot is the owner's alone: an actor left there while the actor
+ * that scheduled it keeps sending (a producer's loop) would wait for that
+ * whole run with its mailbox growing, and the other workers could not take
+ * it. Once it has a backlog it goes to the ring, where they can. */
+void rt__port_backlog(rt_system *sys, rt_actor *a)
+{
+    worker *w = tl_worker;
+    if (w != NULL && w->sys == sys && w->next == a) {
+        w->next = NULL;
+        ring_push(w, a);
+        maybe_wake(sys);
+    }
 }
 
 static rt_actor *find_work(worker *w)
@@ -524,7 +559,9 @@ rt_system *rt_system_create(const rt_system_opts *opts, int *err)
     sys->c.timer_lock = &sys->timer_lock;
 
     sys->nworkers = opts->workers ? opts->workers : uv_available_parallelism();
-    sys->workers = calloc(sys->nworkers, sizeof *sys->workers);
+    sys->workers = aligned_alloc(alignof(worker), sys->nworkers * sizeof *sys->workers);
+    if (sys->workers != NULL)
+        memset(sys->workers, 0, sys->nworkers * sizeof *sys->workers);
     sys->idle = calloc(sys->nworkers, sizeof *sys->idle);
     if (sys->workers == NULL || sys->idle == NULL)
         rt_oom(sys->nworkers * sizeof *sys->workers);
@@ -607,8 +644,11 @@ void rt_system_destroy(rt_system *sys)
         rt_system_stop(sys);
         uv_run(sys->loop, UV_RUN_DEFAULT);
     }
-    for (unsigned i = 0; i < sys->nworkers; i++) {
+    /* Every worker first: a worker's last look before parking takes the
+     * other workers' locks. */
+    for (unsigned i = 0; i < sys->nworkers; i++)
         pthread_join(sys->workers[i].thread, NULL);
+    for (unsigned i = 0; i < sys->nworkers; i++) {
         free(sys->workers[i].ring);
         pthread_mutex_destroy(&sys->workers[i].lock);
         pthread_cond_destroy(&sys->workers[i].wake);
@@ -631,7 +671,9 @@ void rt_system_stats_get(rt_system *sys, rt_system_stats *out)
 {
     out->actors_live = atomic_load_explicit(&sys->c.actors_live, memory_order_relaxed);
     out->messages = atomic_load_explicit(&sys->c.messages, memory_order_relaxed);
-    out->steals = atomic_load_explicit(&sys->steals, memory_order_relaxed);
+    out->steals = 0;
+    for (unsigned i = 0; i < sys->nworkers; i++)
+        out->steals += atomic_load_explicit(&sys->workers[i].steals, memory_order_relaxed);
     out->parks = atomic_load_explicit(&sys->parks, memory_order_relaxed);
     out->parked = atomic_load_explicit(&sys->nparked, memory_order_relaxed);
     out->loop_wakeups = atomic_load_explicit(&sys->loop_wakeups, memory_order_relaxed);

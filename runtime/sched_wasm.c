@@ -31,11 +31,6 @@ struct rt_system {
     uint64_t drains;
 };
 
-struct rt_system_common *rt__common(rt_system *sys)
-{
-    return &sys->c;
-}
-
 /* One thread: nothing to lock. */
 void rt__port_lock(void *lock)
 {
@@ -45,6 +40,12 @@ void rt__port_lock(void *lock)
 void rt__port_unlock(void *lock)
 {
     (void)lock;
+}
+
+/* One thread: no other could run a while its sender runs. */
+void rt__port_backlog(rt_system *sys, rt_actor *a)
+{
+    (void)sys, (void)a;
 }
 
 static void drain(void *arg);

@@ -173,6 +173,59 @@ static void batch_fairness(void)
     CHECK(fair.a_seen == 10 * RT_BATCH, "queued messages are handled after the stop: %d", fair.a_seen);
 }
 
+/* ---- a backlog runs beside its sender ------------------------------------------------ */
+
+#ifndef __EMSCRIPTEN__
+/* An actor made runnable by the actor a worker is running waits in that
+ * worker's next slot, which no other worker takes from. A sender that sends
+ * a long stream in one message must not keep its receiver there until it
+ * returns: once a backlog builds, the receiver runs on the other worker
+ * while the sender is still sending. One thread has nothing to run it on,
+ * so this case is native only. */
+enum { BACKLOG_MAX_SENDS = 1000000 };
+
+static struct {
+    _Atomic uint64_t handled;
+    uint64_t sent_before;   /* sends until the receiver had run; 0 = never */
+    rt_actor *sink;
+} bl;
+
+static void bl_sink(rt_actor *self, rt_msg *m)
+{
+    atomic_fetch_add_explicit(&bl.handled, 1, memory_order_relaxed);
+    if (m->type == M_DONE)
+        rt_system_stop(rt_actor_system(self));
+}
+
+static void bl_source(rt_actor *self, rt_msg *m)
+{
+    (void)self, (void)m;
+    for (uint64_t i = 1; i <= BACKLOG_MAX_SENDS; i++) {
+        rt_send(bl.sink, new_num(0, i));
+        if (atomic_load_explicit(&bl.handled, memory_order_relaxed) > 0) {
+            bl.sent_before = i;
+            break;
+        }
+    }
+    rt_send(bl.sink, rt_msg_new(M_DONE, sizeof(rt_msg)));
+}
+
+static void backlog_runs_beside_its_sender(void)
+{
+    memset(&bl, 0, sizeof bl);
+    rt_system *sys = start(2);
+    CHECK(sys != NULL, "rt_system_create");
+    bl.sink = rt_spawn(sys, bl_sink, NULL);
+    rt_actor *src = rt_spawn(sys, bl_source, NULL);
+    rt_send(src, rt_msg_new(M_GO, sizeof(rt_msg)));
+    rt_actor_release(src);
+    finish(sys);
+    rt_actor_release(bl.sink);
+    CHECK(!watchdog_fired, "watchdog");
+    CHECK(bl.sent_before > 0, "the receiver never ran during %d sends", BACKLOG_MAX_SENDS);
+}
+#endif
+
 /* ---- timers ------------------------------------------------------------------------ */
 
 static struct {
@@ -740,6 +793,9 @@ int main(void)
 {
     RUN(per_sender_fifo);
     RUN(batch_fairness);
+#ifndef __EMSCRIPTEN__
+    RUN(backlog_runs_beside_its_sender);
+#endif
     RUN(timers_fire_in_order);
     RUN(periodic_timers);
     RUN(periodic_timer_ends_with_its_actor);
