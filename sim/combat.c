@@ -214,12 +214,13 @@ static void combat_run_cpu(const sim_job *job, uint64_t first, uint64_t count, s
         int hi = end - g < SIM_W ? (int)(end - g) : SIM_W;
         /* combat items are independent and costly: skip the lanes outside
          * the range instead of computing and dropping them */
-        for (int l = lo; l < hi; l++) {
-            out[0][l] = sim_combat_dps(p, &p->var[0], g + (uint64_t)l, k0, k1);
+        for (int i = lo; i < hi; i++) {
+            int l = sim_lane_of(i);
+            out[0][l] = sim_combat_dps(p, &p->var[0], g + (uint64_t)i, k0, k1);
             if (p->stat_weights)
                 for (int s = 0; s < SIM_CB_NSTAT; s++) {
-                    double dn = sim_combat_dps(p, &p->var[1 + 2 * s], g + (uint64_t)l, k0, k1);
-                    double up = sim_combat_dps(p, &p->var[2 + 2 * s], g + (uint64_t)l, k0, k1);
+                    double dn = sim_combat_dps(p, &p->var[1 + 2 * s], g + (uint64_t)i, k0, k1);
+                    double up = sim_combat_dps(p, &p->var[2 + 2 * s], g + (uint64_t)i, k0, k1);
                     out[1 + s][l] = (up - dn) * p->inv_2delta;
                 }
         }

@@ -134,13 +134,15 @@ SIM_FN_OUTLINE double sim_combat_dps(const sim_combat_params *p, const sim_comba
     return damage / len;
 }
 
-/* Values of SIM_W consecutive items starting at g0: out[0] DPS, then with
- * stat_weights DPS per rating point of each stat. */
+/* Values of SIM_W consecutive items starting at g0 (a multiple of 4), in
+ * lane order (sim_lane_of): out[0] DPS, then with stat_weights DPS per
+ * rating point of each stat. */
 SIM_FN void sim_combat_group(const sim_combat_params *p, sim_u32 k0, sim_u32 k1, sim_u64 g0,
     double out[SIM_MAX_OUT][SIM_W])
 {
-    for (int l = 0; l < SIM_W; l++) {
-        sim_u64 item = g0 + (sim_u64)l;
+    for (int i = 0; i < SIM_W; i++) {
+        sim_u64 item = g0 + (sim_u64)i;
+        int l = sim_lane_of(i);
         out[0][l] = sim_combat_dps(p, &p->var[0], item, k0, k1);
         if (p->stat_weights)
             for (int s = 0; s < SIM_CB_NSTAT; s++) {

@@ -116,50 +116,69 @@ SIM_FN sim_u32x4 sim_philox(sim_u32 c0, sim_u32 c1, sim_u32 c2, sim_u32 c3, sim_
     return out;
 }
 
+/* Lane order of a group. A kernel's group function computes the SIM_W
+ * items g0 .. g0 + SIM_W - 1 (g0 a multiple of 4), which are SIM_Q blocks of
+ * four items sharing one Philox block each; item g0 + 4 b + k (word k of
+ * block b) sits in lane k SIM_Q + b. Each word of the blocks is then one
+ * contiguous run of lanes, and the words reach the normals and the
+ * accumulators without a shuffle. With SIM_W = 4 lanes and items coincide.
+ * No result depends on it: an item's arithmetic is the same in any lane. */
+#define SIM_Q (SIM_W / 4)
+
+/* The lane of item g0 + i. */
+SIM_FN int sim_lane_of(int i)
+{
+    return (i & 3) * SIM_Q + (i >> 2);
+}
+
 /* Philox blocks for the counters (c0, c1, lo(b), hi(b)), b = blk0 .. blk0 +
- * SIM_W/4 - 1: word w of block b goes to out[4 b + w]. The same rounds as
- * sim_philox, laid out so compilers run the blocks side by side. */
+ * SIM_Q - 1: word w of block blk0 + b goes to out[w SIM_Q + b], its item's
+ * lane. The same rounds as sim_philox, laid out so compilers run the blocks
+ * side by side: the 32-bit words are held in 64-bit lanes, so the products
+ * need no widening, which x86 vector units handle better. */
 SIM_FN void sim_philox_blocks(sim_u32 c0, sim_u32 c1, sim_u64 blk0, sim_u32 k0, sim_u32 k1, sim_u32 *out)
 {
-#if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__OPENCL_VERSION__) && !defined(__wasm__) && (SIM_W % 32) == 0
-    /* Eight blocks per vector (GCC's vector extension; the same
-     * operations as below, spelled for the CPU's vector units), 32-bit
-     * words held in 64-bit lanes so the products need no widening. */
-#define SIM_PHILOX_VECTOR 1
+#if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__OPENCL_VERSION__) && !defined(__wasm__) && (SIM_Q % 8) == 0
+    /* Eight blocks per vector (GCC's vector extension, the same operations
+     * as below spelled for the CPU's vector units), every vector in the
+     * same round loop so they share the key schedule and overlap. */
     typedef sim_u64 v8u64 __attribute__((vector_size(64)));
-    for (int v = 0; v < SIM_W / 4; v += 8) {
-        v8u64 x0, x1, x2, x3;
-        for (int i = 0; i < 8; i++) {
-            sim_u64 blk = blk0 + (sim_u64)(v + i);
-            x0[i] = c0;
-            x1[i] = c1;
-            x2[i] = blk & 0xffffffffu;
-            x3[i] = blk >> 32;
+    typedef sim_u32 v8u32 __attribute__((vector_size(32)));
+    enum { NV = SIM_Q / 8 };
+    const v8u64 iota = { 0, 1, 2, 3, 4, 5, 6, 7 };
+    v8u64 x0[NV] = { { 0 } }, x1[NV] = { { 0 } }, x2[NV], x3[NV];
+    for (int v = 0; v < NV; v++) {
+        v8u64 blk = iota + (blk0 + (sim_u64)(8 * v));
+        x0[v] += c0;
+        x1[v] += c1;
+        x2[v] = blk & 0xffffffffu;
+        x3[v] = blk >> 32;
+    }
+    sim_u64 ka = k0, kb = k1;
+    for (int r = 0; r < 10; r++) {
+        for (int v = 0; v < NV; v++) {
+            v8u64 p0 = x0[v] * (sim_u64)0xD2511F53u;
+            v8u64 p1 = x2[v] * (sim_u64)0xCD9E8D57u;
+            x0[v] = (p1 >> 32) ^ x1[v] ^ ka;
+            x2[v] = (p0 >> 32) ^ x3[v] ^ kb;
+            x1[v] = p1 & 0xffffffffu;
+            x3[v] = p0 & 0xffffffffu;
         }
-        sim_u64 ka = k0, kb = k1;
-        for (int r = 0; r < 10; r++) {
-            v8u64 p0 = x0 * (sim_u64)0xD2511F53u;
-            v8u64 p1 = x2 * (sim_u64)0xCD9E8D57u;
-            x0 = (p1 >> 32) ^ x1 ^ ka;
-            x2 = (p0 >> 32) ^ x3 ^ kb;
-            x1 = p1 & 0xffffffffu;
-            x3 = p0 & 0xffffffffu;
-            ka = (ka + 0x9E3779B9u) & 0xffffffffu;
-            kb = (kb + 0xBB67AE85u) & 0xffffffffu;
-        }
-        for (int i = 0; i < 8; i++) {
-            out[4 * (v + i) + 0] = (sim_u32)x0[i];
-            out[4 * (v + i) + 1] = (sim_u32)x1[i];
-            out[4 * (v + i) + 2] = (sim_u32)x2[i];
-            out[4 * (v + i) + 3] = (sim_u32)x3[i];
-        }
+        ka = (ka + 0x9E3779B9u) & 0xffffffffu;
+        kb = (kb + 0xBB67AE85u) & 0xffffffffu;
+    }
+    for (int v = 0; v < NV; v++) {
+        v8u32 y0 = __builtin_convertvector(x0[v], v8u32), y1 = __builtin_convertvector(x1[v], v8u32);
+        v8u32 y2 = __builtin_convertvector(x2[v], v8u32), y3 = __builtin_convertvector(x3[v], v8u32);
+        memcpy(out + 0 * SIM_Q + 8 * v, &y0, sizeof y0);
+        memcpy(out + 1 * SIM_Q + 8 * v, &y1, sizeof y1);
+        memcpy(out + 2 * SIM_Q + 8 * v, &y2, sizeof y2);
+        memcpy(out + 3 * SIM_Q + 8 * v, &y3, sizeof y3);
     }
 #else
-    /* 32-bit words held in 64-bit lanes: the products then need no
-     * widening, which x86 vector units handle better */
-    sim_u64 x0[SIM_W / 4], x1[SIM_W / 4], x2[SIM_W / 4], x3[SIM_W / 4];
+    sim_u64 x0[SIM_Q], x1[SIM_Q], x2[SIM_Q], x3[SIM_Q];
     const sim_u64 lo32 = 0xffffffffu;
-    for (int b = 0; b < SIM_W / 4; b++) {
+    for (int b = 0; b < SIM_Q; b++) {
         sim_u64 blk = blk0 + (sim_u64)b;
         x0[b] = c0;
         x1[b] = c1;
@@ -168,7 +187,7 @@ SIM_FN void sim_philox_blocks(sim_u32 c0, sim_u32 c1, sim_u64 blk0, sim_u32 k0, 
     }
     sim_u64 ka = k0, kb = k1;
     for (int r = 0; r < 10; r++) {
-        for (int b = 0; b < SIM_W / 4; b++) {
+        for (int b = 0; b < SIM_Q; b++) {
             sim_u64 p0 = 0xD2511F53u * x0[b];
             sim_u64 p1 = 0xCD9E8D57u * x2[b];
             sim_u64 n0 = (p1 >> 32) ^ x1[b] ^ ka;
@@ -181,13 +200,11 @@ SIM_FN void sim_philox_blocks(sim_u32 c0, sim_u32 c1, sim_u64 blk0, sim_u32 k0, 
         ka = (ka + 0x9E3779B9u) & lo32;
         kb = (kb + 0xBB67AE85u) & lo32;
     }
-#endif
-#if !defined(SIM_PHILOX_VECTOR)
-    for (int b = 0; b < SIM_W / 4; b++) {
-        out[4 * b + 0] = (sim_u32)x0[b];
-        out[4 * b + 1] = (sim_u32)x1[b];
-        out[4 * b + 2] = (sim_u32)x2[b];
-        out[4 * b + 3] = (sim_u32)x3[b];
+    for (int b = 0; b < SIM_Q; b++) {
+        out[0 * SIM_Q + b] = (sim_u32)x0[b];
+        out[1 * SIM_Q + b] = (sim_u32)x1[b];
+        out[2 * SIM_Q + b] = (sim_u32)x2[b];
+        out[3 * SIM_Q + b] = (sim_u32)x3[b];
     }
 #endif
 }
@@ -203,40 +220,50 @@ SIM_FN double sim_u01(sim_u32 w)
 
 /* ---- deterministic math ---------------------------------------------------- */
 
-/* e^x. Inputs above 709 give e^709; below -708 give 0. Error under 1 ulp
- * over the range the kernels use (tests compare with the C library). */
-SIM_FN double sim_exp(double x)
+/* e^x of x[0 .. n), in place, n <= SIM_W. Inputs above 709 give e^709;
+ * below -708 give 0. Error under 1 ulp over the range the kernels use
+ * (tests compare with the C library). Each step runs over every lane
+ * before the next: the lanes' chains of dependent operations then overlap
+ * instead of waiting on each other. */
+SIM_FN void sim_exp_lanes(double *x, int n)
 {
     const double ln2_hi = 6.93147180369123816490e-01; /* low 32 bits zero */
     const double ln2_lo = 1.90821492927058770002e-10;
     const double inv_ln2 = 1.44269504088896338700e+00;
     const double shift = 6755399441055744.0; /* 1.5 * 2^52: rounds to an integer */
-    double xc = x > 709.0 ? 709.0 : x;
-    xc = xc < -708.0 ? -708.0 : xc;
-    /* t = k + 1.5 * 2^52 holds k = round(x / ln 2) in its low mantissa bits */
-    double t = xc * inv_ln2 + shift;
-    double kd = t - shift;
-    double r = (xc - kd * ln2_hi) - kd * ln2_lo;
-    /* Taylor series to r^13 / 13!, |r| <= 0.35: truncation below 2^-60. */
-    double p = 1.0 / 6227020800.0;
-    p = p * r + 1.0 / 479001600.0;
-    p = p * r + 1.0 / 39916800.0;
-    p = p * r + 1.0 / 3628800.0;
-    p = p * r + 1.0 / 362880.0;
-    p = p * r + 1.0 / 40320.0;
-    p = p * r + 1.0 / 5040.0;
-    p = p * r + 1.0 / 720.0;
-    p = p * r + 1.0 / 120.0;
-    p = p * r + 1.0 / 24.0;
-    p = p * r + 1.0 / 6.0;
-    p = p * r + 0.5;
-    p = p * r + 1.0;
-    p = p * r + 1.0;
-    /* 2^k from the bits: k + 1023 lies in [1, 2046], so its low 12 bits
-     * shifted into the exponent field make 2^k exactly */
-    double two_k = sim_f64_from_bits((sim_f64_bits(t) + 1023u) << 52);
-    double y = p * two_k;
-    return x < -708.0 ? 0.0 : y;
+    /* Taylor series to r^13 / 13!, |r| <= 0.35: truncation below 2^-60;
+     * Horner's scheme from the highest degree */
+    const double coef[14] = { 1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0,
+        1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5,
+        1.0, 1.0 };
+    double t[SIM_W], r[SIM_W], p[SIM_W];
+    SIM_ASSERT(n <= SIM_W);
+    for (int l = 0; l < n; l++) {
+        double xc = x[l] > 709.0 ? 709.0 : x[l];
+        xc = xc < -708.0 ? -708.0 : xc;
+        /* t = k + 1.5 * 2^52 holds k = round(x / ln 2) in its low mantissa bits */
+        t[l] = xc * inv_ln2 + shift;
+        double kd = t[l] - shift;
+        r[l] = (xc - kd * ln2_hi) - kd * ln2_lo;
+        p[l] = coef[0];
+    }
+    for (int i = 1; i < 14; i++)
+        for (int l = 0; l < n; l++)
+            p[l] = p[l] * r[l] + coef[i];
+    for (int l = 0; l < n; l++) {
+        /* 2^k from the bits: k + 1023 lies in [1, 2046], so its low 12 bits
+         * shifted into the exponent field make 2^k exactly */
+        double two_k = sim_f64_from_bits((sim_f64_bits(t[l]) + 1023u) << 52);
+        double y = p[l] * two_k;
+        x[l] = x[l] < -708.0 ? 0.0 : y;
+    }
+}
+
+/* e^x, as sim_exp_lanes. */
+SIM_FN double sim_exp(double x)
+{
+    sim_exp_lanes(&x, 1);
+    return x;
 }
 
 /* Natural logarithm of a positive normal x (the kernels never pass zero,
@@ -372,10 +399,9 @@ SIM_FN void sim_sincos_oct(double a, double *sn, double *cs)
  * exactly in integers: the top two bits of w1 pick the quadrant, the rest
  * the angle inside it, folded to [0, pi/4] by symmetry. z0 = r cos, z1 =
  * r sin. Branch-free (selects and exact sign flips) so loops vectorize. */
-SIM_FN void sim_normal_pair(sim_u32 w0, sim_u32 w1, double *z0, double *z1)
+SIM_FN void sim_normal_angle(double r, sim_u32 w1, double *z0, double *z1)
 {
     const double quarter = 1.4629180792671596e-09; /* (pi / 2) / 2^30 */
-    double r = sim_sqrt_nr(-2.0 * sim_log(sim_u01(w0)));
     /* Quadrant and offset as exact doubles: every condition below is then
      * a double comparison, which vector units select on directly. */
     double qd = (double)(sim_i32)(w1 >> 30);
@@ -396,26 +422,29 @@ SIM_FN void sim_normal_pair(sim_u32 w0, sim_u32 w1, double *z0, double *z1)
     *z1 = r * s;
 }
 
-/* Fills z[0..SIM_W) with normals from words w[0..SIM_W), block by block
- * (four words, four lanes): lanes 0 and 2 are the pair from words 0 (radius)
- * and 2 (angle), lanes 1 and 3 the pair from words 1 and 3. Radius and
- * angle come from different products of Philox's last round: words 0 and
- * 1 (or 2 and 3) share one, and Box–Muller is the transform that would
+SIM_FN void sim_normal_pair(sim_u32 w0, sim_u32 w1, double *z0, double *z1)
+{
+    sim_normal_angle(sim_sqrt_nr(-2.0 * sim_log(sim_u01(w0))), w1, z0, z1);
+}
+
+/* Fills z[0..SIM_W) with normals from words w[0..SIM_W), both in lane
+ * order (sim_philox_blocks): of each block's four words, words 0 and 2 make
+ * the pair of items 0 and 2 (radius from word 0, angle from word 2), words
+ * 1 and 3 the pair of items 1 and 3. In lane order the radius words are
+ * the first half of w and their angle words the second half, at the same
+ * offset, and the cosines and sines land in the two halves of z. Radius
+ * and angle come from different products of Philox's last round: words 0
+ * and 1 (or 2 and 3) share one, and Box–Muller is the transform that would
  * notice. */
 SIM_FN void sim_normals(const sim_u32 *w, double *z)
 {
-    sim_u32 wr[SIM_W / 2], wa[SIM_W / 2];
-    double zc[SIM_W / 2], zs[SIM_W / 2];
-    for (int j = 0; j < SIM_W / 2; j++) {
-        wr[j] = w[4 * (j >> 1) + (j & 1)];
-        wa[j] = w[4 * (j >> 1) + (j & 1) + 2];
-    }
+    double r[SIM_W / 2];
     for (int j = 0; j < SIM_W / 2; j++)
-        sim_normal_pair(wr[j], wa[j], &zc[j], &zs[j]);
-    for (int j = 0; j < SIM_W / 2; j++) {
-        z[4 * (j >> 1) + (j & 1)] = zc[j];
-        z[4 * (j >> 1) + (j & 1) + 2] = zs[j];
-    }
+        r[j] = -2.0 * sim_log(sim_u01(w[j]));
+    for (int j = 0; j < SIM_W / 2; j++)
+        r[j] = sim_sqrt_nr(r[j]);
+    for (int j = 0; j < SIM_W / 2; j++)
+        sim_normal_angle(r[j], w[SIM_W / 2 + j], &z[j], &z[SIM_W / 2 + j]);
 }
 
 /* ---- fixed-point accumulation ------------------------------------------------ */
@@ -535,11 +564,11 @@ SIM_FN void sim_acc_merge(sim_acc *dst, const sim_acc *src)
         dst->hist[i] += src->hist[i];
 }
 
-/* Adds lanes [lo, hi) of a group's outputs into acc[0 .. nout): the same
- * integers as sim_acc_add on each value, in loops compilers vectorize (the
- * two sim_fix calls spelled out, int64 partial sums: |term| < 2^56 and at
- * most 64 lanes, so they cannot overflow before they are folded into 192
- * bits). */
+/* Adds the items g0 + lo .. g0 + hi - 1 of a group (outputs in lane order,
+ * see sim_lane_of) into acc[0 .. nout): the same integers as sim_acc_add on
+ * each value, in loops compilers vectorize (the two sim_fix calls spelled
+ * out, int64 partial sums: |term| < 2^56 and at most 64 lanes, so they
+ * cannot overflow before they are folded into 192 bits). */
 SIM_FN void sim_acc_lanes2(sim_acc *acc, sim_u64 (*alt)[SIM_HIST_BINS + 2], const sim_layout *L,
     int nout, double out[SIM_MAX_OUT][SIM_W], int lo, int hi);
 
@@ -552,26 +581,35 @@ SIM_FN void sim_acc_lanes(sim_acc *acc, const sim_layout *L, int nout, double ou
 /* sim_acc_lanes, with the histogram counts of lanes 1, 2 and 3 of every
  * four going to rows o, SIM_MAX_OUT + o and 2 SIM_MAX_OUT + o of alt when
  * alt is not null (3 SIM_MAX_OUT rows; the caller adds them into acc at the
- * end): neighbouring lanes often fall in the same bin, and four counters
- * cut the chain of increments through memory to a quarter. */
+ * end): values often fall in the same bin, and four counters cut the chain
+ * of increments through memory to a quarter. */
 SIM_FN void sim_acc_lanes2(sim_acc *acc, sim_u64 (*alt)[SIM_HIST_BINS + 2], const sim_layout *L,
     int nout, double out[SIM_MAX_OUT][SIM_W], int lo, int hi)
 {
+    const int n = hi - lo;
     for (int o = 0; o < nout; o++) {
         sim_acc *a = &acc[o];
         const sim_layout *l = &L[o];
         const double *x = out[o];
+        double part[SIM_W];
         int slot[SIM_W];
         sim_i64 s = 0, s2 = 0, mn = a->min, mx = a->max, nsat = 0;
-        for (int i = lo; i < hi; i++) {
+        if (n < SIM_W) {
+            /* part of a group: its items, gathered from their lanes (a
+             * whole group's sums do not depend on the order) */
+            for (int i = 0; i < n; i++)
+                part[i] = x[sim_lane_of(lo + i)];
+            x = part;
+        }
+        for (int i = 0; i < n; i++) {
             double y = x[i] * l->scale, y2 = x[i] * x[i] * l->sq_scale;
-            int bad = !((y < SIM_FIX_LIMIT) & (y > -SIM_FIX_LIMIT) & (y2 < SIM_FIX_LIMIT) &
-                (y2 > -SIM_FIX_LIMIT));
+            /* y2 is a square times a positive scale: at least 0, or NaN,
+             * so only its upper bound needs a check and a clamp */
+            int bad = !((y < SIM_FIX_LIMIT) & (y > -SIM_FIX_LIMIT) & (y2 < SIM_FIX_LIMIT));
             double yc = y != y ? 0.0 : y, y2c = y2 != y2 ? 0.0 : y2;
             yc = yc < SIM_FIX_LIMIT ? yc : SIM_FIX_CLAMP;
             yc = yc > -SIM_FIX_LIMIT ? yc : -SIM_FIX_CLAMP;
             y2c = y2c < SIM_FIX_LIMIT ? y2c : SIM_FIX_CLAMP;
-            y2c = y2c > -SIM_FIX_LIMIT ? y2c : -SIM_FIX_CLAMP;
             sim_i64 q = (sim_i64)yc, q2 = (sim_i64)y2c;
             nsat += bad;
             s += q;
@@ -580,24 +618,20 @@ SIM_FN void sim_acc_lanes2(sim_acc *acc, sim_u64 (*alt)[SIM_HIST_BINS + 2], cons
             mx = q > mx ? q : mx;
             slot[i] = sim_hist_slot(l, x[i]);
         }
-        if (alt) {
-            int i = lo;
-            for (; i + 3 < hi; i += 4) {
+        int i = 0;
+        if (alt)
+            for (; i + 3 < n; i += 4) {
                 a->hist[slot[i]] += 1;
                 alt[o][slot[i + 1]] += 1;
                 alt[SIM_MAX_OUT + o][slot[i + 2]] += 1;
                 alt[2 * SIM_MAX_OUT + o][slot[i + 3]] += 1;
             }
-            for (; i < hi; i++)
-                a->hist[slot[i]] += 1;
-        } else {
-            for (int i = lo; i < hi; i++)
-                a->hist[slot[i]] += 1;
-        }
+        for (; i < n; i++)
+            a->hist[slot[i]] += 1;
         a->saturated += (sim_u64)nsat;
         a->min = mn;
         a->max = mx;
-        a->count += (sim_u64)(hi - lo);
+        a->count += (sim_u64)n;
         sim_add192(a->sum, s);
         sim_add192(a->sumsq, s2);
     }

@@ -62,8 +62,8 @@ SIM_FN double sim_option_payoff(const sim_option_params *p, double x)
     return v > 0.0 ? v : 0.0;
 }
 
-/* Values of SIM_W consecutive items starting at g0 (a multiple of 4):
- * out[o][l] is output o of item g0 + l. Outputs: 0 price (discounted
+/* Values of SIM_W consecutive items starting at g0 (a multiple of 4), in
+ * lane order: out[o][sim_lane_of(i)] is output o of item g0 + i. Outputs: 0 price (discounted
  * payoff; the mean of the pair with antithetic), then with greeks delta,
  * vega, rho and theta (central differences on common random numbers). */
 SIM_FN void sim_option_group(const sim_option_params *p, sim_u32 k0, sim_u32 k1, sim_u64 g0,
@@ -80,11 +80,16 @@ SIM_FN void sim_option_group(const sim_option_params *p, sim_u32 k0, sim_u32 k1,
     SIM_ASSERT(g0 % 4 == 0); /* callers align groups; lanes map to block words */
     for (int a = 0; a < na; a++)
         for (int c = 0; c < nsc; c++)
-            for (int l = 0; l < SIM_W; l++) {
+            for (int l = 0; l < SIM_W; l++)
                 lns[a][c][l] = p->scen[c].ln_s0;
-                acc[a][c][l] = 0.0;
-                hit[a][c][l] = 0.0;
-            }
+    /* the averages and barrier hits only where the style reads them */
+    if (p->style != SIM_OPT_EUROPEAN)
+        for (int a = 0; a < na; a++)
+            for (int c = 0; c < nsc; c++)
+                for (int l = 0; l < SIM_W; l++) {
+                    acc[a][c][l] = 0.0;
+                    hit[a][c][l] = 0.0;
+                }
 
     for (sim_i64 j = 0; j < p->steps; j++) {
         sim_philox_blocks((sim_u32)j, SIM_OPT_STREAM, g0 >> 2, k0, k1, w);
@@ -97,8 +102,12 @@ SIM_FN void sim_option_group(const sim_option_params *p, sim_u32 k0, sim_u32 k1,
                 for (int l = 0; l < SIM_W; l++)
                     ls[l] = ls[l] + (mu + vol * (sgn * z[l]));
                 if (p->style == SIM_OPT_ASIAN_ARITH) {
+                    double e[SIM_W];
                     for (int l = 0; l < SIM_W; l++)
-                        ac[l] = ac[l] + sim_exp(ls[l]);
+                        e[l] = ls[l];
+                    sim_exp_lanes(e, SIM_W);
+                    for (int l = 0; l < SIM_W; l++)
+                        ac[l] = ac[l] + e[l];
                 } else if (p->style == SIM_OPT_ASIAN_GEOM) {
                     for (int l = 0; l < SIM_W; l++)
                         ac[l] = ac[l] + ls[l];
@@ -124,15 +133,14 @@ SIM_FN void sim_option_group(const sim_option_params *p, sim_u32 k0, sim_u32 k1,
             val[c][l] = 0.0;
         for (int a = 0; a < na; a++) {
             double x[SIM_W];
-            if (p->style == SIM_OPT_ASIAN_ARITH)
+            if (p->style == SIM_OPT_ASIAN_ARITH) {
                 for (int l = 0; l < SIM_W; l++)
                     x[l] = acc[a][c][l] * p->inv_steps;
-            else if (p->style == SIM_OPT_ASIAN_GEOM)
+            } else {
                 for (int l = 0; l < SIM_W; l++)
-                    x[l] = sim_exp(acc[a][c][l] * p->inv_steps);
-            else
-                for (int l = 0; l < SIM_W; l++)
-                    x[l] = sim_exp(lns[a][c][l]);
+                    x[l] = p->style == SIM_OPT_ASIAN_GEOM ? acc[a][c][l] * p->inv_steps : lns[a][c][l];
+                sim_exp_lanes(x, SIM_W);
+            }
             for (int l = 0; l < SIM_W; l++) {
                 double f = sim_option_payoff(p, x[l]);
                 if (p->style == SIM_OPT_BARRIER)
