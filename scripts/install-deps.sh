@@ -20,7 +20,7 @@ PACKAGES=(
     ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
     emscripten node-acorn binaryen
     libcriterion-dev libcaf-dev g++
-    chromium
+    chromium firefox-esr
     nodejs npm
     clang llvm libclang-rt-14-dev valgrind
     python3-numpy python3-distributed

@@ -12,7 +12,7 @@
 # native builds), integration (real processes and a real PostgreSQL),
 # reliability (chaos: nodes, network, coordinator and database failing under
 # a job; CHAOS_SEED, CHAOS_ITEMS), browser (Playwright driving Debian's
-# Chromium).
+# Chromium; the dashboard also in Debian's Firefox ESR, through puppeteer).
 # A suite that cannot run — a tool or a build output missing — counts as a
 # failure, never as a skip. Exit status: 0 when nothing failed.
 set -uo pipefail
@@ -144,8 +144,12 @@ for suite in "${suites[@]}"; do
     browser)
         if [ ! -d tests/browser/node_modules/playwright-core ]; then
             record browser 0 1 "playwright-core missing: run scripts/install-deps.sh"
+        elif [ ! -d tests/browser/node_modules/puppeteer-core ]; then
+            record browser 0 1 "puppeteer-core missing: run scripts/install-deps.sh"
         elif [ ! -x /usr/bin/chromium ]; then
             record browser 0 1 "/usr/bin/chromium missing: run scripts/install-deps.sh"
+        elif [ ! -x /usr/bin/firefox-esr ]; then
+            record browser 0 1 "/usr/bin/firefox-esr missing: run scripts/install-deps.sh"
         else
             run_node_tests browser tests/browser/*.test.mjs
         fi

@@ -1,11 +1,13 @@
-// The dashboard (web/) in Chromium against a real coordinator, a real
-// PostgreSQL and a real native node: the token box, the submit form built
-// from GET /api/kernels with the server's refusals at their fields, an
-// option job watched to 100% with its price, convergence plot and
-// histogram, the jobs and nodes pages, a stat_weights job's weights and a
-// tournament's ladder, and cancelling a running job.
-// Screenshots go to build/artifacts/dashboard/.
-import { test, before, after } from 'node:test';
+// The dashboard (web/) in Chromium and in Firefox against a real
+// coordinator, a real PostgreSQL and a real native node: the token box, the
+// submit form built from GET /api/kernels with the server's refusals at
+// their fields, an option job watched to 100% with its price, convergence
+// plot and histogram, the jobs and nodes pages (also on a phone-sized
+// screen), a stat_weights job's weights and a tournament's ladder, and
+// cancelling a running job. The same tests run in each browser
+// (browsers.mjs), each against a farm of its own.
+// Screenshots go to build/artifacts/dashboard/BROWSER-STEP.png.
+import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -14,260 +16,292 @@ import path from 'node:path';
 import { build, top } from '../lib/proc.mjs';
 import { startPostgres } from '../lib/pg.mjs';
 import { serve, call } from '../lib/coord.mjs';
-import { launch } from './chromium.mjs';
+import { browsers, open } from './browsers.mjs';
 import { estimate } from '../../web/js/format.js';
 
 const simfarm = path.join(build, 'bin/simfarm');
 const shots = path.join(build, 'artifacts/dashboard');
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-dash-'));
-const WAIT = 30000;
+const PHONE = { width: 390, height: 844 };
+const DESKTOP = { width: 1280, height: 900 };
 
-let pg, srv, node, nodeExited, browser, page;
-const pageErrors = [];
+for (const name of browsers) describe(name, () => dashboard(name));
 
-before(async () => {
-  fs.mkdirSync(shots, { recursive: true });
-  pg = await startPostgres();
-  srv = await serve(pg.url, { extra: ['--allow-public-nodes', '--web', path.join(top, 'web')] });
-  node = spawn(simfarm, ['node', '--server', `ws://127.0.0.1:${srv.port}/ws/node`, '--key', path.join(tmp, 'node.key'),
-    '--cores', '2'], { stdio: 'ignore' });
-  nodeExited = new Promise((resolve) => node.on('exit', resolve));
-  browser = await launch();
-  page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-  page.on('pageerror', (e) => pageErrors.push(e.message));
-  // Chromium logs the refusals the form test asks for (400); anything else counts.
-  page.on('console', (m) => {
-    if (m.type() === 'error' && !m.text().includes('status of 400')) pageErrors.push(m.text());
+function dashboard(name) {
+  let pg, srv, node, nodeExited, page, tmp;
+
+  before(async () => {
+    fs.mkdirSync(shots, { recursive: true });
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-dash-'));
+    pg = await startPostgres();
+    srv = await serve(pg.url, { extra: ['--allow-public-nodes', '--web', path.join(top, 'web')] });
+    node = spawn(simfarm, ['node', '--server', `ws://127.0.0.1:${srv.port}/ws/node`, '--key', path.join(tmp, 'node.key'),
+      '--cores', '2'], { stdio: 'ignore' });
+    nodeExited = new Promise((resolve) => node.on('exit', resolve));
+    page = await open(name, DESKTOP);
   });
-});
 
-after(async () => {
-  await browser?.close();
-  if (node) {
-    node.kill('SIGTERM'); // drains: a few seconds at most, the long job is cancelled
-    const timer = setTimeout(() => node.kill('SIGKILL'), 10000);
-    await nodeExited;
-    clearTimeout(timer);
+  after(async () => {
+    await page?.close();
+    if (node) {
+      node.kill('SIGTERM'); // drains: a few seconds at most, the long job is cancelled
+      const timer = setTimeout(() => node.kill('SIGKILL'), 10000);
+      await nodeExited;
+      clearTimeout(timer);
+    }
+    await srv?.stop();
+    await pg?.stop();
+    fs.rmSync(tmp, { recursive: true, force: true });
+  });
+
+  const shot = (step) => page.screenshot(path.join(shots, `${name}-${step}.png`));
+
+  // The page's errors but the refusals the form test asks for, which
+  // Chromium logs as failed loads (400).
+  const pageErrors = () => page.errors.filter((e) => !e.includes('status of 400'));
+
+  // Waits until the canvas under sel has more than min pixels within 40 of
+  // the colour rgb: drawn data, not only axes and grid.
+  function drawn(sel, rgb, min) {
+    return page.waitFor(([s, c, least]) => {
+      const canvas = document.querySelector(`${s} canvas`);
+      if (!canvas) return false;
+      const d = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+      let n = 0;
+      for (let i = 0; i < d.length; i += 4)
+        if (d[i + 3] > 200 && Math.abs(d[i] - c[0]) < 40 && Math.abs(d[i + 1] - c[1]) < 40 && Math.abs(d[i + 2] - c[2]) < 40) n++;
+      return n > least;
+    }, [sel, rgb, min]);
   }
-  await srv?.stop();
-  await pg?.stop();
-  fs.rmSync(tmp, { recursive: true, force: true });
-});
 
-const shot = (name) => page.screenshot({ path: path.join(shots, `${name}.png`), fullPage: true });
-
-// Waits until the canvas under sel has more than min pixels within 40 of
-// the colour rgb: drawn data, not only axes and grid.
-function drawn(sel, rgb, min) {
-  return page.waitForFunction(([s, c, least]) => {
-    const canvas = document.querySelector(`${s} canvas`);
-    if (!canvas) return false;
-    const d = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
-    let n = 0;
-    for (let i = 0; i < d.length; i += 4)
-      if (d[i + 3] > 200 && Math.abs(d[i] - c[0]) < 40 && Math.abs(d[i + 1] - c[1]) < 40 && Math.abs(d[i + 2] - c[2]) < 40) n++;
-    return n > least;
-  }, [sel, rgb, min], { timeout: WAIT });
-}
-
-async function fillOption(values) {
-  await page.goto(`${srv.url}/#/submit`);
-  await page.locator('#p-S0').waitFor({ timeout: WAIT });
-  for (const [id, v] of Object.entries(values)) await page.fill(`#${id}`, String(v));
-}
-
-test('the page loads its modules and uPlot from the coordinator, with their types', async () => {
-  for (const [p, type] of [['/', 'text/html'], ['/js/app.js', 'text/javascript'], ['/dashboard.css', 'text/css'],
-    ['/node_modules/uplot/dist/uPlot.esm.js', 'text/javascript'], ['/node_modules/uplot/dist/uPlot.min.css', 'text/css']]) {
-    const res = await fetch(srv.url + p);
-    assert.equal(res.status, 200, p);
-    assert.ok(res.headers.get('content-type').startsWith(type), `${p}: ${res.headers.get('content-type')}`);
+  // Waits until the page does not scroll sideways at the width it has.
+  function fitsWidth() {
+    return page.waitFor(() => document.documentElement.scrollWidth <= document.documentElement.clientWidth);
   }
-  const k = await call(srv, 'GET', '/api/kernels', undefined, null);
-  assert.equal(k.status, 200);
-  assert.deepEqual(k.json.kernels.map((x) => x.name), ['option', 'combat']);
-});
 
-test('the API token is kept in the browser', async () => {
-  await page.goto(`${srv.url}/#/jobs`);
-  await page.click('#token-summary');
-  await page.fill('#token-input', srv.token);
-  await page.click('#token-form button[type="submit"]');
-  assert.equal(await page.evaluate(() => localStorage.getItem('simfarm.token')), srv.token);
-  assert.equal(await page.textContent('#token-summary'), 'API token ✓');
-});
+  // The job's id from a page at #/jobs/ID, once it is there.
+  async function jobId() {
+    await page.waitFor(() => /^#\/jobs\/\d+$/.test(location.hash));
+    return Number((await page.url()).split('/').at(-1));
+  }
 
-test('an invalid form gets the server\'s error next to the field', async () => {
-  await fillOption({ 'p-S0': -5, 'p-K': 100, 'p-sigma': 0.2, 'p-T': 1 });
-  // the form carries the kernel's ranges from GET /api/kernels
-  assert.equal(await page.getAttribute('#p-S0', 'max'), '1000000');
-  assert.equal(await page.inputValue('#p-steps'), '1');
-  await page.click('#submit');
-  const err = page.locator('#p-S0-error');
-  await err.waitFor({ state: 'visible', timeout: WAIT });
-  assert.equal(await err.textContent(), 'must be in (0, 1000000], got -5');
-  assert.equal(await page.getAttribute('#p-S0', 'aria-invalid'), 'true');
-  assert.equal(await page.evaluate(() => document.activeElement.id), 'p-S0');
-  await shot('submit-error');
+  async function fillOption(values) {
+    await page.goto(`${srv.url}/#/submit`);
+    await page.waitVisible('#p-S0');
+    for (const [id, v] of Object.entries(values)) await page.fill(`#${id}`, String(v));
+  }
 
-  await page.fill('#p-S0', '100');
-  await page.fill('#j-items', '0');
-  await page.click('#submit');
-  await page.locator('#j-items-error').waitFor({ state: 'visible', timeout: WAIT });
-  assert.equal(await page.textContent('#j-items-error'), 'must be a whole number from 1 to 2^50');
-  assert.equal(await page.isVisible('#p-S0-error'), false, 'the old error is gone');
-  const jobs = await call(srv, 'GET', '/api/jobs');
-  assert.deepEqual(jobs.json, [], 'nothing was submitted');
-});
+  test('the page loads its modules and uPlot from the coordinator, with their types', async () => {
+    for (const [p, type] of [['/', 'text/html'], ['/js/app.js', 'text/javascript'], ['/dashboard.css', 'text/css'],
+      ['/node_modules/uplot/dist/uPlot.esm.js', 'text/javascript'], ['/node_modules/uplot/dist/uPlot.min.css', 'text/css']]) {
+      const res = await fetch(srv.url + p);
+      assert.equal(res.status, 200, p);
+      assert.ok(res.headers.get('content-type').startsWith(type), `${p}: ${res.headers.get('content-type')}`);
+    }
+    const k = await call(srv, 'GET', '/api/kernels', undefined, null);
+    assert.equal(k.status, 200);
+    assert.deepEqual(k.json.kernels.map((x) => x.name), ['option', 'combat']);
+  });
 
-test('an option job submitted through the form runs to 100% and shows the API\'s price, plots and nodes', async () => {
-  await fillOption({ 'p-S0': 100, 'p-K': 100, 'p-r': 0.05, 'p-sigma': 0.2, 'p-T': 1, 'j-items': 60000000, 'j-name': 'dash call' });
-  const curl = await page.textContent('#as-curl');
-  const body = '{"kernel":"option","params":{"S0":100,"K":100,"r":0.05,"sigma":0.2,"T":1},"items":60000000,"name":"dash call"}';
-  assert.ok(curl.endsWith(`-d '${body}'`), curl);
-  assert.equal(await page.textContent('#as-cli'), `echo '${body}' | simfarm submit - --server ${srv.url}`);
-  await page.click('#submit');
-  await page.waitForURL(/#\/jobs\/\d+$/, { timeout: WAIT });
-  const id = Number(page.url().split('/').at(-1));
+  test('the API token is kept in the browser', async () => {
+    await page.goto(`${srv.url}/#/jobs`);
+    await page.click('#token-summary');
+    await page.fill('#token-input', srv.token);
+    await page.click('#token-form button[type="submit"]');
+    await page.waitFor(() => document.querySelector('#token-summary').textContent === 'API token ✓');
+    assert.equal(await page.evaluate(() => localStorage.getItem('simfarm.token')), srv.token);
+  });
 
-  const bar = page.locator('[role="progressbar"][aria-label="job progress"]');
-  // complete, and the row read back with its end (finished_at is only in the row)
-  await page.waitForFunction(() => document.querySelector('[aria-label="job progress"]')?.getAttribute('aria-valuenow') === '100.0'
-    && document.querySelector('.state')?.textContent === 'complete'
-    && document.querySelector('#finished-at')?.textContent !== '–', null, { timeout: WAIT });
-  assert.equal(await bar.getAttribute('aria-valuenow'), '100.0');
+  test('an invalid form gets the server\'s error next to the field', async () => {
+    await fillOption({ 'p-S0': -5, 'p-K': 100, 'p-sigma': 0.2, 'p-T': 1 });
+    // the form carries the kernel's ranges from GET /api/kernels
+    assert.equal(await page.attr('#p-S0', 'max'), '1000000');
+    assert.equal(await page.value('#p-steps'), '1');
+    await page.click('#submit');
+    await page.waitVisible('#p-S0-error');
+    assert.equal(await page.text('#p-S0-error'), 'must be in (0, 1000000], got -5');
+    assert.equal(await page.attr('#p-S0', 'aria-invalid'), 'true');
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'p-S0');
+    await shot('submit-error');
 
-  const api = (await call(srv, 'GET', `/api/jobs/${id}`)).json;
-  assert.equal(api.state, 'complete');
-  assert.equal(api.name, 'dash call');
-  const price = api.result.outputs.find((o) => o.name === 'price');
-  const cell = page.locator('tr[data-output="price"] td.mean');
-  assert.equal(await cell.getAttribute('data-exact'), String(price.mean));
-  assert.equal(await cell.textContent(), price.mean.toFixed(Math.ceil(-Math.log10(price.stderr)) + 1));
-  assert.equal(await cell.textContent(), estimate(price.mean, price.stderr));
-  assert.ok(Math.abs(price.mean - 10.4506) < 4 * price.stderr, `price ${price.mean} ± ${price.stderr}`);
+    await page.fill('#p-S0', '100');
+    await page.fill('#j-items', '0');
+    await page.click('#submit');
+    await page.waitVisible('#j-items-error');
+    assert.equal(await page.text('#j-items-error'), 'must be a whole number from 1 to 2^50');
+    assert.equal(await page.visible('#p-S0-error'), false, 'the old error is gone');
+    const jobs = await call(srv, 'GET', '/api/jobs');
+    assert.deepEqual(jobs.json, [], 'nothing was submitted');
+  });
 
-  // The plots hold drawn data: the estimate's blue line, the histogram's green bars.
-  await drawn('#convergence', [11, 92, 173], 20);
-  await drawn('#histogram', [23, 102, 58], 200);
-  assert.equal(price.hist.bins.reduce((a, b) => a + b, 0) + price.hist.under + price.hist.over, price.count);
+  test('an option job submitted through the form runs to 100% and shows the API\'s price, plots and nodes', async () => {
+    await fillOption({ 'p-S0': 100, 'p-K': 100, 'p-r': 0.05, 'p-sigma': 0.2, 'p-T': 1, 'j-items': 60000000, 'j-name': 'dash call' });
+    const curl = await page.text('#as-curl');
+    const body = '{"kernel":"option","params":{"S0":100,"K":100,"r":0.05,"sigma":0.2,"T":1},"items":60000000,"name":"dash call"}';
+    assert.ok(curl.endsWith(`-d '${body}'`), curl);
+    assert.equal(await page.text('#as-cli'), `echo '${body}' | simfarm submit - --server ${srv.url}`);
+    await page.click('#submit');
+    const id = await jobId();
 
-  const [dl] = await Promise.all([page.waitForEvent('download', { timeout: WAIT }), page.click('#download')]);
-  assert.equal(dl.suggestedFilename(), `simfarm-job-${id}.json`);
-  assert.deepEqual(JSON.parse(fs.readFileSync(await dl.path(), 'utf8')).result, api.result);
+    // complete, and the row read back with its end (finished_at is only in the row)
+    const bar = '[role="progressbar"][aria-label="job progress"]';
+    await page.waitFor(() => document.querySelector('[aria-label="job progress"]')?.getAttribute('aria-valuenow') === '100.0'
+      && document.querySelector('.state')?.textContent === 'complete'
+      && document.querySelector('#finished-at')?.textContent !== '–');
+    assert.equal(await page.attr(bar, 'aria-valuenow'), '100.0');
 
-  // The journal's curve ends on the result exactly, and a page opened
-  // afresh draws all of it.
-  const conv = (await call(srv, 'GET', `/api/jobs/${id}/convergence`)).json;
-  assert.equal(conv.outputs, 1);
-  assert.equal(conv.chunks, api.result.nodes[0].chunks);
-  assert.ok(conv.points.length >= 2, JSON.stringify(conv));
-  assert.deepEqual(conv.points.at(-1), [60000000, price.mean, price.stderr]);
-  await page.reload();
-  await page.waitForFunction((n) => document.querySelector('#convergence')?.dataset.points === String(n),
-    conv.points.length, { timeout: WAIT });
-  await drawn('#convergence', [11, 92, 173], 20);
+    const api = (await call(srv, 'GET', `/api/jobs/${id}`)).json;
+    assert.equal(api.state, 'complete');
+    assert.equal(api.name, 'dash call');
+    const price = api.result.outputs.find((o) => o.name === 'price');
+    const cell = 'tr[data-output="price"] td.mean';
+    assert.equal(await page.attr(cell, 'data-exact'), String(price.mean));
+    assert.equal(await page.text(cell), price.mean.toFixed(Math.ceil(-Math.log10(price.stderr)) + 1));
+    assert.equal(await page.text(cell), estimate(price.mean, price.stderr));
+    assert.ok(Math.abs(price.mean - 10.4506) < 4 * price.stderr, `price ${price.mean} ± ${price.stderr}`);
 
-  // What each node contributed: one node, every item.
-  assert.equal(api.result.nodes.length, 1);
-  assert.equal(api.result.nodes[0].items, 60000000);
-  const contrib = await page.locator('section[aria-labelledby="h-nodes"] tbody tr td').allTextContents();
-  assert.equal(contrib[2], '60,000,000');
-  await shot('job-complete');
+    // The plots hold drawn data: the estimate's blue line, the histogram's green bars.
+    await drawn('#convergence', [11, 92, 173], 20);
+    await drawn('#histogram', [23, 102, 58], 200);
+    assert.equal(price.hist.bins.reduce((a, b) => a + b, 0) + price.hist.under + price.hist.over, price.count);
 
-  // On a phone the plots shrink to the screen and nothing scrolls sideways.
-  await page.setViewportSize({ width: 390, height: 844 });
-  await page.waitForFunction(() => document.documentElement.scrollWidth <= document.documentElement.clientWidth
-    && document.querySelector('#histogram canvas').getBoundingClientRect().right <= 390, null, { timeout: WAIT });
-  await shot('job-complete-phone');
-  await page.setViewportSize({ width: 1280, height: 900 });
-});
+    const dl = await page.download('#download');
+    assert.equal(dl.name, `simfarm-job-${id}.json`);
+    assert.deepEqual(JSON.parse(dl.text).result, api.result);
 
-test('the jobs list filters, and the nodes page shows the fleet', async () => {
-  await page.goto(`${srv.url}/#/jobs?state=complete`);
-  const row = page.locator('tbody tr[data-job]');
-  await row.first().waitFor({ timeout: WAIT });
-  assert.equal(await row.count(), 1);
-  assert.equal(await page.inputValue('#f-state'), 'complete');
-  await page.selectOption('#f-state', 'failed');
-  await page.locator('text=No jobs match').waitFor({ timeout: WAIT });
-  await page.selectOption('#f-state', '');
-  await row.first().waitFor({ timeout: WAIT });
-  await shot('jobs');
+    // The journal's curve ends on the result exactly, and a page opened
+    // afresh draws all of it.
+    const conv = (await call(srv, 'GET', `/api/jobs/${id}/convergence`)).json;
+    assert.equal(conv.outputs, 1);
+    assert.equal(conv.chunks, api.result.nodes[0].chunks);
+    assert.ok(conv.points.length >= 2, JSON.stringify(conv));
+    assert.deepEqual(conv.points.at(-1), [60000000, price.mean, price.stderr]);
+    await page.reload();
+    await page.waitFor((n) => document.querySelector('#convergence')?.dataset.points === String(n), conv.points.length);
+    await drawn('#convergence', [11, 92, 173], 20);
 
-  await page.click('a[data-nav="nodes"]');
-  await page.locator('tr[data-node] .online').first().waitFor({ timeout: WAIT });
-  const fleet = await page.locator('#fleet .card').allTextContents();
-  assert.equal(fleet[0], 'online1 of 1');
-  const cells = await page.locator('tr[data-node] td').allTextContents();
-  assert.match(cells[5], /^cpu/);
-  assert.equal(cells[6], '2');
-  await shot('nodes');
-});
+    // What each node contributed: one node, every item.
+    assert.equal(api.result.nodes.length, 1);
+    assert.equal(api.result.nodes[0].items, 60000000);
+    const contrib = await page.texts('section[aria-labelledby="h-nodes"] tbody tr td');
+    assert.equal(contrib[2], '60,000,000');
+    await shot('job-complete');
 
-test('a precision target sets the items from a pilot job\'s spread', async () => {
-  await fillOption({ 'p-S0': 100, 'p-K': 100, 'p-sigma': 0.2, 'p-T': 1, 'j-target': 0.02, 'j-name': 'to 0.02' });
-  await page.click('#submit');
-  await page.waitForURL(/#\/jobs\/\d+$/, { timeout: WAIT });
-  const id = Number(page.url().split('/').at(-1));
-  await page.waitForFunction(() => document.querySelector('.state')?.textContent === 'complete'
-    && document.querySelector('#finished-at')?.textContent !== '–', null, { timeout: WAIT });
-  // the pilot ended (and its row was written) before the job was submitted
-  const pilot = (await call(srv, 'GET', '/api/jobs?limit=10')).json.find((j) => j.name === 'pilot of to 0.02');
-  assert.equal(pilot.items, 100000);
-  assert.ok(pilot.id < id && pilot.state === 'complete', JSON.stringify(pilot));
-  const o = pilot.result.outputs[0];
-  const job = (await call(srv, 'GET', `/api/jobs/${id}`)).json;
-  assert.equal(job.name, 'to 0.02');
-  assert.equal(job.items, Math.ceil((o.stderr * Math.sqrt(o.count) / 0.02) ** 2));
-  const done = job.result.outputs[0];
-  assert.ok(Math.abs(done.stderr - 0.02) < 0.002, `standard error ${done.stderr} for a target of 0.02`);
-  await shot('job-precision-target');
-});
+    // On a phone the plots shrink to the screen and nothing scrolls sideways.
+    await page.viewport(PHONE.width, PHONE.height);
+    await fitsWidth();
+    await page.waitFor((w) => document.querySelector('#histogram canvas').getBoundingClientRect().right <= w, PHONE.width);
+    await shot('job-complete-phone');
+    await page.viewport(DESKTOP.width, DESKTOP.height);
+  });
 
-test('a stat_weights job shows its weights, a tournament its ladder', async () => {
-  const call100 = { style: 'european', type: 'call', S0: 100, K: 100, r: 0.05, sigma: 0.2, T: 1 };
-  const w = await call(srv, 'POST', '/api/jobs', { kernel: 'option', strategy: 'stat_weights', params: call100,
-    weights: [{ param: 'S0', step: 1, name: 'delta' }, { param: 'sigma', step: 0.01, name: 'vega' }], items: 400000 });
-  assert.equal(w.status, 201, w.text);
-  await page.goto(`${srv.url}/#/jobs/${w.json.id}`);
-  await page.waitForFunction(() => document.querySelector('.state')?.textContent === 'complete'
-    && [...document.querySelectorAll('h2')].some((e) => e.textContent === 'Weights'), null, { timeout: WAIT });
-  const api = (await call(srv, 'GET', `/api/jobs/${w.json.id}`)).json.result.weights;
-  const rows = await page.$$eval('section table tr th[scope=row]', (ths) => ths.map((t) => t.textContent));
-  for (const x of api) assert.ok(rows.includes(x.name), `${x.name} in ${rows}`);
-  assert.equal(await page.locator(`[aria-label^="delta from "]`).count(), 1, 'delta has its error bar');
-  await shot('job-stat-weights');
+  test('the jobs list filters, and the nodes page shows the fleet', async () => {
+    await page.goto(`${srv.url}/#/jobs?state=complete`);
+    const row = 'tbody tr[data-job]';
+    await page.waitVisible(row);
+    assert.equal(await page.count(row), 1);
+    assert.equal(await page.value('#f-state'), 'complete');
+    await page.select('#f-state', 'failed');
+    await page.waitFor(() => document.querySelector('main').textContent.includes('No jobs match'));
+    await page.select('#f-state', '');
+    await page.waitVisible(row);
+    await shot('jobs');
 
-  const combat = JSON.parse(fs.readFileSync(path.join(top, 'examples/combat-tournament.json'), 'utf8'));
-  const t = await call(srv, 'POST', '/api/jobs', { ...combat, items: 8000, tournament: { phase_items: 500, growth: 2 } });
-  assert.equal(t.status, 201, t.text);
-  await page.goto(`${srv.url}/#/jobs/${t.json.id}`);
-  await page.waitForFunction(() => document.querySelector('.state')?.textContent === 'complete'
-    && [...document.querySelectorAll('h2')].some((e) => e.textContent === 'Tournament ladder'), null, { timeout: WAIT });
-  const phases = (await call(srv, 'GET', `/api/jobs/${t.json.id}`)).json.result.phases;
-  const items = await page.$$eval('ol li', (lis) => lis.map((l) => l.textContent));
-  assert.equal(items.length, phases.length);
-  assert.equal(items[0], `phase 1: ${phases[0].alive} left${phases[0].dropped.length ? `; dropped ${phases[0].dropped.join(', ')}` : ''}`);
-  await shot('job-tournament');
-  assert.deepEqual(pageErrors, []);
-});
+    await page.click('a[data-nav="nodes"]');
+    await page.waitVisible('tr[data-node] .online');
+    const fleet = await page.texts('#fleet .card');
+    assert.equal(fleet[0], 'online1 of 1');
+    const cells = await page.texts('tr[data-node] td');
+    assert.match(cells[5], /^cpu/);
+    assert.equal(cells[6], '2');
+    await shot('nodes');
+  });
 
-test('a running job is cancelled from its page', async () => {
-  const sub = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: { S0: 100, K: 100, sigma: 0.2, T: 1, steps: 50 },
-    items: 1e12, name: 'long' });
-  // the node holds its chunks (no chunk of 50 steps ends soon at the speed it measured)
-  assert.equal(sub.status, 201);
-  await page.goto(`${srv.url}/#/jobs/${sub.json.id}`);
-  await page.waitForFunction(() => document.querySelector('.state')?.textContent === 'running'
-    && Number(document.querySelector('#claims')?.textContent) > 0, null, { timeout: WAIT });
-  await page.keyboard.press('Tab'); // the controls take the keyboard
-  await page.focus('#cancel');
-  await page.keyboard.press('Enter');
-  await page.waitForFunction(() => document.querySelector('.state')?.textContent === 'cancelled'
-    && document.querySelector('#finished-at')?.textContent !== '–', null, { timeout: WAIT });
-  assert.equal((await call(srv, 'GET', `/api/jobs/${sub.json.id}`)).json.state, 'cancelled');
-  assert.equal(await page.isVisible('#cancel'), false);
-  await shot('job-cancelled');
-  assert.deepEqual(pageErrors, []);
-});
+  test('the pages fit a phone-sized screen', async () => {
+    await page.viewport(PHONE.width, PHONE.height);
+    try {
+      // Each page once drawn: nothing scrolls sideways (wide tables scroll
+      // inside their box), and the navigation and the page's first control
+      // are on the screen.
+      for (const [hash, ready, control, step] of [['#/jobs', 'tbody tr[data-job]', '#f-state', 'jobs-phone'],
+        ['#/submit', '#p-S0', '#p-S0', 'submit-phone'], ['#/nodes', 'tr[data-node] .online', '#fleet .card', 'nodes-phone']]) {
+        await page.goto(`${srv.url}/${hash}`);
+        await page.waitVisible(ready);
+        await fitsWidth();
+        for (const sel of ['a[data-nav="nodes"]', '#token-summary', control]) {
+          const r = await page.evaluate((s) => document.querySelector(s).getBoundingClientRect().toJSON(), sel);
+          assert.ok(r.width > 0 && r.left >= 0 && r.right <= PHONE.width, `${hash}: ${sel} at ${JSON.stringify(r)}`);
+        }
+        await shot(step);
+      }
+    } finally {
+      await page.viewport(DESKTOP.width, DESKTOP.height);
+    }
+  });
+
+  test('a precision target sets the items from a pilot job\'s spread', async () => {
+    await fillOption({ 'p-S0': 100, 'p-K': 100, 'p-sigma': 0.2, 'p-T': 1, 'j-target': 0.02, 'j-name': 'to 0.02' });
+    await page.click('#submit');
+    const id = await jobId();
+    await page.waitFor(() => document.querySelector('.state')?.textContent === 'complete'
+      && document.querySelector('#finished-at')?.textContent !== '–');
+    // the pilot ended (and its row was written) before the job was submitted
+    const pilot = (await call(srv, 'GET', '/api/jobs?limit=10')).json.find((j) => j.name === 'pilot of to 0.02');
+    assert.equal(pilot.items, 100000);
+    assert.ok(pilot.id < id && pilot.state === 'complete', JSON.stringify(pilot));
+    const o = pilot.result.outputs[0];
+    const job = (await call(srv, 'GET', `/api/jobs/${id}`)).json;
+    assert.equal(job.name, 'to 0.02');
+    assert.equal(job.items, Math.ceil((o.stderr * Math.sqrt(o.count) / 0.02) ** 2));
+    const done = job.result.outputs[0];
+    assert.ok(Math.abs(done.stderr - 0.02) < 0.002, `standard error ${done.stderr} for a target of 0.02`);
+    await shot('job-precision-target');
+  });
+
+  test('a stat_weights job shows its weights, a tournament its ladder', async () => {
+    const call100 = { style: 'european', type: 'call', S0: 100, K: 100, r: 0.05, sigma: 0.2, T: 1 };
+    const w = await call(srv, 'POST', '/api/jobs', { kernel: 'option', strategy: 'stat_weights', params: call100,
+      weights: [{ param: 'S0', step: 1, name: 'delta' }, { param: 'sigma', step: 0.01, name: 'vega' }], items: 400000 });
+    assert.equal(w.status, 201, w.text);
+    await page.goto(`${srv.url}/#/jobs/${w.json.id}`);
+    await page.waitFor(() => document.querySelector('.state')?.textContent === 'complete'
+      && [...document.querySelectorAll('h2')].some((e) => e.textContent === 'Weights'));
+    const api = (await call(srv, 'GET', `/api/jobs/${w.json.id}`)).json.result.weights;
+    const rows = await page.texts('section table tr th[scope=row]');
+    for (const x of api) assert.ok(rows.includes(x.name), `${x.name} in ${rows}`);
+    assert.equal(await page.count('[aria-label^="delta from "]'), 1, 'delta has its error bar');
+    await shot('job-stat-weights');
+
+    const combat = JSON.parse(fs.readFileSync(path.join(top, 'examples/combat-tournament.json'), 'utf8'));
+    const t = await call(srv, 'POST', '/api/jobs', { ...combat, items: 8000, tournament: { phase_items: 500, growth: 2 } });
+    assert.equal(t.status, 201, t.text);
+    await page.goto(`${srv.url}/#/jobs/${t.json.id}`);
+    await page.waitFor(() => document.querySelector('.state')?.textContent === 'complete'
+      && [...document.querySelectorAll('h2')].some((e) => e.textContent === 'Tournament ladder'));
+    const phases = (await call(srv, 'GET', `/api/jobs/${t.json.id}`)).json.result.phases;
+    const items = await page.texts('ol li');
+    assert.equal(items.length, phases.length);
+    assert.equal(items[0], `phase 1: ${phases[0].alive} left${phases[0].dropped.length ? `; dropped ${phases[0].dropped.join(', ')}` : ''}`);
+    await shot('job-tournament');
+    assert.deepEqual(pageErrors(), []);
+  });
+
+  test('a running job is cancelled from its page', async () => {
+    const sub = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: { S0: 100, K: 100, sigma: 0.2, T: 1, steps: 50 },
+      items: 1e12, name: 'long' });
+    // the node holds its chunks (no chunk of 50 steps ends soon at the speed it measured)
+    assert.equal(sub.status, 201);
+    await page.goto(`${srv.url}/#/jobs/${sub.json.id}`);
+    await page.waitFor(() => document.querySelector('.state')?.textContent === 'running'
+      && Number(document.querySelector('#claims')?.textContent) > 0);
+    await page.press('Tab'); // the controls take the keyboard
+    await page.focus('#cancel');
+    if (page.keysActivateButtons) await page.press('Enter');
+    else await page.click('#cancel');
+    await page.waitFor(() => document.querySelector('.state')?.textContent === 'cancelled'
+      && document.querySelector('#finished-at')?.textContent !== '–');
+    assert.equal((await call(srv, 'GET', `/api/jobs/${sub.json.id}`)).json.state, 'cancelled');
+    assert.equal(await page.visible('#cancel'), false);
+    await shot('job-cancelled');
+    assert.deepEqual(pageErrors(), []);
+  });
+}
