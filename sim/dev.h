@@ -73,16 +73,20 @@ static inline uint64_t sim_f64_bits(double d)
 #endif
 
 /* Lanes per group function call: items processed together by one call of a
- * kernel's *_group function. Any multiple of 4; the result of an item never
- * depends on it. */
+ * kernel's *_group function. Any multiple of 4 up to 128 (the int64 partial
+ * sums of sim_acc_lanes); the result of an item never depends on it. */
 #ifndef SIM_W
 #define SIM_W 4
+#endif
+#if SIM_W > 128 || SIM_W % 4 != 0
+#error "SIM_W must be a multiple of 4, at most 128"
 #endif
 
 #define SIM_HIST_BINS 32
 #define SIM_MAX_OUT 8
-/* Every fixed-point term is kept below 2^56 in magnitude, so up to 127 terms
- * can be summed in an int64 before they are folded into 192 bits. */
+/* Every fixed-point term is below 2^56 in magnitude, so at most 2^56 - 8
+ * (the largest double below it), and 128 terms sum within an int64
+ * (128 (2^56 - 8) < 2^63) before they are folded into 192 bits. */
 #define SIM_FIX_LIMIT 72057594037927936.0 /* 2^56 */
 #define SIM_FIX_CLAMP 72057594037927920.0 /* 2^56 - 16, exact in double */
 #define SIM_FIX_MAX ((sim_i64)0x00ffffffffffffff) /* above any clamped value */
@@ -394,37 +398,50 @@ SIM_FN void sim_sincos_oct(double a, double *sn, double *cs)
     *cs = 1.0 - a2 * (0.5 - a2 * pc);
 }
 
-/* Two standard normals from two 32-bit words (Box–Muller): radius
- * sqrt(-2 ln u) with u from w0, angle 2 pi w1 / 2^32. The angle is reduced
- * exactly in integers: the top two bits of w1 pick the quadrant, the rest
- * the angle inside it, folded to [0, pi/4] by symmetry. z0 = r cos, z1 =
- * r sin. Branch-free (selects and exact sign flips) so loops vectorize. */
-SIM_FN void sim_normal_angle(double r, sim_u32 w1, double *z0, double *z1)
+/* Standard normals from pairs of 32-bit words (Box–Muller), n <= SIM_W
+ * pairs: radius sqrt(-2 ln u) with u from wr[j], angle 2 pi wa[j] / 2^32;
+ * zc[j] = radius cos, zs[j] = radius sin. The angle is reduced exactly in
+ * integers: the top two bits of wa[j] pick the quadrant, the rest the angle
+ * inside it, folded to [0, pi/4] by symmetry. Branch-free (selects and
+ * exact sign flips) so loops vectorize, and in stages over all pairs, so
+ * the pairs' chains of dependent operations overlap. */
+SIM_FN void sim_normal_pairs(const sim_u32 *wr, const sim_u32 *wa, double *zc, double *zs, int n)
 {
     const double quarter = 1.4629180792671596e-09; /* (pi / 2) / 2^30 */
-    /* Quadrant and offset as exact doubles: every condition below is then
-     * a double comparison, which vector units select on directly. */
-    double qd = (double)(sim_i32)(w1 >> 30);
-    double md = (double)(sim_i32)(w1 & 0x3fffffffu);
-    int hi = md > 536870912.0; /* past pi/4: fold */
-    double a = (hi ? 1073741824.0 - md : md) * quarter;
-    double sn, cs;
-    sim_sincos_oct(a, &sn, &cs);
-    /* cos and sin of the angle inside the quadrant, then of the whole
-     * angle: odd quadrants swap them, quadrants 1-2 negate the cosine and
-     * 2-3 the sine (a product with -1 is an exact negation) */
-    int odd = (qd == 1.0) | (qd == 3.0);
-    int swap = hi != odd;
-    double c = swap ? sn : cs, s = swap ? cs : sn;
-    c = c * (((qd == 1.0) | (qd == 2.0)) ? -1.0 : 1.0);
-    s = s * (qd >= 2.0 ? -1.0 : 1.0);
-    *z0 = r * c;
-    *z1 = r * s;
+    double r[SIM_W], sn[SIM_W], cs[SIM_W];
+    SIM_ASSERT(n <= SIM_W);
+    for (int j = 0; j < n; j++)
+        r[j] = -2.0 * sim_log(sim_u01(wr[j]));
+    for (int j = 0; j < n; j++)
+        r[j] = sim_sqrt_nr(r[j]);
+    for (int j = 0; j < n; j++) {
+        double md = (double)(sim_i32)(wa[j] & 0x3fffffffu);
+        double a = (md > 536870912.0 ? 1073741824.0 - md : md) * quarter; /* past pi/4: fold */
+        sim_sincos_oct(a, &sn[j], &cs[j]);
+    }
+    for (int j = 0; j < n; j++) {
+        /* Quadrant and offset as exact doubles: every condition below is
+         * then a double comparison, which vector units select on directly. */
+        double qd = (double)(sim_i32)(wa[j] >> 30);
+        double md = (double)(sim_i32)(wa[j] & 0x3fffffffu);
+        int hi = md > 536870912.0;
+        /* cos and sin of the angle inside the quadrant, then of the whole
+         * angle: odd quadrants swap them, quadrants 1-2 negate the cosine
+         * and 2-3 the sine (a product with -1 is an exact negation) */
+        int odd = (qd == 1.0) | (qd == 3.0);
+        int swap = hi != odd;
+        double c = swap ? sn[j] : cs[j], s = swap ? cs[j] : sn[j];
+        c = c * (((qd == 1.0) | (qd == 2.0)) ? -1.0 : 1.0);
+        s = s * (qd >= 2.0 ? -1.0 : 1.0);
+        zc[j] = r[j] * c;
+        zs[j] = r[j] * s;
+    }
 }
 
+/* Two standard normals from two 32-bit words, as sim_normal_pairs. */
 SIM_FN void sim_normal_pair(sim_u32 w0, sim_u32 w1, double *z0, double *z1)
 {
-    sim_normal_angle(sim_sqrt_nr(-2.0 * sim_log(sim_u01(w0))), w1, z0, z1);
+    sim_normal_pairs(&w0, &w1, z0, z1, 1);
 }
 
 /* Fills z[0..SIM_W) with normals from words w[0..SIM_W), both in lane
@@ -438,13 +455,7 @@ SIM_FN void sim_normal_pair(sim_u32 w0, sim_u32 w1, double *z0, double *z1)
  * notice. */
 SIM_FN void sim_normals(const sim_u32 *w, double *z)
 {
-    double r[SIM_W / 2];
-    for (int j = 0; j < SIM_W / 2; j++)
-        r[j] = -2.0 * sim_log(sim_u01(w[j]));
-    for (int j = 0; j < SIM_W / 2; j++)
-        r[j] = sim_sqrt_nr(r[j]);
-    for (int j = 0; j < SIM_W / 2; j++)
-        sim_normal_angle(r[j], w[SIM_W / 2 + j], &z[j], &z[SIM_W / 2 + j]);
+    sim_normal_pairs(w, w + SIM_W / 2, z, z + SIM_W / 2, SIM_W / 2);
 }
 
 /* ---- fixed-point accumulation ------------------------------------------------ */
@@ -567,8 +578,8 @@ SIM_FN void sim_acc_merge(sim_acc *dst, const sim_acc *src)
 /* Adds the items g0 + lo .. g0 + hi - 1 of a group (outputs in lane order,
  * see sim_lane_of) into acc[0 .. nout): the same integers as sim_acc_add on
  * each value, in loops compilers vectorize (the two sim_fix calls spelled
- * out, int64 partial sums: |term| < 2^56 and at most 64 lanes, so they
- * cannot overflow before they are folded into 192 bits). */
+ * out, int64 partial sums of at most 128 terms, which cannot overflow:
+ * see SIM_FIX_LIMIT). */
 SIM_FN void sim_acc_lanes2(sim_acc *acc, sim_u64 (*alt)[SIM_HIST_BINS + 2], const sim_layout *L,
     int nout, double out[SIM_MAX_OUT][SIM_W], int lo, int hi);
 

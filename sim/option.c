@@ -10,7 +10,7 @@
  * tests compare every ISA level's bits. */
 #pragma GCC optimize("O3", "no-trapping-math")
 #endif
-#define SIM_W 64
+#define SIM_W 128
 #include <string.h>
 
 #include "sim/option_dev.h"
