@@ -172,13 +172,14 @@ $(BUILD)/wasm/%.js: tests/bench/%.c $(WASM_LIB_SRC) $(WASM_LIB_HDR) | $(DEPS_MK)
 $(BUILD)/wasm/%.js: tests/check/%.c $(WASM_LIB_SRC) $(WASM_LIB_HDR) | $(DEPS_MK) $(SYSROOT)/.complete
 	$(emcc_link) -sASYNCIFY -DRT_WASM_BLOCKING_RUN
 # The same check programs with AddressSanitizer, run under node by the wasm
-# suite: memory errors of the WebAssembly port.
+# suite: memory errors of the WebAssembly port. Asyncify saves the blocked
+# call stack in a buffer; ASan's frames outgrow its default 4 KiB.
 WASM_ASAN_OUT := $(WASM_CHECK:%=$(BUILD)/wasm-asan/check_%.js)
 $(BUILD)/wasm-asan/%.js: tests/check/%.c $(WASM_LIB_SRC) $(WASM_LIB_HDR) | $(DEPS_MK) $(SYSROOT)/.complete
 	@mkdir -p $(@D)
 	$(WASM_ENV) $(EMCC) $(WASM_CFLAGS) -O1 -g -fsanitize=address -I$(SYSROOT)/include $< $(WASM_LIB_SRC) \
 		-L$(SYSROOT)/lib -lsodium -lmsgpackc -sEXIT_RUNTIME=1 -sASYNCIFY -DRT_WASM_BLOCKING_RUN \
-		-sINITIAL_MEMORY=268435456 -o $@
+		-sINITIAL_MEMORY=268435456 -sASYNCIFY_STACK_SIZE=65536 -o $@
 
 # The browser node (node-wasm/): the node actor, sched/ and the subsystems
 # above in one module that both kinds of Web Worker load, plus the

@@ -1,8 +1,12 @@
 /*
- * pool.c — see pool.h. A batch is a chain of BATCH free blocks; its first
- * block also links it into the class's shared stack (blocks are at least 64
- * bytes, room for both links). The shared stacks are guarded by one spin
- * flag: it is taken once per BATCH allocations or frees at most.
+ * pool.c — see pool.h. Blocks are carved from slabs of BATCH blocks aligned
+ * to 64 bytes, so a message of up to 64 bytes lies on one cache line, and a
+ * message passed between cores moves one line, not two. A batch is a chain
+ * of free blocks; its first block also links it into the class's shared
+ * stack and holds its length (blocks are at least 64 bytes, room for all
+ * three). The shared stacks and the slab list are guarded by one spin flag:
+ * it is taken once per BATCH allocations or frees at most. Slabs are never
+ * given back: the pool keeps the most messages that were ever alive at once.
  */
 #include "runtime/pool.h"
 
@@ -15,23 +19,26 @@
 #include <pthread.h>
 #endif
 
-enum { CLASSES = 4, BATCH = 64 };
+enum { CLASSES = 4, BATCH = 64, LINE = 64 };
 
 static const size_t class_size[CLASSES] = { 64, 128, 256, 512 };
 
 typedef struct block {
     struct block *next;       /* within a free list or a batch */
     struct block *next_batch; /* first block of a batch: the next batch */
+    size_t n;                 /* first block of a batch: its length */
 } block;
 
 typedef struct cache {
     block *head;
-    unsigned n;
+    size_t n;
 } cache;
 
 static _Thread_local cache local[CLASSES];
 static _Thread_local bool armed;
 static block *shared[CLASSES];
+static void **slabs; /* every slab, so they stay reachable */
+static size_t nslabs, slabs_cap;
 static atomic_flag shared_lock = ATOMIC_FLAG_INIT;
 
 #ifndef __EMSCRIPTEN__
@@ -77,6 +84,24 @@ static void unlock(void)
     atomic_flag_clear_explicit(&shared_lock, memory_order_release);
 }
 
+/* A new slab of class c, as one batch. */
+static block *slab_new(int c)
+{
+    size_t size = class_size[c];
+    unsigned char *s = aligned_alloc(LINE, size * BATCH);
+    if (s == NULL)
+        rt_oom(size * BATCH);
+    lock();
+    if (nslabs == slabs_cap)
+        slabs = rt_grow(slabs, &slabs_cap, sizeof *slabs);
+    slabs[nslabs++] = s;
+    unlock();
+    for (size_t i = 0; i < BATCH; i++)
+        ((block *)(s + i * size))->next = i + 1 < BATCH ? (block *)(s + (i + 1) * size) : NULL;
+    ((block *)s)->n = BATCH;
+    return (block *)s;
+}
+
 static int class_of(size_t size)
 {
     for (int c = 0; c < CLASSES; c++)
@@ -111,24 +136,18 @@ void *rt__pool_alloc(size_t size, unsigned *cls)
         if (b != NULL)
             shared[c] = b->next_batch;
         unlock();
-        if (b != NULL) {
-            k->head = b;
-            k->n = BATCH;
-        }
+        if (b == NULL)
+            b = slab_new(c);
+        k->head = b;
+        k->n = b->n;
     }
     block *b = k->head;
-    if (b != NULL) {
-        k->head = b->next;
-        k->n--;
-        /* Blocks freed on another core come back cold: start fetching the
-         * next one now, so the next allocation does not wait for it. */
-        if (k->head != NULL)
-            __builtin_prefetch(k->head, 1);
-    } else {
-        b = malloc(class_size[c]);
-        if (b == NULL)
-            rt_oom(class_size[c]);
-    }
+    k->head = b->next;
+    k->n--;
+    /* Blocks freed on another core come back cold: start fetching the next
+     * one now, so the next allocation does not wait for it. */
+    if (k->head != NULL)
+        __builtin_prefetch(k->head, 1);
     memset(b, 0, size);
     *cls = (unsigned)c + 1;
     return b;
@@ -158,6 +177,7 @@ void rt__pool_free(void *p, unsigned cls)
     k->head = last->next;
     k->n -= BATCH;
     last->next = NULL;
+    first->n = BATCH;
     lock();
     first->next_batch = shared[c];
     shared[c] = first;
@@ -166,13 +186,17 @@ void rt__pool_free(void *p, unsigned cls)
 
 void rt__pool_thread_exit(void)
 {
+    /* Blocks belong to slabs: the cache goes to the shared stack as one
+     * (short) batch, for the threads that remain. */
     for (int c = 0; c < CLASSES; c++) {
         block *b = local[c].head;
-        while (b != NULL) {
-            block *next = b->next;
-            free(b);
-            b = next;
-        }
+        if (b == NULL)
+            continue;
+        b->n = local[c].n;
+        lock();
+        b->next_batch = shared[c];
+        shared[c] = b;
+        unlock();
         local[c].head = NULL;
         local[c].n = 0;
     }

@@ -5,8 +5,9 @@
  * another costs no lock most of the time (glibc's allocator takes its arena
  * lock for such frees). Larger requests go to malloc, and so does everything
  * under AddressSanitizer (which must see every message freed to find a use
- * after free). A thread's cache is handed
- * back when the thread ends. Internal to runtime/.
+ * after free). Blocks come from slabs aligned to cache lines and are
+ * never given back to malloc; a thread's cache goes back to the shared
+ * stacks when the thread ends. Internal to runtime/.
  */
 #ifndef SIMFARM_RUNTIME_POOL_H
 #define SIMFARM_RUNTIME_POOL_H
@@ -20,7 +21,8 @@ void *rt__pool_alloc(size_t size, unsigned *cls);
 /* Frees what rt__pool_alloc returned, with the class it gave. */
 void rt__pool_free(void *p, unsigned cls);
 
-/* Frees this thread's cached blocks (called when a thread ends). */
+/* Hands this thread's cached blocks to the shared stacks (called when a
+ * thread ends). */
 void rt__pool_thread_exit(void);
 
 #endif
