@@ -14,11 +14,16 @@
 #include "sim/option_dev.h"
 #include "sim/sim_int.h"
 
-#ifndef SIM_CUDA_FATBIN
-
 int sim_cuda_create(sim_cuda **out, char *err, size_t errlen)
 {
-    (void)out;
+    return sim_cuda_open(out, 0, err, errlen);
+}
+
+#ifndef SIM_CUDA_FATBIN
+
+int sim_cuda_open(sim_cuda **out, unsigned device, char *err, size_t errlen)
+{
+    (void)out, (void)device;
     if (err != NULL)
         snprintf(err, errlen, "CUDA: this program was built without nvcc");
     return SIM_ENOBACKEND;
@@ -169,7 +174,7 @@ static int check_sizes(sim_cuda *cu, char *err, size_t errlen)
     return 0;
 }
 
-int sim_cuda_create(sim_cuda **out, char *err, size_t errlen)
+int sim_cuda_open(sim_cuda **out, unsigned device, char *err, size_t errlen)
 {
     CUdevice dev;
     CUresult r;
@@ -180,7 +185,7 @@ int sim_cuda_create(sim_cuda **out, char *err, size_t errlen)
     if ((rc = load_driver(&cu->d, err, errlen)) != 0)
         goto fail;
     struct driver *d = &cu->d;
-    if ((r = d->cuInit(0)) != 0 || (r = d->cuDeviceGet(&dev, 0)) != 0) {
+    if ((r = d->cuInit(0)) != 0 || (r = d->cuDeviceGet(&dev, (int)device)) != 0) {
         rc = cu_fail(err, errlen, SIM_ENODEVICE, "cuInit/cuDeviceGet (no usable device)", r);
         goto fail_lib;
     }

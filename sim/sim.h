@@ -170,6 +170,8 @@ typedef struct sim_cuda sim_cuda;
  * SIM_ENOBACKEND when the program was built without nvcc; SIM_ENODEVICE
  * when no driver or device is present. */
 int sim_cuda_create(sim_cuda **out, char *err, size_t errlen);
+/* The same for device number `device` (the driver's ordinal). */
+int sim_cuda_open(sim_cuda **out, unsigned device, char *err, size_t errlen);
 void sim_cuda_destroy(sim_cuda *cu);
 const char *sim_cuda_device(const sim_cuda *cu);
 int sim_cuda_run(sim_cuda *cu, const sim_job *job, uint64_t first, uint64_t count, sim_stats *out);
