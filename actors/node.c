@@ -162,11 +162,22 @@ static void set_state(node *n, nd_state st, const char *detail)
         n->host.state(n->host.ctx, st, detail ? detail : "");
 }
 
+/* Asks the host to stop worker w's chunk: its result is not wanted. */
+static void cancel_worker(node *n, unsigned w)
+{
+    n->wcancel[w] = true;
+    if (n->host.cancel != NULL)
+        n->host.cancel(n->host.ctx, w);
+}
+
 static void stop(node *n, nd_state st, int code)
 {
     if (n->stopped)
         return;
     n->stopped = true;
+    for (unsigned w = 0; w < n->nworkers; w++) /* leaving: nothing more is sent */
+        if (n->busy[w] && !n->wcancel[w])
+            cancel_worker(n, w);
     if (n->tick_timer > 0) {
         rt_timer_cancel(n->sys, n->tick_timer);
         n->tick_timer = 0;
@@ -389,7 +400,9 @@ static bool cancel_hits(const pr_cancel *c, uint64_t job, uint64_t id)
 }
 
 /* The coordinator stops chunks (a job cancelled or ended): those waiting
- * are dropped, and the results of those being computed are not sent. */
+ * are dropped, and those being computed are stopped (within a slice, see
+ * nd_compute, where the host can stop its workers) and their results not
+ * sent. */
 static void on_cancel(node *n, const pr_msg *m)
 {
     const pr_cancel *c = &m->body.cancel;
@@ -405,7 +418,7 @@ static void on_cancel(node *n, const pr_msg *m)
     }
     for (unsigned w = 0; w < n->nworkers; w++)
         if (n->busy[w] && !n->wcancel[w] && cancel_hits(c, n->wchunk[w].job, n->wchunk[w].id)) {
-            n->wcancel[w] = true;
+            cancel_worker(n, w);
             dropped++;
         }
     if (dropped > 0)
@@ -519,6 +532,9 @@ static void on_done(node *n, done_msg *d)
     n->computing--;
     if (n->wcancel[w]) {
         /* the coordinator no longer wants it: nothing to send */
+        if (d->err == ND_ECANCELLED)
+            say(n, ND_INFO, "chunk %llu of job %llu stopped after %u ms", (unsigned long long)c.id,
+                (unsigned long long)c.job, d->elapsed_ms);
     } else if (d->err == 0) {
         n->chunks_done++;
         n->items_done += c.count;
@@ -877,7 +893,16 @@ void nd_pause(rt_actor *to, bool on)
     rt_send(to, &p->hdr);
 }
 
-int nd_compute(const sim_work *job, const nd_chunk *c, nd_runner run, void *ctx, uint8_t **data, size_t *len)
+/* Slices of a chunk: the first is SLICE_FIRST items; one that took less than
+ * SLICE_MS / 2 doubles the next, one that took more than 2 x SLICE_MS halves
+ * it, so a stop request waits about SLICE_MS whatever an item costs. Slice
+ * ends fall on multiples of SLICE_ALIGN items: kernels compute items in
+ * groups aligned to their vector width (64 at most), so no group is computed
+ * twice. */
+enum { SLICE_MS = 100, SLICE_FIRST = 1024, SLICE_ALIGN = 64 };
+
+int nd_compute(const sim_work *job, const nd_chunk *c, nd_runner run, nd_stop halt, void *ctx, uint8_t **data,
+    size_t *len)
 {
     *data = NULL;
     *len = 0;
@@ -885,12 +910,37 @@ int nd_compute(const sim_work *job, const nd_chunk *c, nd_runner run, void *ctx,
         return SIM_EINVAL;
     uint32_t first = job->every ? 0 : c->variant, last = job->every ? job->n : c->variant + 1;
     uint32_t nout = (uint32_t)sim_job_nout(job->jobs[first]), nstats = (last - first) * nout;
-    sim_stats *out = malloc((size_t)nstats * sizeof *out);
-    if (out == NULL)
-        rt_oom((size_t)nstats * sizeof *out);
+    size_t size = (size_t)nstats * sizeof(sim_stats);
+    sim_stats *out = malloc(size), *part = malloc(size);
+    if (out == NULL || part == NULL)
+        rt_oom(size);
     int err = 0;
-    for (uint32_t v = first; v < last && err == 0; v++)
-        err = run(ctx, job->jobs[v], c->start, c->count, out + (size_t)(v - first) * nout);
+    uint64_t done = 0, slice = SLICE_FIRST;
+    do { /* at least once: an empty chunk still has its (empty) statistics */
+        if (halt != NULL && halt(ctx)) {
+            err = ND_ECANCELLED;
+            break;
+        }
+        uint64_t from = c->start + done, n = c->count - done;
+        if (n > slice) {
+            uint64_t end = (from + slice + SLICE_ALIGN - 1) / SLICE_ALIGN * SLICE_ALIGN;
+            if (end - from < n)
+                n = end - from;
+        }
+        uint64_t t0 = mono_ms();
+        for (uint32_t v = first; v < last && err == 0; v++) {
+            sim_stats *o = out + (size_t)(v - first) * nout, *p = part + (size_t)(v - first) * nout;
+            err = run(ctx, job->jobs[v], from, n, done == 0 ? o : p);
+            for (uint32_t k = 0; k < nout && err == 0 && done > 0; k++)
+                err = sim_stats_merge(&o[k], &p[k]);
+        }
+        uint64_t took = mono_ms() - t0;
+        if (took < SLICE_MS / 2 && slice <= c->count)
+            slice *= 2;
+        else if (took > 2 * SLICE_MS && slice > SLICE_ALIGN)
+            slice /= 2;
+        done += n;
+    } while (done < c->count && err == 0);
     if (err == 0) {
         size_t cap = (size_t)nstats * (SIM_STATS_MAX_ENCODED + 4);
         *data = malloc(cap);
@@ -902,6 +952,7 @@ int nd_compute(const sim_work *job, const nd_chunk *c, nd_runner run, void *ctx,
             err = SIM_EINVAL;
         }
     }
+    free(part);
     free(out);
     return err;
 }
@@ -914,5 +965,5 @@ static int run_cpu(void *ctx, const sim_job *sim, uint64_t first, uint64_t count
 
 int nd_compute_cpu(const sim_work *job, const nd_chunk *c, uint8_t **data, size_t *len)
 {
-    return nd_compute(job, c, run_cpu, NULL, data, len);
+    return nd_compute(job, c, run_cpu, NULL, NULL, data, len);
 }

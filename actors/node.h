@@ -36,6 +36,10 @@
 
 #define ND_VERSION "0.1.0"
 
+/* nd_compute's answer when its stop function asked it to stop (not a
+ * SIM_E* code). */
+enum { ND_ECANCELLED = -200 };
+
 enum {
     ND_EXIT_OK = 0,           /* stopped on request, after draining */
     ND_EXIT_FAIL = 1,         /* could not start (key file, runtime) */
@@ -77,6 +81,11 @@ typedef struct nd_host {
      * typically through nd_compute. `job` is the opened work context,
      * `work`/`len` its bytes (all valid until that answer). */
     void (*compute)(void *ctx, unsigned w, const nd_chunk *c, const sim_work *job, const uint8_t *work, size_t len);
+    /* The chunk worker `w` computes is not wanted any more (cancelled, or
+     * the node leaves): the host stops it soon, typically by having
+     * nd_compute's halt function say so, and still answers nd_done. May
+     * be NULL: the chunk then runs to its end and its result is dropped. */
+    void (*cancel)(void *ctx, unsigned w);
     /* Fills the capabilities sent in hello (strings live as long as the host). */
     void (*caps)(void *ctx, pr_caps *caps);
     /* Fills a heartbeat's machine figures (CPU, memory). */
@@ -126,10 +135,22 @@ void nd_pause(rt_actor *node, bool on);
 /* Runs one variant of a chunk on a backend: sim_run_cpu's contract. */
 typedef int (*nd_runner)(void *ctx, const sim_job *sim, uint64_t first, uint64_t count, sim_stats *out);
 
+/* Asked between the slices of a chunk: true stops the chunk. Called on the
+ * computing thread. */
+typedef bool (*nd_stop)(void *ctx);
+
 /* Computes a chunk with `run` and encodes its result the way nd_done wants
  * it: the chunk's variant, or every variant in order when the job says so
- * (stat_weights). *data is malloc'd. */
-int nd_compute(const sim_work *job, const nd_chunk *c, nd_runner run, void *ctx, uint8_t **data, size_t *len);
+ * (stat_weights). *data is malloc'd.
+ *
+ * The chunk is run in slices of consecutive items, sized to take about
+ * 100 ms each (the first is small, then they double or halve), and their
+ * statistics merged: the same bytes as one run over the whole chunk, since
+ * statistics of disjoint ranges merge into those of their union. Before
+ * each slice `halt` (may be NULL) is asked; when it says so the chunk ends
+ * with ND_ECANCELLED and no data. `ctx` goes to `run` and `halt`. */
+int nd_compute(const sim_work *job, const nd_chunk *c, nd_runner run, nd_stop halt, void *ctx, uint8_t **data,
+    size_t *len);
 
 /* nd_compute on the CPU: the worker body of hosts without other backends. */
 int nd_compute_cpu(const sim_work *job, const nd_chunk *c, uint8_t **data, size_t *len);

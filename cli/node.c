@@ -2,7 +2,7 @@
  * node.c — `simfarm node`: a headless compute node (node-native/node.h).
  *
  *   simfarm node --server ws://127.0.0.1:8080/ws/node [--cores N] [--backend B] [--key PATH]
- *                [--claim-token T] [--grace S] [--log-format text|json]
+ *                [--claim-token T] [--grace S] [--log-format text|json] [--ca PEM]
  */
 #include "cli/cli.h"
 #include "node-native/node.h"
@@ -16,11 +16,14 @@ static void node_usage(FILE *out)
     fprintf(out,
         "usage: simfarm node [--server URL] [--cores N] [--backend B] [--key PATH]\n"
         "                    [--claim-token TOKEN] [--grace SECONDS] [--log-format text|json]\n"
+        "                    [--ca PEM]\n"
         "\n"
         "Lends this machine to a coordinator: connects to URL (ws://HOST:PORT/ws/node,\n"
         "or the coordinator's http://HOST:PORT; default $SIMFARM_SERVER, else\n"
         "ws://127.0.0.1:8080/ws/node), computes the chunks it is given and sends\n"
-        "signed results. Workers: --backend auto (default) runs one per core (N with\n"
+        "signed results. wss:// (or https://) connects over TLS and checks the\n"
+        "coordinator's certificate against the system's CAs, or against the PEM\n"
+        "certificates of --ca (default $SIMFARM_CA). Workers: --backend auto (default) runs one per core (N with\n"
         "--cores) plus one per GPU (CUDA, or OpenCL through the ICD loader); cpu,\n"
         "opencl (every OpenCL device, CPU devices too) and cuda name backends, and a\n"
         "list such as cpu,opencl combines them. The key is created on first start in\n"
@@ -36,7 +39,7 @@ static void node_usage(FILE *out)
 int cmd_node(int argc, char **argv)
 {
     nd_opts o = { .url = getenv("SIMFARM_SERVER") ? getenv("SIMFARM_SERVER") : "ws://127.0.0.1:8080/ws/node",
-        .claim_token = getenv("NODE_CLAIM_TOKEN"), .grace_s = 30 };
+        .claim_token = getenv("NODE_CLAIM_TOKEN"), .ca_path = getenv("SIMFARM_CA"), .grace_s = 30 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -53,6 +56,8 @@ int cmd_node(int argc, char **argv)
             o.url = v;
         } else if (strcmp(a, "--key") == 0) {
             o.key_path = v;
+        } else if (strcmp(a, "--ca") == 0) {
+            o.ca_path = v;
         } else if (strcmp(a, "--claim-token") == 0) {
             o.claim_token = v;
         } else if (strcmp(a, "--cores") == 0) {

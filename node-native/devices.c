@@ -5,6 +5,7 @@
 #include "node-native/devices.h"
 
 #include <CL/cl.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -41,5 +42,69 @@ size_t nd_devices_opencl(nd_device *out, size_t cap)
             v->units = units;
         }
     }
+    return n;
+}
+
+/* The driver API entry points the listing needs, with cuda.h's types (a
+ * CUdevice is an int, a result an int, 0 for success). */
+typedef int (*cu_init_fn)(unsigned);
+typedef int (*cu_count_fn)(int *);
+typedef int (*cu_get_fn)(int *, int);
+typedef int (*cu_name_fn)(char *, int, int);
+typedef int (*cu_mem_fn)(size_t *, int);
+typedef int (*cu_attr_fn)(int *, int, int);
+
+enum { CU_ATTR_MULTIPROCESSOR_COUNT = 16 };
+
+size_t nd_devices_cuda(nd_device *out, size_t cap, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "no CUDA device");
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        snprintf(err, errlen, "CUDA: no driver (libcuda.so.1: %s)", dlerror());
+        return 0;
+    }
+    cu_init_fn init;
+    cu_count_fn count;
+    cu_get_fn get;
+    cu_name_fn name;
+    cu_mem_fn mem;
+    cu_attr_fn attr;
+    /* dlsym gives object pointers; POSIX makes them callable. */
+    void *p[6] = { dlsym(lib, "cuInit"), dlsym(lib, "cuDeviceGetCount"), dlsym(lib, "cuDeviceGet"),
+        dlsym(lib, "cuDeviceGetName"), dlsym(lib, "cuDeviceTotalMem_v2"), dlsym(lib, "cuDeviceGetAttribute") };
+    memcpy(&init, &p[0], sizeof init);
+    memcpy(&count, &p[1], sizeof count);
+    memcpy(&get, &p[2], sizeof get);
+    memcpy(&name, &p[3], sizeof name);
+    memcpy(&mem, &p[4], sizeof mem);
+    memcpy(&attr, &p[5], sizeof attr);
+    size_t n = 0;
+    int ndev = 0, r;
+    if (p[0] == NULL || p[1] == NULL || p[2] == NULL || p[3] == NULL || p[4] == NULL || p[5] == NULL) {
+        snprintf(err, errlen, "CUDA: the driver lacks the device API");
+    } else if ((r = init(0)) != 0 || (r = count(&ndev)) != 0) {
+        snprintf(err, errlen, "CUDA: cuInit/cuDeviceGetCount failed (CUresult %d)", r);
+    } else {
+        for (int i = 0; i < ndev && n < cap; i++) {
+            int dev, units = 0;
+            size_t bytes = 0;
+            if (get(&dev, i) != 0)
+                continue;
+            nd_device *v = &out[n++];
+            memset(v, 0, sizeof *v);
+            v->kind = PR_BACKEND_CUDA;
+            v->number = (unsigned)i;
+            v->gpu = true;
+            snprintf(v->vendor, sizeof v->vendor, "NVIDIA");
+            if (name(v->name, (int)sizeof v->name - 1, dev) != 0)
+                snprintf(v->name, sizeof v->name, "CUDA device %d", i);
+            if (mem(&bytes, dev) == 0)
+                v->memory = bytes;
+            if (attr(&units, CU_ATTR_MULTIPROCESSOR_COUNT, dev) == 0 && units > 0)
+                v->units = (unsigned)units;
+        }
+    }
+    dlclose(lib);
     return n;
 }

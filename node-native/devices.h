@@ -1,7 +1,7 @@
 /*
  * devices.h — the compute devices a native node finds: OpenCL devices
- * through the ICD loader (every platform), and the CUDA device when the
- * program was built with nvcc and a driver is present.
+ * through the ICD loader (every platform), and CUDA devices through the
+ * driver library (libcuda.so.1, opened at run time) when one is installed.
  */
 #ifndef SIMFARM_NODE_DEVICES_H
 #define SIMFARM_NODE_DEVICES_H
@@ -16,7 +16,8 @@ enum { ND_MAX_DEVICES = 16 };
 
 typedef struct nd_device {
     pr_backend_kind kind;     /* PR_BACKEND_OPENCL or PR_BACKEND_CUDA */
-    unsigned number;          /* OpenCL: counted across platforms (sim_cl_open) */
+    unsigned number;          /* OpenCL: counted across platforms (sim_cl_open); CUDA: the
+                                 driver's ordinal (sim_cuda_open) */
     bool gpu;                 /* a GPU or accelerator, not a CPU device */
     char name[128];
     char vendor[64];
@@ -26,5 +27,9 @@ typedef struct nd_device {
 
 /* Lists the OpenCL devices into out (at most cap); returns how many. */
 size_t nd_devices_opencl(nd_device *out, size_t cap);
+
+/* Lists the CUDA devices into out (at most cap); returns how many. None
+ * without a driver or a device: then err says why. */
+size_t nd_devices_cuda(nd_device *out, size_t cap, char *err, size_t errlen);
 
 #endif

@@ -19,7 +19,8 @@
 #include <stdbool.h>
 
 typedef struct nd_opts {
-    const char *url;          /* ws://host:port/ws/node */
+    const char *url;          /* ws://host:port/ws/node, wss:// over TLS */
+    const char *ca_path;      /* PEM CA certificates for wss://; NULL = the system's */
     const char *key_path;     /* NULL = nd_key_default_path() */
     unsigned cores;           /* workers; 0 = every core */
     const char *claim_token;  /* enrol with this token; may be NULL */

@@ -17,6 +17,7 @@
 #include "sched/sched.h"
 #include "sim/sim.h"
 
+#include <errno.h>
 #include <libwebsockets.h>
 #include <signal.h>
 #include <sodium.h>
@@ -47,8 +48,10 @@ typedef struct worker {
     sim_cuda *cu;
     char device[128];
     uint64_t memory;
-    _Atomic uint64_t busy_ms;  /* time spent in kernels, for heartbeats */
     uint64_t busy_seen;        /* busy_ms at the last heartbeat (loop thread) */
+    /* Shared between the loop thread and the worker's thread. */
+    _Atomic uint64_t busy_ms;  /* time spent in kernels, for heartbeats */
+    atomic_bool stop;          /* the chunk in hand is not wanted: stop between slices */
 } worker;
 
 typedef struct conn {
@@ -56,6 +59,9 @@ typedef struct conn {
     rt_actor *node;
     char addr[256], path[128], hostport[300];
     int port;
+    bool tls;              /* wss:// */
+    const char *ca;        /* --ca, or NULL */
+    bool untrusted;        /* this attempt's server certificate failed the check */
     struct lws_context *ctx;
     struct lws_protocols protocols[2];
     struct lws *wsi;
@@ -110,8 +116,14 @@ static int client_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
     if (l == NULL)
         return 0;
     switch (reason) {
+    case LWS_CALLBACK_OPENSSL_PERFORM_SERVER_CERT_VERIFICATION:
+        /* len is OpenSSL's verdict (libwebsockets logs its reason); 0 keeps it. */
+        if (len == 0)
+            l->untrusted = true;
+        break;
     case LWS_CALLBACK_CLIENT_ESTABLISHED:
         l->wsi = wsi;
+        l->untrusted = false;
         nd_up(l->node);
         break;
     case LWS_CALLBACK_CLIENT_RECEIVE:
@@ -150,7 +162,13 @@ static int client_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
         if (l->wsi == wsi || reason == LWS_CALLBACK_CLIENT_CONNECTION_ERROR) {
             l->wsi = NULL;
             drop_frames(l);
-            nd_down(l->node, reason == LWS_CALLBACK_CLIENT_CONNECTION_ERROR && in ? (const char *)in : "closed");
+            const char *why = reason == LWS_CALLBACK_CLIENT_CONNECTION_ERROR && in ? (const char *)in : "closed";
+            if (l->untrusted)
+                why = l->ca != NULL ? "TLS: the coordinator's certificate is not signed by --ca, or not for this host"
+                                    : "TLS: the coordinator's certificate is not signed by a system CA, or not for "
+                                      "this host (--ca names other CAs)";
+            l->untrusted = false;
+            nd_down(l->node, why);
         }
         break;
     default:
@@ -173,6 +191,9 @@ static void host_connect(void *ctx)
     ci.host = l->hostport;
     ci.origin = l->hostport;
     ci.protocol = PR_WS_PROTOCOL;
+    /* The server's certificate is checked against the CAs (the system's,
+     * or --ca) and its name against the host of --server. */
+    ci.ssl_connection = l->tls ? LCCSCF_USE_SSL : 0;
     if (lws_client_connect_via_info(&ci) == NULL)
         nd_down(l->node, "cannot start a connection");
 }
@@ -201,7 +222,19 @@ static void host_compute(void *ctx, unsigned w, const nd_chunk *c, const sim_wor
     work_msg *m = RT_MSG_NEW(work_msg, M_WORK);
     m->c = *c;
     m->job = job;
+    /* Cleared before the chunk is sent, on the thread that sets it
+     * (host_cancel): the worker reads it only after taking this message,
+     * which the mailbox orders after the store. */
+    atomic_store_explicit(&((worker *)rt_state(l->workers[w]))->stop, false, memory_order_relaxed);
     rt_send(l->workers[w], &m->hdr);
+}
+
+static void host_cancel(void *ctx, unsigned w)
+{
+    conn *l = ctx;
+    /* Relaxed: the flag carries no data; the worker sees it within a slice
+     * or the next, and answers nd_done either way. */
+    atomic_store_explicit(&((worker *)rt_state(l->workers[w]))->stop, true, memory_order_relaxed);
 }
 
 static void host_caps(void *ctx, pr_caps *caps)
@@ -319,6 +352,12 @@ static int run_on(void *ctx, const sim_job *sim, uint64_t first, uint64_t count,
         : sim_run_cpu(sim, first, count, out);
 }
 
+static bool stop_asked(void *ctx)
+{
+    worker *w = ctx;
+    return atomic_load_explicit(&w->stop, memory_order_relaxed);
+}
+
 static void worker_behaviour(rt_actor *self, rt_msg *m)
 {
     if (m->type != M_WORK)
@@ -328,7 +367,7 @@ static void worker_behaviour(rt_actor *self, rt_msg *m)
     size_t len;
     uint64_t t0 = mono_ms();
     const work_msg *job = (const work_msg *)m;
-    int err = nd_compute(job->job, &job->c, run_on, w, &data, &len);
+    int err = nd_compute(job->job, &job->c, run_on, stop_asked, w, &data, &len);
     uint64_t spent = mono_ms() - t0;
     atomic_fetch_add(&w->busy_ms, spent);
     nd_done(w->node, w->index, err, data, len, (uint32_t)spent);
@@ -380,10 +419,20 @@ static void on_signal(uv_signal_t *h, int signum)
 }
 
 /* ws://host:port/path, or the coordinator's http://host:port (its node
- * endpoint is /ws/node) -> parts. */
-static int parse_url(const char *url, char *addr, size_t alen, int *port, char *path, size_t plen)
+ * endpoint is /ws/node) -> parts; wss:// and https:// the same over TLS. */
+static int parse_url(const char *url, char *addr, size_t alen, int *port, char *path, size_t plen, bool *tls)
 {
-    size_t skip = strncmp(url, "ws://", 5) == 0 ? 5 : strncmp(url, "http://", 7) == 0 ? 7 : 0;
+    static const struct { const char *scheme; bool tls, http; } schemes[] = {
+        { "ws://", false, false }, { "wss://", true, false }, { "http://", false, true }, { "https://", true, true },
+    };
+    size_t skip = 0;
+    bool http = false;
+    for (size_t i = 0; i < sizeof schemes / sizeof schemes[0] && skip == 0; i++)
+        if (strncmp(url, schemes[i].scheme, strlen(schemes[i].scheme)) == 0) {
+            skip = strlen(schemes[i].scheme);
+            *tls = schemes[i].tls;
+            http = schemes[i].http;
+        }
     if (skip == 0)
         return -1;
     const char *h = url + skip, *slash = strchr(h, '/'), *colon = strchr(h, ':');
@@ -399,22 +448,38 @@ static int parse_url(const char *url, char *addr, size_t alen, int *port, char *
         return -1;
     *port = (int)p;
     snprintf(path, plen, "%s", *slash && strcmp(slash, "/") != 0 ? slash : "/ws/node");
-    if (skip == 7 && strcmp(path, "/ws/node") != 0)
+    if (http && strcmp(path, "/ws/node") != 0)
         return -1; /* an http address is the coordinator's, not a path on it */
     return 0;
 }
 
-static int start_lws(conn *l)
+/* libwebsockets' error lines (the reason a certificate was refused, say)
+ * in the node's log format. Its logging is process-wide, with no context
+ * pointer: hence one static flag (one node a process). */
+static bool lws_log_json;
+
+static void lws_log(int level, const char *line)
+{
+    (void)level;
+    size_t n = strlen(line);
+    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == ' '))
+        n--;
+    say(lws_log_json, ND_WARN, "libwebsockets: %.*s", (int)n, line);
+}
+
+static int start_lws(conn *l, const char *ca)
 {
     struct lws_context_creation_info info;
     memset(&info, 0, sizeof info);
     void *loops[1] = { rt_system_loop(l->sys) };
     l->protocols[0] = (struct lws_protocols){ PR_WS_PROTOCOL, client_cb, 0, 65536, 0, l, 0 };
-    info.options = LWS_SERVER_OPTION_LIBUV;
+    info.options = LWS_SERVER_OPTION_LIBUV | (l->tls ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0);
+    info.client_ssl_ca_filepath = l->tls ? ca : NULL; /* NULL: the system's CAs */
     info.foreign_loops = loops;
     info.port = CONTEXT_PORT_NO_LISTEN;
     info.protocols = l->protocols;
-    lws_set_log_level(LLL_ERR, NULL);
+    lws_log_json = l->log_json;
+    lws_set_log_level(LLL_ERR, lws_log);
     l->ctx = lws_create_context(&info);
     return l->ctx != NULL ? 0 : -1;
 }
@@ -482,15 +547,26 @@ static int open_devices(bool json, const backends *b, worker *out, unsigned cap)
     unsigned n = 0;
     bool have_cuda = false;
     if (b->cuda || b->any_gpu) {
-        sim_cuda *cu = NULL;
-        int rc = sim_cuda_create(&cu, err, sizeof err);
-        if (rc == 0) {
-            out[n] = (worker){ .kind = PR_BACKEND_CUDA, .cu = cu };
+        /* One worker per CUDA device the driver lists. */
+        nd_device devs[ND_MAX_DEVICES];
+        size_t nd = nd_devices_cuda(devs, ND_MAX_DEVICES, err, sizeof err);
+        for (size_t i = 0; i < nd && n < cap; i++) {
+            sim_cuda *cu = NULL;
+            char why[4096];
+            int rc = sim_cuda_open(&cu, devs[i].number, why, sizeof why);
+            if (rc != 0) {
+                snprintf(err, sizeof err, "%s", why[0] ? why : sim_strerror(rc));
+                if (rc != SIM_ENOBACKEND) /* said once, below, for --backend cuda */
+                    say(json, ND_WARN, "CUDA device %u (%s) not used: %s", devs[i].number, devs[i].name, err);
+                continue;
+            }
+            out[n] = (worker){ .kind = PR_BACKEND_CUDA, .cu = cu, .memory = devs[i].memory };
             snprintf(out[n].device, sizeof out[n].device, "%s", sim_cuda_device(cu));
             n++;
             have_cuda = true;
-        } else if (b->cuda) {
-            say(json, ND_WARN, "--backend cuda: %s", err[0] ? err : sim_strerror(rc));
+        }
+        if (b->cuda && !have_cuda) {
+            say(json, ND_WARN, "--backend cuda: %s", err);
             return -1;
         }
     }
@@ -549,10 +625,22 @@ int nd_run(const nd_opts *opts)
     char keypath[4096], err[4200], addr[256], path[128];
     int port;
     backends b;
-    bool json = opts->log_json;
-    if (parse_url(opts->url, addr, sizeof addr, &port, path, sizeof path) != 0) {
-        say(json, ND_WARN, "--server wants ws://HOST:PORT/ws/node or http://HOST:PORT, not '%s'", opts->url);
+    bool json = opts->log_json, tls = false;
+    if (parse_url(opts->url, addr, sizeof addr, &port, path, sizeof path, &tls) != 0) {
+        say(json, ND_WARN, "--server wants ws://HOST:PORT/ws/node or http://HOST:PORT (wss:// or https:// for TLS), "
+            "not '%s'", opts->url);
         return ND_EXIT_USAGE;
+    }
+    if (opts->ca_path != NULL) {
+        FILE *f = fopen(opts->ca_path, "r");
+        if (f == NULL) {
+            say(json, ND_WARN, "--ca %s: %s", opts->ca_path, strerror(errno));
+            return ND_EXIT_FAIL;
+        }
+        fclose(f);
+        if (!tls)
+            say(json, ND_WARN, "--ca %s is not used: %s is not a TLS address (wss:// or https://)", opts->ca_path,
+                opts->url);
     }
     if (parse_backends(opts->backend, &b) != 0) {
         say(json, ND_WARN, "--backend wants auto, cpu, opencl or cuda (or a list: cpu,opencl), not '%s'",
@@ -605,6 +693,8 @@ int nd_run(const nd_opts *opts)
     snprintf(l->addr, sizeof l->addr, "%s", addr);
     snprintf(l->path, sizeof l->path, "%s", path);
     l->port = port;
+    l->tls = tls;
+    l->ca = opts->ca_path;
     snprintf(l->hostport, sizeof l->hostport, "%s:%d", l->addr, l->port);
     for (char *p = l->hostport; *p; p++)
         if (*p >= 'A' && *p <= 'Z')
@@ -613,8 +703,12 @@ int nd_run(const nd_opts *opts)
     if (uname(&u) == 0)
         snprintf(l->arch, sizeof l->arch, "%.31s", u.machine);
     int code = ND_EXIT_FAIL;
-    if (start_lws(l) != 0) {
-        say(json, ND_WARN, "cannot start libwebsockets");
+    if (start_lws(l, opts->ca_path) != 0) {
+        if (tls && opts->ca_path != NULL)
+            say(json, ND_WARN, "cannot start libwebsockets with TLS: is --ca %s a PEM file of certificates?",
+                opts->ca_path);
+        else
+            say(json, ND_WARN, "cannot start libwebsockets%s", tls ? " with TLS" : "");
         for (int i = 0; i < ndevs; i++) {
             sim_cl_destroy(devs[i].cl);
             sim_cuda_destroy(devs[i].cu);
@@ -625,7 +719,7 @@ int nd_run(const nd_opts *opts)
     cfg.audience = l->hostport;
     cfg.workers = ncpu + (unsigned)ndevs;
     nd_host host = { .ctx = l, .connect = host_connect, .send = host_send, .compute = host_compute,
-        .caps = host_caps, .stats = host_stats, .log = host_log, .stopped = host_stopped };
+        .cancel = host_cancel, .caps = host_caps, .stats = host_stats, .log = host_log, .stopped = host_stopped };
     l->node = nd_spawn(sys, &cfg, &host);
     spawn_workers(l, sys, devs, (unsigned)ndevs);
     for (unsigned w = 0; w < l->nworkers; w++) {

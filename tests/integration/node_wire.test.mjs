@@ -1,0 +1,280 @@
+// The native node against a real coordinator and PostgreSQL, beyond
+// node.test.mjs: a cancel stops a chunk in the middle (the worker is free
+// again long before the chunk would have ended), completions leave in
+// batches (seen on the wire, through a tap between node and coordinator),
+// and wss:// with the coordinator's certificate checked.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import https from 'node:https';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { build, eventually, run, top } from '../lib/proc.mjs';
+import { startPostgres } from '../lib/pg.mjs';
+import { serve, call } from '../lib/coord.mjs';
+import { decode } from '../lib/nodeproto.mjs';
+
+const simfarm = path.join(build, 'bin/simfarm');
+const optionFile = path.join(top, 'examples/option.json');
+const option = JSON.parse(fs.readFileSync(optionFile, 'utf8'));
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-node-wire-'));
+
+// A `simfarm node`; p.until(re, what) waits for its output to match.
+function node(args, { env = process.env, timeoutMs = 60000 } = {}) {
+  const child = spawn(simfarm, ['node', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
+  const p = { out: '', child };
+  const watchers = new Set();
+  const feed = (d) => { p.out += d; for (const w of [...watchers]) w(); };
+  child.stdout.on('data', feed);
+  child.stderr.on('data', feed);
+  p.exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  p.until = (re, what, ms = timeoutMs) => new Promise((resolve, reject) => {
+    const timer = setTimeout(() => { watchers.delete(w); reject(new Error(`${what}: not in ${ms} ms\n${p.out}`)); }, ms);
+    const w = () => {
+      const m = p.out.match(re);
+      if (m) { clearTimeout(timer); watchers.delete(w); resolve(m); }
+    };
+    watchers.add(w);
+    w();
+    p.exited.then((e) => { if (watchers.has(w)) { clearTimeout(timer); watchers.delete(w); reject(new Error(`${what}: exited ${e.code ?? e.signal}\n${p.out}`)); } });
+  });
+  p.stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return p.exited;
+    child.kill('SIGTERM');
+    const t = setTimeout(() => child.kill('SIGKILL'), 20000);
+    const e = await p.exited;
+    clearTimeout(t);
+    return e;
+  };
+  return p;
+}
+
+async function submit(srv, params, items, seed) {
+  const r = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params, items, seed });
+  assert.equal(r.status, 201, r.text);
+  return r.json.id;
+}
+
+async function jobDone(srv, id, timeoutMs = 120000) {
+  return eventually(async () => {
+    const j = (await call(srv, 'GET', `/api/jobs/${id}`)).json;
+    return j.state === 'complete' ? j : null;
+  }, `job ${id} complete`, timeoutMs);
+}
+
+// One local single-process run, to the last bit.
+async function localRun(items, seed) {
+  const r = await run(simfarm, ['sim', 'option', optionFile, '--items', String(items), '--seed', String(seed), '--json']);
+  assert.equal(r.code, 0, r.stderr);
+  return JSON.parse(r.stdout).outputs;
+}
+
+function sameBits(job, local) {
+  assert.equal(job.state, 'complete');
+  assert.deepEqual(job.result.outputs.map(({ name, count, mean, stderr, min, max }) =>
+    ({ name, count, mean, stderr, min, max })), local);
+}
+
+let pg;
+before(async () => { pg = await startPostgres(); });
+after(async () => {
+  await pg?.stop();
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+test('a cancel stops the chunk being computed: the worker takes other work long before the chunk would end', async () => {
+  // Chunks sized to take five minutes on the node; one worker.
+  const srv = await serve(pg.url, { extra: ['--open-enrolment', '--chunk-ms', '300000'] });
+  const nd = node(['--server', `ws://127.0.0.1:${srv.port}/ws/node`, '--key', path.join(tmp, 'cancel.key'),
+    '--cores', '1']);
+  try {
+    const me = Number((await nd.until(/as node (\d+)/, 'node connected'))[1]);
+    const slow = { ...option, style: 'asian_arithmetic', steps: 2000, greeks: false };
+    const a = await submit(srv, slow, 1e12, 3);
+    // The first chunk is small; once the node's speed is known, the next
+    // one is sized to the five minutes (from a first estimate, which may be
+    // low). Wait until the chunk in hand is worth a minute at least at the
+    // node's measured speed.
+    await eventually(async () => {
+      const n = (await call(srv, 'GET', '/api/nodes')).json.find((x) => x.id === me);
+      const p = (await call(srv, 'GET', `/api/jobs/${a}`)).json.progress;
+      return n && n.items_per_s > 0 && p && p.items_in_flight >= 60 * n.items_per_s;
+    }, 'a chunk of a minute or more in hand', 60000);
+    assert.equal((await call(srv, 'POST', `/api/jobs/${a}/cancel`)).status, 200);
+    await nd.until(new RegExp(`job ${a}: 1 chunks cancelled \\(cancelled\\)`), 'the node told');
+    const stopped = await nd.until(new RegExp(`chunk \\d+ of job ${a} stopped after \\d+ ms`), 'the chunk stopped', 30000);
+    assert.ok(stopped);
+    // The worker is free: a second job's chunks are computed at once, not
+    // after the minutes the cancelled chunk would have taken.
+    const items = 4000, seed = 9;
+    const b = await submit(srv, option, items, seed);
+    sameBits(await jobDone(srv, b, 30000), await localRun(items, seed));
+    const n = (await call(srv, 'GET', '/api/nodes')).json.find((x) => x.id === me);
+    assert.equal(n.in_flight, 0);
+  } finally {
+    assert.equal((await nd.stop()).code, 0, nd.out);
+    await srv.stop();
+  }
+});
+
+// A TCP proxy that also reads the node's side of the WebSocket: every
+// client frame (unmasked, fragments joined) decoded as a protocol envelope
+// into tap.msgs.
+function wireTap(targetPort) {
+  const tap = { msgs: [] };
+  const server = net.createServer((client) => {
+    const upstream = net.connect(targetPort, '127.0.0.1');
+    let buf = Buffer.alloc(0), upgraded = false, parts = [];
+    const close = () => { client.destroy(); upstream.destroy(); };
+    client.on('error', close);
+    upstream.on('error', close);
+    client.on('close', close);
+    upstream.on('close', close);
+    upstream.on('data', (d) => client.write(d));
+    client.on('data', (d) => {
+      upstream.write(d);
+      buf = Buffer.concat([buf, d]);
+      if (!upgraded) {
+        const end = buf.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        upgraded = true;
+        buf = buf.subarray(end + 4);
+      }
+      for (;;) {
+        if (buf.length < 2) return;
+        const fin = buf[0] & 0x80, op = buf[0] & 0x0f;
+        let n = buf[1] & 0x7f, at = 2;
+        if (n === 126) { if (buf.length < 4) return; n = buf.readUInt16BE(2); at = 4; }
+        else if (n === 127) { if (buf.length < 10) return; n = Number(buf.readBigUInt64BE(2)); at = 10; }
+        const mask = buf.subarray(at, at + 4);
+        at += 4; // a client's frames are masked
+        if (buf.length < at + n) return;
+        const data = Buffer.from(buf.subarray(at, at + n));
+        for (let i = 0; i < n; i++) data[i] ^= mask[i & 3];
+        buf = buf.subarray(at + n);
+        if (op === 0 || op === 2) {
+          parts.push(data);
+          if (fin) { tap.msgs.push(decode(Buffer.concat(parts))); parts = []; }
+        }
+      }
+    });
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => {
+    tap.port = server.address().port;
+    tap.close = () => new Promise((done) => server.close(() => done()));
+    resolve(tap);
+  }));
+}
+
+test('completions leave in batches: several results under one signature, one frame', async () => {
+  // Short chunks on three workers: results finish close together.
+  const srv = await serve(pg.url, { extra: ['--open-enrolment', '--chunk-ms', '200'] });
+  const tap = await wireTap(srv.port);
+  const nd = node(['--server', `ws://127.0.0.1:${tap.port}/ws/node`, '--key', path.join(tmp, 'batch.key'),
+    '--cores', '3']);
+  try {
+    await nd.until(/as node \d+/, 'node connected');
+    const items = 30000000, seed = 13;
+    const id = await submit(srv, option, items, seed);
+    const job = await jobDone(srv, id);
+    sameBits(job, await localRun(items, seed));
+    const completes = tap.msgs.filter((m) => m.type === 'complete');
+    const batches = completes.map((m) => decode(m.body.payload));
+    const results = batches.reduce((s, b) => s + b.results.length, 0);
+    // Every chunk the job accepted came through the tap, each result once.
+    assert.equal(results, job.result.nodes.reduce((s, n) => s + n.chunks, 0), JSON.stringify(job.result.nodes));
+    const sizes = batches.map((b) => b.results.length);
+    assert.ok(sizes.some((k) => k >= 2), `a batch of several results (sizes: ${sizes.join(' ')})`);
+    assert.ok(completes.length < results, `${completes.length} frames for ${results} results`);
+    for (const b of batches) {
+      assert.equal(b.job, id);
+      const chunks = new Set(b.results.map((r) => r.chunk));
+      assert.equal(chunks.size, b.results.length, 'a chunk once per batch');
+    }
+  } finally {
+    assert.equal((await nd.stop()).code, 0, nd.out);
+    await tap.close();
+    await srv.stop();
+  }
+});
+
+// ---- TLS ------------------------------------------------------------------------------------
+
+// A self-signed certificate for 127.0.0.1 (its own CA); resolves to {cert, key}.
+async function selfSigned(name, altName = 'IP:127.0.0.1') {
+  const cert = path.join(tmp, `${name}.pem`), key = path.join(tmp, `${name}.key.pem`);
+  const r = await run('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert,
+    '-days', '1', '-subj', `/CN=${name}`, '-addext', `subjectAltName=${altName}`]);
+  assert.equal(r.code, 0, r.stderr);
+  return { cert, key };
+}
+
+// An API call over https that trusts `ca`.
+function tlsCall(srv, ca, method, p, body) {
+  return new Promise((resolve, reject) => {
+    const req = https.request(srv.url + p, { method, ca: fs.readFileSync(ca),
+      headers: { authorization: `Bearer ${srv.token}`, 'content-type': 'application/json' } }, (res) => {
+      let text = '';
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => resolve({ status: res.statusCode, json: JSON.parse(text) }));
+    });
+    req.on('error', reject);
+    req.end(body === undefined ? undefined : JSON.stringify(body));
+  });
+}
+
+test('wss: the node checks the coordinator\'s certificate and computes over TLS', async () => {
+  const good = await selfSigned('coordinator'), other = await selfSigned('stranger');
+  const srv = await serve(pg.url, { extra: ['--open-enrolment', '--tls-cert', good.cert, '--tls-key', good.key] });
+  assert.match(srv.url, /^https:/);
+  const wss = `wss://127.0.0.1:${srv.port}/ws/node`;
+  let nd;
+  const refused = [];
+  try {
+    // A CA that did not sign the coordinator's certificate, and the
+    // system's CAs (which know nothing of it): refused, with the reason.
+    refused.push(node(['--server', wss, '--key', path.join(tmp, 'tls-wrong.key'), '--ca', other.cert]));
+    refused.push(node(['--server', wss, '--key', path.join(tmp, 'tls-system.key')]));
+    for (const r of refused) {
+      await r.until(/cannot reach 127\.0\.0\.1:\d+ \(.*certificate.*\); trying again/i, 'refused: the certificate');
+      assert.doesNotMatch(r.out, /connected to/);
+    }
+
+    // The right CA, through SIMFARM_CA: the job completes over wss, and
+    // the node's signatures name the same host:port as over ws.
+    nd = node(['--server', wss, '--key', path.join(tmp, 'tls.key'), '--cores', '2'],
+      { env: { ...process.env, SIMFARM_CA: good.cert } });
+    await nd.until(/connected to 127\.0\.0\.1:\d+ as node \d+/, 'node connected over wss');
+    const items = 2000000, seed = 17;
+    const res = await tlsCall(srv, good.cert, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed });
+    assert.equal(res.status, 201, JSON.stringify(res.json));
+    const job = await eventually(async () => {
+      const j = (await tlsCall(srv, good.cert, 'GET', `/api/jobs/${res.json.id}`)).json;
+      return j.state === 'complete' ? j : null;
+    }, 'job complete over wss');
+    sameBits(job, await localRun(items, seed));
+  } finally {
+    for (const r of refused) r.child.kill('SIGKILL');
+    if (nd) assert.equal((await nd.stop()).code, 0, nd.out);
+    await srv.stop();
+  }
+  // A certificate the CA signed, but for another host: refused too.
+  const elsewhere = await selfSigned('elsewhere', 'DNS:elsewhere.example');
+  const misnamed = await serve(pg.url, { extra: ['--tls-cert', elsewhere.cert, '--tls-key', elsewhere.key] });
+  const lost = node(['--server', `wss://127.0.0.1:${misnamed.port}/ws/node`, '--key', path.join(tmp, 'tls-host.key'),
+    '--ca', elsewhere.cert]);
+  try {
+    await lost.until(/cannot reach 127\.0\.0\.1:\d+ \(TLS: .*not for this host\); trying again/, 'refused: the host');
+    assert.doesNotMatch(lost.out, /connected to/);
+  } finally {
+    lost.child.kill('SIGKILL');
+    await misnamed.stop();
+  }
+
+  // A CA file that cannot be read stops the node at start.
+  const r = await run(simfarm, ['node', '--server', wss, '--ca', path.join(tmp, 'missing.pem')]);
+  assert.equal(r.code, 1, r.stderr);
+  assert.match(r.stderr, /--ca .*missing\.pem: No such file/);
+});
