@@ -11,6 +11,7 @@
 
 #include "actors/events.h"
 #include "actors/jobs.h"
+#include "actors/journal.h"
 #include "actors/store.h"
 #include "sim/ctx.h"
 #include "sim/sim.h"
@@ -23,7 +24,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { M_TICK = CD_MSG__SCHED_PRIVATE, M_SWEEP, M_PROGRESS };
+enum { M_TICK = CD_MSG__SCHED_PRIVATE, M_SWEEP, M_PROGRESS, M_FLUSH };
 enum {
     DB_TIMEOUT_MS = 60000,
     MAX_JOBS = 4096,
@@ -68,13 +69,19 @@ typedef struct parked {
     uint64_t since_ms;
 } parked;
 
-/* A completion waiting for every write its ledger call caused. */
-typedef struct barrier {
-    rt_msg *completion;       /* the kept cd_complete to answer; NULL = free slot */
-    unsigned remaining;
-    bool failed;
+/* An accepted completion, answered once its records are committed. */
+typedef struct waiter {
+    rt_msg *completion;       /* the kept cd_complete */
     sc_outcome outcome;
     bool job_complete;
+} waiter;
+
+/* The writes of one flush and the completions waiting for all of them. */
+typedef struct barrier {
+    waiter *waiters;          /* NULL = free slot */
+    size_t nwaiters;
+    unsigned remaining;
+    bool failed;
 } barrier;
 
 typedef struct op {
@@ -84,11 +91,6 @@ typedef struct op {
     sc_job_spec spec;
     sim_layout layouts[SIM_MAX_OUT];
 } op;
-
-typedef struct outrec {
-    sc_record rec;
-    unsigned char *result;    /* copy of rec.result */
-} outrec;
 
 typedef struct sched {
     rt_actor *self, *store;
@@ -100,8 +102,11 @@ typedef struct sched {
     size_t njobs, jobs_cap;
     op *ops;
     size_t nops, ops_cap;
-    outrec *out;              /* journal records not yet written */
+    sc_record *out;           /* journal records not yet written (each result a copy) */
     size_t nout, out_cap;
+    waiter *waiting;          /* accepted completions whose records are in out */
+    size_t nwaiting, waiting_cap;
+    bool flush_queued;        /* an M_FLUSH is on its way to us */
     barrier *barriers;
     size_t nbarriers, barriers_cap;
     int *bfree;               /* barriers free for reuse */
@@ -160,15 +165,15 @@ static void journal_cb(void *ctx, const sc_record *r)
     sched *s = ctx;
     if (s->nout == s->out_cap)
         s->out = rt_grow(s->out, &s->out_cap, sizeof *s->out);
-    outrec *o = &s->out[s->nout++];
-    o->rec = *r;
+    sc_record *o = &s->out[s->nout++];
+    *o = *r;
     o->result = NULL;
     if (r->result_len > 0) {
-        o->result = malloc(r->result_len);
-        if (o->result == NULL)
+        void *copy = malloc(r->result_len);
+        if (copy == NULL)
             rt_oom(r->result_len);
-        memcpy(o->result, r->result, r->result_len);
-        o->rec.result = o->result;
+        memcpy(copy, r->result, r->result_len);
+        o->result = copy;
     }
 }
 
@@ -522,9 +527,14 @@ static void barrier_done(sched *s, int b, bool ok)
     w->failed |= !ok;
     if (--w->remaining > 0)
         return;
-    reply_completed(w->completion, w->failed ? SC_EINVAL : 0, w->outcome, w->job_complete);
-    rt_msg_free(w->completion);
-    w->completion = NULL;
+    for (size_t i = 0; i < w->nwaiters; i++) {
+        waiter *c = &w->waiters[i];
+        reply_completed(c->completion, w->failed ? SC_EINVAL : 0, c->outcome, c->job_complete);
+        rt_msg_free(c->completion);
+    }
+    free(w->waiters);
+    w->waiters = NULL;
+    w->nwaiters = 0;
     if (s->nbfree == s->bfree_cap)
         s->bfree = rt_grow(s->bfree, &s->bfree_cap, sizeof *s->bfree);
     s->bfree[s->nbfree++] = b;
@@ -581,99 +591,101 @@ static void write_query(sched *s, cd_query *q, int b)
     writes_put(s, req, b);
 }
 
-/* Writes every record in the outbox. `completion` (kept), if any, is
- * answered once all of these writes are committed: an acknowledged result,
- * and the end of the job it finished, survive any crash. */
-static void flush(sched *s, rt_msg *completion, sc_outcome outcome, bool done)
+/* Writes every record in the outbox: one INSERT per CD_JOURNAL_MAX_ROWS
+ * records, in their order, and each ended job's row. The completions
+ * waiting for these records are answered once all of these writes are
+ * committed: an acknowledged result, and the end of the job it finished,
+ * survive any crash. */
+static void write_out(sched *s)
 {
     int b = -1;
-    if (completion != NULL) {
-        size_t writes = 0;
+    if (s->nwaiting > 0) {
+        size_t writes = (s->nout + CD_JOURNAL_MAX_ROWS - 1) / CD_JOURNAL_MAX_ROWS;
         for (size_t i = 0; i < s->nout; i++)
-            writes += s->out[i].rec.type == SC_REC_JOB_END ? 2 : 1;
-        if (writes == 0) {
-            reply_completed(completion, 0, outcome, done);
-            rt_msg_free(completion);
-        } else {
-            size_t k = s->nbfree > 0 ? (size_t)s->bfree[--s->nbfree] : s->nbarriers;
-            if (k == s->nbarriers) {
-                if (s->nbarriers == s->barriers_cap)
-                    s->barriers = rt_grow(s->barriers, &s->barriers_cap, sizeof *s->barriers);
-                s->nbarriers++;
-            }
-            s->barriers[k] = (barrier){ completion, (unsigned)writes, false, outcome, done };
-            b = (int)k;
+            writes += s->out[i].type == SC_REC_JOB_END;
+        size_t k = s->nbfree > 0 ? (size_t)s->bfree[--s->nbfree] : s->nbarriers;
+        if (k == s->nbarriers) {
+            if (s->nbarriers == s->barriers_cap)
+                s->barriers = rt_grow(s->barriers, &s->barriers_cap, sizeof *s->barriers);
+            s->nbarriers++;
+        }
+        s->barriers[k] = (barrier){ s->waiting, s->nwaiting, (unsigned)writes, false };
+        s->waiting = NULL;
+        s->nwaiting = s->waiting_cap = 0;
+        b = (int)k;
+        if (writes == 0) { /* cannot happen: a waiter's ACCEPT is in out */
+            s->barriers[k].remaining = 1;
+            barrier_done(s, b, true);
+            b = -1;
         }
     }
+    for (size_t i = 0; i < s->nout; i += CD_JOURNAL_MAX_ROWS) {
+        size_t n = s->nout - i < CD_JOURNAL_MAX_ROWS ? s->nout - i : CD_JOURNAL_MAX_ROWS;
+        write_query(s, cd_journal_insert(&s->out[i], n), b);
+    }
     for (size_t i = 0; i < s->nout; i++) {
-        const sc_record *r = &s->out[i].rec;
-        cd_query *q = cd_query_new(
-            "INSERT INTO journal (job_id, type, variant, chunk, first_item, item_count, token, result, phase, state) "
-            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING");
-        q->group = true; /* may share a commit with other journal writes */
-        cd_query_int(q, (int64_t)r->job);
-        cd_query_int(q, r->type);
-        cd_query_int(q, r->variant);
-        if (r->type == SC_REC_ACCEPT) {
-            cd_query_int(q, (int64_t)r->chunk);
-            cd_query_int(q, (int64_t)r->first);
-            cd_query_int(q, (int64_t)r->count);
-            cd_query_bytes(q, r->token, 16);
-            cd_query_bytes(q, r->result, r->result_len);
-        } else {
-            cd_query_text(q, NULL);
-            if (r->type == SC_REC_CHUNK_FAILED) {
-                cd_query_int(q, (int64_t)r->first);
-                cd_query_int(q, (int64_t)r->count);
-            } else {
-                cd_query_text(q, NULL);
-                cd_query_text(q, NULL);
-            }
-            cd_query_text(q, NULL);
-            cd_query_text(q, NULL);
-        }
-        if (r->type == SC_REC_PHASE)
-            cd_query_int(q, r->phase);
-        else
-            cd_query_text(q, NULL);
-        if (r->type == SC_REC_JOB_END)
-            cd_query_int(q, r->state);
-        else
-            cd_query_text(q, NULL);
-        write_query(s, q, b);
-
-        if (r->type == SC_REC_JOB_END) {
-            char *res = result_json(s, r->job);
-            job_info *ji = (job_info *)info_of(s, r->job);
-            if (ji != NULL && ji->dirty)
-                emit_progress(s, ji, now_ms()); /* the last counts before the end */
-            size_t flen = strlen(res) + 64;
-            char *fields = malloc(flen);
-            if (fields == NULL)
-                rt_oom(flen);
-            snprintf(fields, flen, "\"state\":\"%s\",\"result\":%s", state_name(r->state), res);
-            emit(s, "job.finished", r->job, fields);
-            cd_query *u = cd_query_new(
-                "UPDATE jobs SET state = $2, result = $3::jsonb, finished_at = now() WHERE id = $1");
-            u->group = true;
-            cd_query_int(u, (int64_t)r->job);
-            cd_query_text(u, state_name(r->state));
-            cd_query_text(u, res);
-            free(res);
-            write_query(s, u, b);
-        }
-        free(s->out[i].result);
+        const sc_record *r = &s->out[i];
+        if (r->type != SC_REC_JOB_END)
+            continue;
+        char *res = result_json(s, r->job);
+        job_info *ji = (job_info *)info_of(s, r->job);
+        if (ji != NULL && ji->dirty)
+            emit_progress(s, ji, now_ms()); /* the last counts before the end */
+        size_t flen = strlen(res) + 64;
+        char *fields = malloc(flen);
+        if (fields == NULL)
+            rt_oom(flen);
+        snprintf(fields, flen, "\"state\":\"%s\",\"result\":%s", state_name(r->state), res);
+        emit(s, "job.finished", r->job, fields);
+        cd_query *u = cd_query_new(
+            "UPDATE jobs SET state = $2, result = $3::jsonb, finished_at = now() WHERE id = $1");
+        u->group = true;
+        cd_query_int(u, (int64_t)r->job);
+        cd_query_text(u, state_name(r->state));
+        cd_query_text(u, res);
+        free(res);
+        write_query(s, u, b);
     }
     /* Ended jobs leave memory once their end is written (a completion that
      * comes later is stale). */
-    uint64_t ended[16];
-    size_t nended = 0;
-    for (size_t i = 0; i < s->nout; i++)
-        if (s->out[i].rec.type == SC_REC_JOB_END && nended < 16)
-            ended[nended++] = s->out[i].rec.job;
+    size_t n = s->nout;
     s->nout = 0;
-    for (size_t i = 0; i < nended; i++)
-        forget_job(s, ended[i]);
+    for (size_t i = 0; i < n; i++) {
+        if (s->out[i].type == SC_REC_JOB_END)
+            forget_job(s, s->out[i].job);
+        free((void *)s->out[i].result);
+    }
+}
+
+/* Writes the outbox soon: after the messages already waiting for us, so
+ * that the records of a burst of completions share one statement (at a
+ * low rate each goes alone, with no delay). At once when the outbox is
+ * full or no message can be sent. `completion` (kept), if any, is
+ * answered once its records are committed. */
+static void flush(sched *s, rt_msg *completion, sc_outcome outcome, bool done)
+{
+    if (completion != NULL) {
+        if (s->nwaiting == s->waiting_cap)
+            s->waiting = rt_grow(s->waiting, &s->waiting_cap, sizeof *s->waiting);
+        s->waiting[s->nwaiting++] = (waiter){ completion, outcome, done };
+    }
+    if (s->nout == 0 && s->nwaiting == 0)
+        return;
+    if (s->nout >= CD_JOURNAL_MAX_ROWS) {
+        write_out(s);
+        return;
+    }
+    if (s->flush_queued)
+        return;
+    rt_msg *m = rt_msg_new(M_FLUSH, sizeof *m);
+    int rc = rt_send(s->self, m);
+    if (rc == 0) {
+        s->flush_queued = true;
+        return;
+    }
+    if (rc == RT_EOVERLOAD)
+        rt_msg_free(m);
+    write_out(s);
 }
 
 /* ---- loading jobs ----------------------------------------------------------------------- */
@@ -707,6 +719,7 @@ static void fail_job(sched *s, uint64_t id, const char *why)
     char quoted[600], msg[640];
     snprintf(msg, sizeof msg, "{\"error\":%s}", cd_json_quote(quoted, sizeof quoted, why));
     cd_query *u = cd_query_new("UPDATE jobs SET state = 'failed', result = $2::jsonb, finished_at = now() WHERE id = $1");
+    u->group = true; /* never refused by the backlog bound: at most one per job */
     cd_query_int(u, (int64_t)id);
     cd_query_text(u, msg);
     write_query(s, u, -1);
@@ -1076,8 +1089,8 @@ static void on_complete(rt_actor *self, sched *s, rt_msg *m)
             ji->dirty = true;
             /* the ACCEPT record this call added says how many items */
             for (size_t i = before; i < s->nout; i++)
-                if (s->out[i].rec.type == SC_REC_ACCEPT && s->out[i].rec.job == c->job) {
-                    contrib_add(ji, c->node, s->out[i].rec.count);
+                if (s->out[i].type == SC_REC_ACCEPT && s->out[i].job == c->job) {
+                    contrib_add(ji, c->node, s->out[i].count);
                     break;
                 }
         }
@@ -1112,6 +1125,10 @@ static void behaviour(rt_actor *self, rt_msg *m)
         break;
     case M_PROGRESS:
         on_progress_tick(s);
+        break;
+    case M_FLUSH:
+        s->flush_queued = false;
+        write_out(s);
         break;
     case CD_MSG_CLAIM:
         on_claim(self, s, m);
@@ -1168,12 +1185,17 @@ static void random_cb(void *ctx, void *buf, size_t n)
 static void finalize(rt_actor *self)
 {
     sched *s = rt_state(self);
-    for (size_t i = 0; i < s->nbarriers; i++)
-        if (s->barriers[i].completion != NULL)
-            rt_msg_free(s->barriers[i].completion);
+    for (size_t i = 0; i < s->nbarriers; i++) {
+        for (size_t k = 0; k < s->barriers[i].nwaiters; k++)
+            rt_msg_free(s->barriers[i].waiters[k].completion);
+        free(s->barriers[i].waiters);
+    }
     free(s->barriers);
+    for (size_t i = 0; i < s->nwaiting; i++)
+        rt_msg_free(s->waiting[i].completion);
+    free(s->waiting);
     for (size_t i = 0; i < s->nout; i++)
-        free(s->out[i].result);
+        free((void *)s->out[i].result);
     free(s->out);
     free(s->ops);
     for (size_t i = 0; i < s->njobs; i++)

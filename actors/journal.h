@@ -1,0 +1,26 @@
+/*
+ * journal.h — the ledger's records (sched/) as rows of the journal table.
+ *
+ * Records are written many at a time: one INSERT whose rows come from
+ * unnest() over one array parameter per column, so a thousand accepted
+ * results cost the database one statement, not a thousand. Rows are
+ * inserted in the order given, so their `seq` keeps the ledger's order.
+ * A row already there (an item range accepted before a crash, written
+ * again) is skipped by the journal's unique keys: writing is idempotent.
+ */
+#ifndef SIMFARM_ACTORS_JOURNAL_H
+#define SIMFARM_ACTORS_JOURNAL_H
+
+#include "actors/store.h"
+#include "sched/sched.h"
+
+#include <stddef.h>
+
+/* The most records cd_journal_insert takes at once. */
+#define CD_JOURNAL_MAX_ROWS 1024
+
+/* A `group` query inserting recs[0 .. n) (1 <= n <= CD_JOURNAL_MAX_ROWS)
+ * into the journal; NULL when n is out of range. */
+cd_query *cd_journal_insert(const sc_record *recs, size_t n);
+
+#endif
