@@ -237,6 +237,67 @@ static void repeats_and_bad_results(void)
     sim_job_destroy(job);
 }
 
+static long count_rows(const char *sql_text, uint64_t id)
+{
+    cd_query *q = cd_query_new(sql_text);
+    cd_query_int(q, (int64_t)id);
+    cd_result *r = sql(q);
+    long n = r && r->res && PQntuples(r->res) == 1 ? atol(PQgetvalue(r->res, 0, 0)) : -1;
+    rt_msg_free(r ? &r->hdr : NULL);
+    return n;
+}
+
+/* Completions that arrive together share one journal statement: each is
+ * answered, each range is journaled once, and the job's result is still
+ * the local run's. Deleting the job deletes its journal. */
+static void a_burst_of_completions(void)
+{
+    enum { ITEMS = 90000, BURST = CD_MAX_CLAIMS };
+    static unsigned char bufs[BURST][2048];
+    uint64_t id = insert_job(ITEMS, 13);
+    sim_job *job = local_job(13);
+    cd_assignment a[BURST];
+    unsigned n = claim(1, BURST, a, id);
+    CHECK(n > 1, "claimed %u chunks at once", n);
+    rt_msg *reqs[BURST], *replies[BURST];
+    for (unsigned i = 0; i < n; i++) {
+        size_t len = compute(job, &a[i], bufs[i], sizeof bufs[i]);
+        reqs[i] = &cd_complete_new(a[i].claim.job, a[i].claim.chunk, a[i].claim.token, 1, bufs[i], len)->hdr;
+    }
+    int answered = proxy_call_many(scheduler, reqs, replies, (int)n, 20000);
+    CHECK(answered == (int)n, "%d of %u answered", answered, n);
+    int accepted = 0;
+    bool done = false;
+    for (unsigned i = 0; i < n; i++) {
+        cd_completed *r = (cd_completed *)replies[i];
+        if (r != NULL && r->hdr.type == CD_MSG_COMPLETED && r->err == 0 && r->outcome == SC_ACCEPTED) {
+            accepted++;
+            done |= r->job_complete;
+        }
+        rt_msg_free(replies[i]);
+    }
+    CHECK(accepted == (int)n, "%d of %u accepted", accepted, n);
+    CHECK(count_rows("SELECT count(*) FROM journal WHERE job_id = $1 AND type = 1", id) == accepted,
+          "the burst's ranges are journaled once each");
+    if (!done) {
+        int rest = work(id, job, 1000, &done);
+        CHECK(rest > 0 && done, "the rest: %d, done %d", rest, done);
+        accepted += rest;
+    }
+    char state[32];
+    double mean;
+    long accepts;
+    db_state(id, state, sizeof state, &mean, &accepts);
+    CHECK(strcmp(state, "complete") == 0, "state %s", state);
+    CHECK(accepts == accepted, "journal %ld, acknowledged %d", accepts, accepted);
+    double want = whole_mean(job, ITEMS);
+    CHECK(mean == want, "farmed %.17g, one local run %.17g", mean, want);
+    CHECK(count_rows("WITH gone AS (DELETE FROM jobs WHERE id = $1 RETURNING id) SELECT count(*) FROM gone", id) == 1,
+          "the job is deleted");
+    CHECK(count_rows("SELECT count(*) FROM journal WHERE job_id = $1", id) == 0, "its journal went with it");
+    sim_job_destroy(job);
+}
+
 static void restart_resumes_from_the_journal(void)
 {
     enum { ITEMS = 70000 };
@@ -291,6 +352,7 @@ int main(int argc, char **argv)
     start_farm();
     RUN(job_runs_to_completion);
     RUN(repeats_and_bad_results);
+    RUN(a_burst_of_completions);
     RUN(restart_resumes_from_the_journal);
     stop_farm();
     return CHECK_SUMMARY();
