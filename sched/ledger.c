@@ -32,7 +32,8 @@ enum {
     MAX_LANES = 4096,          /* tournament candidates */
 };
 
-/* Chunk ids in a journal above this are corrupt: each is one array slot. */
+/* Chunk ids in a journal above this are corrupt (2^36 chunks of one item
+ * each would outlast any job). */
 #define MAX_CHUNK_ID (1ull << 36)
 
 typedef struct claim {
@@ -56,8 +57,10 @@ typedef struct range {
     uint32_t attempt;
 } range;
 
-/* An accepted chunk, at index chunk id in its job's dense array. */
+/* An accepted chunk, at index chunk id modulo the array's size in its job's
+ * window of recent acceptances. */
 typedef struct done_entry {
+    uint64_t chunk;
     uint8_t token[16];
     uint64_t hash;             /* of the accepted result bytes, low bit set; 0 = none */
 } done_entry;
@@ -85,8 +88,8 @@ typedef struct job {
     double *pair_d;            /* stat_weights: per chunk id, variants-1 mean differences */
     uint64_t *pair_n;          /* stat_weights: per chunk id, its items (0 = not accepted) */
     size_t pair_cap;
-    done_entry *done;          /* indexed by chunk id */
-    size_t done_cap;
+    done_entry *done;          /* the newest accepted chunks, indexed by chunk id % done_cap */
+    size_t done_cap;           /* grows by doubling up to accepted_window, then stays */
 } job;
 
 /* Who gets the next chunk: priority levels, highest first; within a level
@@ -232,6 +235,8 @@ sc_ledger *sc_ledger_create(const sc_config *config)
         l->cfg.max_attempts = 3;
     if (l->cfg.max_releases == 0)
         l->cfg.max_releases = 10;
+    if (l->cfg.accepted_window == 0)
+        l->cfg.accepted_window = 65536;
     if (l->cfg.random == NULL) {
         l->rng = l->cfg.seed;
         l->cfg.random = default_random;
@@ -283,6 +288,9 @@ void sc_ledger_stats_get(const sc_ledger *l, sc_ledger_stats *out)
     out->live_claims = l->live;
     out->claim_bytes = (uint64_t)l->claims_cap * sizeof(claim) + l->tok_cap * sizeof(uint32_t) +
         l->nodes_cap * sizeof(node_slot);
+    out->accepted_bytes = 0;
+    for (size_t i = 0; i < l->njobs; i++)
+        out->accepted_bytes += l->jobs[i]->done_cap * sizeof(done_entry);
     out->swept = l->swept;
     out->expired = l->expired;
 }
@@ -574,27 +582,42 @@ static void pend_clear(job *j, lane *ln)
 
 /* ---- accepted chunks ------------------------------------------------------------------------------ */
 
-/* Chunk ids are handed out in sequence, so accepted chunks fill a dense
- * array: an answer to a repeated completion costs one indexed load. */
-static void done_set(job *j, uint64_t chunk, const uint8_t token[16], uint64_t hash)
+/* Chunk ids are handed out in sequence, so the newest accepted chunks fill
+ * a ring indexed by chunk id: an answer to a repeated completion costs one
+ * indexed load, and a job that runs for ever keeps at most accepted_window
+ * entries. The array grows by doubling while the chunk ids fit in it, so
+ * an entry never moves: its index is chunk % done_cap either way. Where
+ * two chunk ids share a slot the newer stays, whatever the order they
+ * arrive in (a straggler, or a journal replayed in any order). */
+static void done_set(const sc_ledger *l, job *j, uint64_t chunk, const uint8_t token[16], uint64_t hash)
 {
-    if (chunk >= j->done_cap) {
+    size_t window = l->cfg.accepted_window;
+    if (chunk >= j->done_cap && j->done_cap < window) {
         size_t ncap = j->done_cap ? j->done_cap : 64;
-        while (ncap <= chunk)
+        while (ncap <= chunk && ncap < window)
             ncap *= 2;
+        if (ncap > window)
+            ncap = window;
         j->done = xrealloc(j->done, ncap, sizeof *j->done);
         memset(j->done + j->done_cap, 0, (ncap - j->done_cap) * sizeof *j->done);
         j->done_cap = ncap;
     }
-    memcpy(j->done[chunk].token, token, 16);
-    j->done[chunk].hash = hash | 1;
+    done_entry *e = &j->done[chunk % j->done_cap];
+    if (e->hash != 0 && e->chunk > chunk)
+        return; /* older than the window: a resend of it is stale */
+    e->chunk = chunk;
+    memcpy(e->token, token, 16);
+    e->hash = hash | 1;
 }
 
 static const done_entry *done_get(const job *j, uint64_t chunk, const uint8_t token[16])
 {
-    if (chunk >= j->done_cap || j->done[chunk].hash == 0 || memcmp(j->done[chunk].token, token, 16) != 0)
+    if (j->done_cap == 0)
         return NULL;
-    return &j->done[chunk];
+    const done_entry *e = &j->done[chunk % j->done_cap];
+    if (e->hash == 0 || e->chunk != chunk || memcmp(e->token, token, 16) != 0)
+        return NULL;
+    return e;
 }
 
 /* ---- results ------------------------------------------------------------------------------------ */
@@ -1304,7 +1327,7 @@ int sc_complete(sc_ledger *l, uint64_t job_id, uint64_t chunk, const uint8_t tok
             rc = merge_result(j, ln, c->chunk, res, c->count);
         if (rc != 0)
             return rc; /* the claim stays live: the node may send a good one */
-        done_set(j, c->chunk, token, bytes_hash(result, len));
+        done_set(l, j, c->chunk, token, bytes_hash(result, len));
         sc_record rec = {
             .type = SC_REC_ACCEPT, .job = j->spec.id, .variant = c->lane, .chunk = c->chunk,
             .first = c->first, .count = c->count, .result = result, .result_len = len,
@@ -1452,7 +1475,7 @@ static int cmp_rrec(const void *a, const void *b)
 }
 
 /* Applies one ACCEPT or CHUNK_FAILED record to its lane. */
-static int apply(job *j, lane *ln, const sc_record *r)
+static int apply(const sc_ledger *l, job *j, lane *ln, const sc_record *r)
 {
     static _Thread_local sim_stats res[MAX_RES];
     if (r->type == SC_REC_CHUNK_FAILED) {
@@ -1463,7 +1486,7 @@ static int apply(job *j, lane *ln, const sc_record *r)
     }
     if (result_decode(r->result, r->result_len, j->nres, res) != 0 || merge_result(j, ln, r->chunk, res, r->count) != 0)
         return SC_EBADRECORD;
-    done_set(j, r->chunk, r->token, bytes_hash(r->result, r->result_len));
+    done_set(l, j, r->chunk, r->token, bytes_hash(r->result, r->result_len));
     if (r->chunk > j->next_chunk)
         j->next_chunk = r->chunk; /* new chunk ids continue after the old ones */
     ln->done_items += r->count;
@@ -1474,7 +1497,7 @@ static int apply(job *j, lane *ln, const sc_record *r)
 
 /* Replays a lane's sorted records below `budget` (from *at on), checking
  * they tile without overlap; leaves the gaps pending. */
-static int replay_lane(job *j, lane *ln, const rrec *v, size_t n, size_t *next, uint64_t budget)
+static int replay_lane(const sc_ledger *l, job *j, lane *ln, const rrec *v, size_t n, size_t *next, uint64_t budget)
 {
     uint64_t at = ln->budget; /* items below this are settled */
     size_t i = *next;
@@ -1484,7 +1507,7 @@ static int replay_lane(job *j, lane *ln, const rrec *v, size_t n, size_t *next, 
             return SC_EBADRECORD; /* overlaps, or crosses a phase boundary */
         if (r->first > at)
             pend_push_back(j, ln, (range){ at, r->first - at, 0 });
-        int rc = apply(j, ln, r);
+        int rc = apply(l, j, ln, r);
         if (rc != 0)
             return rc;
         at = r->first + r->count;
@@ -1551,7 +1574,7 @@ int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs,
             lane *ln = &j->lanes[li];
             if (ln->dropped_after != 0)
                 continue;
-            bad = replay_lane(j, ln, v, lane_end[li], &cursor[li], budget) != 0;
+            bad = replay_lane(l, j, ln, v, lane_end[li], &cursor[li], budget) != 0;
             complete &= ln->pending_items == 0;
         }
         if (bad || j->spec.strategy != SC_TOURNAMENT || !complete)

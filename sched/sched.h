@@ -54,6 +54,12 @@ typedef struct sc_config {
     uint64_t min_lease_ms;    /* leases are max(this, 3 x the expected duration) (default 30,000) */
     uint32_t max_attempts;    /* a chunk fails when a lease runs out on its claim this many times (default 3) */
     uint32_t max_releases;    /* ... or when this many of its nodes went away holding it (default 10) */
+    /* Accepted chunks per job whose token and result hash are kept, so a
+     * resent result is answered idempotent or conflict (default 65,536;
+     * 32 bytes each). The newest chunk ids are kept; a resend of an older
+     * one is stale, which is safe: an accepted range is never handed out
+     * again. */
+    uint32_t accepted_window;
     /* Fills buf with n unpredictable bytes (claim tokens). Default: a
      * splitmix generator seeded with `seed`, for tests only. */
     void (*random)(void *ctx, void *buf, size_t n);
@@ -235,6 +241,7 @@ void sc_job_ranges(sc_ledger *l, uint64_t job,
 typedef struct sc_ledger_stats {
     uint64_t live_claims;
     uint64_t claim_bytes;   /* memory held for claims in flight: slab, token table, node table */
+    uint64_t accepted_bytes; /* memory held for accepted chunks' resends, all jobs (bounded by accepted_window) */
     uint64_t swept;         /* claims looked at by sweeps, expired or not */
     uint64_t expired;       /* claims expired by sweeps */
 } sc_ledger_stats;

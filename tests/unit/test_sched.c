@@ -625,6 +625,116 @@ Test(sched, bad_specs_and_journals_are_refused)
     journal_free(&jr);
 }
 
+/* ---- the window of accepted chunks ---- */
+
+/* Completes n one-chunk claims of job 1 (10 items each) in turn; keeps each
+ * chunk's claim in cs. */
+static void accept_stream(sc_ledger *l, sc_claim_out *cs, size_t n)
+{
+    static unsigned char buf[2048];
+    sc_node_info node = { .id = 1, .tier = SC_TIER_OWN };
+    for (size_t i = 0; i < n; i++) {
+        unsigned got;
+        sc_outcome out;
+        cr_assert_eq(sc_claim(l, &node, 1, 0, &cs[i], &got), 0);
+        cr_assert_eq(got, 1);
+        size_t len = result_of(cs[i].first, cs[i].count, buf, sizeof buf);
+        cr_assert_eq(sc_complete(l, 1, cs[i].chunk, cs[i].token, 1, buf, len, 0, &out, NULL), 0);
+        cr_assert_eq(out, SC_ACCEPTED);
+    }
+}
+
+static sc_outcome resend(sc_ledger *l, const sc_claim_out *c, bool same)
+{
+    unsigned char buf[2048];
+    size_t len = result_of(c->first + (same ? 0 : 1), c->count, buf, sizeof buf);
+    sc_outcome out;
+    cr_assert_eq(sc_complete(l, 1, c->chunk, c->token, 1, buf, len, 0, &out, NULL), 0);
+    return out;
+}
+
+Test(sched, resends_inside_the_window_are_answered_older_ones_stale)
+{
+    enum { WINDOW = 100, CHUNKS = 1000 };
+    init_layout();
+    journal jr = { 0 };
+    sc_config cfg = { .min_chunk = 10, .max_chunk = 10, .accepted_window = WINDOW, .seed = 3,
+        .journal = journal_put, .journal_ctx = &jr };
+    sc_ledger *l = sc_ledger_create(&cfg);
+    sc_job_spec spec = spec_of(1, 1000000);
+    cr_assert_eq(sc_job_add(l, &spec), 0);
+    sc_claim_out *cs = calloc(CHUNKS, sizeof *cs);
+    accept_stream(l, cs, CHUNKS);
+    for (size_t i = 0; i < CHUNKS; i++) {
+        bool inside = i >= CHUNKS - WINDOW;
+        cr_assert_eq(resend(l, &cs[i], true), inside ? SC_IDEMPOTENT : SC_STALE, "chunk %zu", i);
+        cr_assert_eq(resend(l, &cs[i], false), inside ? SC_CONFLICT : SC_STALE, "chunk %zu", i);
+    }
+    sc_ledger_stats st;
+    sc_ledger_stats_get(l, &st);
+    cr_assert_leq(st.accepted_bytes, WINDOW * 32);
+    sc_job_status js;
+    sc_job_status_get(l, 1, &js);
+    cr_assert_eq(js.done_items, CHUNKS * 10, "stale answers count nothing twice");
+
+    /* A straggler: a chunk handed out before the window's chunks, accepted
+     * after them, counts; its resend is stale once newer ids fill its slot. */
+    sc_node_info node = { .id = 1, .tier = SC_TIER_OWN };
+    sc_claim_out old, newer[WINDOW];
+    unsigned got;
+    sc_claim(l, &node, 1, 0, &old, &got);
+    accept_stream(l, newer, WINDOW);
+    unsigned char buf[2048];
+    size_t len = result_of(old.first, old.count, buf, sizeof buf);
+    sc_outcome out;
+    sc_complete(l, 1, old.chunk, old.token, 1, buf, len, 0, &out, NULL);
+    cr_assert_eq(out, SC_ACCEPTED);
+    cr_assert_eq(resend(l, &old, true), SC_STALE);
+    cr_assert_eq(resend(l, &newer[WINDOW - 1], true), SC_IDEMPOTENT, "the newer chunk keeps its slot");
+    cr_assert_eq(resend(l, &newer[0], true), SC_IDEMPOTENT);
+
+    /* A restore from the journal, in any order, keeps the same window. */
+    sc_ledger *r = sc_ledger_create(&cfg);
+    for (size_t i = 0; i < jr.n / 2; i++) {
+        sc_record t = jr.recs[i];
+        jr.recs[i] = jr.recs[jr.n - 1 - i];
+        jr.recs[jr.n - 1 - i] = t;
+    }
+    cr_assert_eq(sc_job_restore(r, &spec, jr.recs, jr.n), 0);
+    cr_assert_eq(resend(r, &newer[0], true), SC_IDEMPOTENT);
+    cr_assert_eq(resend(r, &newer[WINDOW - 1], false), SC_CONFLICT);
+    cr_assert_eq(resend(r, &old, true), SC_STALE);
+    cr_assert_eq(resend(r, &cs[CHUNKS - 1], true), SC_STALE);
+    sc_ledger_stats_get(r, &st);
+    cr_assert_leq(st.accepted_bytes, WINDOW * 32);
+    sc_ledger_destroy(r);
+    free(cs);
+    sc_ledger_destroy(l);
+    journal_free(&jr);
+}
+
+Test(sched, a_long_stream_keeps_the_default_window_only, .timeout = 60)
+{
+    enum { CHUNKS = 200000 };
+    init_layout();
+    sc_config cfg = { .min_chunk = 10, .max_chunk = 10, .seed = 4 };
+    sc_ledger *l = sc_ledger_create(&cfg);
+    sc_job_spec spec = spec_of(1, 1ull << 40);
+    cr_assert_eq(sc_job_add(l, &spec), 0);
+    sc_claim_out *cs = calloc(CHUNKS, sizeof *cs);
+    sc_ledger_stats st;
+    for (size_t done = 0; done < CHUNKS; done += CHUNKS / 4) {
+        accept_stream(l, cs + done, CHUNKS / 4);
+        sc_ledger_stats_get(l, &st);
+        cr_assert_leq(st.accepted_bytes, 65536 * 32, "after %zu chunks", done + CHUNKS / 4);
+    }
+    cr_assert_eq(st.accepted_bytes, 65536 * 32, "the default window is 65,536 chunks");
+    cr_assert_eq(resend(l, &cs[CHUNKS - 65536], true), SC_IDEMPOTENT);
+    cr_assert_eq(resend(l, &cs[CHUNKS - 65537], true), SC_STALE);
+    free(cs);
+    sc_ledger_destroy(l);
+}
+
 /* ---- tournament ---- */
 
 enum { CANDIDATES = 6 };
