@@ -163,9 +163,21 @@ function reportStats(cores) {
   }, 1000);
 }
 
+// The module is instantiated from bytes we fetched ourselves, so the
+// SHA-256 the node reports in hello is that of the WebAssembly it runs.
+async function loadModule() {
+  const r = await fetch('simfarm-node.wasm');
+  if (!r.ok) throw new Error(`simfarm-node.wasm: HTTP ${r.status}`);
+  const wasmBinary = new Uint8Array(await r.arrayBuffer());
+  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', wasmBinary));
+  const m = await SimfarmNode({ wasmBinary });
+  m.checksum = Array.from(digest, (b) => b.toString(16).padStart(2, '0')).join('');
+  return m;
+}
+
 async function start(msg) {
   if (run) return;
-  if (!M) M = await SimfarmNode();
+  if (!M) M = await loadModule();
   M.ndHost = host;
   const key = await loadKey();
   const token = key.enrolled ? '' : (msg.claimToken || '');
@@ -181,9 +193,9 @@ async function start(msg) {
     busySince.push(0);
   }
   statsTimer = reportStats(msg.hardwareCores || msg.cores);
-  const args = [msg.audience, token, msg.os, msg.browser, 'wasm-simd128'].map(cstr);
+  const args = [msg.audience, token, msg.os, msg.browser, 'wasm-simd128', M.checksum].map(cstr);
   const seed = bytesIn(key.seed);
-  const rc = M._ndw_start(seed, args[0], args[1], msg.cores, args[2], args[3], args[4], msg.memory || 0);
+  const rc = M._ndw_start(seed, args[0], args[1], msg.cores, args[2], args[3], args[4], msg.memory || 0, args[5]);
   M._ndw_free(seed);
   args.forEach((p) => M._ndw_free(p));
   if (rc !== 0) {

@@ -118,7 +118,7 @@ static void host_stopped(void *ctx, int code)
 }
 
 EMSCRIPTEN_KEEPALIVE int ndw_start(uint8_t *seed, const char *audience, const char *claim_token, unsigned workers,
-    const char *os, const char *browser, const char *device, double memory)
+    const char *os, const char *browser, const char *device, double memory, const char *checksum)
 {
     if (H.node != NULL)
         return -1;
@@ -129,7 +129,7 @@ EMSCRIPTEN_KEEPALIVE int ndw_start(uint8_t *seed, const char *audience, const ch
         return -2;
     }
     nd_config cfg = { .audience = audience, .claim_token = claim_token, .version = "simfarm-node " ND_VERSION " (wasm)",
-        .workers = workers };
+        .checksum = checksum && checksum[0] ? checksum : NULL, .workers = workers };
     int rc = pr_key_from_seed(&cfg.key, seed, 32);
     sodium_memzero(seed, 32);
     if (rc != 0)

@@ -16,10 +16,11 @@
 /* Starts the node: seed is the 32-byte key seed (wiped here after use),
  * audience the coordinator's host:port as the page reached it, claim_token
  * NULL or empty for a public node, workers the compute workers the page
- * started, os/browser/device/memory what hello reports. Returns 0, -1 when
- * a node already runs, -2 for a bad seed or argument. */
+ * started, os/browser/device/memory what hello reports, checksum the hex
+ * SHA-256 of the WebAssembly module (NULL or empty: none). Returns 0, -1
+ * when a node already runs, -2 for a bad seed or argument. */
 int ndw_start(uint8_t *seed, const char *audience, const char *claim_token, unsigned workers, const char *os,
-    const char *browser, const char *device, double memory);
+    const char *browser, const char *device, double memory, const char *checksum);
 /* The WebSocket opened. */
 void ndw_up(void);
 /* The WebSocket failed or closed, for the reason why. */

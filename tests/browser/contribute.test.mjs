@@ -78,6 +78,9 @@ test('a tab with 2 cores computes a job that equals the native single-process ru
     assert.equal(node.capabilities.max_parallel, 2);
     assert.equal(node.capabilities.backends[0].kind, 'wasm');
     assert.match(node.version, /\(wasm\)/);
+    // The node reports the SHA-256 of the WebAssembly it runs.
+    const wasm = fs.readFileSync(path.join(top, 'web/node/simfarm-node.wasm'));
+    assert.equal(node.capabilities.checksum, (await import('node:crypto')).createHash('sha256').update(wasm).digest('hex'));
 
     const created = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option), items, seed });
     assert.equal(created.status, 201, created.text);
