@@ -34,6 +34,26 @@ enum { E_NOT_ENROLLED = 1, E_NOT_READY = 2, E_JOB = 3, E_DATABASE = 4, E_RATE_LI
  * once. An honest node sends a few a second (completions are batched). */
 enum { RATE_PER_S = 200, RATE_BURST = 400 };
 
+/* Escalating penalties (docs/reliability.md, "Penalties"). A session may
+ * earn STRIKE_BURST bad frames at once, one more every STRIKE_REFILL_MS: a
+ * bad frame is one that does not decode, a completion whose signature does
+ * not verify or that is replayed, a message a coordinator does not take.
+ * An honest node sends none; a clock off by more than 300 s (ESKEW) is
+ * answered but costs no strike. A session closed for abuse (strikes run
+ * out, a flood, a frame past the limit) puts its node key on the penalty
+ * list: its next hellos are refused, before any signature check or
+ * database work, for PENALTY_BASE_MS, doubling with each offence up to
+ * PENALTY_MAX_MS; offences are forgotten after PENALTY_FORGET_MS without
+ * one. The list holds PENALTY_SLOTS keys; a full list drops the entry
+ * whose refusal ends first. Keys only: every node of a NAT, or of these
+ * tests, shares one address, and a key is what an offender must pay for
+ * (an enrolment) to replace. */
+enum { STRIKE_BURST = 16, STRIKE_REFILL_MS = 10000 };
+enum { PENALTY_SLOTS = 4096 };
+#define PENALTY_BASE_MS 2000u
+#define PENALTY_MAX_MS (15u * 60 * 1000)
+#define PENALTY_FORGET_MS (60u * 60 * 1000)
+
 enum {
     M_START = RT_MSG_USER + 0x1400,
     M_FRAME,
@@ -65,6 +85,13 @@ typedef struct conn {
     bool closing, bad, shut;
 } conn;
 
+typedef struct penalty {
+    uint8_t pk[PR_PK_BYTES];
+    uint64_t until_ms;     /* hellos are refused before this; 0 = a free slot */
+    uint64_t last_ms;      /* the last offence */
+    uint32_t offences;
+} penalty;
+
 struct cd_sessions {
     rt_system *sys;
     rt_actor *store, *scheduler;
@@ -75,6 +102,7 @@ struct cd_sessions {
     conn *conns;
     size_t nconns, conns_cap;
     uint64_t next_id;
+    penalty *penalties;    /* PENALTY_SLOTS, allocated at the first offence */
 };
 
 typedef struct pss {
@@ -290,6 +318,7 @@ void cd_sessions_destroy(cd_sessions *ss)
     for (size_t i = 0; i < ss->nconns; i++)
         conn_free(&ss->conns[i]);
     free(ss->conns);
+    free(ss->penalties);
     rt_actor_release(ss->store);
     rt_actor_release(ss->scheduler);
     free(ss);
@@ -341,6 +370,8 @@ struct session {
     cd_node_view view;      /* the registry's live entry; read by cd_sessions_each (same thread) */
     double bucket;          /* frames it may send now (a token bucket) */
     uint64_t bucket_ms;
+    double strikes;         /* bad frames it may still send (a token bucket) */
+    uint64_t strikes_ms;
     pr_replay *guard;
     unsigned max_slots;
     bool claiming, retry_pending, draining;
@@ -406,6 +437,82 @@ static void send_error(session *s, uint64_t id, int code, const char *message, b
     if (fatal) {
         s->phase = CLOSED;
         link_close(s->ss, s->conn);
+    }
+}
+
+/* ---- penalties (loop thread: sessions and the table share it) ---- */
+
+static penalty *penalty_find(cd_sessions *ss, const uint8_t pk[PR_PK_BYTES])
+{
+    for (size_t i = 0; ss->penalties != NULL && i < PENALTY_SLOTS; i++)
+        if (ss->penalties[i].until_ms != 0 && memcmp(ss->penalties[i].pk, pk, PR_PK_BYTES) == 0)
+            return &ss->penalties[i];
+    return NULL;
+}
+
+/* Ms for which pk's hellos are still refused; 0 when they are not. */
+static uint64_t penalty_left(cd_sessions *ss, const uint8_t pk[PR_PK_BYTES], uint64_t now)
+{
+    const penalty *p = penalty_find(ss, pk);
+    return p != NULL && p->until_ms > now ? p->until_ms - now : 0;
+}
+
+/* The node with key pk ended a session by abuse: refuse it for longer
+ * each time. */
+static void penalise(cd_sessions *ss, const uint8_t pk[PR_PK_BYTES], uint64_t now)
+{
+    if (ss->penalties == NULL) {
+        ss->penalties = calloc(PENALTY_SLOTS, sizeof *ss->penalties);
+        if (ss->penalties == NULL)
+            rt_oom(PENALTY_SLOTS * sizeof *ss->penalties);
+    }
+    penalty *p = penalty_find(ss, pk);
+    if (p == NULL) {
+        p = &ss->penalties[0];
+        for (size_t i = 1; i < PENALTY_SLOTS && p->until_ms != 0; i++)
+            if (ss->penalties[i].until_ms < p->until_ms)
+                p = &ss->penalties[i];
+        memset(p, 0, sizeof *p);
+        memcpy(p->pk, pk, PR_PK_BYTES);
+    }
+    if (now - p->last_ms > PENALTY_FORGET_MS)
+        p->offences = 0;
+    uint64_t ms = PENALTY_BASE_MS;
+    for (uint32_t i = 0; i < p->offences && ms < PENALTY_MAX_MS; i++)
+        ms *= 2;
+    p->offences++;
+    p->last_ms = now;
+    p->until_ms = now + (ms < PENALTY_MAX_MS ? ms : PENALTY_MAX_MS);
+}
+
+/* Ends the session for abuse: the error, then the close; an enrolled
+ * node's key goes on the penalty list. */
+static void cut_off(session *s, int code, const char *why, const char *reason)
+{
+    s->offline_reason = reason;
+    if (s->phase == RUNNING || s->phase == ENROLLING)
+        penalise(s->ss, s->pk, now_ms_wall());
+    send_error(s, 0, code, why, true);
+}
+
+/* Takes a strike for a bad frame; when they run out the session ends. */
+static void strike(session *s)
+{
+    uint64_t now = now_ms_wall();
+    if (s->strikes_ms == 0) {
+        s->strikes = STRIKE_BURST;
+        s->strikes_ms = now;
+    }
+    s->strikes += (double)(now - s->strikes_ms) / STRIKE_REFILL_MS;
+    if (s->strikes > STRIKE_BURST)
+        s->strikes = STRIKE_BURST;
+    s->strikes_ms = now;
+    s->strikes -= 1;
+    if (s->strikes < 0) {
+        char why[128];
+        snprintf(why, sizeof why, "more than %d bad frames (one more each %d s): the session is closed",
+            STRIKE_BURST, STRIKE_REFILL_MS / 1000);
+        cut_off(s, E_RATE_LIMITED, why, "too many bad frames");
     }
 }
 
@@ -554,6 +661,16 @@ static const char *enrol_known_sql =
 static void on_hello(session *s, pr_msg *m)
 {
     pr_hello *h = &m->body.hello;
+    uint64_t left = penalty_left(s->ss, h->pk, now_ms_wall());
+    if (left > 0) {
+        /* Refused before the signature check: whoever sends it, the key's
+         * owner earned the refusal in a session it signed for. */
+        char why[160];
+        snprintf(why, sizeof why, "this node key is refused for %" PRIu64 " s more: a session of it was closed "
+            "for abuse (the refusal doubles with each)", (left + 999) / 1000);
+        send_error(s, m->id, E_RATE_LIMITED, why, true);
+        return;
+    }
     int rc = pr_hello_verify(h, s->host, s->nonce, now_s());
     if (rc != 0) {
         send_error(s, m->id, rc, pr_strerror(rc), true);
@@ -751,6 +868,8 @@ static void on_complete(session *s, pr_msg *m)
     int rc = pr_complete_verify(c, s->pk, 32, s->host, now_s(), s->guard);
     if (rc != 0) {
         send_error(s, m->id, rc, pr_strerror(rc), false);
+        if (rc != PR_ESKEW) /* an honest node's clock can be wrong; its signature cannot */
+            strike(s);
         return;
     }
     int b = -1;
@@ -761,6 +880,7 @@ static void on_complete(session *s, pr_msg *m)
         }
     if (b < 0 || c->batch.nresults == 0) {
         send_error(s, m->id, E_JOB, b < 0 ? "too many batches in flight" : "an empty batch", false);
+        strike(s);
         return;
     }
     batch *bt = &s->batches[b];
@@ -869,8 +989,7 @@ static void on_frame(session *s, const frame_msg *f)
         char why[96];
         snprintf(why, sizeof why, "more than %d frames a second (%d at once): the session is closed", RATE_PER_S,
             RATE_BURST);
-        s->offline_reason = "rate limited";
-        send_error(s, 0, E_RATE_LIMITED, why, true);
+        cut_off(s, E_RATE_LIMITED, why, "rate limited");
         return;
     }
     pr_msg m;
@@ -884,6 +1003,8 @@ static void on_frame(session *s, const frame_msg *f)
         else
             snprintf(why, sizeof why, "%s%s%s", pr_strerror(rc), m.err_at[0] ? " at " : "", m.err_at);
         send_error(s, m.id, rc, why, s->phase != RUNNING);
+        if (s->phase == RUNNING)
+            strike(s);
         return;
     }
     if (s->phase == AWAIT_HELLO && m.type != PR_MSG_HELLO) {
@@ -895,8 +1016,10 @@ static void on_frame(session *s, const frame_msg *f)
         case PR_MSG_HELLO:
             if (s->phase == AWAIT_HELLO)
                 on_hello(s, &m);
-            else
+            else {
                 send_error(s, m.id, E_NOT_READY, "hello was already said", false);
+                strike(s);
+            }
             break;
         case PR_MSG_HEARTBEAT: on_heartbeat(s, &m); break;
         case PR_MSG_CTX_REQ: on_ctx_req(s, &m); break;
@@ -914,6 +1037,7 @@ static void on_frame(session *s, const frame_msg *f)
             break;
         default:
             send_error(s, m.id, E_NOT_READY, "a coordinator does not take this message", false);
+            strike(s);
             break;
         }
     }
@@ -977,8 +1101,8 @@ static void session_behaviour(rt_actor *self, rt_msg *m)
         break;
     case M_OVERSIZE:
         if (s->phase != CLOSED)
-            send_error(s, 0, PR_EFRAMESIZE, "a frame larger than 4194304 bytes (the frame limit): the session is closed",
-                true);
+            cut_off(s, PR_EFRAMESIZE, "a frame larger than 4194304 bytes (the frame limit): the session is closed",
+                "frame too large");
         break;
     case M_CLOSED: {
         s->phase = CLOSED;

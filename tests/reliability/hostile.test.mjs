@@ -170,10 +170,14 @@ test('a frame past 4 MiB is refused with EFRAMESIZE and ends the session', async
   await healthy();
 });
 
+// An enrolled node may send STRIKES bad frames at once (one more each 10 s);
+// the next ends its session (actors/session_uv.c, docs/reliability.md).
+const STRIKES = 16;
+
 test('garbage from an enrolled node: every frame answered, the session kept', async () => {
   const n = await ScriptedNode.connect(srv.port);
   await n.hello();
-  const frames = [...malformed.map(([, f]) => f), ...garbage(0xbad, 24)];
+  const frames = [...malformed.map(([, f]) => f), ...garbage(0xbad, STRIKES - malformed.length)];
   for (const f of frames) n.link.send(f);
   // A request the session answers (ctx_req for no job: EJOB) comes after
   // all of them: the session still reads frames, and each got its error.
@@ -188,6 +192,40 @@ test('garbage from an enrolled node: every frame answered, the session kept', as
   assert.equal(n.link.closeCode, null, 'the session is kept');
   count('bad frames after welcome', frames.length);
   await n.close();
+  await healthy();
+});
+
+test('a node that keeps sending bad frames is cut off, and its key refused for longer each time', async () => {
+  const key = nodeKey();
+  const refusedFor = async () => {
+    const n = await ScriptedNode.connect(srv.port, { key });
+    const id = n.send('hello', helloBody(key, n.host, n.challenge.nonce));
+    const m = await n.until((x) => x.id === id && (x.type === 'welcome' || x.type === 'error'), 'welcome or error');
+    if (m.type === 'welcome') return { n, s: 0 };
+    assert.equal(m.body.code, E.ERATELIMITED, m.body.message);
+    await within(n.closed, 5000, 'a refused hello: the session closed');
+    return { s: Number(/refused for (\d+) s/.exec(m.body.message)[1]) };
+  };
+  const abuse = async (n) => {
+    for (const f of garbage(0xab05e, STRIKES + 1)) n.link.send(f);
+    const cut = await n.until((m) => m.type === 'error' && m.body.code === E.ERATELIMITED, 'ERATELIMITED');
+    assert.equal(cut.id, 0);
+    assert.match(cut.body.message, /bad frames/);
+    assert.equal(n.msgs.filter((m) => m.type === 'error').length, STRIKES + 2, 'each bad frame answered, then the cut');
+    await within(n.closed, 10000, 'too many bad frames: the session closed');
+    count('bad frames after welcome', STRIKES + 1);
+  };
+  let n = await ScriptedNode.connect(srv.port, { key });
+  await n.hello();
+  await abuse(n);
+  const first = await refusedFor();
+  assert.ok(first.s >= 1 && first.s <= 2, `the first refusal lasts 2 s, not ${first.s}`);
+  count('hellos of a refused key');
+  n = (await eventually(async () => { const r = await refusedFor(); return r.n; }, 'welcome once the refusal ends', 10000));
+  await abuse(n);
+  const second = await refusedFor();
+  assert.ok(second.s > 2 && second.s <= 4, `the second refusal lasts 4 s, not ${second.s}`);
+  count('hellos of a refused key');
   await healthy();
 });
 
