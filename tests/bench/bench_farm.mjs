@@ -1,9 +1,11 @@
 // Benchmarks of a whole farm on this machine: PostgreSQL, `simfarm serve`
 // and one `simfarm node` using every core.
 //
-//   node_efficiency         the share of the node's wall time (workers × the
-//                           job's duration) its workers spent in kernels,
-//                           for a long European job (target ≥ 0.97)
+//   node_efficiency         the share of a node's wall time (workers × the
+//                           jobs' duration, submit to result) its workers
+//                           spent in kernels, for a warm-up job and then a
+//                           long European job of about LONG_S seconds at the
+//                           farm's speed (target ≥ 0.97)
 //   farm_european           end-to-end paths/s of a 10^9-path European call
 //                           job, submit to result
 //   farm_over_local         that against `simfarm sim` processes running the
@@ -25,6 +27,7 @@ const simfarm = path.join(build, 'bin/simfarm');
 const european = JSON.parse(fs.readFileSync(path.join(top, 'examples/european.json'), 'utf8'));
 const cores = os.availableParallelism();
 const PATHS = 1e9;
+const LONG_S = 60;
 
 function bench(name, value, unit) {
   console.log(`BENCH ${name} ${Number(value.toPrecision(3))} ${unit}`);
@@ -41,8 +44,8 @@ async function localPathsPerSecond(items, params) {
   return (per * cores) / s;
 }
 
-function startNode(srv, dir) {
-  const child = spawn(simfarm, ['node', '--server', srv.url, '--key', path.join(dir, 'node.key'),
+function startNode(srv, dir, name) {
+  const child = spawn(simfarm, ['node', '--server', srv.url, '--key', path.join(dir, `${name}.key`),
     '--backend', 'cpu'], { stdio: ['ignore', 'pipe', 'pipe'] });
   const node = { out: '', child };
   child.stdout.on('data', (d) => { node.out += d; });
@@ -62,37 +65,53 @@ async function farmJob(srv, items, seed) {
   return { job, seconds: (performance.now() - t0) / 1000 };
 }
 
+async function stopNode(node) {
+  node.child.kill('SIGTERM');
+  await node.exited;
+}
+
+// Kernel time over a stopped node's run against the time it had work (the
+// jobs' seconds, submit to result, on every worker).
+function kernelShare(node, seconds) {
+  const m = node.out.match(/kernels ran (\d+) ms on (\d+) workers in (\d+) ms/);
+  if (!m) throw new Error(`no kernel time in the node's log:\n${node.out}`);
+  return Number(m[1]) / (Number(m[2]) * seconds * 1000);
+}
+
 async function main() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-bench-farm-'));
   const pg = await startPostgres();
   let srv, node;
   try {
     srv = await serve(pg.url, { extra: ['--open-enrolment'] });
-    node = startNode(srv, dir);
+    node = startNode(srv, dir, 'a');
     await eventually(() => /connected to \S+ as node \d+/.test(node.out), 'node connected', 30000, 20);
     console.error(`# farm: ${cores} CPU workers`);
 
     // A short job first, so the node's chunk sizes have settled (as on a
     // farm that has been running).
-    const warm = await farmJob(srv, 1e8, 99);
+    await farmJob(srv, 1e8, 99);
     const { job, seconds } = await farmJob(srv, PATHS, 1);
     const price = job.result.outputs[0].mean;
     console.error(`# farm: 10^9 paths in ${seconds.toFixed(2)} s, price ${price.toFixed(4)}`);
     const farm = PATHS / seconds;
+    await stopNode(node);
 
-    // Kernel time over the node's run against the time it had work: both
-    // jobs, submit to result, on every worker.
-    node.child.kill('SIGTERM');
-    await node.exited;
-    const m = node.out.match(/kernels ran (\d+) ms on (\d+) workers in (\d+) ms/);
-    if (!m) throw new Error(`no kernel time in the node's log:\n${node.out}`);
+    // A fresh node for the efficiency: the warm-up job, then a long one.
+    node = startNode(srv, dir, 'b');
+    await eventually(() => /connected to \S+ as node \d+/.test(node.out), 'node connected', 30000, 20);
+    const warm = await farmJob(srv, 1e8, 98);
+    const longItems = Math.round(farm * LONG_S / 1e8) * 1e8;
+    const long = await farmJob(srv, longItems, 2);
+    console.error(`# farm: ${longItems.toExponential(1)} paths in ${long.seconds.toFixed(2)} s`);
+    await stopNode(node);
+    const efficiency = kernelShare(node, warm.seconds + long.seconds);
     bench('farm_european', farm, 'paths/s');
     const params = path.join(dir, 'european.json');
     fs.writeFileSync(params, JSON.stringify(european.params));
     const local = await localPathsPerSecond(4e8, params);
     bench('farm_european_local', local, 'paths/s');
     bench('farm_over_local', farm / local, 'ratio');
-    const efficiency = Number(m[1]) / (Number(m[2]) * (warm.seconds + seconds) * 1000);
     bench('node_efficiency', Math.min(efficiency, 1), 'ratio');
 
     const dask = await run('/usr/bin/python3', [path.join(top, 'tests/bench/farm_dask.py'), String(cores)], { timeoutMs: 900000 });
