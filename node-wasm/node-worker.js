@@ -14,6 +14,7 @@
 importScripts('simfarm-node.js');
 
 const WS_PROTOCOL = 'simfarm.node.v1';
+const ND_ECANCELLED = -200; // actors/node.h
 let M = null;
 let ws = null;
 let workers = [];
@@ -102,6 +103,20 @@ const host = {
     workers[w].postMessage(c);
     workers[w].pending = c;
   },
+  // The chunk of worker w is not wanted any more: end that worker at once
+  // (it cannot be asked while it computes), start a fresh one, and tell the
+  // node the chunk was stopped (ND_ECANCELLED), after this call returns.
+  cancel(w) {
+    const c = workers[w]?.pending;
+    if (!c) return;
+    workers[w].terminate();
+    workers[w] = computeWorker(w);
+    const ms = Math.round(performance.now() - busySince[w]);
+    busyMs += performance.now() - busySince[w];
+    busySince[w] = 0;
+    self.postMessage({ type: 'log', level: 0, line: `chunk ${c.chunk} of job ${c.job} stopped after ${ms} ms` });
+    setTimeout(() => { if (M) M._ndw_done(w, ND_ECANCELLED, 0, 0, ms); }, 0);
+  },
   state(st, name, detail) {
     if (run && run.registering && name === 'running') {
       run.registering = false;
@@ -128,6 +143,13 @@ const host = {
     self.postMessage({ type: 'stopped', code });
   },
 };
+
+function computeWorker(w) {
+  const worker = new Worker('compute-worker.js');
+  worker.onmessage = (e) => onWorkerDone(w, e);
+  worker.onerror = (e) => self.postMessage({ type: 'log', level: 1, line: `compute worker ${w}: ${e.message}` });
+  return worker;
+}
 
 function onWorkerDone(w, e) {
   const r = e.data;
@@ -186,10 +208,7 @@ async function start(msg) {
   workers = [];
   busySince = [];
   for (let w = 0; w < msg.cores; w++) {
-    const worker = new Worker('compute-worker.js');
-    worker.onmessage = (e) => onWorkerDone(w, e);
-    worker.onerror = (e) => self.postMessage({ type: 'log', level: 1, line: `compute worker ${w}: ${e.message}` });
-    workers.push(worker);
+    workers.push(computeWorker(w));
     busySince.push(0);
   }
   statsTimer = reportStats(msg.hardwareCores || msg.cores);

@@ -36,6 +36,7 @@ EM_JS(void, js_compute, (unsigned w, double job, double chunk, uint32_t start_lo
         hash: HEAPU8.slice(hash, hash + 32), work: HEAPU8.slice(work, work + len),
     });
 });
+EM_JS(void, js_cancel, (unsigned w), { Module.ndHost.cancel(w); });
 EM_JS(void, js_state, (int st, const char *name, const char *detail), {
     Module.ndHost.state(st, UTF8ToString(name), UTF8ToString(detail));
 });
@@ -67,6 +68,15 @@ static void host_send(void *ctx, const uint8_t *frame, size_t len)
 {
     (void)ctx;
     js_send(frame, len);
+}
+
+/* A compute worker cannot look at a flag while it computes (no shared
+ * memory without cross-origin isolation): the node worker ends it and
+ * starts a fresh one, and answers ND_ECANCELLED for its chunk. */
+static void host_cancel(void *ctx, unsigned w)
+{
+    (void)ctx;
+    js_cancel(w);
 }
 
 static void host_compute(void *ctx, unsigned w, const nd_chunk *c, const sim_work *sim, const uint8_t *work,
@@ -148,7 +158,7 @@ EMSCRIPTEN_KEEPALIVE int ndw_start(uint8_t *seed, const char *audience, const ch
     snprintf(H.browser, sizeof H.browser, "%s", browser ? browser : "");
     snprintf(H.device, sizeof H.device, "%s", device && device[0] ? device : "wasm-simd128");
     H.memory = memory > 0 ? (uint64_t)memory : 0;
-    nd_host hh = { .ctx = &H, .connect = host_connect, .send = host_send, .compute = host_compute,
+    nd_host hh = { .ctx = &H, .connect = host_connect, .send = host_send, .compute = host_compute, .cancel = host_cancel,
         .caps = host_caps, .stats = host_stats, .state = host_state, .log = host_log, .stopped = host_stopped };
     H.node = nd_spawn(H.sys, &cfg, &hh);
     pr_key_wipe(&cfg.key);

@@ -47,15 +47,35 @@ async function browserNodes() {
   return list.filter((n) => n.capabilities?.arch === 'wasm32');
 }
 
+// A finished job's outputs against the native single-process run of the
+// same items and seed, bit for bit.
+async function sameAsNative(done, items, seed) {
+  const local = await run(harness, ['sim', 'option', option, String(items), String(seed)], { timeoutMs: 120000 });
+  assert.equal(local.code, 0, local.stderr);
+  const lines = local.stdout.trim().split('\n');
+  assert.equal(done.result.outputs.length, lines.length);
+  for (const o of done.result.outputs) {
+    const line = lines.find((l) => l.startsWith(o.name + ' '));
+    assert.ok(line, `native output ${o.name}`);
+    const [, count, mean, se, min, max] = line.split(' ');
+    assert.equal(o.count, Number(count), `${o.name} count`);
+    // %.17g on both sides: equal numbers are equal bits.
+    assert.equal(o.mean, Number(mean), `${o.name} mean`);
+    assert.equal(o.stderr, Number(se), `${o.name} stderr`);
+    assert.equal(o.min, Number(min), `${o.name} min`);
+    assert.equal(o.max, Number(max), `${o.name} max`);
+  }
+}
+
 // Opens /contribute (fragment: after #) in a fresh context (its own
 // IndexedDB: a new key), sets the cores and starts; resolves once the page
 // says it is running.
-async function contribute(cores, { fragment = '', pauseHidden = false } = {}) {
+async function contribute(cores, { fragment = '', pauseHidden = false, server = srv } = {}) {
   const context = await browser.newContext();
   const tab = await context.newPage();
   const errors = [];
   tab.on('pageerror', (e) => errors.push(e.message));
-  const res = await tab.goto(`${srv.url}/contribute${fragment ? '#' + fragment : ''}`);
+  const res = await tab.goto(`${server.url}/contribute${fragment ? '#' + fragment : ''}`);
   assert.equal(res.status(), 200);
   if (pauseHidden) await tab.locator('#pause-hidden').check();
   await tab.locator('#cores').fill(String(cores));
@@ -101,21 +121,7 @@ test('a tab with 2 cores computes a job that equals the native single-process ru
     assert.equal(done.result.items_done, items);
     assert.equal(done.result.items_failed, 0);
 
-    const local = await run(harness, ['sim', 'option', option, String(items), String(seed)], { timeoutMs: 120000 });
-    assert.equal(local.code, 0, local.stderr);
-    const lines = local.stdout.trim().split('\n');
-    assert.equal(done.result.outputs.length, lines.length);
-    for (const o of done.result.outputs) {
-      const line = lines.find((l) => l.startsWith(o.name + ' '));
-      assert.ok(line, `native output ${o.name}`);
-      const [, count, mean, se, min, max] = line.split(' ');
-      assert.equal(o.count, Number(count), `${o.name} count`);
-      // %.17g on both sides: equal numbers are equal bits.
-      assert.equal(o.mean, Number(mean), `${o.name} mean`);
-      assert.equal(o.stderr, Number(se), `${o.name} stderr`);
-      assert.equal(o.min, Number(min), `${o.name} min`);
-      assert.equal(o.max, Number(max), `${o.name} max`);
-    }
+    await sameAsNative(done, items, seed);
 
     await tab.waitForFunction(() => Number(document.getElementById('chunks').textContent) >= 2, null,
       { timeout: 10000 });
@@ -131,6 +137,44 @@ test('a tab with 2 cores computes a job that equals the native single-process ru
     assert.deepEqual(errors, []);
   } finally {
     await context.close();
+  }
+});
+
+test('a cancel stops the chunk a tab computes: its worker takes the next job long before the chunk would end', async () => {
+  // Chunks sized to take five minutes; one compute worker.
+  const slow = await serve(pg.url, { extra: ['--allow-public-nodes', '--web', path.join(top, 'web'), '--chunk-ms', '300000'] });
+  const { context, errors } = await contribute(1, { server: slow });
+  try {
+    const tabNode = async () => (await call(slow, 'GET', '/api/nodes')).json.find((n) => n.online);
+    const me = (await eventually(tabNode, 'the browser node online', 15000)).id;
+    const asian = { ...JSON.parse(option), style: 'asian_arithmetic', steps: 2000, greeks: false };
+    const a = await call(slow, 'POST', '/api/jobs', { kernel: 'option', params: asian, items: 1e12, seed: 3 });
+    assert.equal(a.status, 201, a.text);
+    // The first chunks are small probes; once the tab's speed is known the
+    // next one is sized to minutes. Wait until the chunk in hand is worth a
+    // minute at least at the measured speed.
+    await eventually(async () => {
+      const n = (await call(slow, 'GET', '/api/nodes')).json.find((x) => x.id === me);
+      const p = (await call(slow, 'GET', `/api/jobs/${a.json.id}`)).json.progress;
+      return n && n.items_per_s > 0 && p && p.items_in_flight >= 60 * n.items_per_s;
+    }, 'a chunk of a minute or more in hand', 90000);
+    assert.equal((await call(slow, 'POST', `/api/jobs/${a.json.id}/cancel`)).status, 200);
+    // The worker is free: a second job is computed at once, not after the
+    // minutes the cancelled chunk would have taken.
+    const items = 4000, seed = 9;
+    const b = await call(slow, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option), items, seed });
+    assert.equal(b.status, 201, b.text);
+    const done = await eventually(async () => {
+      const j = (await call(slow, 'GET', `/api/jobs/${b.json.id}`)).json;
+      return j.state === 'complete' ? j : null;
+    }, 'the next job complete', 30000);
+    assert.equal(done.result.nodes[0].node, me);
+    await sameAsNative(done, items, seed);
+    assert.equal((await tabNode()).in_flight, 0);
+    assert.deepEqual(errors, []);
+  } finally {
+    await context.close();
+    await slow.stop();
   }
 });
 
