@@ -14,6 +14,7 @@
 #include "tests/support/check.h"
 #include "tests/support/proxy.h"
 
+#include <inttypes.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,6 +189,20 @@ static double whole_mean(sim_job *job, uint64_t items)
     return sim_stats_mean(&out[0]);
 }
 
+/* The job is complete in the database, its journal holds exactly the
+ * `accepted` acknowledged ranges, and its mean is one local run's. */
+static void check_complete(uint64_t id, sim_job *job, uint64_t items, int accepted)
+{
+    char state[32];
+    double mean;
+    long accepts;
+    db_state(id, state, sizeof state, &mean, &accepts);
+    CHECK(strcmp(state, "complete") == 0, "job %" PRIu64 ": state %s", id, state);
+    CHECK(accepts == accepted, "job %" PRIu64 ": journal has %ld accepts, %d acknowledged", id, accepts, accepted);
+    double want = whole_mean(job, items);
+    CHECK(mean == want, "job %" PRIu64 ": farmed mean %.17g, one local run %.17g", id, mean, want);
+}
+
 static void job_runs_to_completion(void)
 {
     enum { ITEMS = 60000 };
@@ -199,14 +214,7 @@ static void job_runs_to_completion(void)
     int accepted = work(id, job, 1000, &done);
     CHECK(accepted > 0 && done, "accepted %d, done %d", accepted, done);
 
-    char state[32];
-    double mean;
-    long accepts;
-    db_state(id, state, sizeof state, &mean, &accepts);
-    CHECK(strcmp(state, "complete") == 0, "state %s", state);
-    CHECK(accepts == accepted, "journal has %ld accepts, %d acknowledged", accepts, accepted);
-    double want = whole_mean(job, ITEMS);
-    CHECK(mean == want, "farmed mean %.17g, one local run %.17g", mean, want);
+    check_complete(id, job, ITEMS, accepted);
     sim_job_destroy(job);
 }
 
@@ -284,14 +292,7 @@ static void a_burst_of_completions(void)
         CHECK(rest > 0 && done, "the rest: %d, done %d", rest, done);
         accepted += rest;
     }
-    char state[32];
-    double mean;
-    long accepts;
-    db_state(id, state, sizeof state, &mean, &accepts);
-    CHECK(strcmp(state, "complete") == 0, "state %s", state);
-    CHECK(accepts == accepted, "journal %ld, acknowledged %d", accepts, accepted);
-    double want = whole_mean(job, ITEMS);
-    CHECK(mean == want, "farmed %.17g, one local run %.17g", mean, want);
+    check_complete(id, job, ITEMS, accepted);
     CHECK(count_rows("WITH gone AS (DELETE FROM jobs WHERE id = $1 RETURNING id) SELECT count(*) FROM gone", id) == 1,
           "the job is deleted");
     CHECK(count_rows("SELECT count(*) FROM journal WHERE job_id = $1", id) == 0, "its journal went with it");
@@ -321,14 +322,7 @@ static void restart_resumes_from_the_journal(void)
     int second = work(id, job, 1000, &done);
     CHECK(second > 0 && done, "second half: %d, done %d", second, done);
 
-    char state[32];
-    double mean;
-    long accepts;
-    db_state(id, state, sizeof state, &mean, &accepts);
-    CHECK(strcmp(state, "complete") == 0, "state %s", state);
-    CHECK(accepts == first + second, "journal %ld, acknowledged %d", accepts, first + second);
-    double want = whole_mean(job, ITEMS);
-    CHECK(mean == want, "after a restart: farmed %.17g, one local run %.17g", mean, want);
+    check_complete(id, job, ITEMS, first + second);
     sim_job_destroy(job);
 }
 
