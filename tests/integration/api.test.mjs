@@ -246,8 +246,8 @@ function scriptedNode(port, flood) {
         ws.send(enc({ v: 1, type: 'hello', id: 1, ts: BigInt(Date.now()), body: { pk, ts: BigInt(ts), sig,
           version: 'scripted', caps: { cores: 1, max_parallel: 1, backends: [] } } }));
       } else if (n === 2) {
-        const junk = enc({ v: 1, type: 'heartbeat', id: 2, ts: BigInt(Date.now()), body: 7 });
-        for (let i = 0; i < ${flood}; i++) ws.send(junk);
+        const beat = enc({ v: 1, type: 'heartbeat', id: 2, ts: BigInt(Date.now()), body: { cpu: 0, mem_used: 0, mem_total: 1 } });
+        for (let i = 0; i < ${flood}; i++) ws.send(beat);
       }
     };
     ws.onclose = () => { console.log('closed'); process.exit(0); };`;
