@@ -82,6 +82,14 @@ static inline uint64_t sim_f64_bits(double d)
 #error "SIM_W must be a multiple of 4, at most 128"
 #endif
 
+/* Placed before each loop over a group's lanes. Empty, except in the
+ * OpenCL program for CPU devices, whose prelude (opencl_uv.c) makes it a
+ * clang loop hint: vectors of 8 doubles, two in flight. It changes how a
+ * loop is vectorized, never an operation or its order. */
+#ifndef SIM_VLOOP
+#define SIM_VLOOP
+#endif
+
 #define SIM_HIST_BINS 32
 #define SIM_MAX_OUT 8
 /* Every fixed-point term is below 2^56 in magnitude, so at most 2^56 - 8
@@ -242,6 +250,7 @@ SIM_FN void sim_exp_lanes(double *x, int n)
         1.0, 1.0 };
     double t[SIM_W], r[SIM_W], p[SIM_W];
     SIM_ASSERT(n <= SIM_W);
+    SIM_VLOOP
     for (int l = 0; l < n; l++) {
         double xc = x[l] > 709.0 ? 709.0 : x[l];
         xc = xc < -708.0 ? -708.0 : xc;
@@ -251,9 +260,12 @@ SIM_FN void sim_exp_lanes(double *x, int n)
         r[l] = (xc - kd * ln2_hi) - kd * ln2_lo;
         p[l] = coef[0];
     }
-    for (int i = 1; i < 14; i++)
+    for (int i = 1; i < 14; i++) {
+        SIM_VLOOP
         for (int l = 0; l < n; l++)
             p[l] = p[l] * r[l] + coef[i];
+    }
+    SIM_VLOOP
     for (int l = 0; l < n; l++) {
         /* 2^k from the bits: k + 1023 lies in [1, 2046], so its low 12 bits
          * shifted into the exponent field make 2^k exactly */
@@ -410,15 +422,19 @@ SIM_FN void sim_normal_pairs(const sim_u32 *wr, const sim_u32 *wa, double *zc, d
     const double quarter = 1.4629180792671596e-09; /* (pi / 2) / 2^30 */
     double r[SIM_W], sn[SIM_W], cs[SIM_W];
     SIM_ASSERT(n <= SIM_W);
+    SIM_VLOOP
     for (int j = 0; j < n; j++)
         r[j] = -2.0 * sim_log(sim_u01(wr[j]));
+    SIM_VLOOP
     for (int j = 0; j < n; j++)
         r[j] = sim_sqrt_nr(r[j]);
+    SIM_VLOOP
     for (int j = 0; j < n; j++) {
         double md = (double)(sim_i32)(wa[j] & 0x3fffffffu);
         double a = (md > 536870912.0 ? 1073741824.0 - md : md) * quarter; /* past pi/4: fold */
         sim_sincos_oct(a, &sn[j], &cs[j]);
     }
+    SIM_VLOOP
     for (int j = 0; j < n; j++) {
         /* Quadrant and offset as exact doubles: every condition below is
          * then a double comparison, which vector units select on directly. */
@@ -608,10 +624,12 @@ SIM_FN void sim_acc_lanes2(sim_acc *acc, sim_u64 (*alt)[SIM_HIST_BINS + 2], cons
         if (n < SIM_W) {
             /* part of a group: its items, gathered from their lanes (a
              * whole group's sums do not depend on the order) */
+            SIM_VLOOP
             for (int i = 0; i < n; i++)
                 part[i] = x[sim_lane_of(lo + i)];
             x = part;
         }
+        SIM_VLOOP
         for (int i = 0; i < n; i++) {
             double y = x[i] * l->scale, y2 = x[i] * x[i] * l->sq_scale;
             /* y2 is a square times a positive scale: at least 0, or NaN,

@@ -80,12 +80,14 @@ SIM_FN void sim_option_group(const sim_option_params *p, sim_u32 k0, sim_u32 k1,
     SIM_ASSERT(g0 % 4 == 0); /* callers align groups; lanes map to block words */
     for (int a = 0; a < na; a++)
         for (int c = 0; c < nsc; c++)
+            SIM_VLOOP
             for (int l = 0; l < SIM_W; l++)
                 lns[a][c][l] = p->scen[c].ln_s0;
     /* the averages and barrier hits only where the style reads them */
     if (p->style != SIM_OPT_EUROPEAN)
         for (int a = 0; a < na; a++)
             for (int c = 0; c < nsc; c++)
+                SIM_VLOOP
                 for (int l = 0; l < SIM_W; l++) {
                     acc[a][c][l] = 0.0;
                     hit[a][c][l] = 0.0;
@@ -99,26 +101,33 @@ SIM_FN void sim_option_group(const sim_option_params *p, sim_u32 k0, sim_u32 k1,
             for (int c = 0; c < nsc; c++) {
                 const double mu = p->scen[c].drift_dt, vol = p->scen[c].vol_sqrt_dt;
                 double *ls = lns[a][c], *ac = acc[a][c], *ht = hit[a][c];
+                SIM_VLOOP
                 for (int l = 0; l < SIM_W; l++)
                     ls[l] = ls[l] + (mu + vol * (sgn * z[l]));
                 if (p->style == SIM_OPT_ASIAN_ARITH) {
                     double e[SIM_W];
+                    SIM_VLOOP
                     for (int l = 0; l < SIM_W; l++)
                         e[l] = ls[l];
                     sim_exp_lanes(e, SIM_W);
+                    SIM_VLOOP
                     for (int l = 0; l < SIM_W; l++)
                         ac[l] = ac[l] + e[l];
                 } else if (p->style == SIM_OPT_ASIAN_GEOM) {
+                    SIM_VLOOP
                     for (int l = 0; l < SIM_W; l++)
                         ac[l] = ac[l] + ls[l];
                 } else if (p->style == SIM_OPT_BARRIER) {
                     const double lb = p->ln_barrier;
-                    if (p->barrier_flags & SIM_OPT_UP)
+                    if (p->barrier_flags & SIM_OPT_UP) {
+                        SIM_VLOOP
                         for (int l = 0; l < SIM_W; l++)
                             ht[l] = ls[l] >= lb ? 1.0 : ht[l];
-                    else
+                    } else {
+                        SIM_VLOOP
                         for (int l = 0; l < SIM_W; l++)
                             ht[l] = ls[l] <= lb ? 1.0 : ht[l];
+                    }
                 }
             }
         }
@@ -129,40 +138,55 @@ SIM_FN void sim_option_group(const sim_option_params *p, sim_u32 k0, sim_u32 k1,
     const int in = (p->barrier_flags & SIM_OPT_IN) != 0;
     for (int c = 0; c < nsc; c++) {
         const double disc = p->scen[c].disc;
+        SIM_VLOOP
         for (int l = 0; l < SIM_W; l++)
             val[c][l] = 0.0;
         for (int a = 0; a < na; a++) {
             double x[SIM_W];
-            if (p->style == SIM_OPT_ASIAN_ARITH) {
+            /* every test on the style outside the lane loops: clang
+             * vectorizes a loop with one inside badly */
+            if (p->style == SIM_OPT_ASIAN_ARITH || p->style == SIM_OPT_ASIAN_GEOM) {
+                SIM_VLOOP
                 for (int l = 0; l < SIM_W; l++)
                     x[l] = acc[a][c][l] * p->inv_steps;
             } else {
+                SIM_VLOOP
                 for (int l = 0; l < SIM_W; l++)
-                    x[l] = p->style == SIM_OPT_ASIAN_GEOM ? acc[a][c][l] * p->inv_steps : lns[a][c][l];
-                sim_exp_lanes(x, SIM_W);
+                    x[l] = lns[a][c][l];
             }
-            for (int l = 0; l < SIM_W; l++) {
-                double f = sim_option_payoff(p, x[l]);
-                if (p->style == SIM_OPT_BARRIER)
-                    f = (hit[a][c][l] > 0.0) == in ? f : 0.0;
-                val[c][l] = val[c][l] + f;
+            if (p->style != SIM_OPT_ASIAN_ARITH)
+                sim_exp_lanes(x, SIM_W);
+            if (p->style == SIM_OPT_BARRIER) {
+                SIM_VLOOP
+                for (int l = 0; l < SIM_W; l++) {
+                    double f = sim_option_payoff(p, x[l]);
+                    val[c][l] = val[c][l] + ((hit[a][c][l] > 0.0) == in ? f : 0.0);
+                }
+            } else {
+                SIM_VLOOP
+                for (int l = 0; l < SIM_W; l++)
+                    val[c][l] = val[c][l] + sim_option_payoff(p, x[l]);
             }
         }
+        SIM_VLOOP
         for (int l = 0; l < SIM_W; l++) {
             double v = val[c][l] * disc;
             val[c][l] = na == 2 ? v * 0.5 : v;
         }
     }
 
+    SIM_VLOOP
     for (int l = 0; l < SIM_W; l++)
         out[0][l] = val[0][l];
     if (p->greeks)
-        for (int g = 0; g < 4; g++)
+        for (int g = 0; g < 4; g++) {
+            SIM_VLOOP
             for (int l = 0; l < SIM_W; l++) {
                 double d = (val[2 + 2 * g][l] - val[1 + 2 * g][l]) * p->inv_2h[g];
                 /* theta is minus the derivative in maturity */
                 out[1 + g][l] = g == 3 ? -d : d;
             }
+        }
 }
 
 #endif /* SIM_OPTION_DEV_H */

@@ -97,15 +97,15 @@ Test(sim_opencl, chunked_device_runs_merge_to_the_whole)
     sim_job_destroy(job);
 }
 
-/* GPUs get groups of 4 items per work item, CPU devices 32: a narrow or a
- * wider program (another lane order) on the same device must give the
- * same bytes too. */
+/* GPUs get groups of 4 items per work item, CPU devices 128 (with the
+ * lane-loop hint): narrower programs (other lane orders, other vector
+ * code) on the same device must give the same bytes too. */
 Test(sim_opencl, other_group_widths_give_the_same_bits)
 {
     sim_cl *dflt = cl;
     char err[4096];
-    const char *widths[] = { "4", "64" };
-    for (int i = 0; i < 2; i++) {
+    const char *widths[] = { "4", "32", "64" };
+    for (int i = 0; i < 3; i++) {
         setenv("SIMFARM_OPENCL_GROUP", widths[i], 1);
         int rc = sim_cl_create(&cl, err, sizeof err);
         unsetenv("SIMFARM_OPENCL_GROUP");
