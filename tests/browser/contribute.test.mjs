@@ -141,8 +141,10 @@ test('a tab with 2 cores computes a job that equals the native single-process ru
 });
 
 test('a cancel stops the chunk a tab computes: its worker takes the next job long before the chunk would end', async () => {
-  // Chunks sized to take five minutes; one compute worker.
-  const slow = await serve(pg.url, { extra: ['--allow-public-nodes', '--web', path.join(top, 'web'), '--chunk-ms', '300000'] });
+  // Chunks sized to take five minutes; one compute worker. A database of its
+  // own: a coordinator loads every pending job of its database.
+  const db = await startPostgres();
+  const slow = await serve(db.url, { extra: ['--allow-public-nodes', '--web', path.join(top, 'web'), '--chunk-ms', '300000'] });
   const { context, errors } = await contribute(1, { server: slow });
   try {
     const tabNode = async () => (await call(slow, 'GET', '/api/nodes')).json.find((n) => n.online);
@@ -175,6 +177,7 @@ test('a cancel stops the chunk a tab computes: its worker takes the next job lon
   } finally {
     await context.close();
     await slow.stop();
+    await db.stop();
   }
 });
 
