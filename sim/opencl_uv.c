@@ -91,8 +91,8 @@ static const char cl_entries[] =
  * narrow groups on many more work items. Results do not depend on it. On
  * pocl (European call, paths per CPU second) 128 with the loop hint below
  * gives 1.7e8, 64 1.5e8, 32 1.1e8; pocl's own vectorization across work
- * items (one group of 4 per work item, work-groups of 8 or 16) 1.8e7 to
- * 5e7. */
+ * items (groups of 4 to 32 per work item, work-groups of 8 or 16) 1.8e7
+ * to 6.3e7. */
 #define CPU_GROUP 128
 #define GPU_GROUP 4
 /* Work items per launch: enough to fill a GPU, few enough that the

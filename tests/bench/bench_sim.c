@@ -166,6 +166,7 @@ int main(void)
         double o_cpu, o = items_per_s(run_cl, cl, eu, 1 << 20, 1.0, &o_cpu);
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         printf("BENCH sim_european_opencl %.4g paths/s\n", o);
+        printf("# sim_european_opencl per CPU second: %.4g\n", o_cpu);
         /* the target compares OpenCL with our CPU backend on the same cores:
          * by the clock (all cores against one thread times the cores), and
          * by CPU time, which others' load on the cores does not skew */
