@@ -187,6 +187,17 @@ enum { BACKLOG_MAX_SENDS = 1000 };
 #else
 enum { BACKLOG_MAX_SENDS = 1000000 };
 #endif
+/* Valgrind runs one thread at a time, switching when it likes: there the
+ * receiver running beside its sender cannot be observed, only that every
+ * message arrives. */
+#if !defined(__EMSCRIPTEN__) && defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
 
 static struct {
     _Atomic uint64_t handled;
@@ -231,7 +242,7 @@ static void backlog_runs_beside_its_sender(void)
     CHECK(atomic_load(&bl.handled) == bl.sent + 1, "handled %llu of %llu",
         (unsigned long long)atomic_load(&bl.handled), (unsigned long long)bl.sent + 1);
 #ifndef __EMSCRIPTEN__
-    CHECK(bl.sent_before > 0, "the receiver never ran during %d sends", BACKLOG_MAX_SENDS);
+    CHECK(bl.sent_before > 0 || RUNNING_ON_VALGRIND, "the receiver never ran during %d sends", BACKLOG_MAX_SENDS);
 #endif
 }
 
