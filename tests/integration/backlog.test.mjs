@@ -9,7 +9,8 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { build, eventually, run, top } from '../lib/proc.mjs';
+import { build, eventually, run, top, stop } from '../lib/proc.mjs';
+import { localRun, sameBits } from '../lib/reference.mjs';
 import { startPostgres, psql } from '../lib/pg.mjs';
 
 const simfarm = path.join(build, 'bin/simfarm');
@@ -23,15 +24,6 @@ function proc(args) {
   child.stdout.on('data', (d) => { p.out += d; });
   child.stderr.on('data', (d) => { p.out += d; });
   return p;
-}
-
-async function stop(p) {
-  if (p.child.exitCode !== null || p.child.signalCode !== null) return p.exited;
-  p.child.kill('SIGTERM');
-  const t = setTimeout(() => p.child.kill('SIGKILL'), 20000);
-  const e = await p.exited;
-  clearTimeout(t);
-  return e;
 }
 
 let pg;
@@ -72,19 +64,6 @@ async function submit(s, items, seed) {
     body: JSON.stringify({ kernel: 'option', params: option, items, seed }), signal: AbortSignal.timeout(15000) });
   assert.equal(res.status, 201);
   return (await res.json()).id;
-}
-
-async function localRun(items, seed) {
-  const r = await run(simfarm, ['sim', 'option', optionFile, '--items', String(items), '--seed', String(seed), '--json'],
-    { timeoutMs: 120000 });
-  assert.equal(r.code, 0, r.stderr);
-  return JSON.parse(r.stdout).outputs;
-}
-
-function sameBits(j, local) {
-  assert.equal(j.state, 'complete');
-  assert.deepEqual(j.result.outputs.map(({ name, count, mean, stderr, min, max }) =>
-    ({ name, count, mean, stderr, min, max })), local);
 }
 
 // Each accepted range of the job once, and no two overlapping.

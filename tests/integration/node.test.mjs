@@ -8,7 +8,8 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { build, eventually, run, top } from '../lib/proc.mjs';
+import { build, eventually, run, top, stop } from '../lib/proc.mjs';
+import { localRun, sameBits } from '../lib/reference.mjs';
 import { startPostgres } from '../lib/pg.mjs';
 
 const simfarm = path.join(build, 'bin/simfarm');
@@ -52,15 +53,6 @@ async function api(s, method, p, body) {
   const res = await fetch(s.url + p, { method, headers: { authorization: `Bearer ${s.token}` },
     body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(15000) });
   return { status: res.status, json: await res.json() };
-}
-
-async function stop(p) {
-  if (p.child.exitCode !== null || p.child.signalCode !== null) return p.exited;
-  p.child.kill('SIGTERM');
-  const t = setTimeout(() => p.child.kill('SIGKILL'), 20000);
-  const e = await p.exited;
-  clearTimeout(t);
-  return e;
 }
 
 let pg, srv;
@@ -199,24 +191,11 @@ test('a claim token enrols one node under its owner and tier, once', async () =>
 
 const server = (s) => `ws://127.0.0.1:${s.port}/ws/node`;
 
-// One local single-process run, to the last bit.
-async function localRun(items, seed) {
-  const r = await run(simfarm, ['sim', 'option', optionFile, '--items', String(items), '--seed', String(seed), '--json']);
-  assert.equal(r.code, 0, r.stderr);
-  return JSON.parse(r.stdout).outputs;
-}
-
 async function jobEnded(s, id, timeoutMs = 120000) {
   return eventually(async () => {
     const j = (await api(s, 'GET', `/api/jobs/${id}`)).json;
     return ['complete', 'failed', 'cancelled'].includes(j.state) ? j : null;
   }, `job ${id} ended`, timeoutMs);
-}
-
-function sameBits(job, local) {
-  assert.equal(job.state, 'complete');
-  assert.deepEqual(job.result.outputs.map(({ name, count, mean, stderr, min, max }) =>
-    ({ name, count, mean, stderr, min, max })), local);
 }
 
 async function inFlight(s, id, atLeast = 1) {

@@ -12,6 +12,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { build, eventually, run, top } from '../lib/proc.mjs';
+import { localRun, sameBits } from '../lib/reference.mjs';
 import { startPostgres } from '../lib/pg.mjs';
 import { serve, call } from '../lib/coord.mjs';
 import { decode } from '../lib/nodeproto.mjs';
@@ -62,19 +63,6 @@ async function jobDone(srv, id, timeoutMs = 120000) {
     const j = (await call(srv, 'GET', `/api/jobs/${id}`)).json;
     return j.state === 'complete' ? j : null;
   }, `job ${id} complete`, timeoutMs);
-}
-
-// One local single-process run, to the last bit.
-async function localRun(items, seed) {
-  const r = await run(simfarm, ['sim', 'option', optionFile, '--items', String(items), '--seed', String(seed), '--json']);
-  assert.equal(r.code, 0, r.stderr);
-  return JSON.parse(r.stdout).outputs;
-}
-
-function sameBits(job, local) {
-  assert.equal(job.state, 'complete');
-  assert.deepEqual(job.result.outputs.map(({ name, count, mean, stderr, min, max }) =>
-    ({ name, count, mean, stderr, min, max })), local);
 }
 
 let pg;

@@ -51,3 +51,14 @@ export async function eventually(check, what, timeoutMs = 120000, everyMs = 50) 
     await new Promise((resolve) => setTimeout(resolve, everyMs));
   }
 }
+
+// Stops a spawned process kept as { child, exited } (exited: a promise of
+// its exit): SIGTERM, then SIGKILL after 20 s. Resolves with what exited gives.
+export async function stop(p) {
+  if (p.child.exitCode !== null || p.child.signalCode !== null) return p.exited;
+  p.child.kill('SIGTERM');
+  const t = setTimeout(() => p.child.kill('SIGKILL'), 20000);
+  const e = await p.exited;
+  clearTimeout(t);
+  return e;
+}
