@@ -55,20 +55,19 @@ static void be(uint8_t *o, uint64_t v, int bytes)
         o[i] = (uint8_t)v;
 }
 
-/* An element of `bytes` bytes (an integer when p is NULL) */
-static void put(column *c, const void *p, size_t bytes, int64_t v)
+/* Each element: its length, big-endian, then its bytes. */
+static void put_bytes(column *c, const void *p, size_t n)
 {
-    uint8_t *o = reserve(c, 4 + bytes);
-    be(o, bytes, 4);
-    if (p != NULL)
-        memcpy(o + 4, p, bytes);
-    else
-        be(o + 4, (uint64_t)v, (int)bytes);
+    uint8_t *o = reserve(c, 4 + n);
+    be(o, n, 4);
+    memcpy(o + 4, p, n);
 }
 
 static void put_int(column *c, int bytes, int64_t v)
 {
-    put(c, NULL, (size_t)bytes, v);
+    uint8_t *o = reserve(c, 4 + (size_t)bytes);
+    be(o, (uint64_t)bytes, 4);
+    be(o + 4, (uint64_t)v, bytes);
 }
 
 static void put_null(column *c)
@@ -92,8 +91,8 @@ cd_query *cd_journal_insert(const sc_record *recs, size_t n)
         put_int(&col[COL_VARIANT], 4, r->variant);
         if (r->type == SC_REC_ACCEPT) {
             put_int(&col[COL_CHUNK], 8, (int64_t)r->chunk);
-            put(&col[COL_TOKEN], r->token, 16, 0);
-            put(&col[COL_RESULT], r->result, r->result_len, 0);
+            put_bytes(&col[COL_TOKEN], r->token, 16);
+            put_bytes(&col[COL_RESULT], r->result, r->result_len);
         } else {
             put_null(&col[COL_CHUNK]);
             put_null(&col[COL_TOKEN]);

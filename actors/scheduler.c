@@ -612,12 +612,7 @@ static void write_out(sched *s)
         s->barriers[k] = (barrier){ s->waiting, s->nwaiting, (unsigned)writes, false };
         s->waiting = NULL;
         s->nwaiting = s->waiting_cap = 0;
-        b = (int)k;
-        if (writes == 0) { /* cannot happen: a waiter's ACCEPT is in out */
-            s->barriers[k].remaining = 1;
-            barrier_done(s, b, true);
-            b = -1;
-        }
+        b = (int)k; /* writes >= 1: a waiter's ACCEPT record is in out */
     }
     for (size_t i = 0; i < s->nout; i += CD_JOURNAL_MAX_ROWS) {
         size_t n = s->nout - i < CD_JOURNAL_MAX_ROWS ? s->nout - i : CD_JOURNAL_MAX_ROWS;
