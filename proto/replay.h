@@ -7,8 +7,9 @@
  * most `capacity` pairs and a floor: every pair it forgets, because it aged
  * out or to make room, raises the floor to at least that pair's ts, and any
  * ts at or below the floor is refused with PR_EREPLAYOLD. Hence no accepted
- * pair is ever accepted twice, whatever the clock does, and memory is
- * capacity * 24 bytes. The price: a node that sends more than `capacity`
+ * pair is ever accepted twice, whatever the clock does, and memory is at
+ * most capacity * 24 bytes: it starts at 16 pairs and doubles only when full
+ * of pairs still inside the window. The price: a node that sends more than `capacity`
  * completions within 600 s may see an old-but-honest one refused, and signs it
  * again with a fresh ts (PROTOCOL.md says so).
  *
@@ -40,5 +41,8 @@ int pr_replay_check(pr_replay *g, uint64_t ts, const uint8_t nonce[16], uint64_t
 
 /* Pairs held now (for tests and metrics). */
 uint32_t pr_replay_size(const pr_replay *g);
+
+/* Pairs it has room for now, without growing (for tests and metrics). */
+uint32_t pr_replay_room(const pr_replay *g);
 
 #endif

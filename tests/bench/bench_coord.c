@@ -24,7 +24,10 @@
  *                                   seconds, each completing what it holds
  *                                   about once a second; the coordinator's
  *                                   RSS sampled every 10 s (first, last, the
- *                                   least-squares trend) and /health's
+ *                                   least-squares trend; with N past 380,
+ *                                   also the RSS and the trend from 360 s,
+ *                                   when the skew window and the ledger's
+ *                                   have filled) and /health's
  *                                   response time once a second, the
  *                                   event loop's lag as a client sees it
  *
@@ -1136,6 +1139,10 @@ static void completions(void)
         "journal holds %lld accepts, %" PRIu64 " acknowledged in all\n", accepted, t, TP_NODES,
         (double)(B.batches - b0) / t, BATCH, B.other_outcomes - o0, 100 * cpu / t, 100 * pg_cpu / t,
         100 * self_cpu / t, journal, B.accepted - base);
+    fprintf(stderr, "bench_coord: load: RSS (MB) every 10 s:");
+    for (size_t i = 0; i < nrss; i++)
+        fprintf(stderr, " %.1f", rss_kib[i] / 1024);
+    fprintf(stderr, "\n");
     if (journal < (long long)(B.accepted - base))
         die("the journal holds fewer accepted results (%lld) than were acknowledged (%" PRIu64 ")", journal,
             B.accepted - base);
@@ -1152,6 +1159,22 @@ static double health_ms(void)
     if (http_get(coord_port, "/health", buf, sizeof buf) < 0)
         return -1;
     return (now_s() - t0) * 1000.0;
+}
+
+/* The least-squares slope of n samples of RSS (KiB) against time (s), in
+ * KiB per minute. */
+static double trend_kib_min(const double *t, const double *kib, size_t n)
+{
+    double mt = 0, mr = 0, sxy = 0, sxx = 0;
+    for (size_t i = 0; i < n; i++) {
+        mt += t[i] / (double)n;
+        mr += kib[i] / (double)n;
+    }
+    for (size_t i = 0; i < n; i++) {
+        sxy += (t[i] - mt) * (kib[i] - mr);
+        sxx += (t[i] - mt) * (t[i] - mt);
+    }
+    return sxx > 0 ? sxy / sxx * 60.0 : 0;
 }
 
 /* LOAD_NODES nodes working for `seconds`: is memory flat, does the loop keep up? */
@@ -1179,17 +1202,13 @@ static void load_run(double seconds)
         run_for(1);
     }
     double t = now_s() - t0, rate = (double)(B.accepted - a0) / t;
-    /* The trend: least squares over the samples, KiB per minute. */
-    double mt = 0, mr = 0, sxy = 0, sxx = 0;
-    for (size_t i = 0; i < nrss; i++) {
-        mt += rss_t[i] / (double)nrss;
-        mr += rss_kib[i] / (double)nrss;
-    }
-    for (size_t i = 0; i < nrss; i++) {
-        sxy += (rss_t[i] - mt) * (rss_kib[i] - mr);
-        sxx += (rss_t[i] - mt) * (rss_t[i] - mt);
-    }
-    double slope = sxx > 0 ? sxy / sxx * 60.0 : 0;
+    double slope = trend_kib_min(rss_t, rss_kib, nrss);
+    /* Past the skew window and a minute more, every bounded record (the
+     * ledger's window, the sessions' replay guards) has filled: from then
+     * on memory should be flat. */
+    size_t late = 0;
+    while (late < nrss && rss_t[late] < PR_MAX_SKEW_S + 60)
+        late++;
     qsort(lag, nlag, sizeof *lag, cmp_double);
     B.mode = MODE_IDLE;
     run_for(1);
@@ -1206,6 +1225,11 @@ static void load_run(double seconds)
     printf("BENCH coord_load_rss_start %.1f MB\n", rss_kib[0] / 1024);
     printf("BENCH coord_load_rss_end %.1f MB\n", rss_kib[nrss ? nrss - 1 : 0] / 1024);
     printf("BENCH coord_load_rss_trend %.0f KiB/min\n", slope);
+    if (nrss - late >= 3) {
+        printf("BENCH coord_load_rss_at_window %.1f MB\n", rss_kib[late] / 1024);
+        printf("BENCH coord_load_rss_trend_after_window %.0f KiB/min\n",
+            trend_kib_min(rss_t + late, rss_kib + late, nrss - late));
+    }
     printf("BENCH coord_load_health_p99 %.1f ms\n", nlag ? lag[nlag * 99 / 100] : -1);
     fflush(stdout);
     close_and_wait(0, nodes);

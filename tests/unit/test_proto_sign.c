@@ -239,6 +239,35 @@ Test(proto_sign, replay_guard_is_bounded_and_never_forgets_unsafely)
     pr_replay_destroy(g);
 }
 
+Test(proto_sign, replay_guard_memory_follows_the_window)
+{
+    pr_replay *g;
+    uint8_t n[16];
+    cr_assert_eq(pr_replay_create(&g, 1024), 0);
+    cr_assert_eq(pr_replay_room(g), 16, "it starts small");
+    /* one completion a second for 2,000 s: only the last 301 are inside
+     * the window, so the ring never needs more than 512 */
+    for (uint32_t i = 0; i < 2000; i++) {
+        nonce_of(n, i);
+        cr_assert_eq(pr_replay_check(g, T0 + i, n, T0 + i), 0, "pair %u", i);
+        cr_assert_leq(pr_replay_size(g), PR_MAX_SKEW_S + 1);
+    }
+    cr_assert_eq(pr_replay_room(g), 512);
+    /* a burst in one second grows it to the capacity; every pair held is
+     * still refused, across the moves growing made */
+    for (uint32_t i = 0; i < 1024; i++) {
+        nonce_of(n, 5000 + i);
+        cr_assert_eq(pr_replay_check(g, T0 + 2000, n, T0 + 2000), 0, "burst pair %u", i);
+    }
+    cr_assert_eq(pr_replay_room(g), 1024);
+    cr_assert_eq(pr_replay_size(g), 1024);
+    for (uint32_t i = 0; i < 1024; i++) {
+        nonce_of(n, 5000 + i);
+        cr_assert_eq(pr_replay_check(g, T0 + 2000, n, T0 + 2000), PR_EREPLAY, "burst pair %u", i);
+    }
+    pr_replay_destroy(g);
+}
+
 Test(proto_sign, replay_guard_survives_a_clock_step_back)
 {
     pr_replay *g;
