@@ -1139,10 +1139,6 @@ static void completions(void)
         "journal holds %lld accepts, %" PRIu64 " acknowledged in all\n", accepted, t, TP_NODES,
         (double)(B.batches - b0) / t, BATCH, B.other_outcomes - o0, 100 * cpu / t, 100 * pg_cpu / t,
         100 * self_cpu / t, journal, B.accepted - base);
-    fprintf(stderr, "bench_coord: load: RSS (MB) every 10 s:");
-    for (size_t i = 0; i < nrss; i++)
-        fprintf(stderr, " %.1f", rss_kib[i] / 1024);
-    fprintf(stderr, "\n");
     if (journal < (long long)(B.accepted - base))
         die("the journal holds fewer accepted results (%lld) than were acknowledged (%" PRIu64 ")", journal,
             B.accepted - base);
@@ -1218,6 +1214,10 @@ static void load_run(double seconds)
         " acknowledged\n", nodes, t, rate, rss_kib[0] / 1024, rss_kib[nrss ? nrss - 1 : 0] / 1024, nrss,
         nlag ? lag[nlag / 2] : -1, nlag ? lag[nlag * 99 / 100] : -1, nlag ? lag[nlag - 1] : -1, journal,
         B.accepted - base);
+    fprintf(stderr, "bench_coord: load: RSS (MB) every 10 s:");
+    for (size_t i = 0; i < nrss; i++)
+        fprintf(stderr, " %.1f", rss_kib[i] / 1024);
+    fprintf(stderr, "\n");
     if (journal < (long long)(B.accepted - base))
         die("the journal holds fewer accepted results (%lld) than were acknowledged (%" PRIu64 ")", journal,
             B.accepted - base);
