@@ -18,8 +18,8 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { call, serve } from '../lib/coord.mjs';
-import { E, ScriptedNode, envelope, nodeKey } from '../lib/nodeproto.mjs';
+import { call, serve, tailEvents } from '../lib/coord.mjs';
+import { E, ScriptedNode, clientFrame, envelope, nodeKey, sealBody } from '../lib/nodeproto.mjs';
 import { startPostgres } from '../lib/pg.mjs';
 import { build } from '../lib/proc.mjs';
 
@@ -32,20 +32,33 @@ function bench(name, value, unit) {
   console.log(`BENCH ${name} ${Number(value.toPrecision(3))} ${unit}`);
 }
 
-// Submits a job and resolves to its items/s from submission to completion.
-async function timedJob(srv, seed) {
+// Submits a job and resolves to its items/s from submission to its
+// job.finished event (no polling: it would take CPU from the nodes).
+async function timedJob(srv, ev, seed) {
   const t0 = performance.now();
   const res = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params, items: ITEMS, seed });
   if (res.status !== 201) throw new Error(res.text);
-  const end = Date.now() + 600000;
-  for (;;) {
-    const j = (await call(srv, 'GET', `/api/jobs/${res.json.id}`)).json;
-    if (j.state === 'complete') return ITEMS / ((performance.now() - t0) / 1000);
-    if (!['pending', 'queued', 'running'].includes(j.state)) throw new Error(JSON.stringify(j));
-    if (Date.now() > end) throw new Error(`job ${res.json.id} not complete in 600 s`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  const end = await ev.until((e) => e.type === 'job.finished' && e.job === res.json.id, `job ${res.json.id} finished`);
+  if (end.state !== 'complete') throw new Error(`job ${res.json.id}: ${end.state}`);
+  return ITEMS / ((performance.now() - t0) / 1000);
 }
+
+// CPU seconds a process has used (user + system), from /proc.
+function cpuSeconds(pid) {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100; /* utime, stime: fields 14 and 15, in ticks of 1/100 s */
+}
+
+// The frames that need no session of their own are built once and sent as
+// they are, as an attacker elsewhere would: what the attacking process
+// spends on the cores the honest nodes share is then the sending itself.
+const garbage = clientFrame(crypto.randomBytes(64));
+const oversize = clientFrame(Buffer.alloc(4 * 1024 * 1024 + 1, 0x90));
+const FLOOD = 2000;
+const flood = Buffer.concat(Array(FLOOD).fill(clientFrame(envelope('heartbeat', 2, { cpu: 0, mem_used: 0, mem_total: 1 }))));
+const batch = { job: 1, ctxHash: Buffer.alloc(32), results: [{ chunk: 1, token: crypto.randomBytes(16), start: 0,
+  count: 1000, data: crypto.randomBytes(200) }] };
 
 // One round of every attack; resolves to the frames it sent.
 async function attackRound(port) {
@@ -53,26 +66,26 @@ async function attackRound(port) {
   const closeOrTimeout = (n) => Promise.race([n.closed, new Promise((resolve) => setTimeout(resolve, 5000))]);
   // Garbage before hello.
   const g = await ScriptedNode.connect(port);
-  g.link.send(crypto.randomBytes(64));
+  g.link.raw(garbage);
   frames++;
   await closeOrTimeout(g);
   // A frame past the limit.
   const big = await ScriptedNode.connect(port);
   await big.hello();
-  big.link.send(Buffer.alloc(4 * 1024 * 1024 + 1, 0x90));
+  big.link.raw(oversize);
   frames += 2;
   await closeOrTimeout(big);
   // Forged, stolen and replayed completions, 20 of each; a session cut off
   // for too many bad frames (ERATELIMITED) is replaced by a new one under a
-  // new key (a new enrolment), so every round sends all of them.
-  const batch = { job: 1, ctxHash: Buffer.alloc(32), results: [{ chunk: 1, token: crypto.randomBytes(16), start: 0,
-    count: 1000, data: crypto.randomBytes(200) }] };
+  // new key (a new enrolment), so every round sends all of them. The forged
+  // frame (signed by a key that is not the session's) is signed once a round.
+  const forged = clientFrame(envelope('complete', 1000, sealBody(nodeKey(), `127.0.0.1:${port}`, batch)));
   for (let i = 0; i < 20;) {
     const t = await ScriptedNode.connect(port);
     await t.hello();
     try {
       for (; i < 20; i++) {
-        t.complete(batch, { key: nodeKey() });
+        t.link.raw(forged);
         const stolen = t.complete(batch);
         frames += 2;
         await t.until((m) => m.id === stolen.id && m.type === 'complete_ack', 'complete_ack');
@@ -90,9 +103,8 @@ async function attackRound(port) {
   // A heartbeat flood.
   const f = await ScriptedNode.connect(port);
   await f.hello();
-  const hb = envelope('heartbeat', 2, { cpu: 0, mem_used: 0, mem_total: 1 });
-  for (let i = 0; i < 2000; i++) f.link.send(hb);
-  frames += 2002;
+  f.link.raw(flood);
+  frames += FLOOD + 2;
   await closeOrTimeout(f);
   return frames;
 }
@@ -102,11 +114,14 @@ const pg = await startPostgres();
 const srv = await serve(pg.url, { extra: ['--open-enrolment', '--chunk-ms', '1000'] });
 const nodes = [0, 1].map((i) => spawn(simfarm, ['node', '--server', `ws://127.0.0.1:${srv.port}/ws/node`,
   '--key', path.join(tmp, `honest${i}.key`), '--cores', '1'], { stdio: 'ignore' }));
+const ev = tailEvents(srv, '', { timeoutMs: 600000 });
 try {
-  const before = await timedJob(srv, 1);
+  await ev.until((e) => e.type === 'snapshot', 'snapshot');
+  const before = await timedJob(srv, ev, 1);
   console.error(`# undisturbed: ${before.toPrecision(3)} items/s`);
   let attacking = true, frames = 0, rounds = 0, failed = 0;
-  const t0 = performance.now();
+  const t0 = performance.now(), cpu0 = process.cpuUsage();
+  const pids = [srv.pid, ...nodes.map((n) => n.pid)], cpuPids0 = pids.map(cpuSeconds);
   const attack = (async () => {
     while (attacking) {
       try {
@@ -118,12 +133,17 @@ try {
       }
     }
   })();
-  const attacked = await timedJob(srv, 2);
+  const attacked = await timedJob(srv, ev, 2);
+  const jobS = (performance.now() - t0) / 1000, cpu = process.cpuUsage(cpu0);
+  const [coordCpu, ...nodeCpu] = pids.map((pid, i) => (cpuSeconds(pid) - cpuPids0[i]) / jobS);
+  const attackerCpu = (cpu.user + cpu.system) / 1e6 / jobS;
   attacking = false;
   await attack;
   const attackS = (performance.now() - t0) / 1000;
   console.error(`# attacked: ${attacked.toPrecision(3)} items/s, ${rounds} attack rounds (${failed} ended early)`);
-  const after = await timedJob(srv, 3);
+  console.error(`# CPU s/s over the attacked job: attacker ${attackerCpu.toFixed(2)}, coordinator ${coordCpu.toFixed(2)}, ` +
+    `honest nodes ${nodeCpu.map((c) => c.toFixed(2)).join(' and ')}`);
+  const after = await timedJob(srv, ev, 3);
   console.error(`# undisturbed again: ${after.toPrecision(3)} items/s`);
   if ((await call(srv, 'GET', '/health')).status !== 200) throw new Error('the coordinator is down');
   const calm = (before + after) / 2;
@@ -131,7 +151,10 @@ try {
   bench('hostile_honest_items_per_s_attacked', attacked, 'items/s');
   bench('hostile_honest_throughput_ratio', attacked / calm, 'ratio');
   bench('hostile_attack_frames_per_s', frames / attackS, 'frames/s');
+  bench('hostile_attacker_cpu', attackerCpu, 'CPU-s/s');
+  bench('hostile_coordinator_cpu_attacked', coordCpu, 'CPU-s/s');
 } finally {
+  await ev.close();
   for (const n of nodes) n.kill('SIGTERM');
   await Promise.all(nodes.map((n) => new Promise((resolve) => (n.exitCode !== null ? resolve() : n.on('exit', resolve)))));
   await srv.stop();

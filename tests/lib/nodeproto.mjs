@@ -192,6 +192,34 @@ export function sealBody(key, host, { job, ctxHash, results }, { ts = Math.floor
 
 const OP = { continuation: 0, text: 1, binary: 2, close: 8, ping: 9, pong: 10 };
 
+// One client frame of data (opcode binary unless told), masked as RFC 6455
+// asks of a client, under a fresh random mask unless one is given. The
+// bytes can be sent at once (link.send) or kept and sent later with
+// link.raw, as often as wanted.
+export function clientFrame(data, { opcode = OP.binary, fin = true, mask = crypto.randomBytes(4) } = {}) {
+  const n = data.length;
+  const head = n < 126 ? Buffer.from([0, 0x80 | n])
+    : n < 0x10000 ? Buffer.from([0, 0x80 | 126, n >> 8, n & 0xff])
+      : Buffer.concat([Buffer.from([0, 0x80 | 127]), (() => { const b = Buffer.alloc(8); b.writeBigUInt64BE(BigInt(n)); return b; })()]);
+  head[0] = (fin ? 0x80 : 0) | opcode;
+  // Head, mask and masked body in one buffer of its own (aligned, so the
+  // body is masked four bytes at a time: a 4 MiB frame is cheap).
+  const out = Buffer.allocUnsafeSlow(head.length + 4 + ((n + 3) & ~3));
+  head.copy(out, 0);
+  mask.copy(out, head.length);
+  const at = head.length + 4;
+  Buffer.from(data.buffer ?? data, data.byteOffset ?? 0, n).copy(out, at);
+  const words = new Uint32Array(out.buffer, 0, out.length >> 2), m32 = mask.readUInt32LE(0);
+  // at is 6, 8 or 14 bytes: mask the bytes up to the first word, then whole words.
+  const w0 = (at + 3) >> 2;
+  for (let i = at; i < Math.min(w0 * 4, at + n); i++) out[i] ^= mask[(i - at) & 3];
+  const rot = (w0 * 4 - at) & 3, mw = rot === 0 ? m32 : ((m32 >>> (8 * rot)) | (m32 << (32 - 8 * rot))) >>> 0;
+  const wEnd = (at + n) >> 2;
+  for (let w = w0; w < wEnd; w++) words[w] ^= mw;
+  for (let i = Math.max(wEnd * 4, w0 * 4); i < at + n; i++) out[i] ^= mask[(i - at) & 3];
+  return out.subarray(0, at + n);
+}
+
 // Opens a WebSocket to 127.0.0.1:port. Resolves, after the 101, to a link:
 // frames (every data message received, {opcode, data}), send(bytes, opcode),
 // raw(bytes) (straight onto the socket), close(), closed (a promise of the
@@ -212,27 +240,7 @@ export function connect(port, { path = '/ws/node', protocol = 'simfarm.node.v1',
     const wake = () => { for (const w of [...waiters]) w(); };
 
     const write = (opcode, data, fin = true) => {
-      const n = data.length, mask = crypto.randomBytes(4);
-      const head = n < 126 ? Buffer.from([0, 0x80 | n])
-        : n < 0x10000 ? Buffer.from([0, 0x80 | 126, n >> 8, n & 0xff])
-          : Buffer.concat([Buffer.from([0, 0x80 | 127]), (() => { const b = Buffer.alloc(8); b.writeBigUInt64BE(BigInt(n)); return b; })()]);
-      head[0] = (fin ? 0x80 : 0) | opcode;
-      // Head, mask and masked body in one buffer of its own (aligned, so
-      // the body is masked four bytes at a time: a 4 MiB frame is cheap).
-      const out = Buffer.allocUnsafeSlow(head.length + 4 + ((n + 3) & ~3));
-      head.copy(out, 0);
-      mask.copy(out, head.length);
-      const at = head.length + 4;
-      Buffer.from(data.buffer ?? data, data.byteOffset ?? 0, n).copy(out, at);
-      const words = new Uint32Array(out.buffer, 0, out.length >> 2), m32 = mask.readUInt32LE(0);
-      // at is 6, 8 or 14 bytes: mask the bytes up to the first word, then whole words.
-      const w0 = (at + 3) >> 2;
-      for (let i = at; i < Math.min(w0 * 4, at + n); i++) out[i] ^= mask[(i - at) & 3];
-      const rot = (w0 * 4 - at) & 3, mw = rot === 0 ? m32 : ((m32 >>> (8 * rot)) | (m32 << (32 - 8 * rot))) >>> 0;
-      const wEnd = (at + n) >> 2;
-      for (let w = w0; w < wEnd; w++) words[w] ^= mw;
-      for (let i = Math.max(wEnd * 4, w0 * 4); i < at + n; i++) out[i] ^= mask[(i - at) & 3];
-      if (!sock.destroyed) sock.write(out.subarray(0, at + n));
+      if (!sock.destroyed) sock.write(clientFrame(data, { opcode, fin }));
     };
     link.send = (data, opcode = OP.binary) => write(opcode, data);
     link.raw = (bytes) => { if (!sock.destroyed) sock.write(bytes); };
