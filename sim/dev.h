@@ -70,6 +70,9 @@ static inline uint64_t sim_f64_bits(double d)
  * errno handling out of vectorized loops. */
 #define sim_sqrt(x) __builtin_sqrt(x)
 #define sim_fabs(x) __builtin_fabs(x)
+#if defined(__wasm_simd128__)
+#include <wasm_simd128.h>
+#endif
 #endif
 
 /* Lanes per group function call: items processed together by one call of a
@@ -187,6 +190,47 @@ SIM_FN void sim_philox_blocks(sim_u32 c0, sim_u32 c1, sim_u64 blk0, sim_u32 k0, 
         memcpy(out + 2 * SIM_Q + 8 * v, &y2, sizeof y2);
         memcpy(out + 3 * SIM_Q + 8 * v, &y3, sizeof y3);
     }
+#elif defined(__wasm_simd128__) && (SIM_Q % 8) == 0
+    /* Four blocks per vector, a word in each 32-bit lane: extmul takes two
+     * lanes' products to 64 bits and shuffles pick their halves (i64x2.mul
+     * has no x86 instruction behind it, V8 emulates it). Two vectors per
+     * word go through all rounds in registers. */
+    v128_t m0 = wasm_u32x4_splat(0xD2511F53u), m1 = wasm_u32x4_splat(0xCD9E8D57u);
+    for (int b = 0; b < SIM_Q; b += 8) {
+        v128_t x0[2], x1[2], x2[2], x3[2];
+        for (int v = 0; v < 2; v++) {
+            sim_u64 blk = blk0 + (sim_u64)(b + 4 * v);
+            x0[v] = wasm_u32x4_splat(c0);
+            x1[v] = wasm_u32x4_splat(c1);
+            x2[v] = wasm_u32x4_make((sim_u32)blk, (sim_u32)(blk + 1), (sim_u32)(blk + 2), (sim_u32)(blk + 3));
+            x3[v] = wasm_u32x4_make((sim_u32)(blk >> 32), (sim_u32)((blk + 1) >> 32), (sim_u32)((blk + 2) >> 32),
+                (sim_u32)((blk + 3) >> 32));
+        }
+        sim_u32 ka = k0, kb = k1;
+        for (int r = 0; r < 10; r++) {
+            const v128_t kav = wasm_u32x4_splat(ka), kbv = wasm_u32x4_splat(kb);
+            /* An empty asm hides the multipliers' values: clang otherwise
+             * folds their extension into an i64x2 constant and emits
+             * i64x2.mul instead of extmul. */
+            __asm__("" : "+r"(m0), "+r"(m1));
+            for (int v = 0; v < 2; v++) {
+                v128_t p0l = wasm_u64x2_extmul_low_u32x4(x0[v], m0), p0h = wasm_u64x2_extmul_high_u32x4(x0[v], m0);
+                v128_t p1l = wasm_u64x2_extmul_low_u32x4(x2[v], m1), p1h = wasm_u64x2_extmul_high_u32x4(x2[v], m1);
+                x0[v] = wasm_v128_xor(wasm_v128_xor(wasm_i32x4_shuffle(p1l, p1h, 1, 3, 5, 7), x1[v]), kav);
+                x2[v] = wasm_v128_xor(wasm_v128_xor(wasm_i32x4_shuffle(p0l, p0h, 1, 3, 5, 7), x3[v]), kbv);
+                x1[v] = wasm_i32x4_shuffle(p1l, p1h, 0, 2, 4, 6);
+                x3[v] = wasm_i32x4_shuffle(p0l, p0h, 0, 2, 4, 6);
+            }
+            ka += 0x9E3779B9u;
+            kb += 0xBB67AE85u;
+        }
+        for (int v = 0; v < 2; v++) {
+            wasm_v128_store(out + 0 * SIM_Q + b + 4 * v, x0[v]);
+            wasm_v128_store(out + 1 * SIM_Q + b + 4 * v, x1[v]);
+            wasm_v128_store(out + 2 * SIM_Q + b + 4 * v, x2[v]);
+            wasm_v128_store(out + 3 * SIM_Q + b + 4 * v, x3[v]);
+        }
+    }
 #else
     sim_u64 x0[SIM_Q], x1[SIM_Q], x2[SIM_Q], x3[SIM_Q];
     const sim_u64 lo32 = 0xffffffffu;
@@ -249,9 +293,40 @@ SIM_FN void sim_exp_lanes(double *x, int n)
         1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5,
         1.0, 1.0 };
     double t[SIM_W], r[SIM_W], p[SIM_W];
+    int l0 = 0;
     SIM_ASSERT(n <= SIM_W);
+#if defined(__wasm_simd128__)
+    /* The same steps on four vectors of two lanes at a time, held in
+     * registers: two lanes per vector are too few for the staged loops
+     * below to pay for their trips through memory. The Horner loop stays
+     * a loop, which keeps the four chains interleaved in V8's code, and
+     * loads its coefficients (V8 builds a vector constant from scalar
+     * moves). */
+    enum { V = 4 };
+    for (; l0 + 2 * V <= n; l0 += 2 * V) {
+        v128_t xv[V], tv[V], rv[V], pv[V];
+        for (int v = 0; v < V; v++) {
+            xv[v] = wasm_v128_load(x + l0 + 2 * v);
+            /* pmin(x, c) is x > c ? c : x, pmax(x, c) is x < c ? c : x */
+            v128_t xc = wasm_f64x2_pmax(wasm_f64x2_pmin(xv[v], wasm_f64x2_splat(709.0)), wasm_f64x2_splat(-708.0));
+            tv[v] = wasm_f64x2_add(wasm_f64x2_mul(xc, wasm_f64x2_splat(inv_ln2)), wasm_f64x2_splat(shift));
+            v128_t kd = wasm_f64x2_sub(tv[v], wasm_f64x2_splat(shift));
+            rv[v] = wasm_f64x2_sub(wasm_f64x2_sub(xc, wasm_f64x2_mul(kd, wasm_f64x2_splat(ln2_hi))),
+                wasm_f64x2_mul(kd, wasm_f64x2_splat(ln2_lo)));
+            pv[v] = wasm_f64x2_splat(coef[0]);
+        }
+        for (int i = 1; i < 14; i++)
+            for (int v = 0; v < V; v++)
+                pv[v] = wasm_f64x2_add(wasm_f64x2_mul(pv[v], rv[v]), wasm_f64x2_splat(coef[i]));
+        for (int v = 0; v < V; v++) {
+            v128_t two_k = wasm_i64x2_shl(wasm_i64x2_add(tv[v], wasm_i64x2_splat(1023)), 52);
+            v128_t y = wasm_f64x2_mul(pv[v], two_k);
+            wasm_v128_store(x + l0 + 2 * v, wasm_v128_andnot(y, wasm_f64x2_lt(xv[v], wasm_f64x2_splat(-708.0))));
+        }
+    }
+#endif
     SIM_VLOOP
-    for (int l = 0; l < n; l++) {
+    for (int l = l0; l < n; l++) {
         double xc = x[l] > 709.0 ? 709.0 : x[l];
         xc = xc < -708.0 ? -708.0 : xc;
         /* t = k + 1.5 * 2^52 holds k = round(x / ln 2) in its low mantissa bits */
@@ -262,11 +337,11 @@ SIM_FN void sim_exp_lanes(double *x, int n)
     }
     for (int i = 1; i < 14; i++) {
         SIM_VLOOP
-        for (int l = 0; l < n; l++)
+        for (int l = l0; l < n; l++)
             p[l] = p[l] * r[l] + coef[i];
     }
     SIM_VLOOP
-    for (int l = 0; l < n; l++) {
+    for (int l = l0; l < n; l++) {
         /* 2^k from the bits: k + 1023 lies in [1, 2046], so its low 12 bits
          * shifted into the exponent field make 2^k exactly */
         double two_k = sim_f64_from_bits((sim_f64_bits(t[l]) + 1023u) << 52);
@@ -282,6 +357,10 @@ SIM_FN double sim_exp(double x)
     return x;
 }
 
+/* The coefficients of sim_log's series (fdlibm's Lg1 .. Lg7). */
+#define SIM_LOG_SERIES 6.666666666666735130e-01, 3.999999999940941908e-01, 2.857142874366239149e-01, \
+    2.222219843214978396e-01, 1.818357216161805012e-01, 1.531383769920937332e-01, 1.479819860511658591e-01
+
 /* Natural logarithm of a positive normal x (the kernels never pass zero,
  * negatives or subnormals). The reduction x = 2^e m, m in [sqrt(1/2),
  * sqrt(2)), and the series in s = (m-1)/(m+1) follow Sun's fdlibm design. */
@@ -289,10 +368,7 @@ SIM_FN double sim_log(double x)
 {
     const double ln2_hi = 6.93147180369123816490e-01;
     const double ln2_lo = 1.90821492927058770002e-10;
-    const double lg1 = 6.666666666666735130e-01, lg2 = 3.999999999940941908e-01;
-    const double lg3 = 2.857142874366239149e-01, lg4 = 2.222219843214978396e-01;
-    const double lg5 = 1.818357216161805012e-01, lg6 = 1.531383769920937332e-01;
-    const double lg7 = 1.479819860511658591e-01;
+    const double lg[7] = { SIM_LOG_SERIES };
     sim_u64 b = sim_f64_bits(x);
     sim_i32 e = (sim_i32)((b >> 52) & 0x7ff) - 1023;
     double m = sim_f64_from_bits((b & 0x000fffffffffffffull) | 0x3ff0000000000000ull);
@@ -303,8 +379,8 @@ SIM_FN double sim_log(double x)
     double s = f / (2.0 + f);
     double z = s * s;
     double w = z * z;
-    double t1 = w * (lg2 + w * (lg4 + w * lg6));
-    double t2 = z * (lg1 + w * (lg3 + w * (lg5 + w * lg7)));
+    double t1 = w * (lg[1] + w * (lg[3] + w * lg[5]));
+    double t2 = z * (lg[0] + w * (lg[2] + w * (lg[4] + w * lg[6])));
     double rr = t2 + t1;
     double hfsq = 0.5 * f * f;
     return ed * ln2_hi - ((hfsq - (s * (hfsq + rr) + ed * ln2_lo)) - f);
@@ -316,9 +392,11 @@ SIM_FN double sim_log(double x)
  * the root. Within an ulp or two of the IEEE result, and unlike the
  * library's sqrt it carries no errno branch, so loops around it vectorize;
  * every backend runs these same operations. */
+#define SIM_RSQRT_MAGIC 0x5FE6EB50C7B537A9ull
+
 SIM_FN double sim_sqrt_nr(double x)
 {
-    double y = sim_f64_from_bits(0x5FE6EB50C7B537A9ull - (sim_f64_bits(x) >> 1));
+    double y = sim_f64_from_bits(SIM_RSQRT_MAGIC - (sim_f64_bits(x) >> 1));
     double hx = 0.5 * x;
     y = y * (1.5 - hx * y * y);
     y = y * (1.5 - hx * y * y);
@@ -388,24 +466,23 @@ SIM_FN double sim_ninv(double p)
 }
 
 /* sin and cos of a in [0, pi/4]: Taylor series to a^15 / 15! and
- * a^16 / 16! (truncation below 5e-17). */
+ * a^16 / 16! (truncation below 5e-17). The coefficients of the two
+ * Horner chains in a^2, highest degree first; a subtraction of a
+ * coefficient is the addition of its negation, the same IEEE operation. */
+#define SIM_SIN_SERIES -1.0 / 1307674368000.0, 1.0 / 6227020800.0, -1.0 / 39916800.0, 1.0 / 362880.0, \
+    -1.0 / 5040.0, 1.0 / 120.0, -1.0 / 6.0
+#define SIM_COS_SERIES 1.0 / 20922789888000.0, -1.0 / 87178291200.0, 1.0 / 479001600.0, \
+    -1.0 / 3628800.0, 1.0 / 40320.0, -1.0 / 720.0, 1.0 / 24.0
+
 SIM_FN void sim_sincos_oct(double a, double *sn, double *cs)
 {
+    const double cps[7] = { SIM_SIN_SERIES }, cpc[7] = { SIM_COS_SERIES };
     double a2 = a * a;
-    double ps = -1.0 / 1307674368000.0;
-    ps = ps * a2 + 1.0 / 6227020800.0;
-    ps = ps * a2 - 1.0 / 39916800.0;
-    ps = ps * a2 + 1.0 / 362880.0;
-    ps = ps * a2 - 1.0 / 5040.0;
-    ps = ps * a2 + 1.0 / 120.0;
-    ps = ps * a2 - 1.0 / 6.0;
-    double pc = 1.0 / 20922789888000.0;
-    pc = pc * a2 - 1.0 / 87178291200.0;
-    pc = pc * a2 + 1.0 / 479001600.0;
-    pc = pc * a2 - 1.0 / 3628800.0;
-    pc = pc * a2 + 1.0 / 40320.0;
-    pc = pc * a2 - 1.0 / 720.0;
-    pc = pc * a2 + 1.0 / 24.0;
+    double ps = cps[0], pc = cpc[0];
+    for (int i = 1; i < 7; i++) {
+        ps = ps * a2 + cps[i];
+        pc = pc * a2 + cpc[i];
+    }
     *sn = a + a * (a2 * ps);
     *cs = 1.0 - a2 * (0.5 - a2 * pc);
 }
@@ -417,25 +494,117 @@ SIM_FN void sim_sincos_oct(double a, double *sn, double *cs)
  * inside it, folded to [0, pi/4] by symmetry. Branch-free (selects and
  * exact sign flips) so loops vectorize, and in stages over all pairs, so
  * the pairs' chains of dependent operations overlap. */
+#if defined(__wasm_simd128__)
+/* Two lanes of sim_log, sim_sqrt_nr and sim_sincos_oct in WebAssembly
+ * SIMD: the same operations in the same order on each lane. */
+#define SIM_V2(c) wasm_f64x2_splat(c)
+
+/* sim_log of two positive normal doubles. */
+SIM_FN v128_t sim_log_v(v128_t x)
+{
+    const double ln2_hi = 6.93147180369123816490e-01;
+    const double ln2_lo = 1.90821492927058770002e-10;
+    const double lg[7] = { SIM_LOG_SERIES };
+    v128_t m = wasm_v128_or(wasm_v128_and(x, wasm_i64x2_splat(0x000fffffffffffffll)), wasm_i64x2_splat(0x3ff0000000000000ll));
+    v128_t big = wasm_f64x2_gt(m, SIM_V2(1.4142135623730951));
+    m = wasm_v128_bitselect(wasm_f64x2_mul(m, SIM_V2(0.5)), m, big);
+    /* (double)(e + big) without an int64 conversion: the biased exponent
+     * plus big (a mask, -1) in the mantissa of 2^52, less 2^52 + 1023,
+     * all exact integers */
+    v128_t ed = wasm_f64x2_sub(wasm_i64x2_sub(wasm_v128_or(wasm_u64x2_shr(x, 52), wasm_i64x2_splat(0x4330000000000000ll)), big),
+        SIM_V2(4503599627371519.0));
+    v128_t f = wasm_f64x2_sub(m, SIM_V2(1.0));
+    v128_t s = wasm_f64x2_div(f, wasm_f64x2_add(SIM_V2(2.0), f));
+    v128_t z = wasm_f64x2_mul(s, s);
+    v128_t w = wasm_f64x2_mul(z, z);
+    v128_t t1 = wasm_f64x2_mul(w, wasm_f64x2_add(SIM_V2(lg[1]), wasm_f64x2_mul(w, wasm_f64x2_add(SIM_V2(lg[3]),
+        wasm_f64x2_mul(w, SIM_V2(lg[5]))))));
+    v128_t t2 = wasm_f64x2_mul(z, wasm_f64x2_add(SIM_V2(lg[0]), wasm_f64x2_mul(w, wasm_f64x2_add(SIM_V2(lg[2]),
+        wasm_f64x2_mul(w, wasm_f64x2_add(SIM_V2(lg[4]), wasm_f64x2_mul(w, SIM_V2(lg[6]))))))));
+    v128_t rr = wasm_f64x2_add(t2, t1);
+    v128_t hfsq = wasm_f64x2_mul(wasm_f64x2_mul(SIM_V2(0.5), f), f);
+    v128_t lo = wasm_f64x2_add(wasm_f64x2_mul(s, wasm_f64x2_add(hfsq, rr)), wasm_f64x2_mul(ed, SIM_V2(ln2_lo)));
+    return wasm_f64x2_sub(wasm_f64x2_mul(ed, SIM_V2(ln2_hi)), wasm_f64x2_sub(wasm_f64x2_sub(hfsq, lo), f));
+}
+
+/* sim_sqrt_nr of two positive normal doubles. */
+SIM_FN v128_t sim_sqrt_nr_v(v128_t x)
+{
+    v128_t y = wasm_i64x2_sub(wasm_i64x2_splat((sim_i64)SIM_RSQRT_MAGIC), wasm_u64x2_shr(x, 1));
+    v128_t hx = wasm_f64x2_mul(SIM_V2(0.5), x);
+    for (int i = 0; i < 4; i++)
+        y = wasm_f64x2_mul(y, wasm_f64x2_sub(SIM_V2(1.5), wasm_f64x2_mul(wasm_f64x2_mul(hx, y), y)));
+    v128_t r = wasm_f64x2_mul(x, y);
+    return wasm_f64x2_add(r, wasm_f64x2_mul(wasm_f64x2_mul(SIM_V2(0.5), y), wasm_f64x2_sub(x, wasm_f64x2_mul(r, r))));
+}
+
+/* sim_sincos_oct of two angles. */
+SIM_FN void sim_sincos_oct_v(v128_t a, v128_t *sn, v128_t *cs)
+{
+    const double cps[7] = { SIM_SIN_SERIES }, cpc[7] = { SIM_COS_SERIES };
+    v128_t a2 = wasm_f64x2_mul(a, a);
+    v128_t ps = wasm_v128_load64_splat(&cps[0]), pc = wasm_v128_load64_splat(&cpc[0]);
+    for (int i = 1; i < 7; i++) {
+        ps = wasm_f64x2_add(wasm_f64x2_mul(ps, a2), wasm_v128_load64_splat(&cps[i]));
+        pc = wasm_f64x2_add(wasm_f64x2_mul(pc, a2), wasm_v128_load64_splat(&cpc[i]));
+    }
+    *sn = wasm_f64x2_add(a, wasm_f64x2_mul(a, wasm_f64x2_mul(a2, ps)));
+    *cs = wasm_f64x2_sub(SIM_V2(1.0), wasm_f64x2_mul(a2, wasm_f64x2_sub(SIM_V2(0.5), wasm_f64x2_mul(a2, pc))));
+}
+#endif
+
 SIM_FN void sim_normal_pairs(const sim_u32 *wr, const sim_u32 *wa, double *zc, double *zs, int n)
 {
     const double quarter = 1.4629180792671596e-09; /* (pi / 2) / 2^30 */
     double r[SIM_W], sn[SIM_W], cs[SIM_W];
+    int j0 = 0;
     SIM_ASSERT(n <= SIM_W);
+#if defined(__wasm_simd128__)
+    /* Two pairs per vector: the radii first, then root, angle and the
+     * products; two loops overlap better than one long chain per pair. */
+    for (int j = 0; j + 2 <= n; j += 2) {
+        v128_t w2 = wasm_v128_xor(wasm_v128_load64_zero(wr + j), wasm_i32x4_splat((sim_i32)0x80000000u));
+        v128_t u = wasm_f64x2_mul(wasm_f64x2_add(wasm_f64x2_convert_low_i32x4(w2), SIM_V2(2147483648.5)),
+            SIM_V2(2.3283064365386962890625e-10));
+        wasm_v128_store(r + j, wasm_f64x2_mul(SIM_V2(-2.0), sim_log_v(u)));
+    }
+    for (; j0 + 2 <= n; j0 += 2) {
+        v128_t rv = sim_sqrt_nr_v(wasm_v128_load(r + j0));
+        v128_t wa2 = wasm_v128_load64_zero(wa + j0);
+        v128_t md = wasm_f64x2_convert_low_i32x4(wasm_v128_and(wa2, wasm_i32x4_splat(0x3fffffff)));
+        v128_t hi = wasm_f64x2_gt(md, SIM_V2(536870912.0));
+        v128_t a = wasm_f64x2_mul(wasm_v128_bitselect(wasm_f64x2_sub(SIM_V2(1073741824.0), md), md, hi), SIM_V2(quarter));
+        v128_t snv, csv;
+        sim_sincos_oct_v(a, &snv, &csv);
+        /* The signs from the word's top bits, sign-extended to the lanes:
+         * bit 31 (quadrants 2-3) negates the sine, bit 31 ^ bit 30
+         * (quadrants 1-2) the cosine, bit 30 (odd) swaps them with hi.
+         * Negation by the sign bit is the product with -1 (c and s are
+         * never NaN). */
+        v128_t b31 = wasm_i64x2_extend_low_i32x4(wa2);
+        v128_t b30 = wasm_i64x2_extend_low_i32x4(wasm_i32x4_shl(wa2, 1));
+        v128_t sign = wasm_i64x2_splat((sim_i64)0x8000000000000000ull);
+        v128_t swap = wasm_v128_xor(hi, wasm_i64x2_shr(b30, 63));
+        v128_t c = wasm_v128_xor(wasm_v128_bitselect(snv, csv, swap), wasm_v128_and(wasm_v128_xor(b31, b30), sign));
+        v128_t s = wasm_v128_xor(wasm_v128_bitselect(csv, snv, swap), wasm_v128_and(b31, sign));
+        wasm_v128_store(zc + j0, wasm_f64x2_mul(rv, c));
+        wasm_v128_store(zs + j0, wasm_f64x2_mul(rv, s));
+    }
+#endif
     SIM_VLOOP
-    for (int j = 0; j < n; j++)
+    for (int j = j0; j < n; j++)
         r[j] = -2.0 * sim_log(sim_u01(wr[j]));
     SIM_VLOOP
-    for (int j = 0; j < n; j++)
+    for (int j = j0; j < n; j++)
         r[j] = sim_sqrt_nr(r[j]);
     SIM_VLOOP
-    for (int j = 0; j < n; j++) {
+    for (int j = j0; j < n; j++) {
         double md = (double)(sim_i32)(wa[j] & 0x3fffffffu);
         double a = (md > 536870912.0 ? 1073741824.0 - md : md) * quarter; /* past pi/4: fold */
         sim_sincos_oct(a, &sn[j], &cs[j]);
     }
     SIM_VLOOP
-    for (int j = 0; j < n; j++) {
+    for (int j = j0; j < n; j++) {
         /* Quadrant and offset as exact doubles: every condition below is
          * then a double comparison, which vector units select on directly. */
         double qd = (double)(sim_i32)(wa[j] >> 30);
@@ -629,8 +798,63 @@ SIM_FN void sim_acc_lanes2(sim_acc *acc, sim_u64 (*alt)[SIM_HIST_BINS + 2], cons
                 part[i] = x[sim_lane_of(lo + i)];
             x = part;
         }
+        int i0 = 0;
+#if defined(__wasm_simd128__)
+        /* Two lanes at a time, every test a vector compare: WebAssembly
+         * has no vector conversion of doubles to int64, so the truncated
+         * values stay doubles. Their sums are exact in two parts (each
+         * value is hi 2^32 + lo, hi = floor(q 2^-32) below 2^24 in
+         * magnitude and lo in [0, 2^32): 64 terms of either sum within 2^53
+         * exactly), and their min and max are the doubles' (truncation is
+         * monotone), both made integers once at the end. */
+        {
+            const v128_t lim = SIM_V2(SIM_FIX_LIMIT), nlim = SIM_V2(-SIM_FIX_LIMIT);
+            const v128_t sc = SIM_V2(l->scale), sq = SIM_V2(l->sq_scale);
+            const v128_t hlo = SIM_V2(l->hist_lo), hiw = SIM_V2(l->hist_inv_width);
+            const v128_t bins = SIM_V2((double)SIM_HIST_BINS);
+            v128_t sh = SIM_V2(0.0), sl = sh, s2h = sh, s2l = sh, ns = wasm_i64x2_splat(0);
+            v128_t mnv = lim, mxv = nlim;
+            for (; i0 + 2 <= n; i0 += 2) {
+                v128_t xv = wasm_v128_load(x + i0);
+                v128_t y = wasm_f64x2_mul(xv, sc), y2 = wasm_f64x2_mul(wasm_f64x2_mul(xv, xv), sq);
+                v128_t ok = wasm_v128_and(wasm_v128_and(wasm_f64x2_lt(y, lim), wasm_f64x2_gt(y, nlim)), wasm_f64x2_lt(y2, lim));
+                ns = wasm_i64x2_add(ns, wasm_v128_andnot(wasm_i64x2_splat(1), ok));
+                v128_t yc = wasm_v128_and(y, wasm_f64x2_eq(y, y)), y2c = wasm_v128_and(y2, wasm_f64x2_eq(y2, y2));
+                yc = wasm_v128_bitselect(yc, SIM_V2(SIM_FIX_CLAMP), wasm_f64x2_lt(yc, lim));
+                yc = wasm_v128_bitselect(yc, SIM_V2(-SIM_FIX_CLAMP), wasm_f64x2_gt(yc, nlim));
+                y2c = wasm_v128_bitselect(y2c, SIM_V2(SIM_FIX_CLAMP), wasm_f64x2_lt(y2c, lim));
+                v128_t q = wasm_f64x2_trunc(yc), q2 = wasm_f64x2_trunc(y2c);
+                v128_t qh = wasm_f64x2_floor(wasm_f64x2_mul(q, SIM_V2(0x1p-32)));
+                v128_t q2h = wasm_f64x2_floor(wasm_f64x2_mul(q2, SIM_V2(0x1p-32)));
+                sh = wasm_f64x2_add(sh, qh);
+                sl = wasm_f64x2_add(sl, wasm_f64x2_sub(q, wasm_f64x2_mul(qh, SIM_V2(0x1p32))));
+                s2h = wasm_f64x2_add(s2h, q2h);
+                s2l = wasm_f64x2_add(s2l, wasm_f64x2_sub(q2, wasm_f64x2_mul(q2h, SIM_V2(0x1p32))));
+                mnv = wasm_f64x2_pmin(mnv, q);
+                mxv = wasm_f64x2_pmax(mxv, q);
+                /* sim_hist_slot */
+                v128_t b = wasm_f64x2_mul(wasm_f64x2_sub(xv, hlo), hiw);
+                v128_t bc = wasm_v128_bitselect(b, bins, wasm_f64x2_lt(b, bins));
+                bc = wasm_v128_bitselect(bc, SIM_V2(-1.0), wasm_f64x2_ge(b, SIM_V2(0.0)));
+                /* 1 + (int)bc, in [0, 33], is the low word of 2^52 + 1 + trunc(bc) */
+                v128_t sl2 = wasm_f64x2_add(wasm_f64x2_trunc(bc), SIM_V2(4503599627370497.0));
+                wasm_v128_store64_lane(slot + i0, wasm_i32x4_shuffle(sl2, sl2, 0, 2, 0, 2), 0);
+            }
+            s = (sim_i64)(((sim_u64)(sim_i64)wasm_f64x2_extract_lane(sh, 0) + (sim_u64)(sim_i64)wasm_f64x2_extract_lane(sh, 1)) << 32) +
+                (sim_i64)wasm_f64x2_extract_lane(sl, 0) + (sim_i64)wasm_f64x2_extract_lane(sl, 1);
+            s2 = (sim_i64)(((sim_u64)(sim_i64)wasm_f64x2_extract_lane(s2h, 0) + (sim_u64)(sim_i64)wasm_f64x2_extract_lane(s2h, 1)) << 32) +
+                (sim_i64)wasm_f64x2_extract_lane(s2l, 0) + (sim_i64)wasm_f64x2_extract_lane(s2l, 1);
+            nsat = wasm_i64x2_extract_lane(ns, 0) + wasm_i64x2_extract_lane(ns, 1);
+            for (int k = 0; k < 2; k++) {
+                sim_i64 qmn = (sim_i64)(k ? wasm_f64x2_extract_lane(mnv, 1) : wasm_f64x2_extract_lane(mnv, 0));
+                sim_i64 qmx = (sim_i64)(k ? wasm_f64x2_extract_lane(mxv, 1) : wasm_f64x2_extract_lane(mxv, 0));
+                mn = qmn < mn ? qmn : mn;
+                mx = qmx > mx ? qmx : mx;
+            }
+        }
+#endif
         SIM_VLOOP
-        for (int i = 0; i < n; i++) {
+        for (int i = i0; i < n; i++) {
             double y = x[i] * l->scale, y2 = x[i] * x[i] * l->sq_scale;
             /* y2 is a square times a positive scale: at least 0, or NaN,
              * so only its upper bound needs a check and a clamp */

@@ -3,13 +3,20 @@
  * print the same transcript, one "key value" line each: Philox known
  * answers, the bits of the deterministic math at sample points, and the
  * encoded statistics of both kernels for several parameter sets, whole and
- * in chunks. The native build also runs every set through OpenCL (lines
+ * in chunks, and hashes of the bits of dev.h's lane functions (Philox
+ * blocks, normals, e^x, accumulation) on pseudo-random and edge inputs.
+ * The native build also runs every set through OpenCL (lines
  * "opencl.<set>") so the test can hold CPU, OpenCL and WebAssembly to the
  * same bytes.
  */
+/* The lane functions at the width the CPU and WebAssembly loops use, so
+ * the WebAssembly SIMD paths of dev.h are the ones compared. */
+#define SIM_W 128
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "sim/option_dev.h"
 #include "sim/sim.h"
 #include "sim/sim_json.h"
 
@@ -53,6 +60,107 @@ static void print_stats(const char *prefix, const char *set, const sim_job *job,
     printf("%s.%s.mean %.10g\n", prefix, set, sim_stats_mean(&st[0]));
 }
 
+static uint64_t fnv = 1469598103934665603ull;
+
+static void hash_bytes(const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++) {
+        fnv ^= c[i];
+        fnv *= 1099511628211ull;
+    }
+}
+
+/* Prints the hash of everything fed since the last call, then resets it. */
+static void print_hash(const char *key)
+{
+    printf("%s %016llx\n", key, (unsigned long long)fnv);
+    fnv = 1469598103934665603ull;
+}
+
+static uint64_t rs = 88172645463325252ull;
+
+static uint64_t xorshift(void)
+{
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return rs;
+}
+
+/* Uniform in [-s, s). */
+static double uniform(double s)
+{
+    return s * ((double)(xorshift() >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+}
+
+/* Every lane function on whole and partial groups, with the edges of
+ * their branch-free selects among the inputs. */
+static void lane_functions(void)
+{
+    static sim_u32 w[SIM_W];
+    static double z[SIM_W], x[SIM_W], out[SIM_MAX_OUT][SIM_W];
+    static sim_layout lay[SIM_MAX_OUT];
+    static sim_acc acc[SIM_MAX_OUT];
+    static sim_u64 alt[3 * SIM_MAX_OUT][SIM_HIST_BINS + 2];
+    static const sim_u32 words[] = { 0, 1, 0x7fffffff, 0x80000000, 0xffffffff, 0x1fffffff, 0x20000000,
+        0x20000001, 0x3fffffff, 0x40000000, 0x5fffffff, 0x60000000, 0xa0000000, 0xbfffffff, 0xe0000000 };
+    static const double args[] = { 0.0, -0.0, 709.0, -708.0, -708.0000000001, 709.0000001, 1e300, -1e300,
+        INFINITY, -INFINITY, 5e-324, 0.34657359027997264, -0.34657359027997264 };
+    static const double values[] = { NAN, INFINITY, -INFINITY, -0.0, 65536.0, -65536.0, 65535.99999999,
+        16.0, 1e18 };
+    const int nw = (int)(sizeof words / sizeof words[0]), na = (int)(sizeof args / sizeof args[0]);
+
+    for (int t = 0; t < 300; t++) {
+        sim_u32 c0 = (sim_u32)xorshift(), k0 = (sim_u32)xorshift(), k1 = (sim_u32)xorshift();
+        /* blocks across a carry into the counter's high word */
+        sim_u64 blk = t < 40 ? 0xffffffffull - 20 + (sim_u64)t : xorshift() >> (t % 3 * 16);
+        sim_philox_blocks(c0, (sim_u32)t & 3, blk, k0, k1, w);
+        hash_bytes(w, sizeof w);
+    }
+    print_hash("lanes.philox");
+    for (int t = 0; t < 1000; t++) {
+        for (int l = 0; l < SIM_W; l++)
+            w[l] = t < 30 ? words[(l * 7 + t) % nw] ^ (sim_u32)(t & 1 ? 0 : xorshift() & 7) : (sim_u32)xorshift();
+        sim_normals(w, z);
+        hash_bytes(z, sizeof z);
+        sim_normal_pairs(w, w + SIM_W / 2, z, z + SIM_W / 2, 1 + (int)(xorshift() % (SIM_W / 2)));
+        hash_bytes(z, sizeof z);
+    }
+    print_hash("lanes.normals");
+    for (int t = 0; t < 1000; t++) {
+        double s = t % 4 == 0 ? 800.0 : t % 4 == 1 ? 40.0 : t % 4 == 2 ? 2.0 : 1e-3;
+        for (int l = 0; l < SIM_W; l++)
+            x[l] = t < 10 ? args[(l + t) % na] : uniform(s);
+        sim_exp_lanes(x, t % 3 == 0 ? SIM_W : 1 + (int)(xorshift() % SIM_W));
+        hash_bytes(x, sizeof x);
+    }
+    print_hash("lanes.exp");
+    for (int o = 0; o < SIM_MAX_OUT; o++) {
+        lay[o].scale = (double)(1ull << (40 + o));
+        lay[o].sq_scale = (double)(1ull << (20 + o));
+        lay[o].hist_lo = -10.0 - o;
+        lay[o].hist_hi = 30.0;
+        lay[o].hist_inv_width = SIM_HIST_BINS / (40.0 + o);
+        sim_acc_zero(&acc[o]);
+    }
+    memset(alt, 0, sizeof alt);
+    for (int t = 0; t < 2000; t++) {
+        int nout = 1 + t % 5;
+        /* 1e5 2^40 and more pass 2^56: clamped and counted */
+        double s = t % 5 == 0 ? 1e5 : t % 5 == 1 ? 50.0 : t % 5 == 2 ? 1e-6 : 20.0;
+        for (int o = 0; o < nout; o++)
+            for (int l = 0; l < SIM_W; l++)
+                out[o][l] = t % 7 == 0 && xorshift() % 16 == 0 ? values[xorshift() % 9] : uniform(s);
+        int lo = t % 3 == 0 ? 0 : (int)(xorshift() % SIM_W);
+        int hi = t % 3 == 0 ? SIM_W : lo + 1 + (int)(xorshift() % (uint64_t)(SIM_W - lo));
+        sim_acc_lanes2(acc, t & 1 ? alt : NULL, lay, nout, out, lo, hi);
+    }
+    hash_bytes(acc, sizeof acc);
+    hash_bytes(alt, sizeof alt);
+    print_hash("lanes.acc");
+}
+
 int main(void)
 {
     char key[64];
@@ -67,6 +175,7 @@ int main(void)
         snprintf(key, sizeof key, "ninv.%d", i);
         print_bits(key, sim_ninv(1e-9 + i * 0.14285714));
     }
+    lane_functions();
 
     sim_cl *cl = NULL;
     char err[4096];
