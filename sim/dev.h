@@ -298,30 +298,49 @@ SIM_FN void sim_exp_lanes(double *x, int n)
 #if defined(__wasm_simd128__)
     /* The same steps on four vectors of two lanes at a time, held in
      * registers: two lanes per vector are too few for the staged loops
-     * below to pay for their trips through memory. The Horner loop stays
-     * a loop, which keeps the four chains interleaved in V8's code, and
-     * loads its coefficients (V8 builds a vector constant from scalar
-     * moves). */
-    enum { V = 4 };
-    for (; l0 + 2 * V <= n; l0 += 2 * V) {
-        v128_t xv[V], tv[V], rv[V], pv[V];
+     * below to pay for their trips through memory. The Horner loops stay
+     * loops, which keeps the four chains interleaved in V8's code (it
+     * orders a block's independent chains one after the other), and load
+     * their coefficients (V8 builds a vector constant from scalar moves).
+     * Two passes over the lanes, the series split after step H: one
+     * lane's whole chain is longer than the processor's window reaches. */
+    enum { V = 4, H = 8 };
+    int e0 = 0;
+    for (; e0 + 2 * V <= n; e0 += 2 * V) {
+        v128_t rv[V], pv[V];
         for (int v = 0; v < V; v++) {
-            xv[v] = wasm_v128_load(x + l0 + 2 * v);
             /* pmin(x, c) is x > c ? c : x, pmax(x, c) is x < c ? c : x */
-            v128_t xc = wasm_f64x2_pmax(wasm_f64x2_pmin(xv[v], wasm_f64x2_splat(709.0)), wasm_f64x2_splat(-708.0));
-            tv[v] = wasm_f64x2_add(wasm_f64x2_mul(xc, wasm_f64x2_splat(inv_ln2)), wasm_f64x2_splat(shift));
-            v128_t kd = wasm_f64x2_sub(tv[v], wasm_f64x2_splat(shift));
+            v128_t xc = wasm_f64x2_pmax(wasm_f64x2_pmin(wasm_v128_load(x + e0 + 2 * v), wasm_f64x2_splat(709.0)),
+                wasm_f64x2_splat(-708.0));
+            v128_t tv = wasm_f64x2_add(wasm_f64x2_mul(xc, wasm_f64x2_splat(inv_ln2)), wasm_f64x2_splat(shift));
+            v128_t kd = wasm_f64x2_sub(tv, wasm_f64x2_splat(shift));
             rv[v] = wasm_f64x2_sub(wasm_f64x2_sub(xc, wasm_f64x2_mul(kd, wasm_f64x2_splat(ln2_hi))),
                 wasm_f64x2_mul(kd, wasm_f64x2_splat(ln2_lo)));
             pv[v] = wasm_f64x2_splat(coef[0]);
+            wasm_v128_store(t + e0 + 2 * v, tv);
         }
-        for (int i = 1; i < 14; i++)
+        for (int i = 1; i < H; i++)
             for (int v = 0; v < V; v++)
                 pv[v] = wasm_f64x2_add(wasm_f64x2_mul(pv[v], rv[v]), wasm_f64x2_splat(coef[i]));
         for (int v = 0; v < V; v++) {
-            v128_t two_k = wasm_i64x2_shl(wasm_i64x2_add(tv[v], wasm_i64x2_splat(1023)), 52);
+            wasm_v128_store(r + e0 + 2 * v, rv[v]);
+            wasm_v128_store(p + e0 + 2 * v, pv[v]);
+        }
+    }
+    for (; l0 + 2 * V <= e0; l0 += 2 * V) {
+        v128_t rv[V], pv[V];
+        for (int v = 0; v < V; v++) {
+            rv[v] = wasm_v128_load(r + l0 + 2 * v);
+            pv[v] = wasm_v128_load(p + l0 + 2 * v);
+        }
+        for (int i = H; i < 14; i++)
+            for (int v = 0; v < V; v++)
+                pv[v] = wasm_f64x2_add(wasm_f64x2_mul(pv[v], rv[v]), wasm_f64x2_splat(coef[i]));
+        for (int v = 0; v < V; v++) {
+            v128_t two_k = wasm_i64x2_shl(wasm_i64x2_add(wasm_v128_load(t + l0 + 2 * v), wasm_i64x2_splat(1023)), 52);
             v128_t y = wasm_f64x2_mul(pv[v], two_k);
-            wasm_v128_store(x + l0 + 2 * v, wasm_v128_andnot(y, wasm_f64x2_lt(xv[v], wasm_f64x2_splat(-708.0))));
+            v128_t xv = wasm_v128_load(x + l0 + 2 * v);
+            wasm_v128_store(x + l0 + 2 * v, wasm_v128_andnot(y, wasm_f64x2_lt(xv, wasm_f64x2_splat(-708.0))));
         }
     }
 #endif
@@ -499,22 +518,28 @@ SIM_FN void sim_sincos_oct(double a, double *sn, double *cs)
  * SIMD: the same operations in the same order on each lane. */
 #define SIM_V2(c) wasm_f64x2_splat(c)
 
-/* sim_log of two positive normal doubles. */
-SIM_FN v128_t sim_log_v(v128_t x)
+/* sim_log of two positive normal doubles in two stages, for two loops
+ * (sim_normal_pairs): the first returns s = f / (2 + f) and gives f and
+ * ed, the second the logarithm from the three. */
+SIM_FN v128_t sim_log_v1(v128_t x, v128_t *f, v128_t *ed)
 {
-    const double ln2_hi = 6.93147180369123816490e-01;
-    const double ln2_lo = 1.90821492927058770002e-10;
-    const double lg[7] = { SIM_LOG_SERIES };
     v128_t m = wasm_v128_or(wasm_v128_and(x, wasm_i64x2_splat(0x000fffffffffffffll)), wasm_i64x2_splat(0x3ff0000000000000ll));
     v128_t big = wasm_f64x2_gt(m, SIM_V2(1.4142135623730951));
     m = wasm_v128_bitselect(wasm_f64x2_mul(m, SIM_V2(0.5)), m, big);
     /* (double)(e + big) without an int64 conversion: the biased exponent
      * plus big (a mask, -1) in the mantissa of 2^52, less 2^52 + 1023,
      * all exact integers */
-    v128_t ed = wasm_f64x2_sub(wasm_i64x2_sub(wasm_v128_or(wasm_u64x2_shr(x, 52), wasm_i64x2_splat(0x4330000000000000ll)), big),
+    *ed = wasm_f64x2_sub(wasm_i64x2_sub(wasm_v128_or(wasm_u64x2_shr(x, 52), wasm_i64x2_splat(0x4330000000000000ll)), big),
         SIM_V2(4503599627371519.0));
-    v128_t f = wasm_f64x2_sub(m, SIM_V2(1.0));
-    v128_t s = wasm_f64x2_div(f, wasm_f64x2_add(SIM_V2(2.0), f));
+    *f = wasm_f64x2_sub(m, SIM_V2(1.0));
+    return wasm_f64x2_div(*f, wasm_f64x2_add(SIM_V2(2.0), *f));
+}
+
+SIM_FN v128_t sim_log_v2(v128_t s, v128_t f, v128_t ed)
+{
+    const double ln2_hi = 6.93147180369123816490e-01;
+    const double ln2_lo = 1.90821492927058770002e-10;
+    const double lg[7] = { SIM_LOG_SERIES };
     v128_t z = wasm_f64x2_mul(s, s);
     v128_t w = wasm_f64x2_mul(z, z);
     v128_t t1 = wasm_f64x2_mul(w, wasm_f64x2_add(SIM_V2(lg[1]), wasm_f64x2_mul(w, wasm_f64x2_add(SIM_V2(lg[3]),
@@ -560,13 +585,23 @@ SIM_FN void sim_normal_pairs(const sim_u32 *wr, const sim_u32 *wa, double *zc, d
     int j0 = 0;
     SIM_ASSERT(n <= SIM_W);
 #if defined(__wasm_simd128__)
-    /* Two pairs per vector: the radii first, then root, angle and the
-     * products; two loops overlap better than one long chain per pair. */
+    /* Two pairs per vector, in three loops over the pairs, each a part of
+     * a pair's chain of dependent operations short enough for the
+     * processor to overlap several pairs: the logarithm up to its
+     * division (s, f and ed wait in r, sn and cs), the rest of it, then
+     * root, angle and products. */
     for (int j = 0; j + 2 <= n; j += 2) {
         v128_t w2 = wasm_v128_xor(wasm_v128_load64_zero(wr + j), wasm_i32x4_splat((sim_i32)0x80000000u));
         v128_t u = wasm_f64x2_mul(wasm_f64x2_add(wasm_f64x2_convert_low_i32x4(w2), SIM_V2(2147483648.5)),
             SIM_V2(2.3283064365386962890625e-10));
-        wasm_v128_store(r + j, wasm_f64x2_mul(SIM_V2(-2.0), sim_log_v(u)));
+        v128_t f, ed;
+        wasm_v128_store(r + j, sim_log_v1(u, &f, &ed));
+        wasm_v128_store(sn + j, f);
+        wasm_v128_store(cs + j, ed);
+    }
+    for (int j = 0; j + 2 <= n; j += 2) {
+        v128_t lg = sim_log_v2(wasm_v128_load(r + j), wasm_v128_load(sn + j), wasm_v128_load(cs + j));
+        wasm_v128_store(r + j, wasm_f64x2_mul(SIM_V2(-2.0), lg));
     }
     for (; j0 + 2 <= n; j0 += 2) {
         v128_t rv = sim_sqrt_nr_v(wasm_v128_load(r + j0));
@@ -585,8 +620,9 @@ SIM_FN void sim_normal_pairs(const sim_u32 *wr, const sim_u32 *wa, double *zc, d
         v128_t b30 = wasm_i64x2_extend_low_i32x4(wasm_i32x4_shl(wa2, 1));
         v128_t sign = wasm_i64x2_splat((sim_i64)0x8000000000000000ull);
         v128_t swap = wasm_v128_xor(hi, wasm_i64x2_shr(b30, 63));
-        v128_t c = wasm_v128_xor(wasm_v128_bitselect(snv, csv, swap), wasm_v128_and(wasm_v128_xor(b31, b30), sign));
-        v128_t s = wasm_v128_xor(wasm_v128_bitselect(csv, snv, swap), wasm_v128_and(b31, sign));
+        v128_t d = wasm_v128_and(wasm_v128_xor(snv, csv), swap); /* swapped: c and s trade places */
+        v128_t c = wasm_v128_xor(wasm_v128_xor(csv, d), wasm_v128_and(wasm_v128_xor(b31, b30), sign));
+        v128_t s = wasm_v128_xor(wasm_v128_xor(snv, d), wasm_v128_and(b31, sign));
         wasm_v128_store(zc + j0, wasm_f64x2_mul(rv, c));
         wasm_v128_store(zs + j0, wasm_f64x2_mul(rv, s));
     }
@@ -813,16 +849,22 @@ SIM_FN void sim_acc_lanes2(sim_acc *acc, sim_u64 (*alt)[SIM_HIST_BINS + 2], cons
             const v128_t hlo = SIM_V2(l->hist_lo), hiw = SIM_V2(l->hist_inv_width);
             const v128_t bins = SIM_V2((double)SIM_HIST_BINS);
             v128_t sh = SIM_V2(0.0), sl = sh, s2h = sh, s2l = sh, ns = wasm_i64x2_splat(0);
-            v128_t mnv = lim, mxv = nlim;
+            v128_t mnv = lim, mxv = nlim; /* beyond every clamped value */
             for (; i0 + 2 <= n; i0 += 2) {
                 v128_t xv = wasm_v128_load(x + i0);
                 v128_t y = wasm_f64x2_mul(xv, sc), y2 = wasm_f64x2_mul(wasm_f64x2_mul(xv, xv), sq);
                 v128_t ok = wasm_v128_and(wasm_v128_and(wasm_f64x2_lt(y, lim), wasm_f64x2_gt(y, nlim)), wasm_f64x2_lt(y2, lim));
-                ns = wasm_i64x2_add(ns, wasm_v128_andnot(wasm_i64x2_splat(1), ok));
-                v128_t yc = wasm_v128_and(y, wasm_f64x2_eq(y, y)), y2c = wasm_v128_and(y2, wasm_f64x2_eq(y2, y2));
-                yc = wasm_v128_bitselect(yc, SIM_V2(SIM_FIX_CLAMP), wasm_f64x2_lt(yc, lim));
-                yc = wasm_v128_bitselect(yc, SIM_V2(-SIM_FIX_CLAMP), wasm_f64x2_gt(yc, nlim));
-                y2c = wasm_v128_bitselect(y2c, SIM_V2(SIM_FIX_CLAMP), wasm_f64x2_lt(y2c, lim));
+                /* In range, y and y2 are their own clamped values; the
+                 * clamps only where a lane is out of range or NaN. */
+                v128_t yc = y, y2c = y2;
+                if (wasm_v128_any_true(wasm_v128_not(ok))) {
+                    ns = wasm_i64x2_add(ns, wasm_v128_andnot(wasm_i64x2_splat(1), ok));
+                    yc = wasm_v128_and(y, wasm_f64x2_eq(y, y));
+                    y2c = wasm_v128_and(y2, wasm_f64x2_eq(y2, y2));
+                    yc = wasm_v128_bitselect(yc, SIM_V2(SIM_FIX_CLAMP), wasm_f64x2_lt(yc, lim));
+                    yc = wasm_v128_bitselect(yc, SIM_V2(-SIM_FIX_CLAMP), wasm_f64x2_gt(yc, nlim));
+                    y2c = wasm_v128_bitselect(y2c, SIM_V2(SIM_FIX_CLAMP), wasm_f64x2_lt(y2c, lim));
+                }
                 v128_t q = wasm_f64x2_trunc(yc), q2 = wasm_f64x2_trunc(y2c);
                 v128_t qh = wasm_f64x2_floor(wasm_f64x2_mul(q, SIM_V2(0x1p-32)));
                 v128_t q2h = wasm_f64x2_floor(wasm_f64x2_mul(q2, SIM_V2(0x1p-32)));
@@ -834,8 +876,9 @@ SIM_FN void sim_acc_lanes2(sim_acc *acc, sim_u64 (*alt)[SIM_HIST_BINS + 2], cons
                 mxv = wasm_f64x2_pmax(mxv, q);
                 /* sim_hist_slot */
                 v128_t b = wasm_f64x2_mul(wasm_f64x2_sub(xv, hlo), hiw);
-                v128_t bc = wasm_v128_bitselect(b, bins, wasm_f64x2_lt(b, bins));
-                bc = wasm_v128_bitselect(bc, SIM_V2(-1.0), wasm_f64x2_ge(b, SIM_V2(0.0)));
+                /* b < BINS ? b : BINS as pmin, which differs only for NaN, where
+                 * the next select gives -1 either way */
+                v128_t bc = wasm_v128_bitselect(wasm_f64x2_pmin(b, bins), SIM_V2(-1.0), wasm_f64x2_ge(b, SIM_V2(0.0)));
                 /* 1 + (int)bc, in [0, 33], is the low word of 2^52 + 1 + trunc(bc) */
                 v128_t sl2 = wasm_f64x2_add(wasm_f64x2_trunc(bc), SIM_V2(4503599627370497.0));
                 wasm_v128_store64_lane(slot + i0, wasm_i32x4_shuffle(sl2, sl2, 0, 2, 0, 2), 0);
