@@ -611,18 +611,19 @@ SIM_FN void sim_normal_pairs(const sim_u32 *wr, const sim_u32 *wa, double *zc, d
         v128_t a = wasm_f64x2_mul(wasm_v128_bitselect(wasm_f64x2_sub(SIM_V2(1073741824.0), md), md, hi), SIM_V2(quarter));
         v128_t snv, csv;
         sim_sincos_oct_v(a, &snv, &csv);
-        /* The signs from the word's top bits, sign-extended to the lanes:
+        /* The signs from the word's top bits, the word copied into both
+         * halves of its lane (bits 63 and 62 are then its bits 31 and 30):
          * bit 31 (quadrants 2-3) negates the sine, bit 31 ^ bit 30
          * (quadrants 1-2) the cosine, bit 30 (odd) swaps them with hi.
          * Negation by the sign bit is the product with -1 (c and s are
-         * never NaN). */
-        v128_t b31 = wasm_i64x2_extend_low_i32x4(wa2);
-        v128_t b30 = wasm_i64x2_extend_low_i32x4(wasm_i32x4_shl(wa2, 1));
+         * never NaN). No int64 sign extension or arithmetic shift: V8
+         * emulates both with several instructions. */
+        v128_t dup = wasm_i32x4_shuffle(wa2, wa2, 0, 0, 1, 1);
         v128_t sign = wasm_i64x2_splat((sim_i64)0x8000000000000000ull);
-        v128_t swap = wasm_v128_xor(hi, wasm_i64x2_shr(b30, 63));
+        v128_t swap = wasm_v128_xor(hi, wasm_i32x4_shr(wasm_i32x4_shl(dup, 1), 31));
         v128_t d = wasm_v128_and(wasm_v128_xor(snv, csv), swap); /* swapped: c and s trade places */
-        v128_t c = wasm_v128_xor(wasm_v128_xor(csv, d), wasm_v128_and(wasm_v128_xor(b31, b30), sign));
-        v128_t s = wasm_v128_xor(wasm_v128_xor(snv, d), wasm_v128_and(b31, sign));
+        v128_t c = wasm_v128_xor(wasm_v128_xor(csv, d), wasm_v128_and(wasm_v128_xor(dup, wasm_i64x2_shl(dup, 1)), sign));
+        v128_t s = wasm_v128_xor(wasm_v128_xor(snv, d), wasm_v128_and(dup, sign));
         wasm_v128_store(zc + j0, wasm_f64x2_mul(rv, c));
         wasm_v128_store(zs + j0, wasm_f64x2_mul(rv, s));
     }
