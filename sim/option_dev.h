@@ -142,17 +142,17 @@ SIM_FN void sim_option_group(const sim_option_params *p, sim_u32 k0, sim_u32 k1,
         for (int l = 0; l < SIM_W; l++)
             val[c][l] = 0.0;
         for (int a = 0; a < na; a++) {
-            double x[SIM_W];
+            double avg[SIM_W];
+            /* e^x in place for the final price: the log prices are not
+             * read again */
+            double *x = lns[a][c];
             /* every test on the style outside the lane loops: clang
              * vectorizes a loop with one inside badly */
             if (p->style == SIM_OPT_ASIAN_ARITH || p->style == SIM_OPT_ASIAN_GEOM) {
                 SIM_VLOOP
                 for (int l = 0; l < SIM_W; l++)
-                    x[l] = acc[a][c][l] * p->inv_steps;
-            } else {
-                SIM_VLOOP
-                for (int l = 0; l < SIM_W; l++)
-                    x[l] = lns[a][c][l];
+                    avg[l] = acc[a][c][l] * p->inv_steps;
+                x = avg;
             }
             if (p->style != SIM_OPT_ASIAN_ARITH)
                 sim_exp_lanes(x, SIM_W);
@@ -168,16 +168,16 @@ SIM_FN void sim_option_group(const sim_option_params *p, sim_u32 k0, sim_u32 k1,
                     val[c][l] = val[c][l] + sim_option_payoff(p, x[l]);
             }
         }
+        /* the price goes straight to its output; the Greeks read the
+         * bumped scenarios' values, 1 and up */
+        double *dst = c == 0 ? out[0] : val[c];
         SIM_VLOOP
         for (int l = 0; l < SIM_W; l++) {
             double v = val[c][l] * disc;
-            val[c][l] = na == 2 ? v * 0.5 : v;
+            dst[l] = na == 2 ? v * 0.5 : v;
         }
     }
 
-    SIM_VLOOP
-    for (int l = 0; l < SIM_W; l++)
-        out[0][l] = val[0][l];
     if (p->greeks)
         for (int g = 0; g < 4; g++) {
             SIM_VLOOP
