@@ -34,16 +34,8 @@ typedef struct column {
 
 static uint8_t *reserve(column *c, size_t n)
 {
-    if (c->len + n > c->cap) {
-        size_t cap = c->cap ? c->cap : 512;
-        while (cap < c->len + n)
-            cap *= 2;
-        uint8_t *p = realloc(c->p, cap);
-        if (p == NULL)
-            rt_oom(cap);
-        c->p = p;
-        c->cap = cap;
-    }
+    while (c->len + n > c->cap)
+        c->p = rt_grow(c->p, &c->cap, 1);
     uint8_t *at = c->p + c->len;
     c->len += n;
     return at;
