@@ -6,7 +6,7 @@
  * still inside the window: a node's memory follows how many completions it
  * sent in the last PR_MAX_SKEW_S seconds, not the most it may ever send.
  * Lookups scan the ring: with the default capacity that is a microsecond,
- * small next to the signature check that precedes it.
+ * small next to a signature check (about 50).
  */
 #include "proto/replay.h"
 
@@ -96,6 +96,18 @@ static bool grow(pr_replay *g)
     return true;
 }
 
+int pr_replay_seen(const pr_replay *g, uint64_t ts, const uint8_t nonce[16])
+{
+    if (g == NULL || nonce == NULL)
+        return PR_EINVAL;
+    if (ts <= g->floor)
+        return PR_EREPLAYOLD;
+    for (uint32_t i = 0, j = g->head; i < g->count; i++, j = (j + 1) % g->room)
+        if (g->ring[j].ts == ts && memcmp(g->ring[j].nonce, nonce, 16) == 0)
+            return PR_EREPLAY;
+    return 0;
+}
+
 int pr_replay_check(pr_replay *g, uint64_t ts, const uint8_t nonce[16], uint64_t now)
 {
     if (g == NULL || nonce == NULL)
@@ -105,11 +117,9 @@ int pr_replay_check(pr_replay *g, uint64_t ts, const uint8_t nonce[16], uint64_t
      * back. */
     while (g->count > 0 && g->ring[g->head].ts + PR_MAX_SKEW_S < now)
         forget_oldest(g);
-    if (ts <= g->floor)
-        return PR_EREPLAYOLD;
-    for (uint32_t i = 0, j = g->head; i < g->count; i++, j = (j + 1) % g->room)
-        if (g->ring[j].ts == ts && memcmp(g->ring[j].nonce, nonce, 16) == 0)
-            return PR_EREPLAY;
+    int rc = pr_replay_seen(g, ts, nonce);
+    if (rc != 0)
+        return rc;
     if (g->count == g->room && !grow(g)) {
         forget_oldest(g);
         if (ts <= g->floor)

@@ -39,6 +39,12 @@ void pr_replay_destroy(pr_replay *g);
  * the signature and the skew, so only genuine pairs take room. */
 int pr_replay_check(pr_replay *g, uint64_t ts, const uint8_t nonce[16], uint64_t now);
 
+/* Whether (ts, nonce) would be refused, without recording it or forgetting
+ * anything: PR_EREPLAY (held), PR_EREPLAYOLD (at or below the floor) or 0.
+ * The guard holds only pairs whose signatures were checked, so a frame it
+ * refuses can be answered before its own signature is checked. */
+int pr_replay_seen(const pr_replay *g, uint64_t ts, const uint8_t nonce[16]);
+
 /* Pairs held now (for tests and metrics). */
 uint32_t pr_replay_size(const pr_replay *g);
 

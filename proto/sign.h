@@ -87,7 +87,8 @@ int pr_complete_seal(pr_complete *c, uint8_t **payload, const pr_key *k, const c
 
 /* The coordinator's check of a completion from the node whose public key is
  * pk: clock skew, signature over c->payload, then the replay guard of that
- * node (which records the pair only when everything else passed). c must be
+ * node (which records the pair only when everything else passed, and
+ * refuses a pair it holds before the signature is checked). c must be
  * as pr_decode() left it: the replay nonce is read from c->batch, which is
  * the decoding of c->payload, the bytes the signature covers. Pass
  * guard NULL to skip the replay check (tests, offline audit). Returns 0,

@@ -207,6 +207,30 @@ Test(proto_sign, forged_completion_does_not_touch_the_guard)
     pr_replay_destroy(g);
 }
 
+/* The guard holds only checked pairs, so a repeat of one is refused before
+ * its own signature is checked: a stream of replays costs a lookup each. */
+Test(proto_sign, replay_is_refused_before_the_signature_check)
+{
+    pr_replay *g;
+    pr_msg a, b;
+    cr_assert_eq(pr_replay_create(&g, 4), 0);
+    sealed(&a, T0, 1, 1);
+    sealed(&b, T0, 2, 1);
+    cr_assert_eq(pr_replay_seen(g, a.body.complete.ts, a.body.complete.batch.nonce), 0);
+    cr_assert_eq(pr_replay_size(g), 0, "a lookup records nothing");
+    cr_assert_eq(pr_complete_verify(&a.body.complete, key.pk, 32, HOST, T0, g), 0);
+    a.body.complete.sig[0] ^= 1;
+    cr_assert_eq(pr_complete_verify(&a.body.complete, key.pk, 32, HOST, T0 + 1, g), PR_EREPLAY);
+    cr_assert_eq(pr_complete_verify(&a.body.complete, key.pk, 32, HOST, T0 + 301, g), PR_ESKEW,
+        "outside the window the clock answers first");
+    b.body.complete.sig[0] ^= 1; /* a pair not held: its signature decides */
+    cr_assert_eq(pr_complete_verify(&b.body.complete, key.pk, 32, HOST, T0, g), PR_ESIG);
+    cr_assert_eq(pr_replay_size(g), 1);
+    pr_msg_free(&a);
+    pr_msg_free(&b);
+    pr_replay_destroy(g);
+}
+
 static void nonce_of(uint8_t n[16], uint32_t i)
 {
     memset(n, 0, 16);
