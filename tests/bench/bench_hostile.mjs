@@ -1,35 +1,80 @@
 // Honest throughput beside hostile nodes: PostgreSQL, `simfarm serve` and
-// two `simfarm node --cores 1` processes run three equal jobs one after
-// the other; during the middle one, scripted nodes (tests/lib/nodeproto.mjs)
-// attack the coordinator without pause: garbage before hello, a frame past
-// 4 MiB, completions with forged signatures, stolen tokens and replays, and
-// heartbeat floods cut off by the rate limit.
+// honest `simfarm node` processes run three equal jobs one after the other;
+// during the middle one, scripted nodes (tests/bench/hostile_attacker.mjs, a
+// process of its own) attack the coordinator without pause: garbage before
+// hello, a frame past 4 MiB, completions with forged signatures, stolen
+// tokens and replays, and heartbeat floods cut off by the rate limit.
+//
+// Two layouts of the machine's cores, each a fresh farm:
+//   own cores     the attacker has the last core to itself, as an attacker
+//                 on another machine would; PostgreSQL, the coordinator and
+//                 one honest node (--cores = the other cores) share the rest.
+//                 What the honest node loses is what the coordinator (and
+//                 the database) spend on the attack.
+//   shared cores  nothing is pinned; one honest node per core (--cores 1),
+//                 and the attacker takes its CPU from the same cores.
 //
 //   hostile_honest_items_per_s        the honest nodes' items/s, undisturbed
 //                                     (the mean of the jobs before and after)
 //   hostile_honest_items_per_s_attacked   the same during the attack
 //   hostile_honest_throughput_ratio   attacked / undisturbed (target ≥ 0.8)
-//   hostile_attack_frames_per_s       frames the attackers sent a second
-//
-// The attackers run in this process, on the same machine's cores as the
-// honest nodes. Prints BENCH lines; progress goes to stderr.
-import { spawn } from 'node:child_process';
-import crypto from 'node:crypto';
+//   hostile_attack_frames_per_s       frames the attacker sent a second
+//   hostile_attacker_cpu              its CPU seconds per second
+//   hostile_coordinator_cpu_attacked  the coordinator's, during the attack
+//   hostile_database_cpu_attacked     PostgreSQL's, during the attack
+// for the own-cores layout, and the same names ending in _shared_cores for
+// the other. HOSTILE_LAYOUT=own or shared runs one of them. Needs taskset
+// (util-linux) and two cores. Prints BENCH lines; progress goes to stderr.
+import { execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { call, serve, tailEvents } from '../lib/coord.mjs';
-import { E, ScriptedNode, clientFrame, envelope, nodeKey, sealBody } from '../lib/nodeproto.mjs';
 import { startPostgres } from '../lib/pg.mjs';
 import { build } from '../lib/proc.mjs';
 
 const simfarm = path.join(build, 'bin/simfarm');
+const attackerFile = path.join(path.dirname(fileURLToPath(import.meta.url)), 'hostile_attacker.mjs');
 const ITEMS = Number(process.env.HOSTILE_ITEMS ?? 80000000);
+const LAYOUTS = process.env.HOSTILE_LAYOUT ? [process.env.HOSTILE_LAYOUT] : ['own', 'shared'];
 const params = { style: 'european', type: 'call', S0: 100, K: 100, r: 0.05, q: 0, sigma: 0.2, T: 1, steps: 16,
   antithetic: true, greeks: true };
+const cores = os.availableParallelism();
+const allCores = `0-${cores - 1}`;
+
+if (cores < 2) throw new Error('bench_hostile needs two cores');
+for (const l of LAYOUTS) if (l !== 'own' && l !== 'shared') throw new Error(`HOSTILE_LAYOUT: "${l}" is not own or shared`);
 
 function bench(name, value, unit) {
   console.log(`BENCH ${name} ${Number(value.toPrecision(3))} ${unit}`);
+}
+
+// Pins every thread of a process to a list of cores; what it starts later
+// inherits the list.
+function pin(pid, list) {
+  execFileSync('taskset', ['-a', '-c', '-p', list, String(pid)], { stdio: 'ignore' });
+}
+
+// CPU seconds a process has used (user + system), from /proc; with
+// children, those of its live children and of those it has waited for.
+function cpuSeconds(pid, { children = false } = {}) {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  let s = (Number(f[11]) + Number(f[12])) / 100; /* utime, stime: fields 14 and 15, in ticks of 1/100 s */
+  if (!children)
+    return s;
+  s += (Number(f[13]) + Number(f[14])) / 100; /* cutime, cstime of children waited for */
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const c = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+      const g = c.slice(c.lastIndexOf(')') + 2).split(' ');
+      if (Number(g[1]) === pid) s += (Number(g[11]) + Number(g[12])) / 100;
+    } catch { /* gone */ }
+  }
+  return s;
 }
 
 // Submits a job and resolves to its items/s from submission to its
@@ -43,121 +88,66 @@ async function timedJob(srv, ev, seed) {
   return ITEMS / ((performance.now() - t0) / 1000);
 }
 
-// CPU seconds a process has used (user + system), from /proc.
-function cpuSeconds(pid) {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[11]) + Number(f[12])) / 100; /* utime, stime: fields 14 and 15, in ticks of 1/100 s */
-}
-
-// The frames that need no session of their own are built once and sent as
-// they are, as an attacker elsewhere would: what the attacking process
-// spends on the cores the honest nodes share is then the sending itself.
-const garbage = clientFrame(crypto.randomBytes(64));
-const oversize = clientFrame(Buffer.alloc(4 * 1024 * 1024 + 1, 0x90));
-const FLOOD = 2000;
-const flood = Buffer.concat(Array(FLOOD).fill(clientFrame(envelope('heartbeat', 2, { cpu: 0, mem_used: 0, mem_total: 1 }))));
-const batch = { job: 1, ctxHash: Buffer.alloc(32), results: [{ chunk: 1, token: crypto.randomBytes(16), start: 0,
-  count: 1000, data: crypto.randomBytes(200) }] };
-
-// One round of every attack; resolves to the frames it sent.
-async function attackRound(port) {
-  let frames = 0;
-  const closeOrTimeout = (n) => Promise.race([n.closed, new Promise((resolve) => setTimeout(resolve, 5000))]);
-  // Garbage before hello.
-  const g = await ScriptedNode.connect(port);
-  g.link.raw(garbage);
-  frames++;
-  await closeOrTimeout(g);
-  // A frame past the limit.
-  const big = await ScriptedNode.connect(port);
-  await big.hello();
-  big.link.raw(oversize);
-  frames += 2;
-  await closeOrTimeout(big);
-  // Forged, stolen and replayed completions, 20 of each; a session cut off
-  // for too many bad frames (ERATELIMITED) is replaced by a new one under a
-  // new key (a new enrolment), so every round sends all of them. The forged
-  // frame (signed by a key that is not the session's) is signed once a round.
-  const forged = clientFrame(envelope('complete', 1000, sealBody(nodeKey(), `127.0.0.1:${port}`, batch)));
-  for (let i = 0; i < 20;) {
-    const t = await ScriptedNode.connect(port);
-    await t.hello();
-    try {
-      for (; i < 20; i++) {
-        t.link.raw(forged);
-        const stolen = t.complete(batch);
-        frames += 2;
-        await t.until((m) => m.id === stolen.id && m.type === 'complete_ack', 'complete_ack');
-        t.link.send(stolen.frame);
-        frames++;
-      }
-      await t.error(undefined, 'replay');
-      await t.close();
-      frames++;
-    } catch (e) {
-      if (!t.msgs.some((m) => m.type === 'error' && m.body.code === E.ERATELIMITED)) throw e;
-      i++;
-    }
+// One fresh farm in a layout; resolves to its figures.
+async function measure(layout) {
+  const own = layout === 'own';
+  const honestCores = own ? (cores > 2 ? `0-${cores - 2}` : '0') : allCores;
+  const attackerCores = own ? String(cores - 1) : allCores;
+  pin(process.pid, honestCores);
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-bench-hostile-'));
+  const pg = await startPostgres();
+  const srv = await serve(pg.url, { extra: ['--open-enrolment', '--chunk-ms', '1000'] });
+  const nodeCores = own ? [cores - 1] : Array(cores).fill(1);
+  const nodes = nodeCores.map((n, i) => spawn(simfarm, ['node', '--server', `ws://127.0.0.1:${srv.port}/ws/node`,
+    '--key', path.join(tmp, `honest${i}.key`), '--cores', String(n)], { stdio: 'ignore' }));
+  pin(process.pid, attackerCores); /* this process only watches */
+  const ev = tailEvents(srv, '', { timeoutMs: 600000 });
+  try {
+    await ev.until((e) => e.type === 'snapshot', 'snapshot');
+    console.error(`# ${layout} cores: honest on ${honestCores} (${nodes.length} node${nodes.length > 1 ? 's' : ''}), ` +
+      `attacker on ${attackerCores}`);
+    const before = await timedJob(srv, ev, 1);
+    console.error(`# undisturbed: ${before.toPrecision(3)} items/s`);
+    const attacker = spawn('taskset', ['-c', attackerCores, process.execPath, attackerFile, String(srv.port)],
+      { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const [ready] = await once(attacker, 'message');
+    if (ready !== 'ready') throw new Error(`the attacker said ${JSON.stringify(ready)}`);
+    const pids = [attacker.pid, srv.pid, ...nodes.map((n) => n.pid)];
+    const t0 = performance.now(), cpu0 = pids.map((p) => cpuSeconds(p)), db0 = cpuSeconds(pg.pid, { children: true });
+    const attacked = await timedJob(srv, ev, 2);
+    const jobS = (performance.now() - t0) / 1000;
+    const [attackerCpu, coordCpu, ...nodeCpu] = pids.map((p, i) => (cpuSeconds(p) - cpu0[i]) / jobS);
+    const dbCpu = (cpuSeconds(pg.pid, { children: true }) - db0) / jobS;
+    const done = once(attacker, 'message');
+    attacker.send('stop');
+    const [a] = await done;
+    console.error(`# attacked: ${attacked.toPrecision(3)} items/s, ${a.rounds} attack rounds (${a.failed} ended early)`);
+    console.error(`# CPU s/s over the attacked job: attacker ${attackerCpu.toFixed(2)}, coordinator ${coordCpu.toFixed(2)}, ` +
+      `database ${dbCpu.toFixed(2)}, honest nodes ${nodeCpu.map((c) => c.toFixed(2)).join(' and ')}`);
+    const after = await timedJob(srv, ev, 3);
+    console.error(`# undisturbed again: ${after.toPrecision(3)} items/s`);
+    if ((await call(srv, 'GET', '/health')).status !== 200) throw new Error('the coordinator is down');
+    const calm = (before + after) / 2;
+    return { calm, attacked, frames: a.frames / a.seconds, attackerCpu, coordCpu, dbCpu };
+  } finally {
+    await ev.close();
+    for (const n of nodes) n.kill('SIGTERM');
+    await Promise.all(nodes.map((n) => new Promise((resolve) => (n.exitCode !== null ? resolve() : n.on('exit', resolve)))));
+    await srv.stop();
+    await pg.stop();
+    fs.rmSync(tmp, { recursive: true, force: true });
+    pin(process.pid, allCores);
   }
-  // A heartbeat flood.
-  const f = await ScriptedNode.connect(port);
-  await f.hello();
-  f.link.raw(flood);
-  frames += FLOOD + 2;
-  await closeOrTimeout(f);
-  return frames;
 }
 
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-bench-hostile-'));
-const pg = await startPostgres();
-const srv = await serve(pg.url, { extra: ['--open-enrolment', '--chunk-ms', '1000'] });
-const nodes = [0, 1].map((i) => spawn(simfarm, ['node', '--server', `ws://127.0.0.1:${srv.port}/ws/node`,
-  '--key', path.join(tmp, `honest${i}.key`), '--cores', '1'], { stdio: 'ignore' }));
-const ev = tailEvents(srv, '', { timeoutMs: 600000 });
-try {
-  await ev.until((e) => e.type === 'snapshot', 'snapshot');
-  const before = await timedJob(srv, ev, 1);
-  console.error(`# undisturbed: ${before.toPrecision(3)} items/s`);
-  let attacking = true, frames = 0, rounds = 0, failed = 0;
-  const t0 = performance.now(), cpu0 = process.cpuUsage();
-  const pids = [srv.pid, ...nodes.map((n) => n.pid)], cpuPids0 = pids.map(cpuSeconds);
-  const attack = (async () => {
-    while (attacking) {
-      try {
-        frames += await attackRound(srv.port);
-        rounds++;
-      } catch (e) {
-        failed++;
-        console.error(`# an attack round ended early: ${e.message}`);
-      }
-    }
-  })();
-  const attacked = await timedJob(srv, ev, 2);
-  const jobS = (performance.now() - t0) / 1000, cpu = process.cpuUsage(cpu0);
-  const [coordCpu, ...nodeCpu] = pids.map((pid, i) => (cpuSeconds(pid) - cpuPids0[i]) / jobS);
-  const attackerCpu = (cpu.user + cpu.system) / 1e6 / jobS;
-  attacking = false;
-  await attack;
-  const attackS = (performance.now() - t0) / 1000;
-  console.error(`# attacked: ${attacked.toPrecision(3)} items/s, ${rounds} attack rounds (${failed} ended early)`);
-  console.error(`# CPU s/s over the attacked job: attacker ${attackerCpu.toFixed(2)}, coordinator ${coordCpu.toFixed(2)}, ` +
-    `honest nodes ${nodeCpu.map((c) => c.toFixed(2)).join(' and ')}`);
-  const after = await timedJob(srv, ev, 3);
-  console.error(`# undisturbed again: ${after.toPrecision(3)} items/s`);
-  if ((await call(srv, 'GET', '/health')).status !== 200) throw new Error('the coordinator is down');
-  const calm = (before + after) / 2;
-  bench('hostile_honest_items_per_s', calm, 'items/s');
-  bench('hostile_honest_items_per_s_attacked', attacked, 'items/s');
-  bench('hostile_honest_throughput_ratio', attacked / calm, 'ratio');
-  bench('hostile_attack_frames_per_s', frames / attackS, 'frames/s');
-  bench('hostile_attacker_cpu', attackerCpu, 'CPU-s/s');
-  bench('hostile_coordinator_cpu_attacked', coordCpu, 'CPU-s/s');
-} finally {
-  await ev.close();
-  for (const n of nodes) n.kill('SIGTERM');
-  await Promise.all(nodes.map((n) => new Promise((resolve) => (n.exitCode !== null ? resolve() : n.on('exit', resolve)))));
-  await srv.stop();
-  await pg.stop();
-  fs.rmSync(tmp, { recursive: true, force: true });
+for (const layout of LAYOUTS) {
+  const r = await measure(layout);
+  const sfx = layout === 'own' ? '' : '_shared_cores';
+  bench(`hostile_honest_items_per_s${sfx}`, r.calm, 'items/s');
+  bench(`hostile_honest_items_per_s_attacked${sfx}`, r.attacked, 'items/s');
+  bench(`hostile_honest_throughput_ratio${sfx}`, r.attacked / r.calm, 'ratio');
+  bench(`hostile_attack_frames_per_s${sfx}`, r.frames, 'frames/s');
+  bench(`hostile_attacker_cpu${sfx}`, r.attackerCpu, 'CPU-s/s');
+  bench(`hostile_coordinator_cpu_attacked${sfx}`, r.coordCpu, 'CPU-s/s');
+  bench(`hostile_database_cpu_attacked${sfx}`, r.dbCpu, 'CPU-s/s');
 }
