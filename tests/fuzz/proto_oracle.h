@@ -124,6 +124,12 @@ static const char *oracle_replay(const uint8_t *data, size_t size)
         now = flags & 1 ? now - data[i + 2] * 4u : now + data[i + 2] * 4u;
         memset(nonce, 0, sizeof nonce);
         nonce[0] = data[i + 1];
+        uint32_t held = pr_replay_size(g);
+        int seen = pr_replay_seen(g, ts, nonce);
+        if (pr_replay_size(g) != held) {
+            why = "a lookup changed the guard";
+            break;
+        }
         int rc = pr_replay_check(g, ts, nonce, now);
         int dup = 0;
         for (size_t j = 0; j < nseen; j++)
@@ -135,6 +141,10 @@ static const char *oracle_replay(const uint8_t *data, size_t size)
             why = "the guard returned an unexpected code";
         else if (rc == PR_EREPLAY && !dup)
             why = "a new pair was called a replay";
+        else if (seen != 0 && rc == 0)
+            why = "a pair the lookup refused was accepted";
+        else if (seen == PR_EREPLAY && !dup)
+            why = "the lookup called a new pair a replay";
         else if (pr_replay_size(g) > CAP)
             why = "the guard holds more than its capacity";
         if (rc == 0) {
