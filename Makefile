@@ -148,7 +148,7 @@ SYSROOT := $(shell scripts/wasm-sysroot.sh --path)
 WASM_ENV := NODE_PATH=/usr/share/nodejs NODE_OPTIONS=--no-experimental-fetch
 WASM_CFLAGS := -std=c17 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L $(WARN) -ffp-contract=off -O2 -msimd128 -I.
 # Benchmarks that also get an emcc build (their BENCH names end in _wasm).
-WASM_BENCH := ed25519 sim proto
+WASM_BENCH := ed25519 sim sim_stages proto
 WASM_CHECK := rt_behaviour
 WASM_OUT := $(patsubst tests/wasm/%.c,$(BUILD)/wasm/%.js,$(WASM_SRC)) \
 	$(WASM_BENCH:%=$(BUILD)/wasm/bench_%.js) $(WASM_CHECK:%=$(BUILD)/wasm/check_%.js)
