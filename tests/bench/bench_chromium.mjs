@@ -8,6 +8,10 @@
 //                                BENCH_CHROMIUM_WORKERS workers (default:
 //                                every core, at most 4)
 //   sim_european_chromium_over_native   the ratio (target ≥ 0.5)
+//   sim_stage_<stage>_chromium   build/wasm/bench_sim_stages.js in a Web
+//                                Worker: ns per item of each stage of a
+//                                path (the same program's _cpu and _wasm
+//                                lines come from `make bench ONLY=sim_stages`)
 //
 // Prints BENCH lines; progress goes to stderr. Needs `make` (the bundle in
 // web/node/ and build/tests/wasm/node_actor) and tests/browser's npm packages.
@@ -56,6 +60,20 @@ window.bench = (n, seconds, chunk, ctxHex, hashHex) => new Promise((resolve, rej
 });
 </script>`;
 
+// A worker that runs an emcc program's main and posts what it prints; it
+// sits beside the program, which loads its .wasm from its own directory.
+const stagesPage = `<!doctype html><meta charset="utf-8"><title>stages</title><script>
+window.stages = () => new Promise((resolve, reject) => {
+  const w = new Worker('/wasm/stages-worker.js');
+  const lines = [];
+  w.onerror = (e) => reject(new Error(e.message));
+  w.onmessage = (e) => { if (e.data === null) resolve(lines); else lines.push(e.data); };
+});
+</script>`;
+const stagesWorker = `var Module = { print: (s) => postMessage(s), printErr: (s) => postMessage('# ' + s),
+  onExit: () => postMessage(null), quit: () => {}, onAbort: (what) => { postMessage('# abort: ' + what); postMessage(null); } };
+importScripts('bench_sim_stages.js');`;
+
 const ctxRun = await run(harness, ['ctx', 'option', european, '1']);
 if (ctxRun.code !== 0) throw new Error(`node_actor ctx: ${ctxRun.stderr}`);
 const ctxHex = ctxRun.stdout.trim().split(' ')[1];
@@ -67,7 +85,8 @@ const m = nat.stdout.match(/BENCH sim_european_cpu (\S+) paths\/s/);
 if (nat.code !== 0 || !m) throw new Error(`node_actor bench: ${nat.stderr}${nat.stdout}`);
 const native = Number(m[1]);
 
-const server = await serve({ '/node/': path.join(top, 'web/node') }, { '/': page });
+const server = await serve({ '/node/': path.join(top, 'web/node'), '/wasm/': path.join(build, 'wasm') },
+  { '/': page, '/stages': stagesPage, '/wasm/stages-worker.js': stagesWorker });
 const browser = await launch();
 try {
   const tab = await browser.newPage();
@@ -80,6 +99,13 @@ try {
   bench('sim_european_native_thread', native, 'paths/s');
   bench('sim_european_chromium', perWorker, 'paths/s');
   bench('sim_european_chromium_over_native', perWorker / native, 'ratio');
+  const stagesTab = await browser.newPage();
+  await stagesTab.goto(server.url + '/stages');
+  console.error('# build/wasm/bench_sim_stages.js in a Web Worker');
+  const lines = await stagesTab.evaluate(() => window.stages());
+  const stages = lines.map((l) => l.match(/^BENCH (sim_stage_\w+)_wasm (\S+) (\S+)$/)).filter((m) => m);
+  if (stages.length === 0) throw new Error(`bench_sim_stages in Chromium printed no stage:\n${lines.join('\n')}`);
+  for (const m of stages) bench(`${m[1]}_chromium`, Number(m[2]), m[3]);
 } finally {
   await browser.close();
   await server.close();
