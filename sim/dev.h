@@ -72,6 +72,25 @@ static inline uint64_t sim_f64_bits(double d)
 #define sim_fabs(x) __builtin_fabs(x)
 #if defined(__wasm_simd128__)
 #include <wasm_simd128.h>
+/* A constant in every lane, read from memory. V8's newer optimizing tier
+ * (Chromium 156; node 20's older one hoisted them) builds each v128.const
+ * from scalar moves where it is used, inside the loop: three instructions
+ * against one splat load. The empty asm hides the constant's address from
+ * clang, which would otherwise fold the load back into a v128.const. For
+ * constant expressions only: c initializes a static. */
+#define SIM_KLOAD(type, c) \
+    __extension__({ static const type sim_k_ = (c); const type *sim_p_ = &sim_k_; \
+        __asm__("" : "+r"(sim_p_)); wasm_v128_load64_splat(sim_p_); })
+#define SIM_K2(c) SIM_KLOAD(double, c)
+/* t points at a static copy of the doubles given, its address hidden the
+ * same way; SIM_KAT(t, i) is t[i] in every lane. */
+#define SIM_KTAB(t, ...) \
+    static const double t##_k_[] = { __VA_ARGS__ }; \
+    const double *t = t##_k_; \
+    __asm__("" : "+r"(t))
+#define SIM_KAT(t, i) wasm_v128_load64_splat((t) + (i))
+#define SIM_KI64(c) SIM_KLOAD(uint64_t, (uint64_t)(c))
+#define SIM_KI32(c) SIM_KLOAD(uint64_t, (uint64_t)(uint32_t)(c) << 32 | (uint32_t)(c))
 #endif
 #endif
 
@@ -276,6 +295,15 @@ SIM_FN double sim_u01(sim_u32 w)
 
 /* ---- deterministic math ---------------------------------------------------- */
 
+#define SIM_LN2_HI 6.93147180369123816490e-01 /* low 32 bits zero */
+#define SIM_LN2_LO 1.90821492927058770002e-10
+#define SIM_INV_LN2 1.44269504088896338700e+00
+#define SIM_EXP_SHIFT 6755399441055744.0 /* 1.5 * 2^52: rounds to an integer */
+/* Taylor series to r^13 / 13!, |r| <= 0.35: truncation below 2^-60;
+ * Horner's scheme from the highest degree */
+#define SIM_EXP_SERIES 1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, \
+    1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0
+
 /* e^x of x[0 .. n), in place, n <= SIM_W. Inputs above 709 give e^709;
  * below -708 give 0. Error under 1 ulp over the range the kernels use
  * (tests compare with the C library). Each step runs over every lane
@@ -283,15 +311,9 @@ SIM_FN double sim_u01(sim_u32 w)
  * instead of waiting on each other. */
 SIM_FN void sim_exp_lanes(double *x, int n)
 {
-    const double ln2_hi = 6.93147180369123816490e-01; /* low 32 bits zero */
-    const double ln2_lo = 1.90821492927058770002e-10;
-    const double inv_ln2 = 1.44269504088896338700e+00;
-    const double shift = 6755399441055744.0; /* 1.5 * 2^52: rounds to an integer */
-    /* Taylor series to r^13 / 13!, |r| <= 0.35: truncation below 2^-60;
-     * Horner's scheme from the highest degree */
-    const double coef[14] = { 1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0,
-        1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5,
-        1.0, 1.0 };
+    const double ln2_hi = SIM_LN2_HI, ln2_lo = SIM_LN2_LO, inv_ln2 = SIM_INV_LN2;
+    const double shift = SIM_EXP_SHIFT;
+    const double coef[14] = { SIM_EXP_SERIES };
     double t[SIM_W], r[SIM_W], p[SIM_W];
     int l0 = 0;
     SIM_ASSERT(n <= SIM_W);
@@ -306,22 +328,23 @@ SIM_FN void sim_exp_lanes(double *x, int n)
      * lane's whole chain is longer than the processor's window reaches. */
     enum { V = 4, H = 8 };
     int e0 = 0;
+    SIM_KTAB(kc, SIM_EXP_SERIES);
     for (; e0 + 2 * V <= n; e0 += 2 * V) {
         v128_t rv[V], pv[V];
         for (int v = 0; v < V; v++) {
             /* pmin(x, c) is x > c ? c : x, pmax(x, c) is x < c ? c : x */
-            v128_t xc = wasm_f64x2_pmax(wasm_f64x2_pmin(wasm_v128_load(x + e0 + 2 * v), wasm_f64x2_splat(709.0)),
-                wasm_f64x2_splat(-708.0));
-            v128_t tv = wasm_f64x2_add(wasm_f64x2_mul(xc, wasm_f64x2_splat(inv_ln2)), wasm_f64x2_splat(shift));
-            v128_t kd = wasm_f64x2_sub(tv, wasm_f64x2_splat(shift));
-            rv[v] = wasm_f64x2_sub(wasm_f64x2_sub(xc, wasm_f64x2_mul(kd, wasm_f64x2_splat(ln2_hi))),
-                wasm_f64x2_mul(kd, wasm_f64x2_splat(ln2_lo)));
-            pv[v] = wasm_f64x2_splat(coef[0]);
+            v128_t xc = wasm_f64x2_pmax(wasm_f64x2_pmin(wasm_v128_load(x + e0 + 2 * v), SIM_K2(709.0)),
+                SIM_K2(-708.0));
+            v128_t tv = wasm_f64x2_add(wasm_f64x2_mul(xc, SIM_K2(SIM_INV_LN2)), SIM_K2(SIM_EXP_SHIFT));
+            v128_t kd = wasm_f64x2_sub(tv, SIM_K2(SIM_EXP_SHIFT));
+            rv[v] = wasm_f64x2_sub(wasm_f64x2_sub(xc, wasm_f64x2_mul(kd, SIM_K2(SIM_LN2_HI))),
+                wasm_f64x2_mul(kd, SIM_K2(SIM_LN2_LO)));
+            pv[v] = SIM_KAT(kc, 0);
             wasm_v128_store(t + e0 + 2 * v, tv);
         }
         for (int i = 1; i < H; i++)
             for (int v = 0; v < V; v++)
-                pv[v] = wasm_f64x2_add(wasm_f64x2_mul(pv[v], rv[v]), wasm_f64x2_splat(coef[i]));
+                pv[v] = wasm_f64x2_add(wasm_f64x2_mul(pv[v], rv[v]), SIM_KAT(kc, i));
         for (int v = 0; v < V; v++) {
             wasm_v128_store(r + e0 + 2 * v, rv[v]);
             wasm_v128_store(p + e0 + 2 * v, pv[v]);
@@ -335,12 +358,12 @@ SIM_FN void sim_exp_lanes(double *x, int n)
         }
         for (int i = H; i < 14; i++)
             for (int v = 0; v < V; v++)
-                pv[v] = wasm_f64x2_add(wasm_f64x2_mul(pv[v], rv[v]), wasm_f64x2_splat(coef[i]));
+                pv[v] = wasm_f64x2_add(wasm_f64x2_mul(pv[v], rv[v]), SIM_KAT(kc, i));
         for (int v = 0; v < V; v++) {
-            v128_t two_k = wasm_i64x2_shl(wasm_i64x2_add(wasm_v128_load(t + l0 + 2 * v), wasm_i64x2_splat(1023)), 52);
+            v128_t two_k = wasm_i64x2_shl(wasm_i64x2_add(wasm_v128_load(t + l0 + 2 * v), SIM_KI64(1023)), 52);
             v128_t y = wasm_f64x2_mul(pv[v], two_k);
             v128_t xv = wasm_v128_load(x + l0 + 2 * v);
-            wasm_v128_store(x + l0 + 2 * v, wasm_v128_andnot(y, wasm_f64x2_lt(xv, wasm_f64x2_splat(-708.0))));
+            wasm_v128_store(x + l0 + 2 * v, wasm_v128_andnot(y, wasm_f64x2_lt(xv, SIM_K2(-708.0))));
         }
     }
 #endif
@@ -523,64 +546,65 @@ SIM_FN void sim_sincos_oct(double a, double *sn, double *cs)
  * ed, the second the logarithm from the three. */
 SIM_FN v128_t sim_log_v1(v128_t x, v128_t *f, v128_t *ed)
 {
-    v128_t m = wasm_v128_or(wasm_v128_and(x, wasm_i64x2_splat(0x000fffffffffffffll)), wasm_i64x2_splat(0x3ff0000000000000ll));
-    v128_t big = wasm_f64x2_gt(m, SIM_V2(1.4142135623730951));
-    m = wasm_v128_bitselect(wasm_f64x2_mul(m, SIM_V2(0.5)), m, big);
+    v128_t m = wasm_v128_or(wasm_v128_and(x, SIM_KI64(0x000fffffffffffffull)), SIM_KI64(0x3ff0000000000000ull));
+    v128_t big = wasm_f64x2_gt(m, SIM_K2(1.4142135623730951));
+    m = wasm_v128_bitselect(wasm_f64x2_mul(m, SIM_K2(0.5)), m, big);
     /* (double)(e + big) without an int64 conversion: the biased exponent
      * plus big (a mask, -1) in the mantissa of 2^52, less 2^52 + 1023,
      * all exact integers */
-    *ed = wasm_f64x2_sub(wasm_i64x2_sub(wasm_v128_or(wasm_u64x2_shr(x, 52), wasm_i64x2_splat(0x4330000000000000ll)), big),
-        SIM_V2(4503599627371519.0));
-    *f = wasm_f64x2_sub(m, SIM_V2(1.0));
-    return wasm_f64x2_div(*f, wasm_f64x2_add(SIM_V2(2.0), *f));
+    *ed = wasm_f64x2_sub(wasm_i64x2_sub(wasm_v128_or(wasm_u64x2_shr(x, 52), SIM_KI64(0x4330000000000000ull)), big),
+        SIM_K2(4503599627371519.0));
+    *f = wasm_f64x2_sub(m, SIM_K2(1.0));
+    return wasm_f64x2_div(*f, wasm_f64x2_add(SIM_K2(2.0), *f));
 }
 
 SIM_FN v128_t sim_log_v2(v128_t s, v128_t f, v128_t ed)
 {
-    const double ln2_hi = 6.93147180369123816490e-01;
-    const double ln2_lo = 1.90821492927058770002e-10;
-    const double lg[7] = { SIM_LOG_SERIES };
+    SIM_KTAB(lg, SIM_LOG_SERIES);
     v128_t z = wasm_f64x2_mul(s, s);
     v128_t w = wasm_f64x2_mul(z, z);
-    v128_t t1 = wasm_f64x2_mul(w, wasm_f64x2_add(SIM_V2(lg[1]), wasm_f64x2_mul(w, wasm_f64x2_add(SIM_V2(lg[3]),
-        wasm_f64x2_mul(w, SIM_V2(lg[5]))))));
-    v128_t t2 = wasm_f64x2_mul(z, wasm_f64x2_add(SIM_V2(lg[0]), wasm_f64x2_mul(w, wasm_f64x2_add(SIM_V2(lg[2]),
-        wasm_f64x2_mul(w, wasm_f64x2_add(SIM_V2(lg[4]), wasm_f64x2_mul(w, SIM_V2(lg[6]))))))));
+    v128_t t1 = wasm_f64x2_mul(w, wasm_f64x2_add(SIM_KAT(lg, 1), wasm_f64x2_mul(w, wasm_f64x2_add(SIM_KAT(lg, 3),
+        wasm_f64x2_mul(w, SIM_KAT(lg, 5))))));
+    v128_t t2 = wasm_f64x2_mul(z, wasm_f64x2_add(SIM_KAT(lg, 0), wasm_f64x2_mul(w, wasm_f64x2_add(SIM_KAT(lg, 2),
+        wasm_f64x2_mul(w, wasm_f64x2_add(SIM_KAT(lg, 4), wasm_f64x2_mul(w, SIM_KAT(lg, 6))))))));
     v128_t rr = wasm_f64x2_add(t2, t1);
-    v128_t hfsq = wasm_f64x2_mul(wasm_f64x2_mul(SIM_V2(0.5), f), f);
-    v128_t lo = wasm_f64x2_add(wasm_f64x2_mul(s, wasm_f64x2_add(hfsq, rr)), wasm_f64x2_mul(ed, SIM_V2(ln2_lo)));
-    return wasm_f64x2_sub(wasm_f64x2_mul(ed, SIM_V2(ln2_hi)), wasm_f64x2_sub(wasm_f64x2_sub(hfsq, lo), f));
+    v128_t hfsq = wasm_f64x2_mul(wasm_f64x2_mul(SIM_K2(0.5), f), f);
+    v128_t lo = wasm_f64x2_add(wasm_f64x2_mul(s, wasm_f64x2_add(hfsq, rr)), wasm_f64x2_mul(ed, SIM_K2(SIM_LN2_LO)));
+    return wasm_f64x2_sub(wasm_f64x2_mul(ed, SIM_K2(SIM_LN2_HI)), wasm_f64x2_sub(wasm_f64x2_sub(hfsq, lo), f));
 }
 
 /* sim_sqrt_nr of two positive normal doubles. */
 SIM_FN v128_t sim_sqrt_nr_v(v128_t x)
 {
-    v128_t y = wasm_i64x2_sub(wasm_i64x2_splat((sim_i64)SIM_RSQRT_MAGIC), wasm_u64x2_shr(x, 1));
-    v128_t hx = wasm_f64x2_mul(SIM_V2(0.5), x);
+    v128_t y = wasm_i64x2_sub(SIM_KI64(SIM_RSQRT_MAGIC), wasm_u64x2_shr(x, 1));
+    v128_t hx = wasm_f64x2_mul(SIM_K2(0.5), x);
     for (int i = 0; i < 4; i++)
-        y = wasm_f64x2_mul(y, wasm_f64x2_sub(SIM_V2(1.5), wasm_f64x2_mul(wasm_f64x2_mul(hx, y), y)));
+        y = wasm_f64x2_mul(y, wasm_f64x2_sub(SIM_K2(1.5), wasm_f64x2_mul(wasm_f64x2_mul(hx, y), y)));
     v128_t r = wasm_f64x2_mul(x, y);
-    return wasm_f64x2_add(r, wasm_f64x2_mul(wasm_f64x2_mul(SIM_V2(0.5), y), wasm_f64x2_sub(x, wasm_f64x2_mul(r, r))));
+    return wasm_f64x2_add(r, wasm_f64x2_mul(wasm_f64x2_mul(SIM_K2(0.5), y), wasm_f64x2_sub(x, wasm_f64x2_mul(r, r))));
 }
 
 /* sim_sincos_oct of two angles. */
 SIM_FN void sim_sincos_oct_v(v128_t a, v128_t *sn, v128_t *cs)
 {
-    const double cps[7] = { SIM_SIN_SERIES }, cpc[7] = { SIM_COS_SERIES };
+    SIM_KTAB(cps, SIM_SIN_SERIES);
+    SIM_KTAB(cpc, SIM_COS_SERIES);
     v128_t a2 = wasm_f64x2_mul(a, a);
-    v128_t ps = wasm_v128_load64_splat(&cps[0]), pc = wasm_v128_load64_splat(&cpc[0]);
+    v128_t ps = SIM_KAT(cps, 0), pc = SIM_KAT(cpc, 0);
     for (int i = 1; i < 7; i++) {
-        ps = wasm_f64x2_add(wasm_f64x2_mul(ps, a2), wasm_v128_load64_splat(&cps[i]));
-        pc = wasm_f64x2_add(wasm_f64x2_mul(pc, a2), wasm_v128_load64_splat(&cpc[i]));
+        ps = wasm_f64x2_add(wasm_f64x2_mul(ps, a2), SIM_KAT(cps, i));
+        pc = wasm_f64x2_add(wasm_f64x2_mul(pc, a2), SIM_KAT(cpc, i));
     }
     *sn = wasm_f64x2_add(a, wasm_f64x2_mul(a, wasm_f64x2_mul(a2, ps)));
-    *cs = wasm_f64x2_sub(SIM_V2(1.0), wasm_f64x2_mul(a2, wasm_f64x2_sub(SIM_V2(0.5), wasm_f64x2_mul(a2, pc))));
+    *cs = wasm_f64x2_sub(SIM_K2(1.0), wasm_f64x2_mul(a2, wasm_f64x2_sub(SIM_K2(0.5), wasm_f64x2_mul(a2, pc))));
 }
 #endif
 
+#define SIM_QUARTER_TURN 1.4629180792671596e-09 /* (pi / 2) / 2^30 */
+
 SIM_FN void sim_normal_pairs(const sim_u32 *wr, const sim_u32 *wa, double *zc, double *zs, int n)
 {
-    const double quarter = 1.4629180792671596e-09; /* (pi / 2) / 2^30 */
+    const double quarter = SIM_QUARTER_TURN;
     double r[SIM_W], sn[SIM_W], cs[SIM_W];
     int j0 = 0;
     SIM_ASSERT(n <= SIM_W);
@@ -591,9 +615,9 @@ SIM_FN void sim_normal_pairs(const sim_u32 *wr, const sim_u32 *wa, double *zc, d
      * division (s, f and ed wait in r, sn and cs), the rest of it, then
      * root, angle and products. */
     for (int j = 0; j + 2 <= n; j += 2) {
-        v128_t w2 = wasm_v128_xor(wasm_v128_load64_zero(wr + j), wasm_i32x4_splat((sim_i32)0x80000000u));
-        v128_t u = wasm_f64x2_mul(wasm_f64x2_add(wasm_f64x2_convert_low_i32x4(w2), SIM_V2(2147483648.5)),
-            SIM_V2(2.3283064365386962890625e-10));
+        v128_t w2 = wasm_v128_xor(wasm_v128_load64_zero(wr + j), SIM_KI32(0x80000000u));
+        v128_t u = wasm_f64x2_mul(wasm_f64x2_add(wasm_f64x2_convert_low_i32x4(w2), SIM_K2(2147483648.5)),
+            SIM_K2(2.3283064365386962890625e-10));
         v128_t f, ed;
         wasm_v128_store(r + j, sim_log_v1(u, &f, &ed));
         wasm_v128_store(sn + j, f);
@@ -601,14 +625,15 @@ SIM_FN void sim_normal_pairs(const sim_u32 *wr, const sim_u32 *wa, double *zc, d
     }
     for (int j = 0; j + 2 <= n; j += 2) {
         v128_t lg = sim_log_v2(wasm_v128_load(r + j), wasm_v128_load(sn + j), wasm_v128_load(cs + j));
-        wasm_v128_store(r + j, wasm_f64x2_mul(SIM_V2(-2.0), lg));
+        wasm_v128_store(r + j, wasm_f64x2_mul(SIM_K2(-2.0), lg));
     }
     for (; j0 + 2 <= n; j0 += 2) {
         v128_t rv = sim_sqrt_nr_v(wasm_v128_load(r + j0));
         v128_t wa2 = wasm_v128_load64_zero(wa + j0);
-        v128_t md = wasm_f64x2_convert_low_i32x4(wasm_v128_and(wa2, wasm_i32x4_splat(0x3fffffff)));
-        v128_t hi = wasm_f64x2_gt(md, SIM_V2(536870912.0));
-        v128_t a = wasm_f64x2_mul(wasm_v128_bitselect(wasm_f64x2_sub(SIM_V2(1073741824.0), md), md, hi), SIM_V2(quarter));
+        v128_t md = wasm_f64x2_convert_low_i32x4(wasm_v128_and(wa2, SIM_KI32(0x3fffffff)));
+        v128_t hi = wasm_f64x2_gt(md, SIM_K2(536870912.0));
+        v128_t a = wasm_f64x2_mul(wasm_v128_bitselect(wasm_f64x2_sub(SIM_K2(1073741824.0), md), md, hi),
+            SIM_K2(SIM_QUARTER_TURN));
         v128_t snv, csv;
         sim_sincos_oct_v(a, &snv, &csv);
         /* The signs from the word's top bits, the word copied into both
@@ -619,7 +644,7 @@ SIM_FN void sim_normal_pairs(const sim_u32 *wr, const sim_u32 *wa, double *zc, d
          * never NaN). No int64 sign extension or arithmetic shift: V8
          * emulates both with several instructions. */
         v128_t dup = wasm_i32x4_shuffle(wa2, wa2, 0, 0, 1, 1);
-        v128_t sign = wasm_i64x2_splat((sim_i64)0x8000000000000000ull);
+        v128_t sign = SIM_KI64(0x8000000000000000ull);
         v128_t swap = wasm_v128_xor(hi, wasm_i32x4_shr(wasm_i32x4_shl(dup, 1), 31));
         v128_t d = wasm_v128_and(wasm_v128_xor(snv, csv), swap); /* swapped: c and s trade places */
         v128_t c = wasm_v128_xor(wasm_v128_xor(csv, d), wasm_v128_and(wasm_v128_xor(dup, wasm_i64x2_shl(dup, 1)), sign));
@@ -845,10 +870,10 @@ SIM_FN void sim_acc_lanes2(sim_acc *acc, sim_u64 (*alt)[SIM_HIST_BINS + 2], cons
          * exactly), and their min and max are the doubles' (truncation is
          * monotone), both made integers once at the end. */
         {
-            const v128_t lim = SIM_V2(SIM_FIX_LIMIT), nlim = SIM_V2(-SIM_FIX_LIMIT);
+            const v128_t lim = SIM_K2(SIM_FIX_LIMIT), nlim = SIM_K2(-SIM_FIX_LIMIT);
             const v128_t sc = SIM_V2(l->scale), sq = SIM_V2(l->sq_scale);
             const v128_t hlo = SIM_V2(l->hist_lo), hiw = SIM_V2(l->hist_inv_width);
-            const v128_t bins = SIM_V2((double)SIM_HIST_BINS);
+            const v128_t bins = SIM_K2((double)SIM_HIST_BINS);
             v128_t sh = SIM_V2(0.0), sl = sh, s2h = sh, s2l = sh, ns = wasm_i64x2_splat(0);
             v128_t mnv = lim, mxv = nlim; /* beyond every clamped value */
             for (; i0 + 2 <= n; i0 += 2) {
@@ -859,29 +884,29 @@ SIM_FN void sim_acc_lanes2(sim_acc *acc, sim_u64 (*alt)[SIM_HIST_BINS + 2], cons
                  * clamps only where a lane is out of range or NaN. */
                 v128_t yc = y, y2c = y2;
                 if (wasm_v128_any_true(wasm_v128_not(ok))) {
-                    ns = wasm_i64x2_add(ns, wasm_v128_andnot(wasm_i64x2_splat(1), ok));
+                    ns = wasm_i64x2_add(ns, wasm_v128_andnot(SIM_KI64(1), ok));
                     yc = wasm_v128_and(y, wasm_f64x2_eq(y, y));
                     y2c = wasm_v128_and(y2, wasm_f64x2_eq(y2, y2));
-                    yc = wasm_v128_bitselect(yc, SIM_V2(SIM_FIX_CLAMP), wasm_f64x2_lt(yc, lim));
-                    yc = wasm_v128_bitselect(yc, SIM_V2(-SIM_FIX_CLAMP), wasm_f64x2_gt(yc, nlim));
-                    y2c = wasm_v128_bitselect(y2c, SIM_V2(SIM_FIX_CLAMP), wasm_f64x2_lt(y2c, lim));
+                    yc = wasm_v128_bitselect(yc, SIM_K2(SIM_FIX_CLAMP), wasm_f64x2_lt(yc, lim));
+                    yc = wasm_v128_bitselect(yc, SIM_K2(-SIM_FIX_CLAMP), wasm_f64x2_gt(yc, nlim));
+                    y2c = wasm_v128_bitselect(y2c, SIM_K2(SIM_FIX_CLAMP), wasm_f64x2_lt(y2c, lim));
                 }
                 v128_t q = wasm_f64x2_trunc(yc), q2 = wasm_f64x2_trunc(y2c);
-                v128_t qh = wasm_f64x2_floor(wasm_f64x2_mul(q, SIM_V2(0x1p-32)));
-                v128_t q2h = wasm_f64x2_floor(wasm_f64x2_mul(q2, SIM_V2(0x1p-32)));
+                v128_t qh = wasm_f64x2_floor(wasm_f64x2_mul(q, SIM_K2(0x1p-32)));
+                v128_t q2h = wasm_f64x2_floor(wasm_f64x2_mul(q2, SIM_K2(0x1p-32)));
                 sh = wasm_f64x2_add(sh, qh);
-                sl = wasm_f64x2_add(sl, wasm_f64x2_sub(q, wasm_f64x2_mul(qh, SIM_V2(0x1p32))));
+                sl = wasm_f64x2_add(sl, wasm_f64x2_sub(q, wasm_f64x2_mul(qh, SIM_K2(0x1p32))));
                 s2h = wasm_f64x2_add(s2h, q2h);
-                s2l = wasm_f64x2_add(s2l, wasm_f64x2_sub(q2, wasm_f64x2_mul(q2h, SIM_V2(0x1p32))));
+                s2l = wasm_f64x2_add(s2l, wasm_f64x2_sub(q2, wasm_f64x2_mul(q2h, SIM_K2(0x1p32))));
                 mnv = wasm_f64x2_pmin(mnv, q);
                 mxv = wasm_f64x2_pmax(mxv, q);
                 /* sim_hist_slot */
                 v128_t b = wasm_f64x2_mul(wasm_f64x2_sub(xv, hlo), hiw);
                 /* b < BINS ? b : BINS as pmin, which differs only for NaN, where
                  * the next select gives -1 either way */
-                v128_t bc = wasm_v128_bitselect(wasm_f64x2_pmin(b, bins), SIM_V2(-1.0), wasm_f64x2_ge(b, SIM_V2(0.0)));
+                v128_t bc = wasm_v128_bitselect(wasm_f64x2_pmin(b, bins), SIM_K2(-1.0), wasm_f64x2_ge(b, SIM_V2(0.0)));
                 /* 1 + (int)bc, in [0, 33], is the low word of 2^52 + 1 + trunc(bc) */
-                v128_t sl2 = wasm_f64x2_add(wasm_f64x2_trunc(bc), SIM_V2(4503599627370497.0));
+                v128_t sl2 = wasm_f64x2_add(wasm_f64x2_trunc(bc), SIM_K2(4503599627370497.0));
                 wasm_v128_store64_lane(slot + i0, wasm_i32x4_shuffle(sl2, sl2, 0, 2, 0, 2), 0);
             }
             s = (sim_i64)(((sim_u64)(sim_i64)wasm_f64x2_extract_lane(sh, 0) + (sim_u64)(sim_i64)wasm_f64x2_extract_lane(sh, 1)) << 32) +
