@@ -283,7 +283,7 @@ fuzz: $(FUZZ_BIN) ## run each libFuzzer harness for FUZZ_SECONDS (default 60)
 	BUILD=$(BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
 
 SOAK_SEEDS ?= 1 2 3 4 5
-SOAK_LOAD_S ?= 480
+SOAK_LOAD_S ?= 1500
 soak: all ## the long reliability runs: chaos with a big job once per seed in SOAK_SEEDS, then 2,000 working sessions for SOAK_LOAD_S seconds
 	@for seed in $(SOAK_SEEDS); do \
 		BUILD=$(BUILD) CHAOS_SEED=$$seed CHAOS_ITEMS=$(or $(CHAOS_ITEMS),600000000) \
