@@ -953,6 +953,8 @@ static void on_completed(session *s, const req *r, const cd_completed *res)
 
 static void on_heartbeat(session *s, pr_msg *m)
 {
+    if (s->nfly == 0) /* nothing to renew: the scheduler need not hear of it */
+        return;
     cd_renew *r = RT_MSG_NEW(cd_renew, CD_MSG_RENEW);
     r->node = s->node_id;
     for (uint32_t i = 0; i < m->body.heartbeat.nin_flight && r->n < CD_MAX_RENEW; i++) {
