@@ -408,8 +408,7 @@ SIM_FN double sim_exp(double x)
  * sqrt(2)), and the series in s = (m-1)/(m+1) follow Sun's fdlibm design. */
 SIM_FN double sim_log(double x)
 {
-    const double ln2_hi = 6.93147180369123816490e-01;
-    const double ln2_lo = 1.90821492927058770002e-10;
+    const double ln2_hi = SIM_LN2_HI, ln2_lo = SIM_LN2_LO;
     const double lg[7] = { SIM_LOG_SERIES };
     sim_u64 b = sim_f64_bits(x);
     sim_i32 e = (sim_i32)((b >> 52) & 0x7ff) - 1023;
