@@ -602,6 +602,10 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *er
         (opts->tls_cert ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0);
     info.foreign_loops = loops;
     info.user = g;
+    /* The buffer each read goes into (4 KiB by default): a node's batch of
+     * results, or the rest of a refused frame, arrives in a sixteenth of
+     * the reads. One per service thread. */
+    info.pt_serv_buf_size = 65536;
     lws_set_log_level(LLL_ERR, NULL);
     g->ctx = lws_create_context(&info);
     if (g->ctx == NULL) {

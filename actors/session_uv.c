@@ -216,10 +216,11 @@ int cd_session_lws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *u
             c->bad = true; /* a text frame ends the session */
             return -1;
         }
-        if (c->rx_len + len > PR_MAX_FRAME) {
-            /* Refused without parsing (PROTOCOL.md §1): the session answers
+        if (c->rx_len + len + lws_remaining_packet_payload(wsi) > PR_MAX_FRAME) {
+            /* Refused without parsing (PROTOCOL.md §1), as soon as the
+             * frame's header says it is too long: the session answers
              * EFRAMESIZE and closes; until then what is left of the frame
-             * is dropped as it arrives, so nothing more is buffered. */
+             * is dropped as it arrives, so none of it is buffered. */
             c->bad = true;
             free(c->rx);
             c->rx = NULL;

@@ -167,6 +167,15 @@ test('a frame past 4 MiB is refused with EFRAMESIZE and ends the session', async
   assert.equal(e.body.code, E.EFRAMESIZE, e.body.message);
   await within(n.closed, 10000, 'oversized frame: the session closed');
   count('oversized frames');
+  // Exactly 4 MiB is within the limit (the refusal reads the frame's
+  // declared length): it is decoded, and as garbage it costs one strike.
+  const m = await ScriptedNode.connect(srv.port);
+  await m.hello();
+  m.link.send(Buffer.alloc(4 * 1024 * 1024, 0x90));
+  const d = await m.error(undefined, 'a decode error for a frame of exactly 4 MiB');
+  assert.notEqual(d.body.code, E.EFRAMESIZE, d.body.message);
+  assert.notEqual(d.body.code, E.ERATELIMITED, d.body.message);
+  await m.close();
   await healthy();
 });
 
