@@ -4,6 +4,7 @@
 #include "proto/sign.h"
 
 #include <sodium.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,12 @@ int pr_sign(uint8_t sig[PR_SIG_BYTES], const pr_key *k, uint64_t ts, const char 
     return 0;
 }
 
+/* Whether a signature's ts is within the skew window of the receiver's now. */
+static bool in_window(uint64_t ts, uint64_t now)
+{
+    return (ts > now ? ts - now : now - ts) <= PR_MAX_SKEW_S;
+}
+
 int pr_verify(const uint8_t *sig, size_t sig_len, const uint8_t *pk, size_t pk_len,
     uint64_t ts, uint64_t now, const char *method, const char *host, const char *path,
     const uint8_t *body, size_t body_len)
@@ -102,7 +109,7 @@ int pr_verify(const uint8_t *sig, size_t sig_len, const uint8_t *pk, size_t pk_l
         return PR_EKEYLEN;
     if (sig == NULL || sig_len != PR_SIG_BYTES)
         return PR_ESIGLEN;
-    if ((ts > now ? ts - now : now - ts) > PR_MAX_SKEW_S)
+    if (!in_window(ts, now))
         return PR_ESKEW;
     if ((rc = pr_canonical(msg, sizeof msg, &len, ts, method, host, path, body, body_len)) != 0)
         return rc;
@@ -179,8 +186,7 @@ int pr_complete_verify(const pr_complete *c, const uint8_t *pk, size_t pk_len,
      * repeats it is refused without checking its own, so a stream of
      * replays costs the receiver a lookup each. Inside the skew window only:
      * a frame too old is PR_ESKEW, as it would be without a guard. */
-    if (guard != NULL && (c->ts > now ? c->ts - now : now - c->ts) <= PR_MAX_SKEW_S &&
-        (rc = pr_replay_seen(guard, c->ts, c->batch.nonce)) != 0)
+    if (guard != NULL && in_window(c->ts, now) && (rc = pr_replay_seen(guard, c->ts, c->batch.nonce)) != 0)
         return rc;
     rc = pr_verify(c->sig, sizeof c->sig, pk, pk_len, c->ts, now, PR_SIGN_METHOD, host,
         PR_SIGN_PATH_COMPLETE, c->payload.ptr, c->payload.len);

@@ -1199,9 +1199,9 @@ static void load_run(double seconds)
     }
     double t = now_s() - t0, rate = (double)(B.accepted - a0) / t;
     double slope = trend_kib_min(rss_t, rss_kib, nrss);
-    /* Past the skew window and a minute more, every bounded record (the
-     * ledger's window, the sessions' replay guards) has filled: from then
-     * on memory should be flat. */
+    /* Past the skew window and a minute more, the ledger's window and the
+     * sessions' replay guards have filled; the live-event log (4,096
+     * events, four job.progress a second) takes about 17 minutes more. */
     size_t late = 0;
     while (late < nrss && rss_t[late] < PR_MAX_SKEW_S + 60)
         late++;
