@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -47,9 +48,21 @@ enum { RATE_PER_S = 200, RATE_BURST = 400 };
  * one. The list holds PENALTY_SLOTS keys; a full list drops the entry
  * whose refusal ends first. Keys only: every node of a NAT, or of these
  * tests, shares one address, and a key is what an offender must pay for
- * (an enrolment) to replace. */
+ * (an enrolment) to replace.
+ *
+ * Under open enrolment a key costs nothing, so the address a session
+ * closed for abuse came from goes on a list of its own, with the same
+ * escalation: while it is on it, new connections from that address (an
+ * IPv4 address, or an IPv6 /64) are refused before the challenge. The
+ * sessions it already has go on, so honest nodes behind an offender's NAT
+ * keep working; a node of theirs that reconnects meanwhile is refused and
+ * tries again after its backoff. A refused connection is held, unread, for
+ * up to TARPIT_MS before its error and close: an offender that waits for
+ * the answer (as each connection must) then costs one connection a
+ * TARPIT_MS, not one a round trip. At most HELD_MAX are held; past that
+ * the refusal comes at once. */
 enum { STRIKE_BURST = 16, STRIKE_REFILL_MS = 10000 };
-enum { PENALTY_SLOTS = 4096 };
+enum { PENALTY_SLOTS = 4096, TARPIT_MS = 2000, HELD_MAX = 256 };
 #define PENALTY_BASE_MS 2000u
 #define PENALTY_MAX_MS (15u * 60 * 1000)
 #define PENALTY_FORGET_MS (60u * 60 * 1000)
@@ -62,6 +75,7 @@ enum {
     M_WATCH,
     M_CANCEL,
     M_OVERSIZE,
+    M_REFUSE,
     MAX_BATCHES = 64,
     MAX_INFLIGHT = 1024,
     CLOSE_LINGER_S = 5,    /* how long a closed session waits for the node to close */
@@ -85,9 +99,11 @@ typedef struct conn {
     bool closing, bad, shut;
 } conn;
 
+/* A penalty list's entry: who is a node key, or an address in its first
+ * 16 bytes (IPv4 as ::ffff:a.b.c.d, IPv6 to its /64), the rest zero. */
 typedef struct penalty {
-    uint8_t pk[PR_PK_BYTES];
-    uint64_t until_ms;     /* hellos are refused before this; 0 = a free slot */
+    uint8_t who[PR_PK_BYTES];
+    uint64_t until_ms;     /* refused before this; 0 = a free slot */
     uint64_t last_ms;      /* the last offence */
     uint32_t offences;
 } penalty;
@@ -102,7 +118,9 @@ struct cd_sessions {
     conn *conns;
     size_t nconns, conns_cap;
     uint64_t next_id;
-    penalty *penalties;    /* PENALTY_SLOTS, allocated at the first offence */
+    penalty *penalties;    /* keys: PENALTY_SLOTS, allocated at the first offence */
+    penalty *addr_penalties; /* addresses: the same */
+    unsigned nheld;        /* refused connections held (TARPIT_MS) */
 };
 
 typedef struct pss {
@@ -169,7 +187,35 @@ static void frame_release(rt_msg *m)
 static void session_behaviour(rt_actor *self, rt_msg *m);
 static void session_final(rt_actor *self);
 typedef struct session session;
-static void session_init(session *s, cd_sessions *ss, uint64_t conn_id, rt_actor *self, const char *host);
+static void session_init(session *s, cd_sessions *ss, uint64_t conn_id, rt_actor *self, const char *host,
+    const uint8_t addr[PR_PK_BYTES]);
+
+/* Holds a connection's reads (a refused connection waits unread) or lets
+ * them go again. */
+static void link_hold(cd_sessions *ss, uint64_t id, bool hold)
+{
+    conn *c = conn_find(ss, id);
+    if (c != NULL)
+        lws_rx_flow_control(c->wsi, hold ? 0 : 1);
+}
+
+/* The peer's address as a penalty list's who; zero when it has none. */
+static void peer_addr(struct lws *wsi, uint8_t who[PR_PK_BYTES])
+{
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof sa;
+    memset(who, 0, PR_PK_BYTES);
+    if (getpeername(lws_get_socket_fd(wsi), (struct sockaddr *)&sa, &len) != 0)
+        return;
+    if (sa.ss_family == AF_INET) {
+        who[10] = who[11] = 0xff;
+        memcpy(who + 12, &((struct sockaddr_in *)&sa)->sin_addr, 4);
+    } else if (sa.ss_family == AF_INET6) {
+        const uint8_t *a = ((struct sockaddr_in6 *)&sa)->sin6_addr.s6_addr;
+        bool v4 = memcmp(a, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0;
+        memcpy(who, a, v4 ? 16 : 8);
+    }
+}
 static size_t session_size(void);
 
 int cd_session_lws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
@@ -202,7 +248,9 @@ int cd_session_lws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *u
         c->wsi = wsi;
         c->actor = a; /* the spawn reference moves here */
         ps->id = c->id;
-        session_init(rt_state(a), ss, c->id, a, host);
+        uint8_t addr[PR_PK_BYTES];
+        peer_addr(wsi, addr);
+        session_init(rt_state(a), ss, c->id, a, host, addr);
         rt_send(a, rt_msg_new(M_START, sizeof(rt_msg)));
         return 0;
     }
@@ -320,6 +368,7 @@ void cd_sessions_destroy(cd_sessions *ss)
         conn_free(&ss->conns[i]);
     free(ss->conns);
     free(ss->penalties);
+    free(ss->addr_penalties);
     rt_actor_release(ss->store);
     rt_actor_release(ss->scheduler);
     free(ss);
@@ -361,6 +410,8 @@ struct session {
     uint64_t conn;
     rt_actor *self;
     char host[256];
+    uint8_t addr[PR_PK_BYTES]; /* where it connects from, as a penalty list's who */
+    bool held;             /* refused, waiting TARPIT_MS unread (counted in nheld) */
     uint8_t nonce[PR_NONCE_BYTES];
     enum { AWAIT_HELLO, ENROLLING, RUNNING, CLOSED } phase;
     uint8_t pk[PR_PK_BYTES];
@@ -389,12 +440,14 @@ static size_t session_size(void)
     return sizeof(session);
 }
 
-static void session_init(session *s, cd_sessions *ss, uint64_t conn_id, rt_actor *self, const char *host)
+static void session_init(session *s, cd_sessions *ss, uint64_t conn_id, rt_actor *self, const char *host,
+    const uint8_t addr[PR_PK_BYTES])
 {
     s->ss = ss;
     s->conn = conn_id;
     s->self = self;
     snprintf(s->host, sizeof s->host, "%s", host);
+    memcpy(s->addr, addr, PR_PK_BYTES);
 }
 
 static uint64_t now_s(void)
@@ -443,38 +496,38 @@ static void send_error(session *s, uint64_t id, int code, const char *message, b
 
 /* ---- penalties (loop thread: sessions and the table share it) ---- */
 
-static penalty *penalty_find(cd_sessions *ss, const uint8_t pk[PR_PK_BYTES])
+static penalty *penalty_find(penalty *list, const uint8_t who[PR_PK_BYTES])
 {
-    for (size_t i = 0; ss->penalties != NULL && i < PENALTY_SLOTS; i++)
-        if (ss->penalties[i].until_ms != 0 && memcmp(ss->penalties[i].pk, pk, PR_PK_BYTES) == 0)
-            return &ss->penalties[i];
+    for (size_t i = 0; list != NULL && i < PENALTY_SLOTS; i++)
+        if (list[i].until_ms != 0 && memcmp(list[i].who, who, PR_PK_BYTES) == 0)
+            return &list[i];
     return NULL;
 }
 
-/* Ms for which pk's hellos are still refused; 0 when they are not. */
-static uint64_t penalty_left(cd_sessions *ss, const uint8_t pk[PR_PK_BYTES], uint64_t now)
+/* Ms for which who is still refused; 0 when it is not. */
+static uint64_t penalty_left(penalty *list, const uint8_t who[PR_PK_BYTES], uint64_t now)
 {
-    const penalty *p = penalty_find(ss, pk);
+    const penalty *p = penalty_find(list, who);
     return p != NULL && p->until_ms > now ? p->until_ms - now : 0;
 }
 
-/* The node with key pk ended a session by abuse: refuse it for longer
- * each time. */
-static void penalise(cd_sessions *ss, const uint8_t pk[PR_PK_BYTES], uint64_t now)
+/* who (a key or an address) ended a session by abuse: refuse it for
+ * longer each time. */
+static void penalise(penalty **list, const uint8_t who[PR_PK_BYTES], uint64_t now)
 {
-    if (ss->penalties == NULL) {
-        ss->penalties = calloc(PENALTY_SLOTS, sizeof *ss->penalties);
-        if (ss->penalties == NULL)
-            rt_oom(PENALTY_SLOTS * sizeof *ss->penalties);
+    if (*list == NULL) {
+        *list = calloc(PENALTY_SLOTS, sizeof **list);
+        if (*list == NULL)
+            rt_oom(PENALTY_SLOTS * sizeof **list);
     }
-    penalty *p = penalty_find(ss, pk);
+    penalty *p = penalty_find(*list, who);
     if (p == NULL) {
-        p = &ss->penalties[0];
+        p = &(*list)[0];
         for (size_t i = 1; i < PENALTY_SLOTS && p->until_ms != 0; i++)
-            if (ss->penalties[i].until_ms < p->until_ms)
-                p = &ss->penalties[i];
+            if ((*list)[i].until_ms < p->until_ms)
+                p = &(*list)[i];
         memset(p, 0, sizeof *p);
-        memcpy(p->pk, pk, PR_PK_BYTES);
+        memcpy(p->who, who, PR_PK_BYTES);
     }
     if (now - p->last_ms > PENALTY_FORGET_MS)
         p->offences = 0;
@@ -486,14 +539,26 @@ static void penalise(cd_sessions *ss, const uint8_t pk[PR_PK_BYTES], uint64_t no
     p->until_ms = now + (ms < PENALTY_MAX_MS ? ms : PENALTY_MAX_MS);
 }
 
-/* Ends the session for abuse: the error, then the close; an enrolled
- * node's key goes on the penalty list. */
+/* Ends the session for abuse: the error, then the close; its address
+ * goes on the penalty list, and an enrolled node's key on its own. */
 static void cut_off(session *s, int code, const char *why, const char *reason)
 {
+    uint64_t now = now_ms_wall();
     s->offline_reason = reason;
+    penalise(&s->ss->addr_penalties, s->addr, now);
     if (s->phase == RUNNING || s->phase == ENROLLING)
-        penalise(s->ss, s->pk, now_ms_wall());
+        penalise(&s->ss->penalties, s->pk, now);
     send_error(s, 0, code, why, true);
+}
+
+/* Refuses a connection from an address on the penalty list, left ms
+ * before it comes off. */
+static void refuse(session *s, uint64_t left)
+{
+    char why[200];
+    snprintf(why, sizeof why, "connections from this address are refused for %" PRIu64 " s more: a session from it "
+        "was closed for abuse (the refusal doubles with each)", (left + 999) / 1000);
+    send_error(s, 0, E_RATE_LIMITED, why, true);
 }
 
 /* Takes a strike for a bad frame; when they run out the session ends. */
@@ -662,7 +727,7 @@ static const char *enrol_known_sql =
 static void on_hello(session *s, pr_msg *m)
 {
     pr_hello *h = &m->body.hello;
-    uint64_t left = penalty_left(s->ss, h->pk, now_ms_wall());
+    uint64_t left = penalty_left(s->ss->penalties, h->pk, now_ms_wall());
     if (left > 0) {
         /* Refused before the signature check: whoever sends it, the key's
          * owner earned the refusal in a session it signed for. */
@@ -1074,23 +1139,52 @@ static void on_reply(session *s, rt_msg *msg)
     }
 }
 
+/* The session's first word: the challenge its hello must sign. */
+static void challenge(session *s)
+{
+    randombytes_buf(s->nonce, sizeof s->nonce);
+    pr_msg c;
+    memset(&c, 0, sizeof c);
+    c.type = PR_MSG_CHALLENGE;
+    memcpy(c.body.challenge.nonce, s->nonce, sizeof s->nonce);
+    c.body.challenge.server = SERVER_VERSION;
+    send_msg(s, &c);
+}
+
 static void session_behaviour(rt_actor *self, rt_msg *m)
 {
     session *s = rt_state(self);
     switch (m->type) {
     case M_START: {
-        randombytes_buf(s->nonce, sizeof s->nonce);
-        pr_msg c;
-        memset(&c, 0, sizeof c);
-        c.type = PR_MSG_CHALLENGE;
-        memcpy(c.body.challenge.nonce, s->nonce, sizeof s->nonce);
-        c.body.challenge.server = SERVER_VERSION;
-        send_msg(s, &c);
+        uint64_t left = penalty_left(s->ss->addr_penalties, s->addr, now_ms_wall());
+        if (left > 0 && s->ss->nheld < HELD_MAX) {
+            s->held = true;
+            s->ss->nheld++;
+            link_hold(s->ss, s->conn, true);
+            rt_send_after(self, left < TARPIT_MS ? left : TARPIT_MS, rt_msg_new(M_REFUSE, sizeof(rt_msg)));
+            break;
+        }
+        if (left > 0)
+            refuse(s, left);
+        else
+            challenge(s);
         break;
     }
     case M_FRAME:
-        if (s->phase != CLOSED)
+        if (s->phase != CLOSED && !s->held)
             on_frame(s, (frame_msg *)m);
+        break;
+    case M_REFUSE:
+        if (s->held) {
+            s->held = false;
+            s->ss->nheld--;
+            link_hold(s->ss, s->conn, false);
+            uint64_t left = penalty_left(s->ss->addr_penalties, s->addr, now_ms_wall());
+            if (left > 0)
+                refuse(s, left);
+            else /* its refusal ran out while it waited */
+                challenge(s);
+        }
         break;
     case M_RETRY:
         s->retry_pending = false;
@@ -1103,12 +1197,16 @@ static void session_behaviour(rt_actor *self, rt_msg *m)
         on_cancel(s, (cancel_msg *)m);
         break;
     case M_OVERSIZE:
-        if (s->phase != CLOSED)
+        if (s->phase != CLOSED && !s->held)
             cut_off(s, PR_EFRAMESIZE, "a frame larger than 4194304 bytes (the frame limit): the session is closed",
                 "frame too large");
         break;
     case M_CLOSED: {
         s->phase = CLOSED;
+        if (s->held) {
+            s->held = false;
+            s->ss->nheld--;
+        }
         if (s->node_id != 0) {
             cd_node_gone *g = RT_MSG_NEW(cd_node_gone, CD_MSG_NODE_GONE);
             g->node = s->node_id;

@@ -5,7 +5,8 @@
 // hello, a frame past 4 MiB, completions with forged signatures, stolen
 // tokens and replays, and heartbeat floods cut off by the rate limit.
 //
-// Two layouts of the machine's cores, each a fresh farm:
+// Two layouts of the machine's cores, each with two kinds of attacker, each
+// a fresh farm:
 //   own cores     the attacker has the last core to itself, as an attacker
 //                 on another machine would; PostgreSQL, the coordinator and
 //                 one honest node (--cores = the other cores) share the rest.
@@ -13,6 +14,14 @@
 //                 the database) spend on the attack.
 //   shared cores  nothing is pinned; one honest node per core (--cores 1),
 //                 and the attacker takes its CPU from the same cores.
+// and
+//   one source    every attacking connection comes from 127.0.0.1, the
+//                 honest nodes' address: the coordinator's address
+//                 penalties hold and refuse its new connections while the
+//                 honest nodes' sessions go on.
+//   many sources  each from an address of its own (127.1.0.1, ...), as
+//                 from a botnet: no penalty applies, and what the attack
+//                 costs is what each frame costs.
 //
 //   hostile_honest_items_per_s        the honest nodes' items/s, undisturbed
 //                                     (the mean of the jobs before and after)
@@ -22,9 +31,13 @@
 //   hostile_attacker_cpu              its CPU seconds per second
 //   hostile_coordinator_cpu_attacked  the coordinator's, during the attack
 //   hostile_database_cpu_attacked     PostgreSQL's, during the attack
-// for the own-cores layout, and the same names ending in _shared_cores for
-// the other. HOSTILE_LAYOUT=own or shared runs one of them. Needs taskset
-// (util-linux) and two cores. Prints BENCH lines; progress goes to stderr.
+//   hostile_attack_refused_per_s      attacks refused at the connection
+//                                     or hello (address or key penalties)
+// for own cores and one source, and the same names ending in
+// _many_sources, _shared_cores and _shared_cores_many_sources for the
+// others. HOSTILE_LAYOUT=own or shared and HOSTILE_SOURCES=one or many run
+// some of them. Needs taskset (util-linux) and two cores. Prints BENCH
+// lines; progress goes to stderr.
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
@@ -39,6 +52,7 @@ const simfarm = path.join(build, 'bin/simfarm');
 const attackerFile = path.join(path.dirname(fileURLToPath(import.meta.url)), 'hostile_attacker.mjs');
 const ITEMS = Number(process.env.HOSTILE_ITEMS ?? 80000000);
 const LAYOUTS = process.env.HOSTILE_LAYOUT ? [process.env.HOSTILE_LAYOUT] : ['own', 'shared'];
+const SOURCES = process.env.HOSTILE_SOURCES ? [process.env.HOSTILE_SOURCES] : ['one', 'many'];
 const params = { style: 'european', type: 'call', S0: 100, K: 100, r: 0.05, q: 0, sigma: 0.2, T: 1, steps: 16,
   antithetic: true, greeks: true };
 const cores = os.availableParallelism();
@@ -46,6 +60,7 @@ const allCores = `0-${cores - 1}`;
 
 if (cores < 2) throw new Error('bench_hostile needs two cores');
 for (const l of LAYOUTS) if (l !== 'own' && l !== 'shared') throw new Error(`HOSTILE_LAYOUT: "${l}" is not own or shared`);
+for (const s of SOURCES) if (s !== 'one' && s !== 'many') throw new Error(`HOSTILE_SOURCES: "${s}" is not one or many`);
 
 function bench(name, value, unit) {
   console.log(`BENCH ${name} ${Number(value.toPrecision(3))} ${unit}`);
@@ -88,8 +103,8 @@ async function timedJob(srv, ev, seed) {
   return ITEMS / ((performance.now() - t0) / 1000);
 }
 
-// One fresh farm in a layout; resolves to its figures.
-async function measure(layout) {
+// One fresh farm in a layout, attacked from sources; resolves to its figures.
+async function measure(layout, sources) {
   const own = layout === 'own';
   const honestCores = own ? (cores > 2 ? `0-${cores - 2}` : '0') : allCores;
   const attackerCores = own ? String(cores - 1) : allCores;
@@ -105,11 +120,11 @@ async function measure(layout) {
   try {
     await ev.until((e) => e.type === 'snapshot', 'snapshot');
     console.error(`# ${layout} cores: honest on ${honestCores} (${nodes.length} node${nodes.length > 1 ? 's' : ''}), ` +
-      `attacker on ${attackerCores}`);
+      `attacker on ${attackerCores}, from ${sources} source${sources === 'many' ? 's' : ''}`);
     const before = await timedJob(srv, ev, 1);
     console.error(`# undisturbed: ${before.toPrecision(3)} items/s`);
     const attacker = spawn('taskset', ['-c', attackerCores, process.execPath, attackerFile, String(srv.port)],
-      { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+      { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, HOSTILE_SOURCES: sources } });
     const [ready] = await once(attacker, 'message');
     if (ready !== 'ready') throw new Error(`the attacker said ${JSON.stringify(ready)}`);
     const pids = [attacker.pid, srv.pid, ...nodes.map((n) => n.pid)];
@@ -121,14 +136,15 @@ async function measure(layout) {
     const done = once(attacker, 'message');
     attacker.send('stop');
     const [a] = await done;
-    console.error(`# attacked: ${attacked.toPrecision(3)} items/s, ${a.rounds} attack rounds (${a.failed} ended early)`);
+    console.error(`# attacked: ${attacked.toPrecision(3)} items/s, ${a.rounds} attack rounds, ${a.refused} attacks refused ` +
+      `(${a.failed} ended early otherwise)`);
     console.error(`# CPU s/s over the attacked job: attacker ${attackerCpu.toFixed(2)}, coordinator ${coordCpu.toFixed(2)}, ` +
       `database ${dbCpu.toFixed(2)}, honest nodes ${nodeCpu.map((c) => c.toFixed(2)).join(' and ')}`);
     const after = await timedJob(srv, ev, 3);
     console.error(`# undisturbed again: ${after.toPrecision(3)} items/s`);
     if ((await call(srv, 'GET', '/health')).status !== 200) throw new Error('the coordinator is down');
     const calm = (before + after) / 2;
-    return { calm, attacked, frames: a.frames / a.seconds, attackerCpu, coordCpu, dbCpu };
+    return { calm, attacked, frames: a.frames / a.seconds, refused: a.refused / a.seconds, attackerCpu, coordCpu, dbCpu };
   } finally {
     await ev.close();
     for (const n of nodes) n.kill('SIGTERM');
@@ -140,13 +156,14 @@ async function measure(layout) {
   }
 }
 
-for (const layout of LAYOUTS) {
-  const r = await measure(layout);
-  const sfx = layout === 'own' ? '' : '_shared_cores';
+for (const layout of LAYOUTS) for (const sources of SOURCES) {
+  const r = await measure(layout, sources);
+  const sfx = (layout === 'own' ? '' : '_shared_cores') + (sources === 'one' ? '' : '_many_sources');
   bench(`hostile_honest_items_per_s${sfx}`, r.calm, 'items/s');
   bench(`hostile_honest_items_per_s_attacked${sfx}`, r.attacked, 'items/s');
   bench(`hostile_honest_throughput_ratio${sfx}`, r.attacked / r.calm, 'ratio');
   bench(`hostile_attack_frames_per_s${sfx}`, r.frames, 'frames/s');
+  bench(`hostile_attack_refused_per_s${sfx}`, r.refused, 'attacks/s');
   bench(`hostile_attacker_cpu${sfx}`, r.attackerCpu, 'CPU-s/s');
   bench(`hostile_coordinator_cpu_attacked${sfx}`, r.coordCpu, 'CPU-s/s');
   bench(`hostile_database_cpu_attacked${sfx}`, r.dbCpu, 'CPU-s/s');

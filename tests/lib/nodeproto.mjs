@@ -220,15 +220,17 @@ export function clientFrame(data, { opcode = OP.binary, fin = true, mask = crypt
   return out.subarray(0, at + n);
 }
 
-// Opens a WebSocket to 127.0.0.1:port. Resolves, after the 101, to a link:
+// Opens a WebSocket to 127.0.0.1:port, from the local address `from` when
+// given (any of 127.0.0.0/8: a connection from another host, as far as the
+// coordinator can tell). Resolves, after the 101, to a link:
 // frames (every data message received, {opcode, data}), send(bytes, opcode),
 // raw(bytes) (straight onto the socket), close(), closed (a promise of the
 // close code, or 1006 when the connection ended without one) and
 // wait(pred, what, ms) (resolves to the first frame pred accepts, at the
 // deadline rejects).
-export function connect(port, { path = '/ws/node', protocol = 'simfarm.node.v1', timeoutMs = 10000 } = {}) {
+export function connect(port, { path = '/ws/node', protocol = 'simfarm.node.v1', timeoutMs = 10000, from } = {}) {
   return new Promise((resolve, reject) => {
-    const sock = net.connect(port, '127.0.0.1');
+    const sock = net.connect({ port, host: '127.0.0.1', localAddress: from });
     const key = crypto.randomBytes(16).toString('base64');
     const link = { frames: [], closeCode: null, sock };
     const waiters = new Set();
@@ -342,14 +344,17 @@ export function connect(port, { path = '/ws/node', protocol = 'simfarm.node.v1',
 // that does not decode is kept as {type: 'undecodable'}. send() numbers
 // frames 1, 2, 3, ... unless told an id, and returns the id.
 export class ScriptedNode {
-  static async connect(port, { key = nodeKey(), ...opts } = {}) {
+  // With challenge false it resolves once the WebSocket is open, before
+  // the challenge (for a connection the coordinator refuses instead).
+  static async connect(port, { key = nodeKey(), challenge = true, ...opts } = {}) {
     const n = new ScriptedNode();
     n.port = port;
     n.host = `127.0.0.1:${port}`;
     n.key = key;
     n.nextId = 0;
     n.link = await connect(port, opts);
-    n.challenge = (await n.until((m) => m.type === 'challenge', 'challenge')).body;
+    if (challenge)
+      n.challenge = (await n.until((m) => m.type === 'challenge', 'challenge')).body;
     return n;
   }
 

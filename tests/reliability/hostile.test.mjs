@@ -7,6 +7,10 @@
 // job ends with the result of one local run to the last bit and the journal
 // holds each item range exactly once.
 //
+// A session closed for abuse also puts its address on a penalty list, so
+// each attack comes from an address of its own in 127.0.0.0/8 (fresh()),
+// as from another host; the honest nodes connect from 127.0.0.1.
+//
 // The results the hostile nodes send are real ones: the bytes an honest
 // node's chunk of the same size was accepted with (read from the journal),
 // so a coordinator that skipped a check would count them and the result
@@ -41,6 +45,10 @@ function within(p, ms, what) {
   return Promise.race([p, new Promise((_, reject) => { t = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms); })])
     .finally(() => clearTimeout(t));
 }
+
+// A loopback address no test has used.
+let lastHost = 10;
+const fresh = () => `127.0.0.${++lastHost}`;
 
 const healthy = async () => assert.equal((await call(srv, 'GET', '/health')).status, 200, 'the coordinator is up');
 
@@ -160,7 +168,7 @@ test('garbage before hello is answered with its decode error and ends the sessio
 });
 
 test('a frame past 4 MiB is refused with EFRAMESIZE and ends the session', async () => {
-  const n = await ScriptedNode.connect(srv.port);
+  const n = await ScriptedNode.connect(srv.port, { from: fresh() });
   await n.hello();
   n.link.send(Buffer.alloc(4 * 1024 * 1024 + 1, 0x90));
   const e = await n.error(0, 'EFRAMESIZE (id 0: it answers no frame)');
@@ -169,7 +177,7 @@ test('a frame past 4 MiB is refused with EFRAMESIZE and ends the session', async
   count('oversized frames');
   // Exactly 4 MiB is within the limit (the refusal reads the frame's
   // declared length): it is decoded, and as garbage it costs one strike.
-  const m = await ScriptedNode.connect(srv.port);
+  const m = await ScriptedNode.connect(srv.port, { from: fresh() });
   await m.hello();
   m.link.send(Buffer.alloc(4 * 1024 * 1024, 0x90));
   const d = await m.error(undefined, 'a decode error for a frame of exactly 4 MiB');
@@ -206,8 +214,10 @@ test('garbage from an enrolled node: every frame answered, the session kept', as
 
 test('a node that keeps sending bad frames is cut off, and its key refused for longer each time', async () => {
   const key = nodeKey();
+  // Each hello from an address of its own: the key's refusal, not the
+  // address's.
   const refusedFor = async () => {
-    const n = await ScriptedNode.connect(srv.port, { key });
+    const n = await ScriptedNode.connect(srv.port, { key, from: fresh() });
     const id = n.send('hello', helloBody(key, n.host, n.challenge.nonce));
     const m = await n.until((x) => x.id === id && (x.type === 'welcome' || x.type === 'error'), 'welcome or error');
     if (m.type === 'welcome') return { n, s: 0 };
@@ -224,7 +234,7 @@ test('a node that keeps sending bad frames is cut off, and its key refused for l
     await within(n.closed, 10000, 'too many bad frames: the session closed');
     count('bad frames after welcome', STRIKES + 1);
   };
-  let n = await ScriptedNode.connect(srv.port, { key });
+  let n = await ScriptedNode.connect(srv.port, { key, from: fresh() });
   await n.hello();
   await abuse(n);
   const first = await refusedFor();
@@ -291,7 +301,7 @@ test('a heartbeat flood is cut off with ERATELIMITED', async () => {
   const ev = tailEvents(srv);
   try {
     await ev.until((e) => e.type === 'snapshot', 'snapshot');
-    const n = await ScriptedNode.connect(srv.port);
+    const n = await ScriptedNode.connect(srv.port, { from: fresh() });
     await n.hello();
     const frame = envelope('heartbeat', 1, { cpu: 0, mem_used: 0, mem_total: 1 });
     for (let i = 0; i < 2000; i++) n.link.send(frame);
@@ -307,6 +317,57 @@ test('a heartbeat flood is cut off with ERATELIMITED', async () => {
   }
   await healthy();
 });
+
+test('an address a session was cut off from is held, then refused, longer each time; its other sessions go on',
+  async () => {
+    const from = fresh();
+    const stay = await ScriptedNode.connect(srv.port, { from });
+    await stay.hello();
+    // Floods from a session of the address until it is cut off; resolves
+    // to when the cut arrived.
+    const flood = async (n) => {
+      const frame = envelope('heartbeat', 1, { cpu: 0, mem_used: 0, mem_total: 1 });
+      for (let i = 0; i < 500; i++) n.link.send(frame);
+      count('flooded heartbeats', 500);
+      assert.equal((await n.error(0, 'ERATELIMITED')).body.code, E.ERATELIMITED);
+      const cut = performance.now();
+      await within(n.closed, 10000, 'flood: the session closed');
+      return cut;
+    };
+    const first = await ScriptedNode.connect(srv.port, { from });
+    await first.hello();
+    const cut1 = await flood(first);
+    // The first refusal lasts 2 s: a connection within it is held, unread,
+    // until it ends, and then gets its challenge.
+    const late = await ScriptedNode.connect(srv.port, { from, challenge: false });
+    const c = await late.until((m) => m.type === 'challenge' || m.type === 'error', 'challenge or error');
+    assert.equal(c.type, 'challenge', JSON.stringify(c.body));
+    assert.ok(performance.now() - cut1 >= 1500, `challenged ${performance.now() - cut1} ms after the cut, within the refusal`);
+    late.challenge = c.body;
+    await late.hello();
+    count('connections from a refused address');
+    // The second lasts 4 s: a connection is held 2 s, then refused.
+    const cut2 = await flood(late);
+    const refused = await ScriptedNode.connect(srv.port, { from, challenge: false });
+    // Another address is not held meanwhile: its challenge comes while
+    // the refused connection still waits.
+    const other = await ScriptedNode.connect(srv.port, { from: fresh() });
+    assert.equal(refused.msgs.length, 0, 'the refused connection is held while another address is answered');
+    await other.close();
+    const e = await refused.until((m) => m.type === 'challenge' || m.type === 'error', 'challenge or error');
+    assert.equal(e.type, 'error', 'refused before the challenge');
+    assert.equal(e.body.code, E.ERATELIMITED, e.body.message);
+    assert.match(e.body.message, /this address are refused for [12] s more/);
+    assert.ok(performance.now() - cut2 >= 1500, `refused ${performance.now() - cut2} ms after the cut: not held`);
+    await within(refused.closed, 10000, 'a refused connection: closed');
+    count('connections from a refused address');
+    // The session the address had before its offences went on throughout.
+    const id = stay.send('ctx_req', { job: 999999, hash: Buffer.alloc(32) });
+    assert.equal((await stay.error(id, 'EJOB')).body.code, E.EJOB);
+    assert.equal(stay.link.closeCode, null, 'the earlier session is kept');
+    await stay.close();
+    await healthy();
+  });
 
 test('the honest nodes finish the job: one local run\'s result, each range accepted once', async () => {
   clearInterval(victimBeat); // (when an earlier test failed before the victim left)
