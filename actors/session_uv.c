@@ -52,8 +52,8 @@ enum { RATE_PER_S = 200, RATE_BURST = 400 };
  *
  * Under open enrolment a key costs nothing, so the address a session
  * closed for abuse came from goes on a list of its own, with the same
- * escalation: while it is on it, new connections from that address (an
- * IPv4 address, or an IPv6 /64) are refused before the challenge. The
+ * escalation: while it is on it, new node connections from that address
+ * (an IPv4 address, or an IPv6 /64) are refused before the challenge. The
  * sessions it already has go on, so honest nodes behind an offender's NAT
  * keep working; a node of theirs that reconnects meanwhile is refused and
  * tries again after its backoff. A refused connection is held, unread, for
