@@ -46,9 +46,8 @@ enum { RATE_PER_S = 200, RATE_BURST = 400 };
  * database work, for PENALTY_BASE_MS, doubling with each offence up to
  * PENALTY_MAX_MS; offences are forgotten after PENALTY_FORGET_MS without
  * one. The list holds PENALTY_SLOTS keys; a full list drops the entry
- * whose refusal ends first. Keys only: every node of a NAT, or of these
- * tests, shares one address, and a key is what an offender must pay for
- * (an enrolment) to replace.
+ * whose refusal ends first. A key is what an offender must pay for (an
+ * enrolment) to replace.
  *
  * Under open enrolment a key costs nothing, so the address a session
  * closed for abuse came from goes on a list of its own, with the same
