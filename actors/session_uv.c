@@ -1150,6 +1150,23 @@ static void challenge(session *s)
     send_msg(s, &c);
 }
 
+/* The challenge, or the refusal while the address is on the penalty list
+ * (left ms more). */
+static void admit(session *s, uint64_t left)
+{
+    if (left > 0)
+        refuse(s, left);
+    else
+        challenge(s);
+}
+
+/* A held session is held no longer. */
+static void unhold(session *s)
+{
+    s->held = false;
+    s->ss->nheld--;
+}
+
 static void session_behaviour(rt_actor *self, rt_msg *m)
 {
     session *s = rt_state(self);
@@ -1163,10 +1180,7 @@ static void session_behaviour(rt_actor *self, rt_msg *m)
             rt_send_after(self, left < TARPIT_MS ? left : TARPIT_MS, rt_msg_new(M_REFUSE, sizeof(rt_msg)));
             break;
         }
-        if (left > 0)
-            refuse(s, left);
-        else
-            challenge(s);
+        admit(s, left);
         break;
     }
     case M_FRAME:
@@ -1175,14 +1189,10 @@ static void session_behaviour(rt_actor *self, rt_msg *m)
         break;
     case M_REFUSE:
         if (s->held) {
-            s->held = false;
-            s->ss->nheld--;
+            unhold(s);
             link_hold(s->ss, s->conn, false);
-            uint64_t left = penalty_left(s->ss->addr_penalties, s->addr, now_ms_wall());
-            if (left > 0)
-                refuse(s, left);
-            else /* its refusal ran out while it waited */
-                challenge(s);
+            /* challenged if its refusal ran out while it waited */
+            admit(s, penalty_left(s->ss->addr_penalties, s->addr, now_ms_wall()));
         }
         break;
     case M_RETRY:
@@ -1202,10 +1212,8 @@ static void session_behaviour(rt_actor *self, rt_msg *m)
         break;
     case M_CLOSED: {
         s->phase = CLOSED;
-        if (s->held) {
-            s->held = false;
-            s->ss->nheld--;
-        }
+        if (s->held)
+            unhold(s);
         if (s->node_id != 0) {
             cd_node_gone *g = RT_MSG_NEW(cd_node_gone, CD_MSG_NODE_GONE);
             g->node = s->node_id;

@@ -65,7 +65,11 @@ async function open({ hello = false } = {}) {
   return n;
 }
 
-const closeOrTimeout = (n) => Promise.race([n.closed, new Promise((resolve) => setTimeout(resolve, 5000))]);
+// Waits for the coordinator to close n, at most 5 s.
+function closeOrTimeout(n) {
+  let t;
+  return Promise.race([n.closed, new Promise((resolve) => { t = setTimeout(resolve, 5000); })]).finally(() => clearTimeout(t));
+}
 
 let frames = 0; // sent, by all attacks
 

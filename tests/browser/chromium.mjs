@@ -24,7 +24,8 @@ export function launch() {
 }
 
 // Serves files from roots ({ urlPrefix: directory }) plus fixed pages
-// ({ '/path': text }, HTML unless the path ends in another known extension). Resolves to { url, close } once listening.
+// ({ '/path': text }, HTML unless the path ends in another known
+// extension). Resolves to { url, close } once listening.
 export async function serve(roots, pages = {}) {
   const server = http.createServer(async (req, res) => {
     const url = new URL(req.url, 'http://127.0.0.1');
