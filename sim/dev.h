@@ -66,8 +66,8 @@ static inline uint64_t sim_f64_bits(double d)
     memcpy(&u, &d, sizeof u);
     return u;
 }
-/* sqrt is an IEEE basic operation (correctly rounded); the builtin keeps
- * errno handling out of vectorized loops. */
+/* sqrt is an IEEE basic operation (correctly rounded); built with
+ * -fno-math-errno, the builtin is the instruction, in vector loops too. */
 #define sim_sqrt(x) __builtin_sqrt(x)
 #define sim_fabs(x) __builtin_fabs(x)
 #if defined(__wasm_simd128__)
@@ -427,26 +427,6 @@ SIM_FN double sim_log(double x)
     return ed * ln2_hi - ((hfsq - (s * (hfsq + rr) + ed * ln2_lo)) - f);
 }
 
-/* Square root of a positive normal x from multiplications alone: an
- * inverse square root guessed from the bits, four Newton steps (error
- * 3%, then about 2e-3, 5e-6, 3e-11, below rounding), and a last step on
- * the root. Within an ulp or two of the IEEE result, and unlike the
- * library's sqrt it carries no errno branch, so loops around it vectorize;
- * every backend runs these same operations. */
-#define SIM_RSQRT_MAGIC 0x5FE6EB50C7B537A9ull
-
-SIM_FN double sim_sqrt_nr(double x)
-{
-    double y = sim_f64_from_bits(SIM_RSQRT_MAGIC - (sim_f64_bits(x) >> 1));
-    double hx = 0.5 * x;
-    y = y * (1.5 - hx * y * y);
-    y = y * (1.5 - hx * y * y);
-    y = y * (1.5 - hx * y * y);
-    y = y * (1.5 - hx * y * y);
-    double r = x * y;
-    return r + 0.5 * y * (x - r * r);
-}
-
 /* Central region of the inverse normal CDF (Wichura's AS241, PPND16), for
  * |q| <= 0.425 where q = p - 1/2. */
 SIM_FN double sim_ninv_central(double q)
@@ -481,7 +461,7 @@ SIM_FN double sim_ninv_tail_cd(double r)
 SIM_FN_OUTLINE double sim_ninv_tail(double p)
 {
     double q = p - 0.5;
-    double r = sim_sqrt_nr(-sim_log(q < 0.0 ? p : 1.0 - p));
+    double r = sim_sqrt(-sim_log(q < 0.0 ? p : 1.0 - p));
     double v;
     if (r <= 5.0) {
         v = sim_ninv_tail_cd(r);
@@ -536,7 +516,7 @@ SIM_FN void sim_sincos_oct(double a, double *sn, double *cs)
  * exact sign flips) so loops vectorize, and in stages over all pairs, so
  * the pairs' chains of dependent operations overlap. */
 #if defined(__wasm_simd128__)
-/* Two lanes of sim_log, sim_sqrt_nr and sim_sincos_oct in WebAssembly
+/* Two lanes of sim_log and sim_sincos_oct in WebAssembly
  * SIMD: the same operations in the same order on each lane. */
 #define SIM_V2(c) wasm_f64x2_splat(c)
 
@@ -570,17 +550,6 @@ SIM_FN v128_t sim_log_v2(v128_t s, v128_t f, v128_t ed)
     v128_t hfsq = wasm_f64x2_mul(wasm_f64x2_mul(SIM_K2(0.5), f), f);
     v128_t lo = wasm_f64x2_add(wasm_f64x2_mul(s, wasm_f64x2_add(hfsq, rr)), wasm_f64x2_mul(ed, SIM_K2(SIM_LN2_LO)));
     return wasm_f64x2_sub(wasm_f64x2_mul(ed, SIM_K2(SIM_LN2_HI)), wasm_f64x2_sub(wasm_f64x2_sub(hfsq, lo), f));
-}
-
-/* sim_sqrt_nr of two positive normal doubles. */
-SIM_FN v128_t sim_sqrt_nr_v(v128_t x)
-{
-    v128_t y = wasm_i64x2_sub(SIM_KI64(SIM_RSQRT_MAGIC), wasm_u64x2_shr(x, 1));
-    v128_t hx = wasm_f64x2_mul(SIM_K2(0.5), x);
-    for (int i = 0; i < 4; i++)
-        y = wasm_f64x2_mul(y, wasm_f64x2_sub(SIM_K2(1.5), wasm_f64x2_mul(wasm_f64x2_mul(hx, y), y)));
-    v128_t r = wasm_f64x2_mul(x, y);
-    return wasm_f64x2_add(r, wasm_f64x2_mul(wasm_f64x2_mul(SIM_K2(0.5), y), wasm_f64x2_sub(x, wasm_f64x2_mul(r, r))));
 }
 
 /* sim_sincos_oct of two angles. */
@@ -627,7 +596,7 @@ SIM_FN void sim_normal_pairs(const sim_u32 *wr, const sim_u32 *wa, double *zc, d
         wasm_v128_store(r + j, wasm_f64x2_mul(SIM_K2(-2.0), lg));
     }
     for (; j0 + 2 <= n; j0 += 2) {
-        v128_t rv = sim_sqrt_nr_v(wasm_v128_load(r + j0));
+        v128_t rv = wasm_f64x2_sqrt(wasm_v128_load(r + j0));
         v128_t wa2 = wasm_v128_load64_zero(wa + j0);
         v128_t md = wasm_f64x2_convert_low_i32x4(wasm_v128_and(wa2, SIM_KI32(0x3fffffff)));
         v128_t hi = wasm_f64x2_gt(md, SIM_K2(536870912.0));
@@ -657,7 +626,7 @@ SIM_FN void sim_normal_pairs(const sim_u32 *wr, const sim_u32 *wa, double *zc, d
         r[j] = -2.0 * sim_log(sim_u01(wr[j]));
     SIM_VLOOP
     for (int j = j0; j < n; j++)
-        r[j] = sim_sqrt_nr(r[j]);
+        r[j] = sim_sqrt(r[j]);
     SIM_VLOOP
     for (int j = j0; j < n; j++) {
         double md = (double)(sim_i32)(wa[j] & 0x3fffffffu);

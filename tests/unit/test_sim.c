@@ -202,16 +202,6 @@ Test(sim_math, sin_cos_within_two_ulp)
     cr_assert_leq(worst, 2.0, "sim_sincos_oct: %.3f ulp", worst);
 }
 
-Test(sim_math, newton_square_root_within_two_ulp)
-{
-    double worst = 0;
-    for (int i = 0; i < 200000; i++) {
-        double x = ldexp(1.0 + (i % 10007) / 10007.0, (i % 60) - 30);
-        worst = fmax(worst, ulps(sim_sqrt_nr(x), sqrt(x)));
-    }
-    cr_assert_leq(worst, 2.0, "sim_sqrt_nr: %.3f ulp", worst);
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
