@@ -15,6 +15,8 @@
 
 #include <libwebsockets.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
 
 #include "proto/msg.h"
 
@@ -66,6 +68,13 @@ void cd_sessions_destroy(cd_sessions *ss);
  * cd_session_pss_size(). */
 int cd_session_lws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len);
 size_t cd_session_pss_size(void);
+
+/* The key an address's penalties are kept under (docs/coordinator.md,
+ * Penalties), PR_PK_BYTES long: an IPv4 address as its IPv4-mapped IPv6
+ * form, the same whether it came on an IPv4 socket or a dual-stack IPv6
+ * one; any other IPv6 address by its /64, one site's usual allocation.
+ * All zero for other families. */
+void cd_addr_key(const struct sockaddr *sa, uint8_t key[PR_PK_BYTES]);
 
 /* Node sessions open now. */
 unsigned cd_sessions_count(const cd_sessions *ss);

@@ -198,23 +198,29 @@ static void link_hold(cd_sessions *ss, uint64_t id, bool hold)
         lws_rx_flow_control(c->wsi, hold ? 0 : 1);
 }
 
+void cd_addr_key(const struct sockaddr *sa, uint8_t who[PR_PK_BYTES])
+{
+    memset(who, 0, PR_PK_BYTES);
+    if (sa->sa_family == AF_INET) {
+        who[10] = who[11] = 0xff;
+        memcpy(who + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+    } else if (sa->sa_family == AF_INET6) {
+        const uint8_t *a = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+        bool v4 = memcmp(a, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0;
+        memcpy(who, a, v4 ? 16 : 8);
+    }
+}
+
 /* The peer's address as a penalty list's who; zero when it has none. */
 static void peer_addr(struct lws *wsi, uint8_t who[PR_PK_BYTES])
 {
     struct sockaddr_storage sa;
     socklen_t len = sizeof sa;
     memset(who, 0, PR_PK_BYTES);
-    if (getpeername(lws_get_socket_fd(wsi), (struct sockaddr *)&sa, &len) != 0)
-        return;
-    if (sa.ss_family == AF_INET) {
-        who[10] = who[11] = 0xff;
-        memcpy(who + 12, &((struct sockaddr_in *)&sa)->sin_addr, 4);
-    } else if (sa.ss_family == AF_INET6) {
-        const uint8_t *a = ((struct sockaddr_in6 *)&sa)->sin6_addr.s6_addr;
-        bool v4 = memcmp(a, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0;
-        memcpy(who, a, v4 ? 16 : 8);
-    }
+    if (getpeername(lws_get_socket_fd(wsi), (struct sockaddr *)&sa, &len) == 0)
+        cd_addr_key((const struct sockaddr *)&sa, who);
 }
+
 static size_t session_size(void);
 
 int cd_session_lws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
