@@ -299,10 +299,15 @@ SIM_FN double sim_u01(sim_u32 w)
 #define SIM_LN2_LO 1.90821492927058770002e-10
 #define SIM_INV_LN2 1.44269504088896338700e+00
 #define SIM_EXP_SHIFT 6755399441055744.0 /* 1.5 * 2^52: rounds to an integer */
-/* Taylor series to r^13 / 13!, |r| <= 0.35: truncation below 2^-60;
- * Horner's scheme from the highest degree */
-#define SIM_EXP_SERIES 1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, \
-    1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0
+/* e^r = 1 + r + r^2 Q(r) for |r| <= ln 2 / 2: Q of degree 9 is the
+ * Chebyshev fit of (e^r - 1 - r) / r^2 that scripts/exp_series.py prints
+ * (relative error in e^r below 2^-55, a sixth of an ulp), its coefficients
+ * rounded to doubles. Horner's scheme from the highest degree:
+ * SIM_EXP_TERMS coefficients, the last two 1. */
+#define SIM_EXP_TERMS 12
+#define SIM_EXP_SERIES 2.510038549551032e-08, 2.7620088445409746e-07, 2.7557268459997064e-06, \
+    2.4801521295954376e-05, 0.00019841269863053618, 0.0013888888917213717, 0.008333333333330062, \
+    0.04166666666662413, 0.16666666666666669, 0.5000000000000001, 1.0, 1.0
 
 /* e^x of x[0 .. n), in place, n <= SIM_W. Inputs above 709 give e^709;
  * below -708 give 0. Error under 1 ulp over the range the kernels use
@@ -313,7 +318,7 @@ SIM_FN void sim_exp_lanes(double *x, int n)
 {
     const double ln2_hi = SIM_LN2_HI, ln2_lo = SIM_LN2_LO, inv_ln2 = SIM_INV_LN2;
     const double shift = SIM_EXP_SHIFT;
-    const double coef[14] = { SIM_EXP_SERIES };
+    const double coef[SIM_EXP_TERMS] = { SIM_EXP_SERIES };
     double t[SIM_W], r[SIM_W], p[SIM_W];
     int l0 = 0;
     SIM_ASSERT(n <= SIM_W);
@@ -326,7 +331,7 @@ SIM_FN void sim_exp_lanes(double *x, int n)
      * their coefficients (V8 builds a vector constant from scalar moves).
      * Two passes over the lanes, the series split after step H: one
      * lane's whole chain is longer than the processor's window reaches. */
-    enum { V = 4, H = 8 };
+    enum { V = 4, H = 7 };
     int e0 = 0;
     SIM_KTAB(kc, SIM_EXP_SERIES);
     for (; e0 + 2 * V <= n; e0 += 2 * V) {
@@ -356,7 +361,7 @@ SIM_FN void sim_exp_lanes(double *x, int n)
             rv[v] = wasm_v128_load(r + l0 + 2 * v);
             pv[v] = wasm_v128_load(p + l0 + 2 * v);
         }
-        for (int i = H; i < 14; i++)
+        for (int i = H; i < SIM_EXP_TERMS; i++)
             for (int v = 0; v < V; v++)
                 pv[v] = wasm_f64x2_add(wasm_f64x2_mul(pv[v], rv[v]), SIM_KAT(kc, i));
         for (int v = 0; v < V; v++) {
@@ -377,7 +382,7 @@ SIM_FN void sim_exp_lanes(double *x, int n)
         r[l] = (xc - kd * ln2_hi) - kd * ln2_lo;
         p[l] = coef[0];
     }
-    for (int i = 1; i < 14; i++) {
+    for (int i = 1; i < SIM_EXP_TERMS; i++) {
         SIM_VLOOP
         for (int l = l0; l < n; l++)
             p[l] = p[l] * r[l] + coef[i];
