@@ -300,7 +300,7 @@ SIM_FN double sim_u01(sim_u32 w)
 #define SIM_INV_LN2 1.44269504088896338700e+00
 #define SIM_EXP_SHIFT 6755399441055744.0 /* 1.5 * 2^52: rounds to an integer */
 /* e^r = 1 + r + r^2 Q(r) for |r| <= ln 2 / 2: Q of degree 9 is the
- * Chebyshev fit of (e^r - 1 - r) / r^2 that scripts/exp_series.py prints
+ * Chebyshev fit of (e^r - 1 - r) / r^2 that scripts/sim_series.py prints
  * (relative error in e^r below 2^-55, a sixth of an ulp), its coefficients
  * rounded to doubles. Horner's scheme from the highest degree:
  * SIM_EXP_TERMS coefficients, the last two 1. */
@@ -491,21 +491,24 @@ SIM_FN double sim_ninv(double p)
     return sim_fabs(q) <= 0.425 ? sim_ninv_central(q) : sim_ninv_tail(p);
 }
 
-/* sin and cos of a in [0, pi/4]: Taylor series to a^15 / 15! and
- * a^16 / 16! (truncation below 5e-17). The coefficients of the two
- * Horner chains in a^2, highest degree first; a subtraction of a
- * coefficient is the addition of its negation, the same IEEE operation. */
-#define SIM_SIN_SERIES -1.0 / 1307674368000.0, 1.0 / 6227020800.0, -1.0 / 39916800.0, 1.0 / 362880.0, \
-    -1.0 / 5040.0, 1.0 / 120.0, -1.0 / 6.0
-#define SIM_COS_SERIES 1.0 / 20922789888000.0, -1.0 / 87178291200.0, 1.0 / 479001600.0, \
-    -1.0 / 3628800.0, 1.0 / 40320.0, -1.0 / 720.0, 1.0 / 24.0
+/* sin and cos of a in [0, pi/4]: sin a = a + a^3 S(a^2) and cos a = 1 -
+ * a^2 (1/2 - a^2 C(a^2)), S and C of degree 5 the Chebyshev fits that
+ * scripts/sim_series.py prints (relative error below 2^-55). The
+ * coefficients of the two Horner chains in a^2, highest degree first; a
+ * subtraction of a coefficient is the addition of its negation, the same
+ * IEEE operation. */
+#define SIM_SINCOS_TERMS 6
+#define SIM_SIN_SERIES 1.5918115263265974e-10, -2.505113165023518e-08, 2.7557316101617874e-06, \
+    -0.00019841269836756774, 0.008333333333330948, -0.16666666666666666
+#define SIM_COS_SERIES -1.1382623647474604e-11, 2.087614614655861e-09, -2.7557317271145144e-07, \
+    2.480158729876456e-05, -0.0013888888888887398, 0.041666666666666664
 
 SIM_FN void sim_sincos_oct(double a, double *sn, double *cs)
 {
-    const double cps[7] = { SIM_SIN_SERIES }, cpc[7] = { SIM_COS_SERIES };
+    const double cps[SIM_SINCOS_TERMS] = { SIM_SIN_SERIES }, cpc[SIM_SINCOS_TERMS] = { SIM_COS_SERIES };
     double a2 = a * a;
     double ps = cps[0], pc = cpc[0];
-    for (int i = 1; i < 7; i++) {
+    for (int i = 1; i < SIM_SINCOS_TERMS; i++) {
         ps = ps * a2 + cps[i];
         pc = pc * a2 + cpc[i];
     }
@@ -564,7 +567,7 @@ SIM_FN void sim_sincos_oct_v(v128_t a, v128_t *sn, v128_t *cs)
     SIM_KTAB(cpc, SIM_COS_SERIES);
     v128_t a2 = wasm_f64x2_mul(a, a);
     v128_t ps = SIM_KAT(cps, 0), pc = SIM_KAT(cpc, 0);
-    for (int i = 1; i < 7; i++) {
+    for (int i = 1; i < SIM_SINCOS_TERMS; i++) {
         ps = wasm_f64x2_add(wasm_f64x2_mul(ps, a2), SIM_KAT(cps, i));
         pc = wasm_f64x2_add(wasm_f64x2_mul(pc, a2), SIM_KAT(cpc, i));
     }
