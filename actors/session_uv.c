@@ -18,11 +18,11 @@
 #include "proto/sign.h"
 
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -216,9 +216,9 @@ static void peer_addr(struct lws *wsi, uint8_t who[PR_PK_BYTES])
 {
     struct sockaddr_storage sa;
     socklen_t len = sizeof sa;
-    memset(who, 0, PR_PK_BYTES);
-    if (getpeername(lws_get_socket_fd(wsi), (struct sockaddr *)&sa, &len) == 0)
-        cd_addr_key((const struct sockaddr *)&sa, who);
+    if (getpeername(lws_get_socket_fd(wsi), (struct sockaddr *)&sa, &len) != 0)
+        sa.ss_family = AF_UNSPEC; /* cd_addr_key's zero */
+    cd_addr_key((const struct sockaddr *)&sa, who);
 }
 
 static size_t session_size(void);
