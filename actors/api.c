@@ -135,7 +135,7 @@ static void auth_failed(gateway *g, gw_request *r, const char *why)
     }
     f->count++;
     char q[512];
-    gw_respond(g, r->session, 401, "application/json", gw_fmt("{\"error\":%s}\n", cd_json_quote(q, sizeof q, why)),
+    gw_respond(g, r->session, 401, "application/json", rt_fmt("{\"error\":%s}\n", cd_json_quote(q, sizeof q, why)),
         "WWW-Authenticate: Bearer realm=\"simfarm\"");
     done(r);
 }
@@ -150,7 +150,7 @@ static void authenticate(gateway *g, gw_request *r)
         char retry[48];
         snprintf(retry, sizeof retry, "Retry-After: %u", wait);
         gw_respond(g, r->session, 429, "application/json",
-            gw_fmt("{\"error\":\"too many failed attempts from this address: try again in %u s\"}\n", wait), retry);
+            rt_fmt("{\"error\":\"too many failed attempts from this address: try again in %u s\"}\n", wait), retry);
         done(r);
         return;
     }
@@ -577,7 +577,7 @@ static void health(gateway *g, gw_request *r)
     if (b.unreachable_ms >= 0)
         snprintf(ago, sizeof ago, "%.1f", (double)b.unreachable_ms / 1000.0);
     gw_respond(g, r->session, ok ? 200 : 503, "application/json",
-        gw_fmt("{\"status\":\"%s\",\"database\":\"%s\",\"version\":\"%s\",\"database_unreachable_s\":%s,"
+        rt_fmt("{\"status\":\"%s\",\"database\":\"%s\",\"version\":\"%s\",\"database_unreachable_s\":%s,"
                "\"backlog\":{\"state\":\"%s\",\"queries\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"limit_bytes\":%" PRIu64
                ",\"refused\":%" PRIu64 "}}\n",
             b.refusing ? "refusing" : ok ? "ok" : "degraded", g->db_up ? "up" : "down", SIMFARM_VERSION, ago,
@@ -593,7 +593,7 @@ static void metrics(gateway *g, gw_request *r)
     cd_store_backlog b;
     cd_store_backlog_get(g->store, &b);
     gw_respond(g, r->session, 200, "text/plain; version=0.0.4",
-        gw_fmt("# HELP simfarm_up The coordinator is serving.\n"
+        rt_fmt("# HELP simfarm_up The coordinator is serving.\n"
                "# TYPE simfarm_up gauge\nsimfarm_up 1\n"
                "# HELP simfarm_database_up The database is reachable and migrated.\n"
                "# TYPE simfarm_database_up gauge\nsimfarm_database_up %d\n"
@@ -646,7 +646,7 @@ static void kernels(gateway *g, gw_request *r)
         fail(g, r, 500, NULL, "the kernels' description does not fit its buffer");
         return;
     }
-    ok_json(g, r, 200, gw_fmt("{\"strategies\":[\"single\",\"tournament\",\"stat_weights\"],\"kernels\":%s}\n", desc));
+    ok_json(g, r, 200, rt_fmt("{\"strategies\":[\"single\",\"tournament\",\"stat_weights\"],\"kernels\":%s}\n", desc));
     free(desc);
 }
 
@@ -773,9 +773,8 @@ static void answer_cancel_do(gateway *g, gw_request *r, PGresult *res)
     cd_cancel_job *c = RT_MSG_NEW(cd_cancel_job, CD_MSG_CANCEL_JOB);
     c->job = id;
     rt_send(g->scheduler, &c->hdr);
-    cd_sessions_cancel_job(g->nodes, id, "cancelled");
-    gw_publish(g, "job.finished", id, "\"state\":\"cancelled\"");
-    ok_json(g, r, 200, gw_fmt("{\"id\":%" PRIu64 ",\"state\":\"cancelled\"}\n", id));
+    cd_sessions_cancel_job(g->nodes, id, "cancelled"); /* the scheduler sends job.finished */
+    ok_json(g, r, 200, rt_fmt("{\"id\":%" PRIu64 ",\"state\":\"cancelled\"}\n", id));
 }
 
 static void answer_one(gateway *g, gw_request *r, PGresult *res)
@@ -787,11 +786,11 @@ static void answer_one(gateway *g, gw_request *r, PGresult *res)
     const char *row = PQgetvalue(res, 0, 0);
     const char *prog = cd_events_progress(g->events, path_job_id(r));
     if (prog == NULL) {
-        ok_json(g, r, 200, gw_fmt("%s\n", row));
+        ok_json(g, r, 200, rt_fmt("%s\n", row));
         return;
     }
     size_t rl = strlen(row);
-    ok_json(g, r, 200, gw_fmt("%.*s,\"progress\":%s}\n", (int)(rl - 1), row, prog));
+    ok_json(g, r, 200, rt_fmt("%.*s,\"progress\":%s}\n", (int)(rl - 1), row, prog));
 }
 
 /* The statistics of one chunk's result (sc_result_encode's format: per
@@ -878,14 +877,9 @@ static void answer_convergence(gateway *g, gw_request *r, PGresult *res)
 
 static void answer_submit(gateway *g, gw_request *r, PGresult *res)
 {
-    const char *id = PQgetvalue(res, 0, 0);
-    char owner[300], kernel[80], fields[512];
-    snprintf(fields, sizeof fields, "\"owner\":%s,\"kernel\":%s,\"strategy\":\"%s\",\"items\":%s,\"priority\":%s",
-        cd_json_quote(owner, sizeof owner, PQgetvalue(res, 0, 1)),
-        cd_json_quote(kernel, sizeof kernel, PQgetvalue(res, 0, 2)), PQgetvalue(res, 0, 3), PQgetvalue(res, 0, 4),
-        PQgetvalue(res, 0, 5));
-    gw_publish(g, "job.submitted", strtoull(id, NULL, 10), fields);
-    ok_json(g, r, 201, gw_fmt("{\"id\":%s,\"state\":\"pending\"}\n", id));
+    /* job.submitted comes from the scheduler as it takes the job in, with
+     * the job's other events, so they arrive in order */
+    ok_json(g, r, 201, rt_fmt("{\"id\":%s,\"state\":\"pending\"}\n", PQgetvalue(res, 0, 0)));
 }
 
 void api_answer(gateway *g, rt_msg *m)
@@ -935,18 +929,18 @@ void api_answer(gateway *g, rt_msg *m)
         break;
     case P_SUBMIT: answer_submit(g, r, pr); break;
     case P_LIST:
-    case P_TOKENS: ok_json(g, r, 200, gw_fmt("%s\n", PQgetvalue(pr, 0, 0))); break;
+    case P_TOKENS: ok_json(g, r, 200, rt_fmt("%s\n", PQgetvalue(pr, 0, 0))); break;
     case P_ONE: answer_one(g, r, pr); break;
     case P_CONVERGENCE: answer_convergence(g, r, pr); break;
     case P_CANCEL_LOOK: answer_cancel_look(g, r, pr); break;
     case P_CANCEL_DO: answer_cancel_do(g, r, pr); break;
     case P_NODES: ok_json(g, r, 200, nodes_json(g, pr)); break;
-    case P_TOKEN_NEW: ok_json(g, r, 201, gw_fmt("%s\n", PQgetvalue(pr, 0, 0))); break;
+    case P_TOKEN_NEW: ok_json(g, r, 201, rt_fmt("%s\n", PQgetvalue(pr, 0, 0))); break;
     case P_TOKEN_REVOKE:
         if (PQntuples(pr) == 0)
             fail(g, r, 404, NULL, "no such token of yours");
         else
-            ok_json(g, r, 200, gw_fmt("%s\n", PQgetvalue(pr, 0, 0)));
+            ok_json(g, r, 200, rt_fmt("%s\n", PQgetvalue(pr, 0, 0)));
         break;
     default: done(r); break;
     }

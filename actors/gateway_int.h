@@ -86,13 +86,6 @@ typedef struct gateway {
 void gw_respond(gateway *g, uint64_t session, int status, const char *type, char *body, const char *extra);
 void gw_respond_error(gateway *g, uint64_t session, int status, const char *field, const char *msg);
 
-/* Appends an event to the log and sends it to the /ws/events clients that
- * want it. fields may be NULL. */
-void gw_publish(gateway *g, const char *type, uint64_t job, const char *fields);
-
-/* malloc'd printf. */
-char *gw_fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-
 /* ---- api.c ---- */
 
 /* Handles a request; the gateway's behaviour hands over r, which the API

@@ -19,7 +19,6 @@
 #include <inttypes.h>
 #include <libwebsockets.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,35 +108,13 @@ void gw_respond(gateway *g, uint64_t id, int status, const char *type, char *bod
     lws_callback_on_writable(s->wsi);
 }
 
-char *gw_fmt(const char *f, ...)
-{
-    char small[256];
-    va_list ap;
-    va_start(ap, f);
-    int n = vsnprintf(small, sizeof small, f, ap);
-    va_end(ap);
-    if (n < 0)
-        n = 0;
-    char *s = malloc((size_t)n + 1);
-    if (s == NULL)
-        rt_oom((size_t)n + 1);
-    if ((size_t)n < sizeof small) {
-        memcpy(s, small, (size_t)n + 1);
-    } else {
-        va_start(ap, f);
-        vsnprintf(s, (size_t)n + 1, f, ap);
-        va_end(ap);
-    }
-    return s;
-}
-
 void gw_respond_error(gateway *g, uint64_t id, int status, const char *field, const char *msg)
 {
     char m[600], f[160];
     cd_json_quote(m, sizeof m, msg);
     gw_respond(g, id, status, "application/json",
-        field ? gw_fmt("{\"error\":%s,\"field\":%s}\n", m, cd_json_quote(f, sizeof f, field))
-              : gw_fmt("{\"error\":%s}\n", m),
+        field ? rt_fmt("{\"error\":%s,\"field\":%s}\n", m, cd_json_quote(f, sizeof f, field))
+              : rt_fmt("{\"error\":%s}\n", m),
         NULL);
 }
 
@@ -485,7 +462,9 @@ static int events_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
     }
 }
 
-void gw_publish(gateway *g, const char *type, uint64_t job, const char *fields)
+/* Appends an event to the log and sends it to the /ws/events clients that
+ * want it. fields may be NULL. */
+static void gw_publish(gateway *g, const char *type, uint64_t job, const char *fields)
 {
     const char *text = cd_events_add(g->events, type, job, fields ? fields : "");
     size_t len = strlen(text);

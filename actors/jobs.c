@@ -491,7 +491,7 @@ cd_query *cd_job_submission_by(const char *json, size_t len, const char *caller,
     q = cd_query_new(
         "INSERT INTO jobs (owner, kernel, strategy, items, seed, priority, spec, params, ctx_hash, name, "
         "strategy_params) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11) "
-        "RETURNING id, owner, kernel, strategy, items, priority");
+        "RETURNING id");
     cd_query_text(q, s.owner);
     cd_query_text(q, s.kernel);
     cd_query_text(q, s.strategy);

@@ -98,6 +98,8 @@ typedef struct sched {
     uint64_t sweep_ms;
     bool db_up, loading;
     unsigned journals_pending;
+    uint64_t *cancelled;      /* jobs cancelled while a load was under way */
+    size_t ncancelled, cancelled_cap;
     job_info *jobs;           /* loaded jobs */
     size_t njobs, jobs_cap;
     op *ops;
@@ -693,8 +695,8 @@ static void load(sched *s)
         return;
     s->loading = true;
     cd_query *q = cd_query_new(
-        "SELECT id, kernel, items, seed, priority, tiers, params, ctx_hash, owner, strategy, strategy_params FROM jobs "
-        "WHERE state IN ('pending', 'running') ORDER BY id LIMIT 4096");
+        "SELECT id, kernel, items, seed, priority, tiers, params, ctx_hash, owner, strategy, strategy_params, state "
+        "FROM jobs WHERE state IN ('pending', 'running') ORDER BY id LIMIT 4096");
     int64_t req = rt_request(s->self, s->store, &q->hdr, DB_TIMEOUT_MS);
     if (req > 0)
         op_add(s, req, OP_LIST);
@@ -718,6 +720,24 @@ static void fail_job(sched *s, uint64_t id, const char *why)
     cd_query_int(u, (int64_t)id);
     cd_query_text(u, msg);
     write_query(s, u, -1);
+    emit(s, "job.finished", id, rt_fmt("\"state\":\"failed\",\"result\":%s", msg));
+}
+
+/* Whether the API cancelled the job while a load was under way. */
+static bool cancelled_in_load(const sched *s, uint64_t id)
+{
+    for (size_t i = 0; i < s->ncancelled; i++)
+        if (s->cancelled[i] == id)
+            return true;
+    return false;
+}
+
+static void load_done(sched *s)
+{
+    if (s->journals_pending > 0)
+        return;
+    s->loading = false;
+    s->ncancelled = 0;
 }
 
 /* A tournament's or stat_weights' settings (jobs.strategy_params, written
@@ -771,12 +791,21 @@ static bool read_strategy(job_info *ji, sc_job_spec *spec, const unsigned char *
 }
 
 /* Row of `SELECT id, kernel, items, seed, priority, tiers, params, ctx_hash,
- * owner, strategy, strategy_params`. */
+ * owner, strategy, strategy_params, state`. */
 static void start_job(sched *s, PGresult *res, int row)
 {
     uint64_t id = strtoull(PQgetvalue(res, row, 0), NULL, 10);
-    if (info_of(s, id) != NULL || s->njobs >= MAX_JOBS)
+    if (info_of(s, id) != NULL || s->njobs >= MAX_JOBS || cancelled_in_load(s, id))
         return;
+    if (strcmp(PQgetvalue(res, row, 11), "pending") == 0) {
+        /* every event of a job comes from this actor, in order: this first */
+        char owner[300], kernel[80];
+        emit(s, "job.submitted", id,
+            rt_fmt("\"owner\":%s,\"kernel\":%s,\"strategy\":\"%s\",\"items\":%s,\"priority\":%s",
+                cd_json_quote(owner, sizeof owner, PQgetvalue(res, row, 8)),
+                cd_json_quote(kernel, sizeof kernel, PQgetvalue(res, row, 1)), PQgetvalue(res, row, 9),
+                PQgetvalue(res, row, 2), PQgetvalue(res, row, 4)));
+    }
     op tmp;
     memset(&tmp, 0, sizeof tmp);
     job_info *ji = &tmp.info;
@@ -866,6 +895,10 @@ out:
 
 static void restore_job(sched *s, op *o, PGresult *res)
 {
+    if (cancelled_in_load(s, o->info.id)) { /* its job.finished is sent */
+        job_info_free(&o->info);
+        return;
+    }
     int n = PQntuples(res);
     sc_record *recs = calloc((size_t)n + 1, sizeof *recs);
     unsigned char **bufs = calloc((size_t)n + 1, sizeof *bufs);
@@ -956,8 +989,7 @@ static void on_reply(sched *s, rt_msg *m)
                 start_job(s, r->res, i);
         else
             fprintf(stderr, "simfarm scheduler: cannot list jobs: %s\n", error);
-        if (s->journals_pending == 0)
-            s->loading = false;
+        load_done(s);
         break;
     case OP_JOURNAL:
         s->journals_pending--;
@@ -965,8 +997,7 @@ static void on_reply(sched *s, rt_msg *m)
             restore_job(s, &o, r->res);
         else
             fprintf(stderr, "simfarm scheduler: cannot read job %" PRIu64 "'s journal: %s\n", o.info.id, error);
-        if (s->journals_pending == 0)
-            s->loading = false;
+        load_done(s);
         break;
     }
 }
@@ -1138,8 +1169,17 @@ static void behaviour(rt_actor *self, rt_msg *m)
     }
     case CD_MSG_CANCEL_JOB: {
         uint64_t job = ((cd_cancel_job *)m)->job;
-        if (sc_job_cancel(s->l, job, now_ms()) == 0)
-            flush(s, NULL, 0, false);
+        int rc = sc_job_cancel(s->l, job, now_ms());
+        if (rc == 0) {
+            flush(s, NULL, 0, false); /* job.finished with the result so far */
+        } else if (rc == SC_ENOJOB) { /* not loaded: a load under way must not start it */
+            if (s->loading) {
+                if (s->ncancelled == s->cancelled_cap)
+                    s->cancelled = rt_grow(s->cancelled, &s->cancelled_cap, sizeof *s->cancelled);
+                s->cancelled[s->ncancelled++] = job;
+            }
+            emit(s, "job.finished", job, rt_fmt("\"state\":\"cancelled\""));
+        }
         break;
     }
     case CD_MSG_COMPLETE:
@@ -1196,6 +1236,7 @@ static void finalize(rt_actor *self)
     for (size_t i = 0; i < s->njobs; i++)
         job_info_free(&s->jobs[i]);
     free(s->jobs);
+    free(s->cancelled);
     free(s->bfree);
     free(s->writes);
     for (size_t i = 0; i < s->nparked; i++)

@@ -8,6 +8,7 @@
 
 #include "runtime/pool.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,28 @@ void *rt_grow_ring(void *v, size_t *head, size_t n, size_t *cap, size_t elem)
     }
     *head = 0;
     return nv;
+}
+
+char *rt_fmt(const char *f, ...)
+{
+    char small[256];
+    va_list ap;
+    va_start(ap, f);
+    int n = vsnprintf(small, sizeof small, f, ap);
+    va_end(ap);
+    if (n < 0)
+        n = 0;
+    char *s = malloc((size_t)n + 1);
+    if (s == NULL)
+        rt_oom((size_t)n + 1);
+    if ((size_t)n < sizeof small) {
+        memcpy(s, small, (size_t)n + 1);
+    } else {
+        va_start(ap, f);
+        vsnprintf(s, (size_t)n + 1, f, ap);
+        va_end(ap);
+    }
+    return s;
 }
 
 static void *xcalloc(size_t n, size_t size)

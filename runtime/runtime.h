@@ -70,6 +70,10 @@ void *rt_grow(void *v, size_t *cap, size_t elem);
  * elements move to the start of the new array in order and *head becomes 0. */
 void *rt_grow_ring(void *v, size_t *head, size_t n, size_t *cap, size_t elem);
 
+/* printf into a new malloc'd string (the caller frees it). Never returns
+ * NULL: failure is rt_oom(). */
+char *rt_fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+
 /* ---- messages -------------------------------------------------------------- */
 
 /* Message types below RT_MSG_USER are the runtime's own. */

@@ -166,6 +166,28 @@ test('live events: a job and a node, in order, and a client that reconnects catc
   await ev.close();
 });
 
+test('events of a cancelled job: submitted, started, and one job.finished', async () => {
+  const ev = tailEvents(srv);
+  await ev.until((e) => e.type === 'snapshot', 'snapshot');
+  const a = await call(srv, 'POST', '/api/jobs', job(1e9, { seed: 21 }));
+  await ev.until((e) => e.type === 'job.started' && e.job === a.json.id, 'job.started');
+  assert.equal((await call(srv, 'POST', `/api/jobs/${a.json.id}/cancel`)).status, 200);
+  // A second job after it: every job event comes from one place in order,
+  // so by its job.finished any second job.finished of the first is here.
+  const b = await call(srv, 'POST', '/api/jobs', job(1e9, { seed: 22 }));
+  await ev.until((e) => e.type === 'job.started' && e.job === b.json.id, 'second job.started');
+  assert.equal((await call(srv, 'POST', `/api/jobs/${b.json.id}/cancel`)).status, 200);
+  await ev.until((e) => e.type === 'job.finished' && e.job === b.json.id, 'second job.finished');
+  for (const id of [a.json.id, b.json.id]) {
+    const mine = ev.events.filter((e) => e.job === id);
+    assert.deepEqual(mine.map((e) => e.type).filter((t) => t !== 'job.progress'),
+      ['job.submitted', 'job.started', 'job.finished']);
+    assert.equal(mine.at(-1).state, 'cancelled');
+    assert.equal(mine[0].items, 1e9);
+  }
+  await ev.close();
+});
+
 test('a node silent for three heartbeat intervals goes offline', async () => {
   const other = await serve(pg.url, { extra: ['--allow-public-nodes', '--heartbeat-ms', '300'] });
   const ev = tailEvents(other);
