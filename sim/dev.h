@@ -798,6 +798,101 @@ SIM_FN void sim_acc_merge(sim_acc *dst, const sim_acc *src)
         dst->hist[i] += src->hist[i];
 }
 
+#if defined(__wasm_simd128__)
+/* sim_acc_lanes2's pairs x[0 .. n & ~1) of one output in WebAssembly SIMD:
+ * the sums of the truncated values into *s and *s2, their min and max into
+ * *mn and *mx, the out-of-range count into *nsat and the histogram slots
+ * into slot, the same integers as sim_acc_lanes2's loop.
+ *
+ * WebAssembly has no vector conversion of doubles to int64, so the
+ * truncated values stay doubles. Their sums are exact in two parts (each
+ * value is hi 2^32 + lo, hi = floor(q 2^-32) below 2^24 in magnitude and
+ * lo in [0, 2^32): 64 terms of either sum within 2^53 exactly), and their
+ * min and max are the doubles' (truncation is monotone), all made
+ * integers once at the end.
+ *
+ * With check 1, every pair is tested and clamped as sim_fix does. With
+ * check 0 no lane is: the pass then returns 1, changing nothing, if a
+ * value was out of range or NaN (its max, min or sums show it) or the
+ * histogram's bounds are not finite, and 0 when its results stand. */
+SIM_FN int sim_acc_pairs_v(const double *x, int n, const sim_layout *l, int *slot, int check, sim_i64 *s,
+    sim_i64 *s2, sim_i64 *mn, sim_i64 *mx, sim_i64 *nsat)
+{
+    if (!check && !(sim_fabs(l->hist_lo) <= 1.7976931348623157e308 &&
+                    sim_fabs(l->hist_inv_width) <= 1.7976931348623157e308))
+        return 1;
+    const v128_t lim = SIM_K2(SIM_FIX_LIMIT), nlim = SIM_K2(-SIM_FIX_LIMIT);
+    const v128_t sc = SIM_V2(l->scale), sq = SIM_V2(l->sq_scale);
+    const v128_t hlo = SIM_V2(l->hist_lo), hiw = SIM_V2(l->hist_inv_width);
+    const v128_t bins = SIM_K2((double)SIM_HIST_BINS);
+    v128_t sh = SIM_V2(0.0), sl = sh, s2h = sh, s2l = sh, m2v = sh, ns = wasm_i64x2_splat(0);
+    v128_t mnv = lim, mxv = nlim; /* beyond every clamped value */
+    for (int i = 0; i + 2 <= n; i += 2) {
+        v128_t xv = wasm_v128_load(x + i);
+        v128_t y = wasm_f64x2_mul(xv, sc), y2 = wasm_f64x2_mul(wasm_f64x2_mul(xv, xv), sq);
+        if (check) {
+            v128_t ok = wasm_v128_and(wasm_v128_and(wasm_f64x2_lt(y, lim), wasm_f64x2_gt(y, nlim)),
+                wasm_f64x2_lt(y2, lim));
+            /* In range, y and y2 are their own clamped values; the
+             * clamps only where a lane is out of range or NaN. */
+            if (wasm_v128_any_true(wasm_v128_not(ok))) {
+                ns = wasm_i64x2_add(ns, wasm_v128_andnot(SIM_KI64(1), ok));
+                y = wasm_v128_and(y, wasm_f64x2_eq(y, y));
+                y2 = wasm_v128_and(y2, wasm_f64x2_eq(y2, y2));
+                y = wasm_v128_bitselect(y, SIM_K2(SIM_FIX_CLAMP), wasm_f64x2_lt(y, lim));
+                y = wasm_v128_bitselect(y, SIM_K2(-SIM_FIX_CLAMP), wasm_f64x2_gt(y, nlim));
+                y2 = wasm_v128_bitselect(y2, SIM_K2(SIM_FIX_CLAMP), wasm_f64x2_lt(y2, lim));
+            }
+        }
+        v128_t q = wasm_f64x2_trunc(y), q2 = wasm_f64x2_trunc(y2);
+        v128_t qh = wasm_f64x2_floor(wasm_f64x2_mul(q, SIM_K2(0x1p-32)));
+        v128_t q2h = wasm_f64x2_floor(wasm_f64x2_mul(q2, SIM_K2(0x1p-32)));
+        sh = wasm_f64x2_add(sh, qh);
+        sl = wasm_f64x2_add(sl, wasm_f64x2_sub(q, wasm_f64x2_mul(qh, SIM_K2(0x1p32))));
+        s2h = wasm_f64x2_add(s2h, q2h);
+        s2l = wasm_f64x2_add(s2l, wasm_f64x2_sub(q2, wasm_f64x2_mul(q2h, SIM_K2(0x1p32))));
+        mnv = wasm_f64x2_pmin(mnv, q);
+        mxv = wasm_f64x2_pmax(mxv, q);
+        /* sim_hist_slot: 1 + (int)bc, in [0, 33], is the low word of
+         * 2^52 + 1 + trunc(bc) */
+        v128_t b = wasm_f64x2_mul(wasm_f64x2_sub(xv, hlo), hiw), sl2;
+        if (check) {
+            /* b < BINS ? b : BINS as pmin, which differs only for NaN,
+             * where the select gives -1 either way */
+            v128_t bc = wasm_v128_bitselect(wasm_f64x2_pmin(b, bins), SIM_K2(-1.0), wasm_f64x2_ge(b, SIM_V2(0.0)));
+            sl2 = wasm_f64x2_add(wasm_f64x2_trunc(bc), SIM_K2(4503599627370497.0));
+        } else {
+            /* b is not NaN here (x is finite, the bounds are): below 0
+             * the floor of max(b, -1) is -1 as the select's, from 0 on it
+             * is the truncation */
+            m2v = wasm_f64x2_pmax(m2v, q2);
+            v128_t bc = wasm_f64x2_pmax(wasm_f64x2_pmin(b, bins), SIM_K2(-1.0));
+            sl2 = wasm_f64x2_add(wasm_f64x2_floor(bc), SIM_K2(4503599627370497.0));
+        }
+        wasm_v128_store64_lane(slot + i, wasm_i32x4_shuffle(sl2, sl2, 0, 2, 0, 2), 0);
+    }
+    if (!check) {
+        /* a NaN or infinite value makes sl NaN */
+        v128_t bad = wasm_v128_or(wasm_v128_or(wasm_f64x2_ge(mxv, lim), wasm_f64x2_le(mnv, nlim)),
+            wasm_v128_or(wasm_f64x2_ge(m2v, lim), wasm_f64x2_ne(sl, sl)));
+        if (wasm_v128_any_true(wasm_v128_or(bad, wasm_f64x2_ne(s2l, s2l))))
+            return 1;
+    }
+    *s = (sim_i64)(((sim_u64)(sim_i64)wasm_f64x2_extract_lane(sh, 0) + (sim_u64)(sim_i64)wasm_f64x2_extract_lane(sh, 1)) << 32) +
+        (sim_i64)wasm_f64x2_extract_lane(sl, 0) + (sim_i64)wasm_f64x2_extract_lane(sl, 1);
+    *s2 = (sim_i64)(((sim_u64)(sim_i64)wasm_f64x2_extract_lane(s2h, 0) + (sim_u64)(sim_i64)wasm_f64x2_extract_lane(s2h, 1)) << 32) +
+        (sim_i64)wasm_f64x2_extract_lane(s2l, 0) + (sim_i64)wasm_f64x2_extract_lane(s2l, 1);
+    *nsat = wasm_i64x2_extract_lane(ns, 0) + wasm_i64x2_extract_lane(ns, 1);
+    for (int k = 0; k < 2; k++) {
+        sim_i64 qmn = (sim_i64)(k ? wasm_f64x2_extract_lane(mnv, 1) : wasm_f64x2_extract_lane(mnv, 0));
+        sim_i64 qmx = (sim_i64)(k ? wasm_f64x2_extract_lane(mxv, 1) : wasm_f64x2_extract_lane(mxv, 0));
+        *mn = qmn < *mn ? qmn : *mn;
+        *mx = qmx > *mx ? qmx : *mx;
+    }
+    return 0;
+}
+#endif
+
 /* Adds the items g0 + lo .. g0 + hi - 1 of a group (outputs in lane order,
  * see sim_lane_of) into acc[0 .. nout): the same integers as sim_acc_add on
  * each value, in loops compilers vectorize (the two sim_fix calls spelled
@@ -836,67 +931,14 @@ SIM_FN void sim_acc_lanes2(sim_acc *acc, sim_u64 (*alt)[SIM_HIST_BINS + 2], cons
                 part[i] = x[sim_lane_of(lo + i)];
             x = part;
         }
-        int i0 = 0;
 #if defined(__wasm_simd128__)
-        /* Two lanes at a time, every test a vector compare: WebAssembly
-         * has no vector conversion of doubles to int64, so the truncated
-         * values stay doubles. Their sums are exact in two parts (each
-         * value is hi 2^32 + lo, hi = floor(q 2^-32) below 2^24 in
-         * magnitude and lo in [0, 2^32): 64 terms of either sum within 2^53
-         * exactly), and their min and max are the doubles' (truncation is
-         * monotone), both made integers once at the end. */
-        {
-            const v128_t lim = SIM_K2(SIM_FIX_LIMIT), nlim = SIM_K2(-SIM_FIX_LIMIT);
-            const v128_t sc = SIM_V2(l->scale), sq = SIM_V2(l->sq_scale);
-            const v128_t hlo = SIM_V2(l->hist_lo), hiw = SIM_V2(l->hist_inv_width);
-            const v128_t bins = SIM_K2((double)SIM_HIST_BINS);
-            v128_t sh = SIM_V2(0.0), sl = sh, s2h = sh, s2l = sh, ns = wasm_i64x2_splat(0);
-            v128_t mnv = lim, mxv = nlim; /* beyond every clamped value */
-            for (; i0 + 2 <= n; i0 += 2) {
-                v128_t xv = wasm_v128_load(x + i0);
-                v128_t y = wasm_f64x2_mul(xv, sc), y2 = wasm_f64x2_mul(wasm_f64x2_mul(xv, xv), sq);
-                v128_t ok = wasm_v128_and(wasm_v128_and(wasm_f64x2_lt(y, lim), wasm_f64x2_gt(y, nlim)), wasm_f64x2_lt(y2, lim));
-                /* In range, y and y2 are their own clamped values; the
-                 * clamps only where a lane is out of range or NaN. */
-                v128_t yc = y, y2c = y2;
-                if (wasm_v128_any_true(wasm_v128_not(ok))) {
-                    ns = wasm_i64x2_add(ns, wasm_v128_andnot(SIM_KI64(1), ok));
-                    yc = wasm_v128_and(y, wasm_f64x2_eq(y, y));
-                    y2c = wasm_v128_and(y2, wasm_f64x2_eq(y2, y2));
-                    yc = wasm_v128_bitselect(yc, SIM_K2(SIM_FIX_CLAMP), wasm_f64x2_lt(yc, lim));
-                    yc = wasm_v128_bitselect(yc, SIM_K2(-SIM_FIX_CLAMP), wasm_f64x2_gt(yc, nlim));
-                    y2c = wasm_v128_bitselect(y2c, SIM_K2(SIM_FIX_CLAMP), wasm_f64x2_lt(y2c, lim));
-                }
-                v128_t q = wasm_f64x2_trunc(yc), q2 = wasm_f64x2_trunc(y2c);
-                v128_t qh = wasm_f64x2_floor(wasm_f64x2_mul(q, SIM_K2(0x1p-32)));
-                v128_t q2h = wasm_f64x2_floor(wasm_f64x2_mul(q2, SIM_K2(0x1p-32)));
-                sh = wasm_f64x2_add(sh, qh);
-                sl = wasm_f64x2_add(sl, wasm_f64x2_sub(q, wasm_f64x2_mul(qh, SIM_K2(0x1p32))));
-                s2h = wasm_f64x2_add(s2h, q2h);
-                s2l = wasm_f64x2_add(s2l, wasm_f64x2_sub(q2, wasm_f64x2_mul(q2h, SIM_K2(0x1p32))));
-                mnv = wasm_f64x2_pmin(mnv, q);
-                mxv = wasm_f64x2_pmax(mxv, q);
-                /* sim_hist_slot */
-                v128_t b = wasm_f64x2_mul(wasm_f64x2_sub(xv, hlo), hiw);
-                /* b < BINS ? b : BINS as pmin, which differs only for NaN, where
-                 * the next select gives -1 either way */
-                v128_t bc = wasm_v128_bitselect(wasm_f64x2_pmin(b, bins), SIM_K2(-1.0), wasm_f64x2_ge(b, SIM_V2(0.0)));
-                /* 1 + (int)bc, in [0, 33], is the low word of 2^52 + 1 + trunc(bc) */
-                v128_t sl2 = wasm_f64x2_add(wasm_f64x2_trunc(bc), SIM_K2(4503599627370497.0));
-                wasm_v128_store64_lane(slot + i0, wasm_i32x4_shuffle(sl2, sl2, 0, 2, 0, 2), 0);
-            }
-            s = (sim_i64)(((sim_u64)(sim_i64)wasm_f64x2_extract_lane(sh, 0) + (sim_u64)(sim_i64)wasm_f64x2_extract_lane(sh, 1)) << 32) +
-                (sim_i64)wasm_f64x2_extract_lane(sl, 0) + (sim_i64)wasm_f64x2_extract_lane(sl, 1);
-            s2 = (sim_i64)(((sim_u64)(sim_i64)wasm_f64x2_extract_lane(s2h, 0) + (sim_u64)(sim_i64)wasm_f64x2_extract_lane(s2h, 1)) << 32) +
-                (sim_i64)wasm_f64x2_extract_lane(s2l, 0) + (sim_i64)wasm_f64x2_extract_lane(s2l, 1);
-            nsat = wasm_i64x2_extract_lane(ns, 0) + wasm_i64x2_extract_lane(ns, 1);
-            for (int k = 0; k < 2; k++) {
-                sim_i64 qmn = (sim_i64)(k ? wasm_f64x2_extract_lane(mnv, 1) : wasm_f64x2_extract_lane(mnv, 0));
-                sim_i64 qmx = (sim_i64)(k ? wasm_f64x2_extract_lane(mxv, 1) : wasm_f64x2_extract_lane(mxv, 0));
-                mn = qmn < mn ? qmn : mn;
-                mx = qmx > mx ? qmx : mx;
-            }
-        }
+        /* A first pass tests no lane; where a value is out of range (or a
+         * layout is not finite) the checked pass does the pairs again. */
+        if (sim_acc_pairs_v(x, n, l, slot, 0, &s, &s2, &mn, &mx, &nsat) != 0)
+            sim_acc_pairs_v(x, n, l, slot, 1, &s, &s2, &mn, &mx, &nsat);
+        int i0 = n & ~1;
+#else
+        int i0 = 0;
 #endif
         SIM_VLOOP
         for (int i = i0; i < n; i++) {
