@@ -853,6 +853,8 @@ SIM_FN int sim_acc_pairs_v(const double *x, int n, const sim_layout *l, int *slo
         s2l = wasm_f64x2_add(s2l, wasm_f64x2_sub(q2, wasm_f64x2_mul(q2h, SIM_K2(0x1p32))));
         mnv = wasm_f64x2_pmin(mnv, q);
         mxv = wasm_f64x2_pmax(mxv, q);
+        if (!check)
+            m2v = wasm_f64x2_pmax(m2v, q2);
         /* sim_hist_slot: 1 + (int)bc, in [0, 33], is the low word of
          * 2^52 + 1 + trunc(bc) */
         v128_t b = wasm_f64x2_mul(wasm_f64x2_sub(xv, hlo), hiw), sl2;
@@ -862,10 +864,10 @@ SIM_FN int sim_acc_pairs_v(const double *x, int n, const sim_layout *l, int *slo
             v128_t bc = wasm_v128_bitselect(wasm_f64x2_pmin(b, bins), SIM_K2(-1.0), wasm_f64x2_ge(b, SIM_V2(0.0)));
             sl2 = wasm_f64x2_add(wasm_f64x2_trunc(bc), SIM_K2(4503599627370497.0));
         } else {
-            /* b is not NaN here (x is finite, the bounds are): below 0
-             * the floor of max(b, -1) is -1 as the select's, from 0 on it
-             * is the truncation */
-            m2v = wasm_f64x2_pmax(m2v, q2);
+            /* for b not NaN, the select's: below 0 the floor of max(b,
+             * -1) is -1, from 0 on it is the truncation (b is NaN only
+             * for an x that is not finite, and the pass is then done
+             * again, checked) */
             v128_t bc = wasm_f64x2_pmax(wasm_f64x2_pmin(b, bins), SIM_K2(-1.0));
             sl2 = wasm_f64x2_add(wasm_f64x2_floor(bc), SIM_K2(4503599627370497.0));
         }
