@@ -62,7 +62,16 @@ typedef struct job_info {
 typedef struct wslot {
     int64_t req;              /* 0 = empty */
     int barrier;
+    uint64_t ends;            /* the job whose end it writes; 0: none */
 } wslot;
+
+/* A job that ended (or was cancelled) and must not be loaded again while a
+ * load may not see it: its row still says pending or running until its end
+ * is committed, and a load that took its snapshot before then sees that. */
+typedef struct gone_job {
+    uint64_t id;
+    bool written;             /* its end is committed: only a load under way may miss it */
+} gone_job;
 
 typedef struct parked {
     rt_msg *claim;            /* the kept cd_claim */
@@ -98,8 +107,8 @@ typedef struct sched {
     uint64_t sweep_ms;
     bool db_up, loading;
     unsigned journals_pending;
-    uint64_t *cancelled;      /* jobs cancelled while a load was under way */
-    size_t ncancelled, cancelled_cap;
+    gone_job *gone;           /* ended jobs no load may start (see gone_job) */
+    size_t ngone, gone_cap;
     job_info *jobs;           /* loaded jobs */
     size_t njobs, jobs_cap;
     op *ops;
@@ -512,6 +521,51 @@ static void job_info_free(job_info *ji)
     free(ji->steps);
 }
 
+/* ---- ended jobs that loads must skip ------------------------------------------ */
+
+static bool is_gone(const sched *s, uint64_t id)
+{
+    for (size_t i = 0; i < s->ngone; i++)
+        if (s->gone[i].id == id)
+            return true;
+    return false;
+}
+
+/* Job id has ended; `written` when its row already says so (committed). */
+static void gone_add(sched *s, uint64_t id, bool written)
+{
+    if ((written && !s->loading) || is_gone(s, id))
+        return; /* every later load sees the row as it is now */
+    if (s->ngone == s->gone_cap)
+        s->gone = rt_grow(s->gone, &s->gone_cap, sizeof *s->gone);
+    s->gone[s->ngone++] = (gone_job){ id, written };
+}
+
+/* The write of job id's end is answered: committed (ok), or failed, when
+ * the job may be loaded again, so that a later load restores it from its
+ * journal and writes its end once more. */
+static void gone_written(sched *s, uint64_t id, bool ok)
+{
+    for (size_t i = 0; i < s->ngone; i++)
+        if (s->gone[i].id == id) {
+            if (ok && s->loading)
+                s->gone[i].written = true; /* until the load under way is done */
+            else
+                s->gone[i] = s->gone[--s->ngone];
+            return;
+        }
+}
+
+/* A load is done: the next one sees every committed end. */
+static void gone_load_done(sched *s)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->ngone; i++)
+        if (!s->gone[i].written)
+            s->gone[n++] = s->gone[i];
+    s->ngone = n;
+}
+
 static void forget_job(sched *s, uint64_t id)
 {
     sc_job_forget(s->l, id);
@@ -549,15 +603,15 @@ static size_t wslot_of(const sched *s, int64_t req)
     return hash_slot((uint64_t)req, s->writes_cap);
 }
 
-static void writes_put(sched *s, int64_t req, int b)
+static void writes_put(sched *s, int64_t req, int b, uint64_t ends)
 {
     s->writes = table_reserve(s->writes, &s->writes_cap, s->nwrites, sizeof *s->writes, 64);
-    s->writes[table_find(s->writes, s->writes_cap, sizeof *s->writes, (uint64_t)req)] = (wslot){ req, b };
+    s->writes[table_find(s->writes, s->writes_cap, sizeof *s->writes, (uint64_t)req)] = (wslot){ req, b, ends };
     s->nwrites++;
 }
 
 /* Removes req; returns false when it is not a write in flight. */
-static bool writes_take(sched *s, int64_t req, int *b)
+static bool writes_take(sched *s, int64_t req, int *b, uint64_t *ends)
 {
     if (s->writes_cap == 0)
         return false;
@@ -568,6 +622,7 @@ static bool writes_take(sched *s, int64_t req, int *b)
         i = (i + 1) & mask;
     }
     *b = s->writes[i].barrier;
+    *ends = s->writes[i].ends;
     s->nwrites--;
     /* Backward-shift deletion keeps every probe run unbroken. */
     for (size_t j = (i + 1) & mask; s->writes[j].req != 0; j = (j + 1) & mask) {
@@ -581,16 +636,19 @@ static bool writes_take(sched *s, int64_t req, int *b)
     return true;
 }
 
-/* Sends a write; its answer counts for barrier b (-1: none). */
-static void write_query(sched *s, cd_query *q, int b)
+/* Sends a write; its answer counts for barrier b (-1: none), and it
+ * writes the end of job `ends` (0: of none). */
+static void write_query(sched *s, cd_query *q, int b, uint64_t ends)
 {
     int64_t req = rt_request(s->self, s->store, &q->hdr, DB_TIMEOUT_MS);
     if (req < 0) {
         if (b >= 0)
             barrier_done(s, b, false);
+        if (ends != 0)
+            gone_written(s, ends, false);
         return;
     }
-    writes_put(s, req, b);
+    writes_put(s, req, b, ends);
 }
 
 /* Writes every record in the outbox: one INSERT per CD_JOURNAL_MAX_ROWS
@@ -618,7 +676,7 @@ static void write_out(sched *s)
     }
     for (size_t i = 0; i < s->nout; i += CD_JOURNAL_MAX_ROWS) {
         size_t n = s->nout - i < CD_JOURNAL_MAX_ROWS ? s->nout - i : CD_JOURNAL_MAX_ROWS;
-        write_query(s, cd_journal_insert(&s->out[i], n), b);
+        write_query(s, cd_journal_insert(&s->out[i], n), b, 0);
     }
     for (size_t i = 0; i < s->nout; i++) {
         const sc_record *r = &s->out[i];
@@ -641,10 +699,11 @@ static void write_out(sched *s)
         cd_query_text(u, state_name(r->state));
         cd_query_text(u, res);
         free(res);
-        write_query(s, u, b);
+        gone_add(s, r->job, false);
+        write_query(s, u, b, r->job);
     }
-    /* Ended jobs leave memory once their end is written (a completion that
-     * comes later is stale). */
+    /* Ended jobs leave memory as their end is written (a completion that
+     * comes later is stale); loads skip them until it is committed. */
     size_t n = s->nout;
     s->nout = 0;
     for (size_t i = 0; i < n; i++) {
@@ -719,17 +778,9 @@ static void fail_job(sched *s, uint64_t id, const char *why)
     u->group = true; /* never refused by the backlog bound: at most one per job */
     cd_query_int(u, (int64_t)id);
     cd_query_text(u, msg);
-    write_query(s, u, -1);
+    gone_add(s, id, false);
+    write_query(s, u, -1, id);
     emit(s, "job.finished", id, rt_fmt("\"state\":\"failed\",\"result\":%s", msg));
-}
-
-/* Whether the API cancelled the job while a load was under way. */
-static bool cancelled_in_load(const sched *s, uint64_t id)
-{
-    for (size_t i = 0; i < s->ncancelled; i++)
-        if (s->cancelled[i] == id)
-            return true;
-    return false;
 }
 
 static void load_done(sched *s)
@@ -737,7 +788,7 @@ static void load_done(sched *s)
     if (s->journals_pending > 0)
         return;
     s->loading = false;
-    s->ncancelled = 0;
+    gone_load_done(s);
 }
 
 /* A tournament's or stat_weights' settings (jobs.strategy_params, written
@@ -795,7 +846,7 @@ static bool read_strategy(job_info *ji, sc_job_spec *spec, const unsigned char *
 static void start_job(sched *s, PGresult *res, int row)
 {
     uint64_t id = strtoull(PQgetvalue(res, row, 0), NULL, 10);
-    if (info_of(s, id) != NULL || s->njobs >= MAX_JOBS || cancelled_in_load(s, id))
+    if (info_of(s, id) != NULL || s->njobs >= MAX_JOBS || is_gone(s, id))
         return;
     if (strcmp(PQgetvalue(res, row, 11), "pending") == 0) {
         /* every event of a job comes from this actor, in order: this first */
@@ -895,7 +946,7 @@ out:
 
 static void restore_job(sched *s, op *o, PGresult *res)
 {
-    if (cancelled_in_load(s, o->info.id)) { /* its job.finished is sent */
+    if (is_gone(s, o->info.id)) { /* cancelled during the load: its job.finished is sent */
         job_info_free(&o->info);
         return;
     }
@@ -947,7 +998,7 @@ static void restore_job(sched *s, op *o, PGresult *res)
         cd_query *u = cd_query_new(
             "UPDATE jobs SET state = 'running', started_at = coalesce(started_at, now()) WHERE id = $1 AND state = 'pending'");
         cd_query_int(u, (int64_t)o->info.id);
-        write_query(s, u, -1);
+        write_query(s, u, -1, 0);
     } else {
         /* It had ended before the crash; make the jobs row say so. */
         sc_record end = { .type = SC_REC_JOB_END, .job = o->info.id, .state = st.state };
@@ -964,9 +1015,12 @@ static void on_reply(sched *s, rt_msg *m)
     cd_result *r = m->type == CD_MSG_RESULT ? (cd_result *)m : NULL;
     const char *error = r == NULL ? "the database did not answer in time" : r->res == NULL ? r->error : NULL;
     int b;
-    if (writes_take(s, (int64_t)m->req_id, &b)) {
+    uint64_t ends;
+    if (writes_take(s, (int64_t)m->req_id, &b, &ends)) {
         if (error != NULL)
             fprintf(stderr, "simfarm scheduler: write failed: %s\n", error);
+        if (ends != 0)
+            gone_written(s, ends, error == NULL);
         if (b >= 0)
             barrier_done(s, b, error == NULL);
         return;
@@ -1173,11 +1227,7 @@ static void behaviour(rt_actor *self, rt_msg *m)
         if (rc == 0) {
             flush(s, NULL, 0, false); /* job.finished with the result so far */
         } else if (rc == SC_ENOJOB) { /* not loaded: a load under way must not start it */
-            if (s->loading) {
-                if (s->ncancelled == s->cancelled_cap)
-                    s->cancelled = rt_grow(s->cancelled, &s->cancelled_cap, sizeof *s->cancelled);
-                s->cancelled[s->ncancelled++] = job;
-            }
+            gone_add(s, job, true); /* the API's update is committed */
             emit(s, "job.finished", job, rt_fmt("\"state\":\"cancelled\""));
         }
         break;
@@ -1236,7 +1286,7 @@ static void finalize(rt_actor *self)
     for (size_t i = 0; i < s->njobs; i++)
         job_info_free(&s->jobs[i]);
     free(s->jobs);
-    free(s->cancelled);
+    free(s->gone);
     free(s->bfree);
     free(s->writes);
     for (size_t i = 0; i < s->nparked; i++)

@@ -15,6 +15,7 @@
 #include "tests/support/proxy.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,8 @@ static const char *conninfo;
 static char params_json[4096];
 static rt_system *sys;
 static rt_actor *store, *scheduler;
+static uint64_t watched_job; /* claim() counts the chunks of it offered for another job */
+static int watched_offers;
 
 static void start_farm(void)
 {
@@ -37,6 +40,7 @@ static void start_farm(void)
         .sweep_ms = 500,
     };
     scheduler = cd_scheduler_spawn(sys, &co);
+    cd_scheduler_watch(scheduler, proxy);
     proxy_run(sys);
 }
 
@@ -109,9 +113,12 @@ static unsigned claim(uint64_t node, unsigned slots, cd_assignment *out, uint64_
         cd_claimed *r = (cd_claimed *)proxy_call(scheduler, &c->hdr, 10000);
         unsigned n = 0;
         if (r != NULL && r->hdr.type == CD_MSG_CLAIMED)
-            for (unsigned i = 0; i < r->n; i++)
+            for (unsigned i = 0; i < r->n; i++) {
                 if (r->a[i].claim.job == job)
                     out[n++] = r->a[i];
+                else if (watched_job != 0 && r->a[i].claim.job == watched_job)
+                    watched_offers++;
+            }
         rt_msg_free(r ? &r->hdr : NULL);
         clock_gettime(CLOCK_MONOTONIC, &now);
         if (n > 0 || now.tv_sec - t0.tv_sec > PROXY_DEADLINE_S)
@@ -326,6 +333,126 @@ static void restart_resumes_from_the_journal(void)
     sim_job_destroy(job);
 }
 
+/* One statement on a connection of the test's own; the first value as a
+ * number, or -1. */
+static long pg_value(PGconn *c, const char *sql_text, uint64_t id)
+{
+    char idtext[24];
+    snprintf(idtext, sizeof idtext, "%" PRIu64, id);
+    const char *params[1] = { idtext };
+    PGresult *r = PQexecParams(c, sql_text, id != 0, NULL, params, NULL, NULL, 0);
+    ExecStatusType st = PQresultStatus(r);
+    long v = st == PGRES_TUPLES_OK && PQntuples(r) == 1 ? atol(PQgetvalue(r, 0, 0)) : st == PGRES_COMMAND_OK ? 0 : -1;
+    PQclear(r);
+    return v;
+}
+
+typedef struct last_completion {
+    cd_assignment a;
+    unsigned char buf[8192];
+    size_t len;
+    cd_completed *reply;
+} last_completion;
+
+static void *complete_in_thread(void *arg)
+{
+    last_completion *c = arg;
+    c->reply = complete(&c->a, 1, c->buf, c->len);
+    return NULL;
+}
+
+static uint64_t ending_job;
+
+static bool job_end_seen(void)
+{
+    return proxy_events("job.finished", ending_job) > 0;
+}
+
+/* A job's end is written after the scheduler has let the job go; until
+ * that write commits, the job's row still says running, and a load that
+ * runs meanwhile (a sweep, a new job) must not start the job again. The
+ * end's write is held back by a row lock here while two jobs are loaded. */
+static void an_ending_job_is_not_loaded_again(void)
+{
+    enum { ITEMS = 20000 };
+    uint64_t id = insert_job(ITEMS, 17);
+    sim_job *job = local_job(17);
+    static unsigned char buf[8192];
+    cd_assignment a[64];
+    unsigned n = 0;
+    uint64_t claimed = 0;
+    while (claimed < ITEMS && n + 8 <= 64) {
+        unsigned k = claim(1, 8, a + n, id);
+        if (k == 0)
+            break;
+        for (unsigned i = 0; i < k; i++)
+            claimed += a[n + i].claim.count;
+        n += k;
+    }
+    CHECK(claimed == ITEMS && n > 1, "claimed %" PRIu64 " items in %u chunks", claimed, n);
+    for (unsigned i = 0; i + 1 < n; i++) {
+        size_t len = compute(job, &a[i], buf, sizeof buf);
+        cd_completed *r = complete(&a[i], 1, buf, len);
+        bool ok = r != NULL && r->err == 0 && r->outcome == SC_ACCEPTED && !r->job_complete;
+        rt_msg_free(r ? &r->hdr : NULL);
+        CHECK(ok, "chunk %u accepted", i);
+    }
+
+    PGconn *lock = PQconnectdb(conninfo), *look = PQconnectdb(conninfo);
+    bool locked = PQstatus(lock) == CONNECTION_OK && PQstatus(look) == CONNECTION_OK &&
+        pg_value(lock, "BEGIN", 0) == 0 && pg_value(lock, "SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", id) == 1;
+    static last_completion last;
+    last.a = a[n - 1];
+    last.len = compute(job, &last.a, last.buf, sizeof last.buf);
+    last.reply = NULL;
+    pthread_t t;
+    bool started = locked && pthread_create(&t, NULL, complete_in_thread, &last) == 0;
+
+    /* the end's UPDATE waits for the lock; meanwhile two jobs arrive, each
+     * loaded by a load that lists the first as running */
+    bool waiting = false;
+    struct timespec t0, now, pause = { 0, 5000000 };
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (now = t0; started && !waiting && now.tv_sec - t0.tv_sec <= PROXY_DEADLINE_S;) {
+        waiting = pg_value(look, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                 "AND query LIKE 'UPDATE jobs SET state = $2%'", 0) > 0;
+        if (!waiting)
+            nanosleep(&pause, NULL); /* not there yet: look again, up to the deadline */
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    }
+    watched_job = id;
+    watched_offers = 0;
+    cd_assignment other;
+    uint64_t k1 = waiting ? insert_job(5000, 18) : 0;
+    bool loaded1 = k1 > 0 && claim(2, 1, &other, k1) == 1;
+    uint64_t k2 = loaded1 ? insert_job(5000, 19) : 0;
+    bool loaded2 = k2 > 0 && claim(2, 1, &other, k2) == 1;
+    int offers = watched_offers;
+    watched_job = 0;
+
+    if (locked)
+        pg_value(lock, "COMMIT", 0);
+    PQfinish(lock);
+    PQfinish(look);
+    if (started)
+        pthread_join(t, NULL);
+    bool done = last.reply != NULL && last.reply->err == 0 && last.reply->outcome == SC_ACCEPTED &&
+        last.reply->job_complete;
+    rt_msg_free(last.reply ? &last.reply->hdr : NULL);
+    ending_job = id;
+    bool ended = proxy_wait(job_end_seen);
+    CHECK(started, "the job's row is locked");
+    CHECK(waiting, "the end's update waits for the lock");
+    CHECK(ended && proxy_events("job.started", id) == 1 && proxy_events("job.finished", id) == 1,
+          "the job started and ended once: %d job.started, %d job.finished", proxy_events("job.started", id),
+          proxy_events("job.finished", id));
+    CHECK(offers == 0, "the ended job was handed out again: %d chunks", offers);
+    CHECK(loaded1 && loaded2, "the jobs that came meanwhile are loaded: %d %d", loaded1, loaded2);
+    CHECK(done, "the last chunk is accepted and ends the job");
+    check_complete(id, job, ITEMS, (int)n);
+    sim_job_destroy(job);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -348,6 +475,7 @@ int main(int argc, char **argv)
     RUN(repeats_and_bad_results);
     RUN(a_burst_of_completions);
     RUN(restart_resumes_from_the_journal);
+    RUN(an_ending_job_is_not_loaded_again);
     stop_farm();
     return CHECK_SUMMARY();
 }

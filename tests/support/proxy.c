@@ -3,6 +3,7 @@
  */
 #include "tests/support/proxy.h"
 
+#include "actors/scheduler.h"
 #include "actors/store.h"
 
 #include <pthread.h>
@@ -36,6 +37,11 @@ static struct {
     int counts[MAX_COUNTED];
     char notices[64][384];
     int nnotices;
+    struct {
+        char type[24];
+        uint64_t job;
+        int n;
+    } events[64];
 } px = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
 static rt_actor *proxy;
@@ -58,6 +64,28 @@ int proxy_count(uint32_t type)
         if (px.types[i] == type)
             return px.counts[i];
     return 0;
+}
+
+int proxy_events(const char *type, uint64_t job)
+{
+    for (int i = 0; i < 64 && px.events[i].n > 0; i++)
+        if (px.events[i].job == job && strcmp(px.events[i].type, type) == 0)
+            return px.events[i].n;
+    return 0;
+}
+
+static void count_event(const cd_event *e)
+{
+    for (int i = 0; i < 64; i++) {
+        if (px.events[i].n == 0) {
+            snprintf(px.events[i].type, sizeof px.events[i].type, "%s", e->type);
+            px.events[i].job = e->job;
+        }
+        if (px.events[i].job == e->job && strcmp(px.events[i].type, e->type) == 0) {
+            px.events[i].n++;
+            return;
+        }
+    }
 }
 
 const char *proxy_notice(int i)
@@ -89,6 +117,8 @@ static void behaviour(rt_actor *self, rt_msg *m)
         if (m->type == CD_MSG_NOTIFY && px.nnotices < 64)
             snprintf(px.notices[px.nnotices++], sizeof px.notices[0], "%s:%s", ((cd_notify *)m)->channel,
                 ((cd_notify *)m)->payload);
+        if (m->type == CD_MSG_EVENT)
+            count_event((const cd_event *)m);
     }
     pthread_cond_broadcast(&px.cond);
     pthread_mutex_unlock(&px.lock);

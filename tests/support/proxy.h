@@ -10,6 +10,7 @@
 #include "runtime/runtime.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 
 enum { PROXY_DEADLINE_S = 30 };
 
@@ -35,6 +36,10 @@ int proxy_count(uint32_t type);
 
 /* The payloads of the first 64 cd_notify messages, "channel:payload". */
 const char *proxy_notice(int i);
+
+/* How many job events (cd_event, to a proxy made the scheduler's watcher)
+ * of `type` about `job` the proxy received; for 64 (type, job) pairs. */
+int proxy_events(const char *type, uint64_t job);
 
 /* Waits (with the deadline) until pred() holds; pred runs under the
  * proxy's lock, so it may read proxy_count-style state safely. */
