@@ -1,7 +1,10 @@
 // The browser node's kernel speed: European option paths per second per
 // Web Worker in Debian's Chromium (the compute workers of web/node/, fed
 // chunks the way the node worker feeds them), against the native CPU
-// backend on one thread of the same machine, in the same run.
+// backend on one thread of the same machine, in the same run. Both get
+// chunks sized, as the coordinator sizes them, to take BENCH_CHROMIUM_CHUNK_MS
+// (default 1,000; the coordinator's default is 10,000) at the speed of the
+// last one, after a first chunk of 200,000 paths.
 //
 //   sim_european_native_thread   native nd_compute_cpu, one thread
 //   sim_european_chromium        Chromium, paths/s per worker, with
@@ -23,6 +26,7 @@ import { launch, serve } from '../browser/chromium.mjs';
 
 const SECONDS = 4;
 const CHUNK = 200000;
+const CHUNK_MS = Number(process.env.BENCH_CHROMIUM_CHUNK_MS) || 1000;
 const european = '{"S0": 100, "K": 100, "r": 0.05, "sigma": 0.2, "T": 1}';
 const harness = path.join(build, 'tests/wasm/node_actor');
 const workers = Number(process.env.BENCH_CHROMIUM_WORKERS) || Math.min(4, os.availableParallelism());
@@ -34,23 +38,31 @@ function bench(name, value, unit) {
 // Runs in the page: n compute workers, each sent chunk after chunk until the
 // time is up; resolves to the paths each computed per second.
 const page = `<!doctype html><meta charset="utf-8"><title>bench</title><script>
-window.bench = (n, seconds, chunk, ctxHex, hashHex) => new Promise((resolve, reject) => {
+window.bench = (n, seconds, first, chunkMs, ctxHex, hashHex) => new Promise((resolve, reject) => {
   const bytes = (h) => new Uint8Array(h.match(/../g).map((x) => parseInt(x, 16)));
   const work = bytes(ctxHex), hash = bytes(hashHex);
   const rates = [];
   let left = n;
   for (let w = 0; w < n; w++) {
     const worker = new Worker('/node/compute-worker.js');
-    let next = w * 1e9, items = 0, t0 = 0;
-    const send = () => worker.postMessage({ job: 1, chunk: next, hash, work, start: [next % 4294967296, 0],
-      count: [chunk, 0] });
+    let next = w * 1e11, chunk = first, items = 0, t0 = 0, sent = 0;
+    const send = () => {
+      sent = performance.now();
+      worker.postMessage({ job: 1, chunk: next, hash, work, start: [next % 4294967296, Math.floor(next / 4294967296)],
+        count: [chunk, 0] });
+    };
     worker.onerror = (e) => reject(new Error(e.message));
     worker.onmessage = (e) => {
       if (e.data.err !== 0) { reject(new Error(e.data.error)); return; }
       const now = performance.now();
       if (t0 === 0) t0 = now; // the first chunk warms the worker up
       else items += chunk;
-      if (now - t0 < seconds * 1000) { next += chunk; send(); return; }
+      if (now - t0 < seconds * 1000) {
+        next += chunk;
+        chunk = Math.max(first, Math.round(chunk / (now - sent) * chunkMs / 64) * 64);
+        send();
+        return;
+      }
       rates[w] = items * 1000 / (now - t0);
       worker.terminate();
       if (--left === 0) resolve(rates);
@@ -79,8 +91,8 @@ if (ctxRun.code !== 0) throw new Error(`node_actor ctx: ${ctxRun.stderr}`);
 const ctxHex = ctxRun.stdout.trim().split(' ')[1];
 const hashHex = crypto.createHash('sha256').update(Buffer.from(ctxHex, 'hex')).digest('hex');
 
-console.error(`# native, one thread, ${SECONDS} s`);
-const nat = await run(harness, ['bench', String(SECONDS)], { timeoutMs: 60000 });
+console.error(`# native, one thread, ${SECONDS} s, chunks of about ${CHUNK_MS} ms`);
+const nat = await run(harness, ['bench', String(SECONDS), String(CHUNK_MS)], { timeoutMs: 60000 });
 const m = nat.stdout.match(/BENCH sim_european_cpu (\S+) paths\/s/);
 if (nat.code !== 0 || !m) throw new Error(`node_actor bench: ${nat.stderr}${nat.stdout}`);
 const native = Number(m[1]);
@@ -92,9 +104,9 @@ try {
   const tab = await browser.newPage();
   await tab.goto(server.url + '/');
   const version = browser.version();
-  console.error(`# Chromium ${version}, ${workers} workers, ${SECONDS} s`);
-  const rates = await tab.evaluate(([n, s, c, x, h]) => window.bench(n, s, c, x, h),
-    [workers, SECONDS, CHUNK, ctxHex, hashHex]);
+  console.error(`# Chromium ${version}, ${workers} workers, ${SECONDS} s, chunks of about ${CHUNK_MS} ms`);
+  const rates = await tab.evaluate(([n, s, c, ms, x, h]) => window.bench(n, s, c, ms, x, h),
+    [workers, SECONDS, CHUNK, CHUNK_MS, ctxHex, hashHex]);
   const perWorker = rates.reduce((a, b) => a + b, 0) / rates.length;
   bench('sim_european_native_thread', native, 'paths/s');
   bench('sim_european_chromium', perWorker, 'paths/s');

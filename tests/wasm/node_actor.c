@@ -19,9 +19,11 @@
  *       (%.17g, so a JSON number from the coordinator compares exactly)
  *   node_actor ctx KERNEL PARAMS_JSON SEED
  *       the job's work context, in hex
- *   node_actor bench SECONDS
+ *   node_actor bench SECONDS [CHUNK_MS]
  *       the European option through nd_compute_cpu on one thread:
- *       "BENCH sim_european_<cpu|wasm> <paths/s> paths/s"
+ *       "BENCH sim_european_<cpu|wasm> <paths/s> paths/s"; chunks of
+ *       100,000 paths, or with CHUNK_MS each sized to take that long at
+ *       the speed of the one before (as the coordinator sizes them)
  */
 #include "actors/node.h"
 #include "proto/msg.h"
@@ -403,21 +405,28 @@ static int ctx_mode(const char *kernel, const char *json, const char *seed_s)
     return rc == 0 ? 0 : 2;
 }
 
-static int bench_mode(const char *seconds_s)
+static int bench_mode(const char *seconds_s, const char *chunk_ms_s)
 {
-    double seconds = atof(seconds_s);
+    double seconds = atof(seconds_s), chunk_ms = chunk_ms_s != NULL ? atof(chunk_ms_s) : 0;
     sim_job *one = job_from_json("option", EUROPEAN, 2024);
-    if (one == NULL || seconds <= 0)
+    if (one == NULL || seconds <= 0 || chunk_ms < 0)
         return 2;
     sim_work job = { .jobs = &one, .n = 1 };
-    uint64_t items = 0, chunk = 100000, t0 = mono_ms();
+    enum { FIRST = 100000 };
+    uint64_t items = 0, chunk = FIRST, t0 = mono_ms();
     while (mono_ms() - t0 < (uint64_t)(seconds * 1000)) {
         uint8_t *data;
         size_t len;
+        uint64_t t1 = mono_ms();
         if (nd_compute_cpu(&job, &(nd_chunk){ .start = items, .count = chunk }, &data, &len) != 0)
             return 1;
         free(data);
         items += chunk;
+        uint64_t took = mono_ms() - t1;
+        if (chunk_ms > 0 && took > 0) {
+            double next = (double)chunk / (double)took * chunk_ms;
+            chunk = next > FIRST ? (uint64_t)(next / 64) * 64 : FIRST;
+        }
     }
     double dt = (double)(mono_ms() - t0) / 1000.0;
     printf("BENCH sim_european_%s %.4g paths/s\n", BUILD_NAME, (double)items / dt);
@@ -434,11 +443,11 @@ int main(int argc, char **argv)
         return sim_mode(argv[2], argv[3], argv[4], argv[5]);
     if (argc == 5 && strcmp(argv[1], "ctx") == 0)
         return ctx_mode(argv[2], argv[3], argv[4]);
-    if (argc == 3 && strcmp(argv[1], "bench") == 0)
-        return bench_mode(argv[2]);
+    if ((argc == 3 || argc == 4) && strcmp(argv[1], "bench") == 0)
+        return bench_mode(argv[2], argc == 4 ? argv[3] : NULL);
     if (argc != 1) {
         fprintf(stderr, "usage: node_actor | node_actor sim KERNEL PARAMS_JSON ITEMS SEED |\n"
-                        "       node_actor ctx KERNEL PARAMS_JSON SEED | node_actor bench SECONDS\n");
+                        "       node_actor ctx KERNEL PARAMS_JSON SEED | node_actor bench SECONDS [CHUNK_MS]\n");
         return 2;
     }
     return session_script();
