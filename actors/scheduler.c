@@ -106,6 +106,7 @@ typedef struct sched {
     sc_ledger *l;
     uint64_t sweep_ms;
     bool db_up, loading;
+    bool load_again;          /* asked to load while a load was under way */
     unsigned journals_pending;
     gone_job *gone;           /* ended jobs no load may start (see gone_job) */
     size_t ngone, gone_cap;
@@ -750,9 +751,14 @@ static void serve_parked(sched *s, bool expire);
 
 static void load(sched *s)
 {
-    if (!s->db_up || s->loading)
+    if (!s->db_up)
         return;
+    if (s->loading) { /* its list may predate the job that asks: once more after it */
+        s->load_again = true;
+        return;
+    }
     s->loading = true;
+    s->load_again = false;
     cd_query *q = cd_query_new(
         "SELECT id, kernel, items, seed, priority, tiers, params, ctx_hash, owner, strategy, strategy_params, state "
         "FROM jobs WHERE state IN ('pending', 'running') ORDER BY id LIMIT 4096");
@@ -789,6 +795,8 @@ static void load_done(sched *s)
         return;
     s->loading = false;
     gone_load_done(s);
+    if (s->load_again)
+        load(s);
 }
 
 /* A tournament's or stat_weights' settings (jobs.strategy_params, written

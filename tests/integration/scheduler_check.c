@@ -29,7 +29,8 @@ static rt_actor *store, *scheduler;
 static uint64_t watched_job; /* claim() counts the chunks of it offered for another job */
 static int watched_offers;
 
-static void start_farm(void)
+/* sweep_ms: how often the scheduler looks for jobs it was not told of */
+static void start_farm(uint64_t sweep_ms)
 {
     rt_actor *proxy = proxy_start(&sys);
     cd_store_opts so = { .conninfo = conninfo, .connections = 2, .listen = "pending_job", .notify_to = proxy };
@@ -37,7 +38,7 @@ static void start_farm(void)
     cd_scheduler_opts co = {
         .store = store,
         .ledger = { .target_chunk_ms = 1000, .min_chunk = 1000, .max_chunk = 7000, .min_lease_ms = 60000 },
-        .sweep_ms = 500,
+        .sweep_ms = sweep_ms,
     };
     scheduler = cd_scheduler_spawn(sys, &co);
     cd_scheduler_watch(scheduler, proxy);
@@ -61,15 +62,18 @@ static cd_result *sql(cd_query *q)
     return (cd_result *)r;
 }
 
-/* Inserts an option job; returns its id, or 0. */
-static uint64_t insert_job(uint64_t items, uint64_t seed)
+/* The INSERT of an option job, RETURNING its id; NULL if the parameters
+ * do not encode. */
+static cd_query *job_insert(uint64_t items, uint64_t seed)
 {
     msgpack_sbuffer mp;
     char err[128];
     unsigned char hash[32];
     msgpack_sbuffer_init(&mp);
-    if (sim_json_to_msgpack(params_json, strlen(params_json), &mp, err, sizeof err) != 0)
-        return 0;
+    if (sim_json_to_msgpack(params_json, strlen(params_json), &mp, err, sizeof err) != 0) {
+        msgpack_sbuffer_destroy(&mp);
+        return NULL;
+    }
     msgpack_sbuffer ctx;
     msgpack_sbuffer_init(&ctx);
     sim_ctx_encode(&ctx, "option", seed, mp.data, mp.size);
@@ -82,8 +86,22 @@ static uint64_t insert_job(uint64_t items, uint64_t seed)
     cd_query_bytes(q, hash, 32);
     msgpack_sbuffer_destroy(&ctx);
     msgpack_sbuffer_destroy(&mp);
+    return q;
+}
+
+static uint64_t result_id(const cd_result *r)
+{
+    return r != NULL && r->res != NULL && PQntuples(r->res) == 1 ? strtoull(PQgetvalue(r->res, 0, 0), NULL, 10) : 0;
+}
+
+/* Inserts an option job; returns its id, or 0. */
+static uint64_t insert_job(uint64_t items, uint64_t seed)
+{
+    cd_query *q = job_insert(items, seed);
+    if (q == NULL)
+        return 0;
     cd_result *r = sql(q);
-    uint64_t id = r && r->res ? strtoull(PQgetvalue(r->res, 0, 0), NULL, 10) : 0;
+    uint64_t id = result_id(r);
     rt_msg_free(r ? &r->hdr : NULL);
     return id;
 }
@@ -318,7 +336,7 @@ static void restart_resumes_from_the_journal(void)
     CHECK(claim(1, 1, &lost, id) == 1, "a claim in flight at the restart");
 
     stop_farm();
-    start_farm();
+    start_farm(500);
 
     static unsigned char buf[8192];
     size_t len = compute(job, &lost, buf, sizeof buf);
@@ -345,6 +363,24 @@ static long pg_value(PGconn *c, const char *sql_text, uint64_t id)
     long v = st == PGRES_TUPLES_OK && PQntuples(r) == 1 ? atol(PQgetvalue(r, 0, 0)) : st == PGRES_COMMAND_OK ? 0 : -1;
     PQclear(r);
     return v;
+}
+
+/* Waits (deadline) until a statement starting with `prefix` waits for a
+ * lock. */
+static bool lock_waiter(PGconn *look, const char *prefix)
+{
+    char like[128];
+    snprintf(like, sizeof like, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                "AND query LIKE '%s%%'", prefix);
+    struct timespec t0, now, pause = { 0, 5000000 };
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (now = t0; now.tv_sec - t0.tv_sec <= PROXY_DEADLINE_S;) {
+        if (pg_value(look, like, 0) > 0)
+            return true;
+        nanosleep(&pause, NULL); /* not there yet: look again, up to the deadline */
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    }
+    return false;
 }
 
 typedef struct last_completion {
@@ -410,16 +446,7 @@ static void an_ending_job_is_not_loaded_again(void)
 
     /* the end's UPDATE waits for the lock; meanwhile two jobs arrive, each
      * loaded by a load that lists the first as running */
-    bool waiting = false;
-    struct timespec t0, now, pause = { 0, 5000000 };
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (now = t0; started && !waiting && now.tv_sec - t0.tv_sec <= PROXY_DEADLINE_S;) {
-        waiting = pg_value(look, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                                 "AND query LIKE 'UPDATE jobs SET state = $2%'", 0) > 0;
-        if (!waiting)
-            nanosleep(&pause, NULL); /* not there yet: look again, up to the deadline */
-        clock_gettime(CLOCK_MONOTONIC, &now);
-    }
+    bool waiting = started && lock_waiter(look, "UPDATE jobs SET state = $2");
     watched_job = id;
     watched_offers = 0;
     cd_assignment other;
@@ -453,6 +480,54 @@ static void an_ending_job_is_not_loaded_again(void)
     sim_job_destroy(job);
 }
 
+static uint64_t awaited_job; /* for the predicates below */
+
+static bool notice_seen(void)
+{
+    char want[64];
+    snprintf(want, sizeof want, "pending_job:%" PRIu64, awaited_job);
+    for (int i = 0; i < proxy_count(CD_MSG_NOTIFY); i++)
+        if (strcmp(proxy_notice(i), want) == 0)
+            return true;
+    return false;
+}
+
+static bool job_started(void)
+{
+    return proxy_events("job.started", awaited_job) > 0;
+}
+
+/* A job whose notice comes while a load is under way, that load's list
+ * read before the job was committed, still starts at once, not at the
+ * next sweep (one a minute here). A lock on the journal holds the load
+ * of the job before it in its journal query. */
+static void a_job_that_arrives_during_a_load_starts(void)
+{
+    stop_farm();
+    PGconn *lock = PQconnectdb(conninfo), *look = PQconnectdb(conninfo);
+    /* the jobs of the cases before would have their journals read too */
+    bool locked = PQstatus(lock) == CONNECTION_OK && PQstatus(look) == CONNECTION_OK &&
+        pg_value(look, "UPDATE jobs SET state = 'cancelled' WHERE state IN ('pending', 'running')", 0) == 0 &&
+        pg_value(lock, "BEGIN", 0) == 0 && pg_value(lock, "LOCK TABLE journal IN ACCESS EXCLUSIVE MODE", 0) == 0;
+    start_farm(60000);
+    uint64_t first = locked ? insert_job(5000, 21) : 0;
+    bool held = first > 0 && lock_waiter(look, "SELECT type, variant");
+    uint64_t second = held ? insert_job(5000, 22) : 0;
+    awaited_job = second;
+    bool noticed = second > 0 && proxy_wait(notice_seen);
+    if (locked)
+        pg_value(lock, "COMMIT", 0);
+    PQfinish(lock);
+    PQfinish(look);
+    CHECK(locked, "the journal is locked");
+    CHECK(held, "a load waits in its journal query");
+    CHECK(noticed, "the second job's notice");
+    awaited_job = first;
+    CHECK(proxy_wait(job_started), "the first job starts");
+    awaited_job = second;
+    CHECK(proxy_wait(job_started), "the second job starts");
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -470,12 +545,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "scheduler_check: cannot read %s\n", path);
         return 2;
     }
-    start_farm();
+    start_farm(500);
     RUN(job_runs_to_completion);
     RUN(repeats_and_bad_results);
     RUN(a_burst_of_completions);
     RUN(restart_resumes_from_the_journal);
     RUN(an_ending_job_is_not_loaded_again);
+    RUN(a_job_that_arrives_during_a_load_starts);
     stop_farm();
     return CHECK_SUMMARY();
 }

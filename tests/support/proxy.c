@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { M_ASK = RT_MSG_USER + 1, MAX_PENDING = 4096, MAX_COUNTED = 8 };
+enum { M_ASK = RT_MSG_USER + 1, MAX_PENDING = 4096, MAX_COUNTED = 8, MAX_EVENT_KINDS = 256 };
 
 typedef struct slot {
     rt_msg *reply;
@@ -41,7 +41,7 @@ static struct {
         char type[24];
         uint64_t job;
         int n;
-    } events[64];
+    } events[MAX_EVENT_KINDS];
 } px = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
 static rt_actor *proxy;
@@ -68,7 +68,7 @@ int proxy_count(uint32_t type)
 
 int proxy_events(const char *type, uint64_t job)
 {
-    for (int i = 0; i < 64 && px.events[i].n > 0; i++)
+    for (int i = 0; i < MAX_EVENT_KINDS && px.events[i].n > 0; i++)
         if (px.events[i].job == job && strcmp(px.events[i].type, type) == 0)
             return px.events[i].n;
     return 0;
@@ -76,7 +76,7 @@ int proxy_events(const char *type, uint64_t job)
 
 static void count_event(const cd_event *e)
 {
-    for (int i = 0; i < 64; i++) {
+    for (int i = 0; i < MAX_EVENT_KINDS; i++) {
         if (px.events[i].n == 0) {
             snprintf(px.events[i].type, sizeof px.events[i].type, "%s", e->type);
             px.events[i].job = e->job;
