@@ -917,7 +917,7 @@ int nd_compute(const sim_work *job, const nd_chunk *c, nd_runner run, nd_stop ha
     int err = 0;
     uint64_t done = 0, slice = SLICE_FIRST;
     do { /* at least once: an empty chunk still has its (empty) statistics */
-        if (halt != NULL && halt(ctx)) {
+        if (halt != NULL && halt(ctx, done)) {
             err = ND_ECANCELLED;
             break;
         }
@@ -957,7 +957,7 @@ int nd_compute(const sim_work *job, const nd_chunk *c, nd_runner run, nd_stop ha
     return err;
 }
 
-static int run_cpu(void *ctx, const sim_job *sim, uint64_t first, uint64_t count, sim_stats *out)
+int nd_run_cpu(void *ctx, const sim_job *sim, uint64_t first, uint64_t count, sim_stats *out)
 {
     (void)ctx;
     return sim_run_cpu(sim, first, count, out);
@@ -965,5 +965,5 @@ static int run_cpu(void *ctx, const sim_job *sim, uint64_t first, uint64_t count
 
 int nd_compute_cpu(const sim_work *job, const nd_chunk *c, uint8_t **data, size_t *len)
 {
-    return nd_compute(job, c, run_cpu, NULL, NULL, data, len);
+    return nd_compute(job, c, nd_run_cpu, NULL, NULL, data, len);
 }

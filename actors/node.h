@@ -135,9 +135,10 @@ void nd_pause(rt_actor *node, bool on);
 /* Runs one variant of a chunk on a backend: sim_run_cpu's contract. */
 typedef int (*nd_runner)(void *ctx, const sim_job *sim, uint64_t first, uint64_t count, sim_stats *out);
 
-/* Asked between the slices of a chunk: true stops the chunk. Called on the
- * computing thread. */
-typedef bool (*nd_stop)(void *ctx);
+/* Asked before each slice of a chunk, with the chunk's items done so far
+ * (0 before the first): true stops the chunk. Called on the computing
+ * thread. */
+typedef bool (*nd_stop)(void *ctx, uint64_t done);
 
 /* Computes a chunk with `run` and encodes its result the way nd_done wants
  * it: the chunk's variant, or every variant in order when the job says so
@@ -151,6 +152,9 @@ typedef bool (*nd_stop)(void *ctx);
  * with ND_ECANCELLED and no data. `ctx` goes to `run` and `halt`. */
 int nd_compute(const sim_work *job, const nd_chunk *c, nd_runner run, nd_stop halt, void *ctx, uint8_t **data,
     size_t *len);
+
+/* sim_run_cpu as an nd_runner (ctx unused). */
+int nd_run_cpu(void *ctx, const sim_job *sim, uint64_t first, uint64_t count, sim_stats *out);
 
 /* nd_compute on the CPU: the worker body of hosts without other backends. */
 int nd_compute_cpu(const sim_work *job, const nd_chunk *c, uint8_t **data, size_t *len);

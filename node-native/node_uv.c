@@ -352,9 +352,10 @@ static int run_on(void *ctx, const sim_job *sim, uint64_t first, uint64_t count,
         : sim_run_cpu(sim, first, count, out);
 }
 
-static bool stop_asked(void *ctx)
+static bool stop_asked(void *ctx, uint64_t done)
 {
     worker *w = ctx;
+    (void)done;
     return atomic_load_explicit(&w->stop, memory_order_relaxed);
 }
 

@@ -1,10 +1,15 @@
 // A compute worker of the browser node: its own instance of the module, one
 // chunk at a time. In: { job, chunk, hash, work, start: [lo, hi], count:
-// [lo, hi], variant } from the node worker. Out: { err, data, ms, error }.
+// [lo, hi], variant } from the node worker. Out: { progress } (the chunk's
+// items done so far, about every 100 ms while it runs), then { err, data,
+// ms, error }.
 'use strict';
 importScripts('simfarm-node.js');
 
-const ready = SimfarmNode();
+const ready = SimfarmNode().then((m) => {
+  m.onChunkProgress = (done) => self.postMessage({ progress: done });
+  return m;
+});
 let hashPtr = 0;
 
 function bytesIn(m, bytes) {

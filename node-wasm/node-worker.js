@@ -6,7 +6,10 @@
 //        { type: 'stop' }            drain (twice: leave now)
 //        { type: 'pause', on }
 //   out: { type: 'state', state, name, detail }   (name: in plain words)
-//        { type: 'progress', chunks, items, job, busy }
+//        { type: 'progress', chunks, items, computed, job, busy }
+//             (items: of the chunks done; computed: every item the
+//             workers computed, in chunks under way and stopped ones too;
+//             sent as chunks end and every second)
 //        { type: 'log', level, line }
 //        { type: 'enrolled' }        a claim token was used up
 //        { type: 'stopped', code }
@@ -22,6 +25,7 @@ let busySince = [];
 let busyMs = 0;
 let statsTimer = 0;
 let progress = { chunks: 0, items: 0, job: null };
+let computedBefore = 0;   // items of chunks that ended (done or stopped)
 let run = null; // { url, claimToken, registering }
 
 // ---- the key seed: 32 random bytes in IndexedDB, made on the first visit ----
@@ -111,6 +115,7 @@ const host = {
     if (!c) return;
     workers[w].terminate();
     workers[w] = computeWorker(w);
+    computedBefore += workers[w].partial || 0;
     const ms = Math.round(performance.now() - busySince[w]);
     busyMs += performance.now() - busySince[w];
     busySince[w] = 0;
@@ -146,26 +151,42 @@ const host = {
 
 function computeWorker(w) {
   const worker = new Worker('compute-worker.js');
-  worker.onmessage = (e) => onWorkerDone(w, e);
+  // a worker that was ended (cancel) may still have a message on its way
+  worker.onmessage = (e) => { if (workers[w] === worker) onWorkerDone(w, e); };
   worker.onerror = (e) => self.postMessage({ type: 'log', level: 1, line: `compute worker ${w}: ${e.message}` });
   return worker;
 }
 
+function postProgress() {
+  let computed = computedBefore;
+  for (const x of workers) computed += x.partial || 0;
+  self.postMessage({ type: 'progress', ...progress, computed, busy: workers.filter((x) => x.pending).length });
+}
+
 function onWorkerDone(w, e) {
   const r = e.data;
+  if (r.progress !== undefined) {
+    if (workers[w].pending) workers[w].partial = r.progress;
+    return;
+  }
   const c = workers[w].pending;
+  const partial = workers[w].partial || 0;
   workers[w].pending = null;
+  workers[w].partial = 0;
   busyMs += performance.now() - busySince[w];
   busySince[w] = 0;
   if (r.err === 0) {
+    const n = c.count[0] + c.count[1] * 4294967296;
     progress.chunks++;
-    progress.items += c.count[0] + c.count[1] * 4294967296;
+    progress.items += n;
+    computedBefore += n;
     M._ndw_done(w, 0, bytesIn(r.data), r.data.length, r.ms);
   } else {
     self.postMessage({ type: 'log', level: 1, line: `chunk ${c.chunk} of job ${c.job}: ${r.error}` });
+    computedBefore += partial;
     M._ndw_done(w, r.err, 0, 0, r.ms);
   }
-  self.postMessage({ type: 'progress', ...progress, busy: workers.filter((x) => x.pending).length });
+  postProgress();
 }
 
 // CPU use for heartbeats: the workers' busy time over the last interval, of
@@ -182,6 +203,7 @@ function reportStats(cores) {
     const permille = Math.min(1000, Math.round(1000 * busy / ((now - last) * cores)));
     last = now;
     M._ndw_stats(permille, M.HEAPU8.length, 0);
+    postProgress();
   }, 1000);
 }
 
@@ -205,6 +227,7 @@ async function start(msg) {
   const token = key.enrolled ? '' : (msg.claimToken || '');
   run = { url: msg.url, registering: token !== '' };
   progress = { chunks: 0, items: 0, job: null };
+  computedBefore = 0;
   workers = [];
   busySince = [];
   for (let w = 0; w < msg.cores; w++) {

@@ -239,6 +239,22 @@ typedef struct worker {
 
 static worker W;
 
+EM_JS(void, js_chunk_progress, (double done), {
+    if (Module.onChunkProgress)
+        Module.onChunkProgress(done);
+});
+
+/* Tells the compute worker's script how many items of the chunk are done,
+ * between slices (about every 100 ms), for the page's live rate; never
+ * stops the chunk (a cancel ends the whole worker). */
+static bool report_progress(void *ctx, uint64_t done)
+{
+    (void)ctx;
+    if (done > 0)
+        js_chunk_progress((double)done);
+    return false;
+}
+
 EMSCRIPTEN_KEEPALIVE int ndw_compute(const uint8_t *hash, const uint8_t *work, size_t len, uint32_t start_lo,
     uint32_t start_hi, uint32_t count_lo, uint32_t count_hi, uint32_t variant)
 {
@@ -255,7 +271,7 @@ EMSCRIPTEN_KEEPALIVE int ndw_compute(const uint8_t *hash, const uint8_t *work, s
     }
     nd_chunk c = { .start = (uint64_t)start_hi << 32 | start_lo, .count = (uint64_t)count_hi << 32 | count_lo,
         .variant = variant };
-    int rc = nd_compute_cpu(&W.job, &c, &W.result, &W.result_len);
+    int rc = nd_compute(&W.job, &c, nd_run_cpu, report_progress, NULL, &W.result, &W.result_len);
     if (rc != 0)
         snprintf(W.err, sizeof W.err, "%s", sim_strerror(rc));
     return rc;

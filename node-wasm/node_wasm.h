@@ -46,7 +46,8 @@ void ndw_free(void *p);
  * chunk of the same context): `variant` of it, or every variant when the
  * context says so. Returns 0 with the result in ndw_result() /
  * ndw_result_len(), valid until the next call, or a SIM_E* code with a
- * message in ndw_error(). */
+ * message in ndw_error(). Between the chunk's slices (about every 100 ms)
+ * it calls Module.onChunkProgress(done), if set, with the items done. */
 int ndw_compute(const uint8_t *hash, const uint8_t *work, size_t len, uint32_t start_lo, uint32_t start_hi,
     uint32_t count_lo, uint32_t count_hi, uint32_t variant);
 const uint8_t *ndw_result(void);

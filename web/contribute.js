@@ -6,7 +6,8 @@
 const $ = (id) => document.getElementById(id);
 const ui = {
   start: $('start'), cores: $('cores'), coresOut: $('cores-out'), pauseHidden: $('pause-hidden'),
-  state: $('state'), rate: $('rate'), chunks: $('chunks'), job: $('job'), enrolment: $('enrolment'),
+  state: $('state'), rate: $('rate'), computed: $('computed'), chunks: $('chunks'), job: $('job'),
+  enrolment: $('enrolment'),
   detail: $('detail'), log: $('log'),
 };
 
@@ -21,7 +22,7 @@ if (claimToken) ui.enrolment.textContent = 'enrolling with a claim token';
 let node = null;          // the node worker while a node runs
 let phase = 'stopped';    // stopped | running | stopping
 let restart = false;      // start again once stopped (the cores changed)
-let samples = [];         // [time ms, items] for items/s over the last 10 s
+let samples = [];         // [time ms, items computed] for items/s over the last 10 s
 let paused = false;
 
 function log(line) {
@@ -77,13 +78,16 @@ function onNode(m) {
     ui.detail.textContent = m.detail;
     break;
   case 'progress': {
+    // computed counts the chunks under way (their workers report every
+    // 100 ms or so), so the rate is live even when a chunk takes minutes
     ui.chunks.textContent = String(m.chunks);
+    ui.computed.textContent = m.computed.toLocaleString('en');
     ui.job.textContent = m.job === null ? 'none' : `job ${m.job}`;
     const now = performance.now();
-    samples.push([now, m.items]);
+    samples.push([now, m.computed]);
     while (samples.length > 2 && now - samples[1][0] > 10000) samples.shift();
     const [t0, i0] = samples[0];
-    ui.rate.textContent = now > t0 ? Math.round((m.items - i0) * 1000 / (now - t0)).toLocaleString('en') : '0';
+    ui.rate.textContent = now > t0 ? Math.round((m.computed - i0) * 1000 / (now - t0)).toLocaleString('en') : '0';
     break;
   }
   case 'log':

@@ -145,7 +145,7 @@ test('a cancel stops the chunk a tab computes: its worker takes the next job lon
   // own: a coordinator loads every pending job of its database.
   const db = await startPostgres();
   const slow = await serve(db.url, { extra: ['--allow-public-nodes', '--web', path.join(top, 'web'), '--chunk-ms', '300000'] });
-  const { context, errors } = await contribute(1, { server: slow });
+  const { context, tab, errors } = await contribute(1, { server: slow });
   try {
     const tabNode = async () => (await call(slow, 'GET', '/api/nodes')).json.find((n) => n.online);
     const me = (await eventually(tabNode, 'the browser node online', 15000)).id;
@@ -160,6 +160,20 @@ test('a cancel stops the chunk a tab computes: its worker takes the next job lon
       const p = (await call(slow, 'GET', `/api/jobs/${a.json.id}`)).json.progress;
       return n && n.items_per_s > 0 && p && p.items_in_flight >= 60 * n.items_per_s;
     }, 'a chunk of a minute or more in hand', 90000);
+    // The page shows the work inside that chunk as it goes: items computed
+    // grow, and the rate is live, while no chunk ends.
+    const shown = async () => ({
+      chunks: await tab.locator('#chunks').textContent(),
+      computed: Number((await tab.locator('#computed').textContent()).replace(/,/g, '')),
+      rate: Number((await tab.locator('#rate').textContent()).replace(/,/g, '')),
+    });
+    const first = await shown();
+    const later = await eventually(async () => {
+      const s = await shown();
+      return s.computed > first.computed ? s : null;
+    }, 'items computed growing inside the chunk', 10000);
+    assert.equal(later.chunks, first.chunks, 'no chunk ended meanwhile');
+    assert.ok(later.rate > 0, `items/s ${later.rate}`);
     assert.equal((await call(slow, 'POST', `/api/jobs/${a.json.id}/cancel`)).status, 200);
     // The worker is free: a second job is computed at once, not after the
     // minutes the cancelled chunk would have taken.
