@@ -694,7 +694,10 @@ static void write_out(sched *s)
         snprintf(fields, flen, "\"state\":\"%s\",\"result\":%s", state_name(r->state), res);
         emit(s, "job.finished", r->job, fields);
         cd_query *u = cd_query_new(
-            "UPDATE jobs SET state = $2, result = $3::jsonb, finished_at = now() WHERE id = $1");
+            /* a cancel the API committed first keeps its state (the
+             * API has answered it); the result is written either way */
+            "UPDATE jobs SET state = CASE WHEN state IN ('pending', 'running') THEN $2 ELSE state END, "
+            "result = $3::jsonb, finished_at = coalesce(finished_at, now()) WHERE id = $1");
         u->group = true;
         cd_query_int(u, (int64_t)r->job);
         cd_query_text(u, state_name(r->state));

@@ -383,18 +383,95 @@ static bool lock_waiter(PGconn *look, const char *prefix)
     return false;
 }
 
-typedef struct last_completion {
-    cd_assignment a;
+/* A job whose end is held back: every chunk claimed and all but the last
+ * completed, then its row locked by a transaction of the test's own left
+ * open, and the last chunk completed on a thread of its own, so that the
+ * scheduler's UPDATE of the job's end waits for the lock. */
+typedef struct held_end {
+    PGconn *lock, *look;
+    unsigned chunks;
+    bool started;             /* the thread runs */
+    bool waiting;             /* the end's UPDATE waits for the lock */
+    pthread_t thread;
+    cd_assignment last;
     unsigned char buf[8192];
     size_t len;
     cd_completed *reply;
-} last_completion;
+} held_end;
 
-static void *complete_in_thread(void *arg)
+static void *complete_last(void *arg)
 {
-    last_completion *c = arg;
-    c->reply = complete(&c->a, 1, c->buf, c->len);
+    held_end *h = arg;
+    h->reply = complete(&h->last, 1, h->buf, h->len);
     return NULL;
+}
+
+/* Holds job id's end as above; false (with a message) when it cannot. The
+ * caller then calls release_end in any case. */
+static bool hold_end(held_end *h, uint64_t id, sim_job *job, uint64_t items)
+{
+    static unsigned char buf[8192];
+    cd_assignment a[64];
+    unsigned n = 0;
+    uint64_t claimed = 0;
+    memset(h, 0, sizeof *h);
+    while (claimed < items && n + 8 <= 64) {
+        unsigned k = claim(1, 8, a + n, id);
+        if (k == 0)
+            break;
+        for (unsigned i = 0; i < k; i++)
+            claimed += a[n + i].claim.count;
+        n += k;
+    }
+    if (claimed != items || n < 2) {
+        fprintf(stderr, "claimed %" PRIu64 " items in %u chunks\n", claimed, n);
+        return false;
+    }
+    h->chunks = n;
+    for (unsigned i = 0; i + 1 < n; i++) {
+        size_t len = compute(job, &a[i], buf, sizeof buf);
+        cd_completed *r = complete(&a[i], 1, buf, len);
+        bool ok = r != NULL && r->err == 0 && r->outcome == SC_ACCEPTED && !r->job_complete;
+        rt_msg_free(r ? &r->hdr : NULL);
+        if (!ok) {
+            fprintf(stderr, "chunk %u not accepted\n", i);
+            return false;
+        }
+    }
+    h->lock = PQconnectdb(conninfo);
+    h->look = PQconnectdb(conninfo);
+    if (PQstatus(h->lock) != CONNECTION_OK || PQstatus(h->look) != CONNECTION_OK ||
+        pg_value(h->lock, "BEGIN", 0) != 0 || pg_value(h->lock, "SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", id) != 1) {
+        fprintf(stderr, "cannot lock the job's row\n");
+        return false;
+    }
+    h->last = a[n - 1];
+    h->len = compute(job, &h->last, h->buf, sizeof h->buf);
+    h->started = pthread_create(&h->thread, NULL, complete_last, h) == 0;
+    h->waiting = h->started && lock_waiter(h->look, "UPDATE jobs SET state = CASE");
+    if (!h->waiting)
+        fprintf(stderr, "the end's update does not wait for the lock\n");
+    return h->waiting;
+}
+
+/* Runs `sql_text` (if not NULL; $1 is id) in the lock's transaction and
+ * commits it, then waits for the thread; true when the last chunk was
+ * accepted and ended the job. */
+static bool release_end(held_end *h, uint64_t id, const char *sql_text)
+{
+    bool ok = true;
+    if (h->lock != NULL && PQstatus(h->lock) == CONNECTION_OK) {
+        if (sql_text != NULL)
+            ok = pg_value(h->lock, sql_text, id) >= 0;
+        pg_value(h->lock, "COMMIT", 0);
+    }
+    PQfinish(h->lock);
+    PQfinish(h->look);
+    if (h->started)
+        pthread_join(h->thread, NULL);
+    ok = ok && h->reply != NULL && h->reply->err == 0 && h->reply->outcome == SC_ACCEPTED && h->reply->job_complete;
+    rt_msg_free(h->reply ? &h->reply->hdr : NULL);
+    return ok;
 }
 
 static uint64_t ending_job;
@@ -413,70 +490,55 @@ static void an_ending_job_is_not_loaded_again(void)
     enum { ITEMS = 20000 };
     uint64_t id = insert_job(ITEMS, 17);
     sim_job *job = local_job(17);
-    static unsigned char buf[8192];
-    cd_assignment a[64];
-    unsigned n = 0;
-    uint64_t claimed = 0;
-    while (claimed < ITEMS && n + 8 <= 64) {
-        unsigned k = claim(1, 8, a + n, id);
-        if (k == 0)
-            break;
-        for (unsigned i = 0; i < k; i++)
-            claimed += a[n + i].claim.count;
-        n += k;
-    }
-    CHECK(claimed == ITEMS && n > 1, "claimed %" PRIu64 " items in %u chunks", claimed, n);
-    for (unsigned i = 0; i + 1 < n; i++) {
-        size_t len = compute(job, &a[i], buf, sizeof buf);
-        cd_completed *r = complete(&a[i], 1, buf, len);
-        bool ok = r != NULL && r->err == 0 && r->outcome == SC_ACCEPTED && !r->job_complete;
-        rt_msg_free(r ? &r->hdr : NULL);
-        CHECK(ok, "chunk %u accepted", i);
-    }
+    static held_end h;
+    bool held = hold_end(&h, id, job, ITEMS);
 
-    PGconn *lock = PQconnectdb(conninfo), *look = PQconnectdb(conninfo);
-    bool locked = PQstatus(lock) == CONNECTION_OK && PQstatus(look) == CONNECTION_OK &&
-        pg_value(lock, "BEGIN", 0) == 0 && pg_value(lock, "SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", id) == 1;
-    static last_completion last;
-    last.a = a[n - 1];
-    last.len = compute(job, &last.a, last.buf, sizeof last.buf);
-    last.reply = NULL;
-    pthread_t t;
-    bool started = locked && pthread_create(&t, NULL, complete_in_thread, &last) == 0;
-
-    /* the end's UPDATE waits for the lock; meanwhile two jobs arrive, each
-     * loaded by a load that lists the first as running */
-    bool waiting = started && lock_waiter(look, "UPDATE jobs SET state = $2");
+    /* meanwhile two jobs arrive, each loaded by a load that lists the
+     * first as running */
     watched_job = id;
     watched_offers = 0;
     cd_assignment other;
-    uint64_t k1 = waiting ? insert_job(5000, 18) : 0;
+    uint64_t k1 = held ? insert_job(5000, 18) : 0;
     bool loaded1 = k1 > 0 && claim(2, 1, &other, k1) == 1;
     uint64_t k2 = loaded1 ? insert_job(5000, 19) : 0;
     bool loaded2 = k2 > 0 && claim(2, 1, &other, k2) == 1;
     int offers = watched_offers;
     watched_job = 0;
 
-    if (locked)
-        pg_value(lock, "COMMIT", 0);
-    PQfinish(lock);
-    PQfinish(look);
-    if (started)
-        pthread_join(t, NULL);
-    bool done = last.reply != NULL && last.reply->err == 0 && last.reply->outcome == SC_ACCEPTED &&
-        last.reply->job_complete;
-    rt_msg_free(last.reply ? &last.reply->hdr : NULL);
+    bool done = release_end(&h, id, NULL);
     ending_job = id;
     bool ended = proxy_wait(job_end_seen);
-    CHECK(started, "the job's row is locked");
-    CHECK(waiting, "the end's update waits for the lock");
+    CHECK(held, "the job's end is held back");
     CHECK(ended && proxy_events("job.started", id) == 1 && proxy_events("job.finished", id) == 1,
           "the job started and ended once: %d job.started, %d job.finished", proxy_events("job.started", id),
           proxy_events("job.finished", id));
     CHECK(offers == 0, "the ended job was handed out again: %d chunks", offers);
     CHECK(loaded1 && loaded2, "the jobs that came meanwhile are loaded: %d %d", loaded1, loaded2);
     CHECK(done, "the last chunk is accepted and ends the job");
-    check_complete(id, job, ITEMS, (int)n);
+    check_complete(id, job, ITEMS, (int)h.chunks);
+    sim_job_destroy(job);
+}
+
+/* The API cancels a job (its UPDATE commits) just as the job's last chunk
+ * ends it: the job stays cancelled, as the API has answered, and its row
+ * still gets the whole result. */
+static void a_cancel_that_wins_the_race_with_the_end_stands(void)
+{
+    enum { ITEMS = 20000 };
+    uint64_t id = insert_job(ITEMS, 23);
+    sim_job *job = local_job(23);
+    static held_end h;
+    bool held = hold_end(&h, id, job, ITEMS);
+    bool done = release_end(&h, id, held ? "UPDATE jobs SET state = 'cancelled', finished_at = now() "
+                                           "WHERE id = $1 AND state IN ('pending', 'running')" : NULL);
+    CHECK(held, "the job's end is held back");
+    CHECK(done, "the last chunk is accepted and ends the job");
+    char state[32];
+    double mean;
+    long accepts;
+    db_state(id, state, sizeof state, &mean, &accepts);
+    CHECK(strcmp(state, "cancelled") == 0, "job %" PRIu64 ": state %s", id, state);
+    CHECK(mean == whole_mean(job, ITEMS), "the result is the whole job's: mean %.17g", mean);
     sim_job_destroy(job);
 }
 
@@ -551,6 +613,7 @@ int main(int argc, char **argv)
     RUN(a_burst_of_completions);
     RUN(restart_resumes_from_the_journal);
     RUN(an_ending_job_is_not_loaded_again);
+    RUN(a_cancel_that_wins_the_race_with_the_end_stands);
     RUN(a_job_that_arrives_during_a_load_starts);
     stop_farm();
     return CHECK_SUMMARY();
