@@ -113,7 +113,7 @@ typedef struct node {
     unsigned drains;
     uint64_t uses;         /* counter behind jobctx.used */
     uint64_t chunks_done, items_done, accepted, rejected;
-    uint64_t report_ms, report_items;
+    uint64_t report_ms, report_items; /* report_items: finished and in hand */
 } node;
 
 const char *nd_state_name(nd_state st)
@@ -569,12 +569,15 @@ static void heartbeat(node *n)
 
     uint64_t now = mono_ms();
     if (now - n->report_ms >= REPORT_MS) {
-        double rate = n->report_ms ? (double)(n->items_done - n->report_items) * 1000.0 /
-                (double)(now - n->report_ms) : 0;
+        /* never less than the last report: a chunk that has just ended may
+         * have left the workers' count before it reached items_done */
+        uint64_t items = n->items_done + (n->host.items_in_hand != NULL ? n->host.items_in_hand(n->host.ctx) : 0);
+        items = items > n->report_items ? items : n->report_items;
+        double rate = n->report_ms ? (double)(items - n->report_items) * 1000.0 / (double)(now - n->report_ms) : 0;
         say(n, ND_INFO, "%llu chunks, %llu items, %.0f items/s, %llu accepted", (unsigned long long)n->chunks_done,
             (unsigned long long)n->items_done, rate, (unsigned long long)n->accepted);
         n->report_ms = now;
-        n->report_items = n->items_done;
+        n->report_items = items;
     }
 }
 

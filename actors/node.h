@@ -90,6 +90,11 @@ typedef struct nd_host {
     void (*caps)(void *ctx, pr_caps *caps);
     /* Fills a heartbeat's machine figures (CPU, memory). */
     void (*stats)(void *ctx, pr_heartbeat *hb);
+    /* The items the workers have computed so far of the chunks in hand
+     * (nd_compute tells its halt function), for the items/s the node
+     * reports while chunks take long. May be NULL: chunks then count as
+     * they end. */
+    uint64_t (*items_in_hand)(void *ctx);
     /* A new state, with a detail line (may be empty). May be NULL. */
     void (*state)(void *ctx, nd_state st, const char *detail);
     /* One human-readable log line, without a trailing newline. */

@@ -51,6 +51,7 @@ typedef struct worker {
     uint64_t busy_seen;        /* busy_ms at the last heartbeat (loop thread) */
     /* Shared between the loop thread and the worker's thread. */
     _Atomic uint64_t busy_ms;  /* time spent in kernels, for heartbeats */
+    _Atomic uint64_t in_hand;  /* items of the chunk in hand computed so far */
     atomic_bool stop;          /* the chunk in hand is not wanted: stop between slices */
 } worker;
 
@@ -237,6 +238,15 @@ static void host_cancel(void *ctx, unsigned w)
     atomic_store_explicit(&((worker *)rt_state(l->workers[w]))->stop, true, memory_order_relaxed);
 }
 
+static uint64_t host_items_in_hand(void *ctx)
+{
+    conn *l = ctx;
+    uint64_t n = 0;
+    for (unsigned w = 0; w < l->nworkers; w++)
+        n += atomic_load_explicit(&((worker *)rt_state(l->workers[w]))->in_hand, memory_order_relaxed);
+    return n;
+}
+
 static void host_caps(void *ctx, pr_caps *caps)
 {
     conn *l = ctx;
@@ -355,7 +365,7 @@ static int run_on(void *ctx, const sim_job *sim, uint64_t first, uint64_t count,
 static bool stop_asked(void *ctx, uint64_t done)
 {
     worker *w = ctx;
-    (void)done;
+    atomic_store_explicit(&w->in_hand, done, memory_order_relaxed);
     return atomic_load_explicit(&w->stop, memory_order_relaxed);
 }
 
@@ -369,6 +379,7 @@ static void worker_behaviour(rt_actor *self, rt_msg *m)
     uint64_t t0 = mono_ms();
     const work_msg *job = (const work_msg *)m;
     int err = nd_compute(job->job, &job->c, run_on, stop_asked, w, &data, &len);
+    atomic_store_explicit(&w->in_hand, 0, memory_order_relaxed); /* nd_done counts it now */
     uint64_t spent = mono_ms() - t0;
     atomic_fetch_add(&w->busy_ms, spent);
     nd_done(w->node, w->index, err, data, len, (uint32_t)spent);
@@ -720,7 +731,8 @@ int nd_run(const nd_opts *opts)
     cfg.audience = l->hostport;
     cfg.workers = ncpu + (unsigned)ndevs;
     nd_host host = { .ctx = l, .connect = host_connect, .send = host_send, .compute = host_compute,
-        .cancel = host_cancel, .caps = host_caps, .stats = host_stats, .log = host_log, .stopped = host_stopped };
+        .cancel = host_cancel, .caps = host_caps, .stats = host_stats, .items_in_hand = host_items_in_hand,
+        .log = host_log, .stopped = host_stopped };
     l->node = nd_spawn(sys, &cfg, &host);
     spawn_workers(l, sys, devs, (unsigned)ndevs);
     for (unsigned w = 0; w < l->nworkers; w++) {

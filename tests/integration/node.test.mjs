@@ -37,9 +37,9 @@ function proc(args, { timeoutMs = 60000, env = process.env } = {}) {
 }
 
 let serves = 0;
-async function serve(extra = []) {
+async function serve(extra = [], db = pg.url) {
   const tokenFile = path.join(tmp, `token-${++serves}`);
-  const s = proc(['serve', '--db', pg.url, '--listen', '127.0.0.1:0', '--token-file', tokenFile, ...extra]);
+  const s = proc(['serve', '--db', db, '--listen', '127.0.0.1:0', '--token-file', tokenFile, ...extra]);
   const m = await s.until(/listening on http:\/\/127\.0\.0\.1:(\d+)/, 'listening');
   await s.until(/database up/, 'database up');
   s.port = Number(m[1]);
@@ -113,6 +113,35 @@ test('cancelling a job stops its chunks on the node', async () => {
   } finally {
     const e = await stop(node);
     assert.equal(e.code, 0, node.err);
+  }
+});
+
+test('a node reports items/s while its chunks take minutes', async () => {
+  // Chunks sized to take five minutes, on a database of its own (a
+  // coordinator loads every pending job of its database).
+  const db = await startPostgres();
+  const slow = await serve(['--open-enrolment', '--chunk-ms', '300000'], db.url);
+  const node = proc(['node', '--server', `ws://127.0.0.1:${slow.port}/ws/node`, '--key', path.join(tmp, 'slow.key'),
+    '--cores', '1']);
+  try {
+    const res = await api(slow, 'POST', '/api/jobs', { kernel: 'option', params: option, items: 1e12, seed: 8 });
+    assert.equal(res.status, 201);
+    // Every 10 s the node says "C chunks, I items, R items/s": a report with
+    // no chunk ended since the one before still shows the work under way.
+    const reports = () => [...(node.out + node.err).matchAll(/(\d+) chunks, \d+ items, (\d+) items\/s/g)]
+      .map((m) => ({ chunks: Number(m[1]), rate: Number(m[2]) }));
+    const inside = await eventually(async () => {
+      const r = reports();
+      for (let i = 1; i < r.length; i++) if (r[i].chunks === r[i - 1].chunks && r[i].chunks > 0) return r[i];
+      return null;
+    }, 'a report with no chunk ended since the one before', 45000);
+    assert.ok(inside.rate > 0, `items/s ${inside.rate} inside a chunk\n${node.err}`);
+    assert.equal((await api(slow, 'POST', `/api/jobs/${res.json.id}/cancel`)).status, 200);
+  } finally {
+    const e = await stop(node);
+    assert.equal(e.code, 0, node.err);
+    await stop(slow);
+    await db.stop();
   }
 });
 
