@@ -33,6 +33,7 @@ enum {
     BACKOFF_MIN_MS = 1000,
     BACKOFF_MAX_MS = 60000,
     REPORT_MS = 10000,
+    CTX_RETRY_MS = 10000,     /* a job context asked for and not had: ask again */
     ENOTENROLLED = 1,
 };
 
@@ -77,6 +78,7 @@ typedef struct jobctx {
     size_t work_len;
     unsigned users;        /* chunks of it in hand */
     uint64_t used;         /* when it last got chunks (a counter), for LRU */
+    uint64_t asked_ms;     /* when its context was last asked for */
     bool live;             /* fetched or being fetched */
 } jobctx;
 
@@ -310,8 +312,9 @@ static void dispatch(node *n)
     }
 }
 
-static void request_ctx(node *n, const jobctx *j)
+static void request_ctx(node *n, jobctx *j)
 {
+    j->asked_ms = mono_ms();
     pr_msg q;
     memset(&q, 0, sizeof q);
     q.type = PR_MSG_CTX_REQ;
@@ -436,8 +439,22 @@ static void on_ctx(node *n, const pr_msg *m)
         return;
     char err[256];
     if (sim_work_open(&j->sim, c->bytes.ptr, c->bytes.len, err, sizeof err) != 0) {
-        say(n, ND_WARN, "job %llu cannot run here: %s", (unsigned long long)c->job, err);
-        return; /* its chunks wait; their leases end and they go to other nodes */
+        /* its chunks are dropped: no heartbeat lists them, so their leases
+         * end and they go to other nodes */
+        size_t dropped = 0;
+        for (size_t i = 0; i < n->nqueue;) {
+            if (n->queue[i].job == j->job && memcmp(n->queue[i].hash, j->hash, 32) == 0) {
+                n->queue[i] = n->queue[--n->nqueue];
+                j->users--;
+                dropped++;
+            } else {
+                i++;
+            }
+        }
+        say(n, ND_WARN, "job %llu cannot run here: %s; %zu chunks left to other nodes", (unsigned long long)c->job,
+            err, dropped);
+        settle(n);
+        return;
     }
     j->work = malloc(c->bytes.len ? c->bytes.len : 1);
     if (j->work == NULL)
@@ -552,6 +569,14 @@ static void heartbeat(node *n)
 {
     if (n->phase != RUNNING)
         return;
+    /* a context that has not come (its request was refused, say while the
+     * coordinator's database was away) is asked for again */
+    uint64_t t = mono_ms();
+    for (int i = 0; i < MAX_JOBS; i++) {
+        jobctx *j = &n->jobs[i];
+        if (j->live && j->sim.jobs == NULL && j->users > 0 && t - j->asked_ms >= CTX_RETRY_MS)
+            request_ctx(n, j);
+    }
     uint64_t ids[256];
     uint32_t k = 0;
     for (size_t i = 0; i < n->nqueue && k < 256; i++)

@@ -384,6 +384,7 @@ void cd_sessions_destroy(cd_sessions *ss)
 typedef struct inflight {
     uint64_t chunk, job, first, count;
     uint8_t token[16];
+    uint64_t listed_ms;    /* assigned, or last listed in a heartbeat (monotonic) */
 } inflight;
 
 typedef struct cancel_msg {
@@ -431,6 +432,7 @@ struct session {
     uint64_t strikes_ms;
     pr_replay *guard;
     unsigned max_slots;
+    uint64_t heard_ms;      /* the last frame, monotonic (for the heartbeat watch) */
     bool claiming, retry_pending, draining;
     uint64_t next_frame;
     inflight *fly;
@@ -464,6 +466,13 @@ static uint64_t now_ms_wall(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t now_ms_mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
@@ -657,6 +666,7 @@ static void on_claimed(session *s, const cd_claimed *r)
             s->fly[s->nfly].first = a->claim.first;
             s->fly[s->nfly].count = a->claim.count;
             memcpy(s->fly[s->nfly].token, a->claim.token, 16);
+            s->fly[s->nfly].listed_ms = now_ms_mono();
             s->nfly++;
         }
         pr_msg m;
@@ -827,6 +837,7 @@ static void on_enrolled(session *s, const req *r, cd_result *res)
     snprintf(v->tier, sizeof v->tier, "%s", PQgetvalue(res->res, 0, 1));
     snprintf(v->owner, sizeof v->owner, "%s", PQgetvalue(res->res, 0, 3));
     v->connected_ms = v->last_seen_ms = now_ms_wall();
+    s->heard_ms = now_ms_mono();
     char fields[1024];
     cd_node_view_json(v, fields, sizeof fields);
     publish(s, "node.online", fields);
@@ -837,7 +848,7 @@ static void on_enrolled(session *s, const req *r, cd_result *res)
 static void on_watch(session *s)
 {
     uint64_t limit = 3 * (uint64_t)s->ss->heartbeat_ms;
-    if (s->phase != RUNNING || now_ms_wall() - s->view.last_seen_ms <= limit)
+    if (s->phase != RUNNING || now_ms_mono() - s->heard_ms <= limit)
         return;
     s->offline_reason = "missed heartbeats";
     char why[96];
@@ -1022,21 +1033,42 @@ static void on_completed(session *s, const req *r, const cd_completed *res)
         batch_ack(s, bt);
 }
 
+/* The node lists the chunks it holds, queued or computing, by chunk id
+ * (ids restart with each job, so every claim with a listed id counts as
+ * listed). Those are renewed. One it has not listed for two heartbeat
+ * intervals is not held there any more (it failed, or the job's context
+ * could not be had): its slot is freed for other work, and its lease runs
+ * out, so that the scheduler hands the range out again. A claim just
+ * assigned is renewed until the node has had time to list it. */
 static void on_heartbeat(session *s, pr_msg *m)
 {
     if (s->nfly == 0) /* nothing to renew: the scheduler need not hear of it */
         return;
+    uint64_t now = now_ms_mono(), grace = 2 * (uint64_t)s->ss->heartbeat_ms;
+    const pr_heartbeat *hb = &m->body.heartbeat;
     cd_renew *r = RT_MSG_NEW(cd_renew, CD_MSG_RENEW);
     r->node = s->node_id;
-    for (uint32_t i = 0; i < m->body.heartbeat.nin_flight && r->n < CD_MAX_RENEW; i++) {
-        int k = fly_find(s, 0, m->body.heartbeat.in_flight[i]);
-        if (k >= 0)
-            memcpy(r->tokens[r->n++], s->fly[k].token, 16);
+    for (size_t k = 0; k < s->nfly;) {
+        inflight *f = &s->fly[k];
+        bool listed = false;
+        for (uint32_t i = 0; i < hb->nin_flight && !listed; i++)
+            listed = hb->in_flight[i] == f->chunk;
+        if (listed)
+            f->listed_ms = now;
+        if (now - f->listed_ms > grace) {
+            s->fly[k] = s->fly[--s->nfly];
+            continue;
+        }
+        if (r->n < CD_MAX_RENEW)
+            memcpy(r->tokens[r->n++], f->token, 16);
+        k++;
     }
-    if (r->n == 0) /* an old node may not list them: renew all it holds */
-        for (size_t k = 0; k < s->nfly && r->n < CD_MAX_RENEW; k++)
-            memcpy(r->tokens[r->n++], s->fly[k].token, 16);
-    rt_send(s->ss->scheduler, &r->hdr);
+    s->view.in_flight = (unsigned)s->nfly;
+    if (r->n > 0)
+        rt_send(s->ss->scheduler, &r->hdr);
+    else
+        rt_msg_free(&r->hdr);
+    claim_more(s);
 }
 
 /* Takes one frame's token; false when the node sends too fast. */
@@ -1067,6 +1099,7 @@ static void on_frame(session *s, const frame_msg *f)
     }
     pr_msg m;
     s->view.last_seen_ms = now_ms_wall();
+    s->heard_ms = now_ms_mono();
     int rc = pr_decode(&m, f->bytes, f->len);
     if (rc != 0) {
         char why[160];

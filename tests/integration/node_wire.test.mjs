@@ -15,7 +15,7 @@ import { build, eventually, run, top } from '../lib/proc.mjs';
 import { localRun, sameBits } from '../lib/reference.mjs';
 import { startPostgres } from '../lib/pg.mjs';
 import { serve, call } from '../lib/coord.mjs';
-import { decode } from '../lib/nodeproto.mjs';
+import { decode, ScriptedNode } from '../lib/nodeproto.mjs';
 
 const simfarm = path.join(build, 'bin/simfarm');
 const optionFile = path.join(top, 'examples/option.json');
@@ -265,4 +265,34 @@ test('wss: the node checks the coordinator\'s certificate and computes over TLS'
   const r = await run(simfarm, ['node', '--server', wss, '--ca', path.join(tmp, 'missing.pem')]);
   assert.equal(r.code, 1, r.stderr);
   assert.match(r.stderr, /--ca .*missing\.pem: No such file/);
+});
+
+test('a chunk the node no longer lists is let go: its slot takes other work', async () => {
+  // Heartbeats every 200 ms. A scripted node with one slot lists the chunk
+  // it was given, then lists nothing, as a node does once a chunk failed
+  // there or its job's context could not be had.
+  const srv = await serve(pg.url, { extra: ['--open-enrolment', '--heartbeat-ms', '200'] });
+  const n = await ScriptedNode.connect(srv.port);
+  let listed = [];
+  const beat = setInterval(() => n.heartbeat(listed), 100);
+  try {
+    await n.hello({ maxParallel: 1 });
+    const id = await submit(srv, option, 1e9, 4);
+    const assigns = () => n.msgs.filter((m) => m.type === 'assign' && m.body.job === id);
+    const first = await n.until((m) => m.type === 'assign' && m.body.job === id, 'the first chunk', 30000);
+    listed = [first.body.chunks[0].chunk];
+    // Listed for ten heartbeats of the node's, five of the coordinator's
+    // intervals: the slot stays taken.
+    const sent = n.nextId;
+    await eventually(() => n.nextId >= sent + 10, 'ten heartbeats', 10000);
+    assert.equal(assigns().length, 1, 'a chunk the node lists keeps its slot');
+    listed = [];
+    await n.until(() => assigns().length >= 2, 'another chunk once the first is not listed', 10000);
+    assert.notEqual(assigns()[1].body.chunks[0].chunk, first.body.chunks[0].chunk);
+    assert.equal((await call(srv, 'POST', `/api/jobs/${id}/cancel`)).status, 200);
+  } finally {
+    clearInterval(beat);
+    await n.close();
+    await srv.stop();
+  }
 });

@@ -10,7 +10,8 @@
  *     is sent once the node is back, after a backoff of 1 s ± 25 %; one
  *     sent into the dropped connection is not resent), a pause
  *     with a chunk in hand (`bye draining`, the chunk still finished), a
- *     resume (`bye leaving`, a new session at once), a drain;
+ *     resume (`bye leaving`, a new session at once), chunks of a job whose
+ *     context does not open (dropped, so that their leases end), a drain;
  *   - the kernels: each chunk's result bytes in hex.
  *
  * Other modes, for the browser tests and the benchmark:
@@ -49,13 +50,15 @@
 #define AUDIENCE "coord.test:8080"
 #define EUROPEAN "{\"S0\": 100, \"K\": 100, \"r\": 0.05, \"sigma\": 0.2, \"T\": 1}"
 
-enum { JOB = 3, CHUNK_ITEMS = 1000 };
+enum { JOB = 3, JOB_UNRUNNABLE = 4, CHUNK_ITEMS = 1000 };
+static const uint8_t UNRUNNABLE_CTX[3] = { 1, 2, 3 }; /* bytes that are not a work context */
 
 typedef struct fake {
     rt_system *sys;
     rt_actor *node;
     msgpack_sbuffer ctx;
     uint8_t ctx_hash[32];
+    uint8_t unrunnable_hash[32]; /* of UNRUNNABLE_CTX */
     uint8_t nonce[32];
     uint8_t pk[32];
     pr_replay *guard;
@@ -117,6 +120,22 @@ static void assign(uint32_t n)
     deliver(&m, 0);
 }
 
+/* Two chunks of a job whose context, when asked for, does not open. */
+static void assign_unrunnable(void)
+{
+    pr_chunk chunks[2];
+    for (uint32_t i = 0; i < 2; i++) {
+        uint64_t id = F.next_chunk++;
+        chunks[i] = (pr_chunk){ .chunk = id, .start = i * CHUNK_ITEMS, .count = CHUNK_ITEMS, .lease_ms = 60000 };
+        memset(chunks[i].token, (int)id, sizeof chunks[i].token);
+    }
+    pr_msg m = { .type = PR_MSG_ASSIGN };
+    m.body.assign = (pr_assign){ .job = JOB_UNRUNNABLE, .kernel = "option", .chunks = chunks, .nchunks = 2 };
+    memcpy(m.body.assign.ctx_hash, F.unrunnable_hash, 32);
+    printf("coordinator> assign job %d, 2 chunks\n", JOB_UNRUNNABLE);
+    deliver(&m, 0);
+}
+
 static void on_hello(const pr_msg *m)
 {
     const pr_hello *h = &m->body.hello;
@@ -134,7 +153,7 @@ static void on_hello(const pr_msg *m)
     if (F.session == 1)
         assign(3);
     else if (F.session == 3)
-        nd_drain(F.node);
+        assign_unrunnable(); /* the drain once its context is answered */
 }
 
 static void on_complete(const pr_msg *m)
@@ -227,9 +246,18 @@ static void host_send(void *ctx, const uint8_t *frame, size_t len)
         on_hello(&m);
         break;
     case PR_MSG_CTX_REQ: {
+        pr_msg c = { .type = PR_MSG_CTX };
+        if (m.body.ctx_req.job == JOB_UNRUNNABLE) {
+            printf("ctx_req job %d: answered with bytes that are not a work context\n", JOB_UNRUNNABLE);
+            c.body.ctx.job = JOB_UNRUNNABLE;
+            memcpy(c.body.ctx.hash, F.unrunnable_hash, 32);
+            c.body.ctx.bytes = (pr_bytes){ UNRUNNABLE_CTX, sizeof UNRUNNABLE_CTX };
+            deliver(&c, m.id);
+            nd_drain(F.node);
+            break;
+        }
         printf("ctx_req job %llu, hash %s\n", (unsigned long long)m.body.ctx_req.job,
             memcmp(m.body.ctx_req.hash, F.ctx_hash, 32) == 0 ? "ok" : "wrong");
-        pr_msg c = { .type = PR_MSG_CTX };
         c.body.ctx.job = JOB;
         memcpy(c.body.ctx.hash, F.ctx_hash, 32);
         c.body.ctx.bytes = (pr_bytes){ (const uint8_t *)F.ctx.data, (uint32_t)F.ctx.size };
@@ -317,6 +345,7 @@ static int session_script(void)
         return 1;
     }
     crypto_hash_sha256(F.ctx_hash, (const uint8_t *)F.ctx.data, F.ctx.size);
+    crypto_hash_sha256(F.unrunnable_hash, UNRUNNABLE_CTX, sizeof UNRUNNABLE_CTX);
     F.next_chunk = 10;
     if (pr_replay_create(&F.guard, 64) != 0)
         return 1;

@@ -57,6 +57,9 @@ test('the transcript shows signatures, the state machine and the results', async
   // Paused with a chunk in hand: the coordinator is told, the chunk is finished.
   assert.match(out, /host: pause\n(.*\n)*?bye draining\nstate paused\n(.*\n)*?complete job 3 chunk 13 /);
   assert.match(out, /host: resume\n(.*\n)*?bye leaving\n(.*\n)*?state starting: resuming\nconnect \(session 3\)\n/);
+  // chunks whose context does not open are dropped (no heartbeat lists
+  // them, so their leases end), then the drain
+  assert.match(out, /^log warn job 4 cannot run here: .*; 2 chunks left to other nodes\n/m);
   assert.match(out, /bye draining\nnode> bye\nbye leaving\n.*drained, leaving \(4 chunks computed\)\nstate stopped\nstopped 0\n$/);
   for (const c of [10, 11, 13]) assert.match(out, new RegExp(`^result ${c} [0-9a-f]{64,}$`, 'm'));
   assert.doesNotMatch(out, /wrong/);
