@@ -937,10 +937,15 @@ static bool beats(const job *j, double a, double b)
     return j->spec.minimize ? a < b : a > b;
 }
 
+/* A lane with nothing done (its chunks failed) has no mean, NaN: it ranks
+ * below every lane that has one. */
 static int cmp_lane_mean(const void *a, const void *b, const job *j)
 {
     double x = lane_mean(j, *(lane *const *)a), y = lane_mean(j, *(lane *const *)b);
-    if (x == y)
+    bool xnone = x != x, ynone = y != y;
+    if (xnone != ynone)
+        return xnone ? 1 : -1;
+    if (x == y || xnone)
         return *(lane *const *)a < *(lane *const *)b ? -1 : 1; /* stable by index */
     return beats(j, x, y) ? -1 : 1;
 }
@@ -968,7 +973,8 @@ static void eliminate(job *j)
     uint32_t phase = j->phase + 1;
     for (uint32_t k = 1; k < n; k++) {
         double m = lane_mean(j, order[k]), se = lane_se(order[k]);
-        bool dominated = j->spec.minimize ? m - z * se > lead + z * lead_se : m + z * se < lead - z * lead_se;
+        bool dominated = m != m || /* nothing done: nothing to go on */
+            (j->spec.minimize ? m - z * se > lead + z * lead_se : m + z * se < lead - z * lead_se);
         bool past_keep = j->spec.keep > 0 && k >= j->spec.keep;
         if (dominated || past_keep) {
             order[k]->dropped_after = phase;
@@ -991,6 +997,13 @@ static uint64_t phase_end(sc_ledger *l, job *j, uint64_t budget)
     }
     sc_record r = { .type = SC_REC_PHASE, .job = j->spec.id, .phase = j->phase, .alive = j->alive };
     journal(l, &r);
+    bool any_done = false;
+    for (uint32_t i = 0; i < j->nlanes; i++)
+        any_done |= j->lanes[i].dropped_after == 0 && j->lanes[i].done_items > 0;
+    if (!any_done) { /* every item of every survivor failed: no result to give */
+        job_end(l, j, SC_JOB_FAILED);
+        return 0;
+    }
     if (j->alive == 1 || budget >= j->spec.items) {
         job_end(l, j, SC_JOB_COMPLETE);
         return 0;
@@ -1143,7 +1156,8 @@ int sc_variant_status_get(sc_ledger *l, uint64_t id, uint32_t v, sc_variant_stat
     out->done_items = ln->done_items;
     out->mean = lane_mean(j, ln);
     out->stderr_ = sim_stats_stderr(&ln->agg[0]);
-    /* Rank: survivors first by mean, then the dropped by how long they lasted. */
+    /* Rank: survivors first by mean, then the dropped by how long they
+     * lasted, each group by mean (the order eliminate sorts in). */
     out->rank = 1;
     for (uint32_t i = 0; i < j->nlanes; i++) {
         const lane *o = &j->lanes[i];
@@ -1152,8 +1166,7 @@ int sc_variant_status_get(sc_ledger *l, uint64_t id, uint32_t v, sc_variant_stat
         bool o_longer = (o->dropped_after == 0 ? UINT32_MAX : o->dropped_after) >
             (ln->dropped_after == 0 ? UINT32_MAX : ln->dropped_after);
         bool same = o->dropped_after == ln->dropped_after;
-        if (o_longer || (same && (beats(j, lane_mean(j, o), out->mean) ||
-                                     (lane_mean(j, o) == out->mean && o < ln))))
+        if (o_longer || (same && cmp_lane_mean(&o, &ln, j) < 0))
             out->rank++;
     }
     return 0;

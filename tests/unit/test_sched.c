@@ -872,6 +872,73 @@ Test(sched, tournament_restores_to_the_same_phase_and_result)
     journal_free(&jr2);
 }
 
+/* Runs a node that never returns the chunks of the candidates in `lost`
+ * (a bit mask): their leases run out, and after max_attempts they fail. */
+static void tour_drive_losing(sc_ledger *l, uint64_t job, uint32_t lost, int rounds)
+{
+    static unsigned char buf[4096];
+    sc_node_info node = { .id = 1, .tier = SC_TIER_OWN, .items_per_s = 400 };
+    uint64_t now = 0;
+    for (int k = 0; k < rounds; k++) {
+        sc_job_status st;
+        sc_job_status_get(l, job, &st);
+        if (st.state != SC_JOB_RUNNING)
+            return;
+        sc_claim_out c;
+        unsigned n;
+        sc_claim(l, &node, 1, now, &c, &n);
+        if (n == 1 && !(lost >> c.variant & 1)) {
+            size_t len = tour_result(c.variant, c.first, c.count, buf, sizeof buf);
+            sc_outcome out;
+            cr_assert_eq(sc_complete(l, job, c.chunk, c.token, 1, buf, len, now, &out, NULL), 0);
+        }
+        now += 10000; /* past any lease */
+        sc_reclaim(l, now);
+    }
+}
+
+Test(sched, tournament_a_candidate_with_nothing_done_ranks_last)
+{
+    journal jr = { 0 };
+    sc_ledger *l = simple(&jr);
+    sc_job_spec s = tour_spec(1);
+    s.variants = 3;
+    cr_assert_eq(sc_job_add(l, &s), 0);
+    tour_drive_losing(l, 5, 1u << 1, 1000); /* candidate 1's chunks all fail; 2 is the best */
+    sc_job_status st;
+    sc_job_status_get(l, 5, &st);
+    cr_assert_eq(st.state, SC_JOB_COMPLETE);
+    cr_assert_gt(st.failed_items, 0);
+    uint32_t want_rank[3] = { 2, 3, 1 };
+    for (uint32_t c = 0; c < 3; c++) {
+        sc_variant_status vs;
+        cr_assert_eq(sc_variant_status_get(l, 5, c, &vs), 0);
+        cr_assert_eq(vs.rank, want_rank[c], "candidate %u ranked %u (mean %g)", c, vs.rank, vs.mean);
+        cr_assert_eq(vs.alive, c == 2, "candidate %u alive %d", c, vs.alive);
+    }
+    sc_ledger_destroy(l);
+    journal_free(&jr);
+}
+
+Test(sched, tournament_with_every_item_failed_fails)
+{
+    journal jr = { 0 };
+    sc_ledger *l = simple(&jr);
+    sc_job_spec s = tour_spec(0);
+    s.variants = 2;
+    s.items = 2000;
+    cr_assert_eq(sc_job_add(l, &s), 0);
+    tour_drive_losing(l, 5, 3, 1000);
+    sc_job_status st;
+    sc_job_status_get(l, 5, &st);
+    cr_assert_eq(st.state, SC_JOB_FAILED, "state %d, %llu items done", st.state, (unsigned long long)st.done_items);
+    cr_assert_eq(st.done_items, 0);
+    cr_assert_eq(jr.recs[jr.n - 1].type, SC_REC_JOB_END);
+    cr_assert_eq(jr.recs[jr.n - 1].state, SC_JOB_FAILED);
+    sc_ledger_destroy(l);
+    journal_free(&jr);
+}
+
 /* ---- stat_weights ---- */
 
 enum { PARAMS = 3 };
