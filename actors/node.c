@@ -60,6 +60,7 @@ typedef struct pause_msg {
 typedef struct frame {
     uint8_t *p;
     size_t len;
+    uint64_t id;           /* its envelope id, which the answer carries */
 } frame;
 
 /* A computed result waiting to be sealed into a batch. */
@@ -106,7 +107,8 @@ typedef struct node {
     bool flush_armed;
     frame *pending;        /* sealed results not yet sent (disconnected) */
     size_t npending, pending_cap;
-    unsigned unacked;      /* completions sent, no ack yet */
+    uint64_t *unacked;     /* ids of the completions sent and not answered yet */
+    size_t nunacked, unacked_cap;
     jobctx jobs[MAX_JOBS];
     bool draining, stopped;
     bool paused;           /* the host holds the node back */
@@ -359,7 +361,7 @@ static void on_assign(node *n, const pr_msg *m)
 
 static bool nothing_in_hand(const node *n)
 {
-    return n->nqueue == 0 && n->computing == 0 && n->nbatch == 0 && n->unacked == 0 && n->npending == 0;
+    return n->nqueue == 0 && n->computing == 0 && n->nbatch == 0 && n->nunacked == 0 && n->npending == 0;
 }
 
 static void maybe_leave(node *n)
@@ -464,12 +466,26 @@ static void on_ctx(node *n, const pr_msg *m)
     dispatch(n);
 }
 
+/* Frame id has its answer (an ack or an error); true when it was a
+ * completion waiting for one. */
+static bool answered(node *n, uint64_t id)
+{
+    for (size_t i = 0; i < n->nunacked; i++)
+        if (n->unacked[i] == id) {
+            n->unacked[i] = n->unacked[--n->nunacked];
+            return true;
+        }
+    return false;
+}
+
 static void send_pending(node *n)
 {
     for (size_t i = 0; i < n->npending; i++) {
         n->host.send(n->host.ctx, n->pending[i].p, n->pending[i].len);
         free(n->pending[i].p);
-        n->unacked++;
+        if (n->nunacked == n->unacked_cap)
+            n->unacked = rt_grow(n->unacked, &n->unacked_cap, sizeof *n->unacked);
+        n->unacked[n->nunacked++] = n->pending[i].id;
     }
     n->npending = 0;
 }
@@ -513,7 +529,7 @@ static void seal_batch(node *n)
             pr_encode(&m, &bytes, &len) == 0) {
             if (n->npending == n->pending_cap)
                 n->pending = rt_grow(n->pending, &n->pending_cap, sizeof *n->pending);
-            n->pending[n->npending++] = (frame){ bytes, len };
+            n->pending[n->npending++] = (frame){ bytes, len, m.id };
         }
         free(payload);
     }
@@ -658,8 +674,7 @@ static void on_frame(node *n, const bytes_msg *f)
         on_cancel(n, &m);
         break;
     case PR_MSG_COMPLETE_ACK:
-        if (n->unacked > 0)
-            n->unacked--;
+        answered(n, m.id);
         for (uint32_t i = 0; i < m.body.complete_ack.noutcomes; i++) {
             if (m.body.complete_ack.outcomes[i].outcome == PR_OUTCOME_ACCEPTED)
                 n->accepted++;
@@ -671,6 +686,8 @@ static void on_frame(node *n, const bytes_msg *f)
     case PR_MSG_ERROR:
         say(n, ND_WARN, "the coordinator says: %s (code %d)", m.body.error.message ? m.body.error.message : "?",
             m.body.error.code);
+        if (answered(n, m.id)) /* a refused completion: its leases bring its chunks back */
+            settle(n);
         if (m.body.error.code == ENOTENROLLED) {
             say(n, ND_WARN, "this key is not enrolled there: start with --claim-token TOKEN");
             stop(n, ND_NOT_FOUND, ND_EXIT_NOT_ENROLLED);
@@ -686,7 +703,7 @@ static void on_down(node *n, const bytes_msg *d)
 {
     bool was_running = n->phase == RUNNING;
     n->phase = DOWN;
-    n->unacked = 0; /* an unacknowledged result may be lost: its lease brings it back */
+    n->nunacked = 0; /* an unacknowledged result may be lost: its lease brings it back */
     if (n->tick_timer > 0) {
         rt_timer_cancel(n->sys, n->tick_timer);
         n->tick_timer = 0;
@@ -810,6 +827,7 @@ static void node_final(rt_actor *self)
     for (size_t i = 0; i < n->npending; i++)
         free(n->pending[i].p);
     free(n->pending);
+    free(n->unacked);
     for (unsigned i = 0; i < n->nbatch; i++)
         free(n->batch[i].data);
     free(n->queue);

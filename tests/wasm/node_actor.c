@@ -10,8 +10,9 @@
  *     is sent once the node is back, after a backoff of 1 s ± 25 %; one
  *     sent into the dropped connection is not resent), a pause
  *     with a chunk in hand (`bye draining`, the chunk still finished), a
- *     resume (`bye leaving`, a new session at once), chunks of a job whose
- *     context does not open (dropped, so that their leases end), a drain;
+ *     resume (`bye leaving`, a new session at once), a completion refused
+ *     with an error (it counts as answered), chunks of a job whose context
+ *     does not open (dropped, so that their leases end), a drain;
  *   - the kernels: each chunk's result bytes in hex.
  *
  * Other modes, for the browser tests and the benchmark:
@@ -153,7 +154,7 @@ static void on_hello(const pr_msg *m)
     if (F.session == 1)
         assign(3);
     else if (F.session == 3)
-        assign_unrunnable(); /* the drain once its context is answered */
+        assign(1); /* its completion is refused */
 }
 
 static void on_complete(const pr_msg *m)
@@ -179,6 +180,14 @@ static void on_complete(const pr_msg *m)
         char label[64];
         snprintf(label, sizeof label, "result %llu", (unsigned long long)r->chunk);
         hex(label, r->data.ptr, r->data.len);
+    }
+    if (F.session == 3) {
+        printf("coordinator> error for that completion: %s\n", pr_strerror(PR_EREPLAYOLD));
+        pr_msg e = { .type = PR_MSG_ERROR };
+        e.body.error = (pr_error_body){ .code = PR_EREPLAYOLD, .message = pr_strerror(PR_EREPLAYOLD) };
+        deliver(&e, m->id);
+        assign_unrunnable(); /* then the drain, once its context is answered */
+        return;
     }
     pr_outcome out[4];
     uint32_t n = b->nresults < 4 ? b->nresults : 4;

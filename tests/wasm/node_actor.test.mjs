@@ -50,17 +50,19 @@ test('the transcript shows signatures, the state machine and the results', async
   const count = (re) => (out.match(re) || []).length;
   assert.equal(count(/^hello success, for another host signature does not verify$/mg), 3, 'three signed hellos');
   assert.equal(count(/^complete job 3 chunk \d+ .* signature success, tampered signature does not verify, context ok$/mg),
-    3, 'three signed completions');
+    4, 'four signed completions');
   assert.match(out, /^node> complete lost with the connection$/m);
   assert.match(out, /^state coordinator unavailable: test drop$/m);
   assert.match(out, /^connect \(session 2\) after the backoff: 1 s \+- 25 %$/m);
   // Paused with a chunk in hand: the coordinator is told, the chunk is finished.
   assert.match(out, /host: pause\n(.*\n)*?bye draining\nstate paused\n(.*\n)*?complete job 3 chunk 13 /);
   assert.match(out, /host: resume\n(.*\n)*?bye leaving\n(.*\n)*?state starting: resuming\nconnect \(session 3\)\n/);
-  // chunks whose context does not open are dropped (no heartbeat lists
-  // them, so their leases end), then the drain
+  // a completion refused with an error is answered (the drain does not
+  // wait for it), chunks whose context does not open are dropped (no
+  // heartbeat lists them, so their leases end), then the drain
+  assert.match(out, /^coordinator> error for that completion: .*\n(.*\n)*?log warn the coordinator says: .*\(code -30\)$/m);
   assert.match(out, /^log warn job 4 cannot run here: .*; 2 chunks left to other nodes\n/m);
-  assert.match(out, /bye draining\nnode> bye\nbye leaving\n.*drained, leaving \(4 chunks computed\)\nstate stopped\nstopped 0\n$/);
+  assert.match(out, /bye draining\nnode> bye\nbye leaving\n.*drained, leaving \(5 chunks computed\)\nstate stopped\nstopped 0\n$/);
   for (const c of [10, 11, 13]) assert.match(out, new RegExp(`^result ${c} [0-9a-f]{64,}$`, 'm'));
   assert.doesNotMatch(out, /wrong/);
   // The work context is fetched once: later chunks of the job, in later
