@@ -135,13 +135,6 @@ const char *nd_state_name(nd_state st)
     return "?";
 }
 
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static uint64_t wall_ms(void)
 {
     struct timespec ts;
@@ -316,7 +309,7 @@ static void dispatch(node *n)
 
 static void request_ctx(node *n, jobctx *j)
 {
-    j->asked_ms = mono_ms();
+    j->asked_ms = rt_mono_ms();
     pr_msg q;
     memset(&q, 0, sizeof q);
     q.type = PR_MSG_CTX_REQ;
@@ -587,10 +580,10 @@ static void heartbeat(node *n)
         return;
     /* a context that has not come (its request was refused, say while the
      * coordinator's database was away) is asked for again */
-    uint64_t t = mono_ms();
+    uint64_t now = rt_mono_ms();
     for (int i = 0; i < MAX_JOBS; i++) {
         jobctx *j = &n->jobs[i];
-        if (j->live && j->sim.jobs == NULL && j->users > 0 && t - j->asked_ms >= CTX_RETRY_MS)
+        if (j->live && j->sim.jobs == NULL && j->users > 0 && now - j->asked_ms >= CTX_RETRY_MS)
             request_ctx(n, j);
     }
     uint64_t ids[256];
@@ -608,7 +601,6 @@ static void heartbeat(node *n)
     m.body.heartbeat.nin_flight = k;
     send_msg(n, &m);
 
-    uint64_t now = mono_ms();
     if (now - n->report_ms >= REPORT_MS) {
         /* never less than the last report: a chunk that has just ended may
          * have left the workers' count before it reached items_done */
@@ -973,14 +965,14 @@ int nd_compute(const sim_work *job, const nd_chunk *c, nd_runner run, nd_stop ha
             if (end - from < n)
                 n = end - from;
         }
-        uint64_t t0 = mono_ms();
+        uint64_t t0 = rt_mono_ms();
         for (uint32_t v = first; v < last && err == 0; v++) {
             sim_stats *o = out + (size_t)(v - first) * nout, *p = part + (size_t)(v - first) * nout;
             err = run(ctx, job->jobs[v], from, n, done == 0 ? o : p);
             for (uint32_t k = 0; k < nout && err == 0 && done > 0; k++)
                 err = sim_stats_merge(&o[k], &p[k]);
         }
-        uint64_t took = mono_ms() - t0;
+        uint64_t took = rt_mono_ms() - t0;
         if (took < SLICE_MS / 2 && slice <= c->count)
             slice *= 2;
         else if (took > 2 * SLICE_MS && slice > SLICE_ALIGN)

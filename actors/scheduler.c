@@ -130,13 +130,6 @@ typedef struct sched {
     size_t nparked, parked_cap;
 } sched;
 
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* ---- completions ------------------------------------------------------------------ */
 
 static void complete_release(rt_msg *m)
@@ -507,7 +500,7 @@ static void emit_progress(sched *s, job_info *ji, uint64_t now)
 
 static void on_progress_tick(sched *s)
 {
-    uint64_t now = now_ms();
+    uint64_t now = rt_mono_ms();
     for (size_t i = 0; i < s->njobs; i++)
         if (s->jobs[i].dirty) {
             s->jobs[i].dirty = false;
@@ -686,7 +679,7 @@ static void write_out(sched *s)
         char *res = result_json(s, r->job);
         job_info *ji = (job_info *)info_of(s, r->job);
         if (ji != NULL && ji->dirty)
-            emit_progress(s, ji, now_ms()); /* the last counts before the end */
+            emit_progress(s, ji, rt_mono_ms()); /* the last counts before the end */
         size_t flen = strlen(res) + 64;
         char *fields = malloc(flen);
         if (fields == NULL)
@@ -1076,7 +1069,7 @@ static unsigned answer_claim(sched *s, rt_msg *m, bool always, unsigned retry_ms
     sc_claim_out out[CD_MAX_CLAIMS];
     unsigned n = 0;
     unsigned slots = c->slots > CD_MAX_CLAIMS ? CD_MAX_CLAIMS : c->slots;
-    sc_claim(s->l, &c->node, slots, now_ms(), out, &n);
+    sc_claim(s->l, &c->node, slots, rt_mono_ms(), out, &n);
     if (n == 0 && !always)
         return 0;
     cd_claimed *r = RT_MSG_NEW(cd_claimed, CD_MSG_CLAIMED);
@@ -1108,7 +1101,7 @@ static void on_claim(rt_actor *self, sched *s, rt_msg *m)
     rt_take(self, m);
     if (s->nparked == s->parked_cap)
         s->parked = rt_grow(s->parked, &s->parked_cap, sizeof *s->parked);
-    s->parked[s->nparked++] = (parked){ m, now_ms() };
+    s->parked[s->nparked++] = (parked){ m, rt_mono_ms() };
 }
 
 /* Work may have appeared: the waiting claims, oldest first, until one
@@ -1116,7 +1109,7 @@ static void on_claim(rt_actor *self, sched *s, rt_msg *m)
  * empty (the node asks again at once). */
 static void serve_parked(sched *s, bool expire)
 {
-    uint64_t now = now_ms();
+    uint64_t now = rt_mono_ms();
     size_t k = 0, i = 0;
     bool dry = false;
     for (; i < s->nparked; i++) {
@@ -1163,7 +1156,7 @@ static void on_complete(rt_actor *self, sched *s, rt_msg *m)
     sc_outcome outcome = SC_STALE;
     bool done = false;
     size_t before = s->nout;
-    int rc = sc_complete(s->l, c->job, c->chunk, c->token, c->node, c->result, c->len, now_ms(), &outcome, &done);
+    int rc = sc_complete(s->l, c->job, c->chunk, c->token, c->node, c->result, c->len, rt_mono_ms(), &outcome, &done);
     if (rc == SC_ENOJOB) { /* ended and forgotten */
         reply_completed(m, 0, SC_STALE, false);
         return;
@@ -1210,7 +1203,7 @@ static void behaviour(rt_actor *self, rt_msg *m)
         load(s);
         break;
     case M_TICK:
-        sc_reclaim(s->l, now_ms());
+        sc_reclaim(s->l, rt_mono_ms());
         flush(s, NULL, 0, false);
         serve_parked(s, true);
         break;
@@ -1234,7 +1227,7 @@ static void behaviour(rt_actor *self, rt_msg *m)
     }
     case CD_MSG_CANCEL_JOB: {
         uint64_t job = ((cd_cancel_job *)m)->job;
-        int rc = sc_job_cancel(s->l, job, now_ms());
+        int rc = sc_job_cancel(s->l, job, rt_mono_ms());
         if (rc == 0) {
             flush(s, NULL, 0, false); /* job.finished with the result so far */
         } else if (rc == SC_ENOJOB) { /* not loaded: a load under way must not start it */
@@ -1248,7 +1241,7 @@ static void behaviour(rt_actor *self, rt_msg *m)
         break;
     case CD_MSG_RENEW: {
         cd_renew *r = (cd_renew *)m;
-        sc_renew(s->l, r->node, (const uint8_t (*)[16])r->tokens, r->n > CD_MAX_RENEW ? CD_MAX_RENEW : r->n, now_ms());
+        sc_renew(s->l, r->node, (const uint8_t (*)[16])r->tokens, r->n > CD_MAX_RENEW ? CD_MAX_RENEW : r->n, rt_mono_ms());
         break;
     }
     case CD_MSG_WITHDRAW:
@@ -1256,7 +1249,7 @@ static void behaviour(rt_actor *self, rt_msg *m)
         break;
     case CD_MSG_NODE_GONE:
         unpark_session(s, m->sender, false);
-        if (sc_release_node(s->l, ((cd_node_gone *)m)->node, now_ms()) > 0) {
+        if (sc_release_node(s->l, ((cd_node_gone *)m)->node, rt_mono_ms()) > 0) {
             for (size_t i = 0; i < s->njobs; i++)
                 s->jobs[i].dirty = true; /* reclaims and items in flight changed */
             serve_parked(s, false);

@@ -469,13 +469,6 @@ static uint64_t now_ms_wall(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static uint64_t now_ms_mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void send_msg(session *s, pr_msg *m)
 {
     uint8_t *out = NULL;
@@ -666,7 +659,7 @@ static void on_claimed(session *s, const cd_claimed *r)
             s->fly[s->nfly].first = a->claim.first;
             s->fly[s->nfly].count = a->claim.count;
             memcpy(s->fly[s->nfly].token, a->claim.token, 16);
-            s->fly[s->nfly].listed_ms = now_ms_mono();
+            s->fly[s->nfly].listed_ms = rt_mono_ms();
             s->nfly++;
         }
         pr_msg m;
@@ -837,7 +830,7 @@ static void on_enrolled(session *s, const req *r, cd_result *res)
     snprintf(v->tier, sizeof v->tier, "%s", PQgetvalue(res->res, 0, 1));
     snprintf(v->owner, sizeof v->owner, "%s", PQgetvalue(res->res, 0, 3));
     v->connected_ms = v->last_seen_ms = now_ms_wall();
-    s->heard_ms = now_ms_mono();
+    s->heard_ms = rt_mono_ms();
     char fields[1024];
     cd_node_view_json(v, fields, sizeof fields);
     publish(s, "node.online", fields);
@@ -848,7 +841,7 @@ static void on_enrolled(session *s, const req *r, cd_result *res)
 static void on_watch(session *s)
 {
     uint64_t limit = 3 * (uint64_t)s->ss->heartbeat_ms;
-    if (s->phase != RUNNING || now_ms_mono() - s->heard_ms <= limit)
+    if (s->phase != RUNNING || rt_mono_ms() - s->heard_ms <= limit)
         return;
     s->offline_reason = "missed heartbeats";
     char why[96];
@@ -1044,7 +1037,7 @@ static void on_heartbeat(session *s, pr_msg *m)
 {
     if (s->nfly == 0) /* nothing to renew: the scheduler need not hear of it */
         return;
-    uint64_t now = now_ms_mono(), grace = 2 * (uint64_t)s->ss->heartbeat_ms;
+    uint64_t now = rt_mono_ms(), grace = 2 * (uint64_t)s->ss->heartbeat_ms;
     const pr_heartbeat *hb = &m->body.heartbeat;
     cd_renew *r = RT_MSG_NEW(cd_renew, CD_MSG_RENEW);
     r->node = s->node_id;
@@ -1099,7 +1092,7 @@ static void on_frame(session *s, const frame_msg *f)
     }
     pr_msg m;
     s->view.last_seen_ms = now_ms_wall();
-    s->heard_ms = now_ms_mono();
+    s->heard_ms = rt_mono_ms();
     int rc = pr_decode(&m, f->bytes, f->len);
     if (rc != 0) {
         char why[160];

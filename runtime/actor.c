@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 _Thread_local rt_actor *rt__current;
 
@@ -940,4 +941,11 @@ void rt__timer_fire(rt_timer *t, uint64_t now_ms)
     atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
     k->hdr.timer = t;
     rt_send(t->to, &k->hdr);
+}
+
+uint64_t rt_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }

@@ -74,6 +74,9 @@ void *rt_grow_ring(void *v, size_t *head, size_t n, size_t *cap, size_t elem);
  * NULL: failure is rt_oom(). */
 char *rt_fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
 
+/* Milliseconds of the monotonic clock (for intervals; no wall time). */
+uint64_t rt_mono_ms(void);
+
 /* ---- messages -------------------------------------------------------------- */
 
 /* Message types below RT_MSG_USER are the runtime's own. */
