@@ -707,10 +707,7 @@ static void on_down(node *n, const bytes_msg *d)
         return;
     }
     if (n->rejoin) {
-        /* We left on purpose: back after the shortest backoff, once the
-         * coordinator has let go of the old session (it releases the
-         * node's claims when that session ends, which must not race the
-         * new session's first claim). */
+        /* We left on purpose: back after the shortest backoff. */
         n->rejoin = false;
         set_state(n, ND_SETUP, "resuming");
         rt_send_after(n->self, BACKOFF_MIN_MS, rt_msg_new(M_CONNECT, sizeof(rt_msg)));

@@ -1130,7 +1130,6 @@ static void serve_parked(sched *s, bool expire)
     flush(s, NULL, 0, false);
 }
 
-/* A node left: its waiting claims go (nothing to answer). */
 /* Takes out the waiting claims of one session (the sender of the claims),
  * answering them empty when the session is still there to hear it. Not by
  * node id: a node's new session may already wait while its old one ends. */
@@ -1247,15 +1246,17 @@ static void behaviour(rt_actor *self, rt_msg *m)
     case CD_MSG_WITHDRAW:
         unpark_session(s, m->sender, true);
         break;
-    case CD_MSG_NODE_GONE:
+    case CD_MSG_NODE_GONE: {
+        cd_node_gone *g = (cd_node_gone *)m;
         unpark_session(s, m->sender, false);
-        if (sc_release_node(s->l, ((cd_node_gone *)m)->node, rt_mono_ms()) > 0) {
+        if (sc_release_node(s->l, g->node, g->session, rt_mono_ms()) > 0) {
             for (size_t i = 0; i < s->njobs; i++)
                 s->jobs[i].dirty = true; /* reclaims and items in flight changed */
             serve_parked(s, false);
         }
         flush(s, NULL, 0, false);
         break;
+    }
     case CD_MSG_RESULT:
     case RT_MSG_TIMEOUT:
         on_reply(s, m);

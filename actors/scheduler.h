@@ -22,7 +22,7 @@ enum {
     CD_MSG_CLAIMED,
     CD_MSG_COMPLETE,                     /* cd_complete (request) -> cd_completed */
     CD_MSG_COMPLETED,
-    CD_MSG_NODE_GONE,                    /* cd_node_gone: its claims go back at once */
+    CD_MSG_NODE_GONE,                    /* cd_node_gone: the session's claims go back at once */
     CD_MSG_RENEW,                        /* cd_renew: a heartbeat renews these leases */
     CD_MSG_WATCH,                        /* cd_watch: send job events (cd_event) to who */
     CD_MSG_EVENT,                        /* cd_event: job.started, job.progress, job.finished */
@@ -74,6 +74,7 @@ typedef struct cd_completed {
 typedef struct cd_node_gone {
     rt_msg hdr;
     uint64_t node;
+    uint64_t session;         /* the connection that ended (sc_node_info.session) */
 } cd_node_gone;
 
 enum { CD_MAX_RENEW = 64 };

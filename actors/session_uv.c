@@ -607,7 +607,7 @@ static void claim_more(session *s)
     if (s->phase != RUNNING || s->claiming || s->draining || s->nfly >= s->max_slots)
         return;
     cd_claim *c = RT_MSG_NEW(cd_claim, CD_MSG_CLAIM);
-    c->node = (sc_node_info){ .id = s->node_id, .tier = s->tier, .backends = 1, .mem_bytes = UINT64_MAX,
+    c->node = (sc_node_info){ .id = s->node_id, .session = s->conn, .tier = s->tier, .backends = 1, .mem_bytes = UINT64_MAX,
         .items_per_s = s->view.items_per_s };
     unsigned free_slots = s->max_slots - (unsigned)s->nfly;
     c->slots = free_slots > CD_MAX_CLAIMS ? CD_MAX_CLAIMS : free_slots;
@@ -1249,6 +1249,7 @@ static void session_behaviour(rt_actor *self, rt_msg *m)
         if (s->node_id != 0) {
             cd_node_gone *g = RT_MSG_NEW(cd_node_gone, CD_MSG_NODE_GONE);
             g->node = s->node_id;
+            g->session = s->conn;
             rt_send(s->ss->scheduler, &g->hdr);
             char fields[160], why[80];
             snprintf(fields, sizeof fields, "\"node\":%" PRIu64 ",\"reason\":%s", s->node_id,

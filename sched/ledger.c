@@ -40,6 +40,7 @@ typedef struct claim {
     uint8_t token[16];
     struct job *job;
     uint64_t node;
+    uint64_t session;          /* the node's connection it was handed out through */
     uint64_t chunk;
     uint64_t first, count;
     uint64_t lease_until;
@@ -1285,6 +1286,7 @@ int sc_claim(sc_ledger *l, const sc_node_info *node, unsigned slots, uint64_t no
         c->job = best;
         c->lane = (uint16_t)li;
         c->node = node->id;
+        c->session = node->session;
         c->chunk = ++best->next_chunk;
         c->first = r.first;
         c->count = r.count;
@@ -1460,16 +1462,22 @@ size_t sc_reclaim(sc_ledger *l, uint64_t now_ms)
     return expired;
 }
 
-size_t sc_release_node(sc_ledger *l, uint64_t node, uint64_t now_ms)
+size_t sc_release_node(sc_ledger *l, uint64_t node, uint64_t session, uint64_t now_ms)
 {
     (void)now_ms;
     size_t n = 0;
-    node_slot *s;
-    while ((s = node_find(l, node, false)) != NULL && s->head != NONE) {
-        lose_claim(l, s->head, true);
+    for (;;) {
+        /* From the head each time: losing a claim can end its job, which
+         * drops the job's other claims from this list too. */
+        node_slot *s = node_find(l, node, false);
+        uint32_t idx = s != NULL ? s->head : NONE;
+        while (idx != NONE && session != 0 && l->claims[idx].session != session)
+            idx = l->claims[idx].nnext;
+        if (idx == NONE)
+            return n;
+        lose_claim(l, idx, true);
         n++;
     }
-    return n;
 }
 
 /* ---- restore ------------------------------------------------------------------------------------------------ */

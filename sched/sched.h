@@ -115,6 +115,7 @@ typedef enum sc_job_state {
 
 typedef struct sc_node_info {
     uint64_t id;
+    uint64_t session;      /* the connection claiming for the node (sc_release_node); 0 = none named */
     uint8_t tier;          /* one SC_TIER_* bit */
     uint32_t backends;     /* capability bits */
     uint64_t mem_bytes;
@@ -221,8 +222,10 @@ size_t sc_renew(sc_ledger *l, uint64_t node, const uint8_t (*tokens)[16], size_t
  * what expired, not to what is in flight. Returns the claims expired. */
 size_t sc_reclaim(sc_ledger *l, uint64_t now_ms);
 
-/* A node left: its claims go back at once (each counts as an attempt). */
-size_t sc_release_node(sc_ledger *l, uint64_t node, uint64_t now_ms);
+/* A node's connection ended: the claims node took through session go back
+ * at once (each counts as an attempt), all of node's when session is 0.
+ * The node may already hold claims through a newer session; those stay. */
+size_t sc_release_node(sc_ledger *l, uint64_t node, uint64_t session, uint64_t now_ms);
 
 /* ---- results ---- */
 

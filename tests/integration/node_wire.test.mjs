@@ -14,8 +14,8 @@ import path from 'node:path';
 import { build, eventually, run, top } from '../lib/proc.mjs';
 import { localRun, sameBits } from '../lib/reference.mjs';
 import { startPostgres } from '../lib/pg.mjs';
-import { serve, call } from '../lib/coord.mjs';
-import { decode, ScriptedNode } from '../lib/nodeproto.mjs';
+import { serve, call, tailEvents } from '../lib/coord.mjs';
+import { decode, nodeKey, ScriptedNode } from '../lib/nodeproto.mjs';
 
 const simfarm = path.join(build, 'bin/simfarm');
 const optionFile = path.join(top, 'examples/option.json');
@@ -293,6 +293,40 @@ test('a chunk the node no longer lists is let go: its slot takes other work', as
   } finally {
     clearInterval(beat);
     await n.close();
+    await srv.stop();
+  }
+});
+
+test('a node back on a new connection keeps its new claims when the old connection ends', async () => {
+  // A node whose connection went half-open says hello again on a new one
+  // before the coordinator has closed the old. Ending the old session
+  // gives back the chunk taken through it, not the one the new session
+  // holds.
+  const srv = await serve(pg.url, { extra: ['--open-enrolment'] });
+  const events = tailEvents(srv);
+  const key = nodeKey();
+  const old = await ScriptedNode.connect(srv.port, { key });
+  let fresh;
+  try {
+    await old.hello({ maxParallel: 1 });
+    const id = await submit(srv, option, 1e9, 5);
+    const a = await old.until((m) => m.type === 'assign' && m.body.job === id, 'a chunk for the old session', 30000);
+    fresh = await ScriptedNode.connect(srv.port, { key });
+    await fresh.hello({ maxParallel: 1 });
+    assert.equal(fresh.nodeId, old.nodeId, 'the same node');
+    const b = await fresh.until((m) => m.type === 'assign' && m.body.job === id, 'a chunk for the new session', 30000);
+    fresh.heartbeat([b.body.chunks[0].chunk]);
+    assert.notEqual(b.body.chunks[0].chunk, a.body.chunks[0].chunk);
+    await old.close();
+    const p = await events.until((e) => e.type === 'job.progress' && e.job === id && e.reclaims >= 1,
+      'progress after the old session ended');
+    assert.equal(p.reclaims, 1, 'only the old session\'s chunk went back');
+    assert.equal(p.claims_in_flight, 1, 'the new session\'s chunk is still out');
+    assert.equal((await call(srv, 'POST', `/api/jobs/${id}/cancel`)).status, 200);
+  } finally {
+    await events.close();
+    await fresh?.close();
+    await old.close();
     await srv.stop();
   }
 });

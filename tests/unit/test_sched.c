@@ -115,6 +115,7 @@ typedef struct mclaim {
     uint64_t node;
     uint64_t lease_len;
     enum cstate state;
+    uint64_t session;
 } mclaim;
 
 typedef struct model {
@@ -201,13 +202,13 @@ static void run_walk(uint64_t seed, int steps)
         bool done_flag;
 
         if (op < 30 && m->nclaims + 4 < MAX_CLAIMS) { /* claim */
-            sc_node_info node = { .id = 1 + rnd(&s, NODES), .tier = SC_TIER_PUBLIC,
+            sc_node_info node = { .id = 1 + rnd(&s, NODES), .session = 1 + rnd(&s, 2), .tier = SC_TIER_PUBLIC,
                 .items_per_s = (double)(rnd(&s, 3) * 100) };
             sc_claim_out got[4];
             unsigned n = 0;
             cr_assert_eq(sc_claim(l, &node, 1 + (unsigned)rnd(&s, 4), now, got, &n), 0);
             for (unsigned i = 0; i < n; i++)
-                m->claims[m->nclaims++] = (mclaim){ got[i], node.id, got[i].lease_until - now, LIVE };
+                m->claims[m->nclaims++] = (mclaim){ got[i], node.id, got[i].lease_until - now, LIVE, node.session };
         } else if (op < 55 && c != NULL) { /* complete: good, duplicate or late */
             size_t len = result_of(c->c.first, c->c.count, buf, sizeof buf);
             cr_assert_eq(sc_complete(l, job, c->c.chunk, c->c.token, c->node, buf, len, now, &out, &done_flag), 0);
@@ -260,15 +261,16 @@ static void run_walk(uint64_t seed, int steps)
                     want++;
                 }
             cr_assert_eq(sc_reclaim(l, now), want, "seed %llu step %d", (unsigned long long)seed, step);
-        } else if (op < 97) { /* a node vanishes */
-            uint64_t node = 1 + rnd(&s, NODES);
+        } else if (op < 97) { /* one of a node's two connections ends, or all of the node's */
+            uint64_t node = 1 + rnd(&s, NODES), session = rnd(&s, 3);
             size_t want = 0;
             for (size_t i = 0; i < m->nclaims; i++)
-                if (m->claims[i].node == node && m->claims[i].state == LIVE) {
+                if (m->claims[i].node == node && m->claims[i].state == LIVE &&
+                    (session == 0 || m->claims[i].session == session)) {
                     m->claims[i].state = GONE;
                     want++;
                 }
-            cr_assert_eq(sc_release_node(l, node, now), want);
+            cr_assert_eq(sc_release_node(l, node, session, now), want);
         } else { /* the coordinator restarts from its journal */
             sc_ledger_destroy(l);
             journal old = jr;
@@ -455,6 +457,39 @@ Test(sched, lost_claims_fail_the_chunk_then_the_job)
     journal_free(&jr);
 }
 
+Test(sched, a_session_that_ends_releases_only_its_own_claims)
+{
+    /* A node on a half-open connection comes back on a new one before
+     * the old one is closed: the old session's end must not take the
+     * claims of the new one. */
+    journal jr = { 0 };
+    sc_ledger *l = simple(&jr);
+    sc_job_spec s = spec_of(1, 1000);
+    sc_job_add(l, &s);
+    sc_claim_out old[2], fresh[3];
+    unsigned n_old, n_fresh;
+    sc_node_info before = { .id = 5, .session = 11, .tier = SC_TIER_OWN };
+    sc_node_info after = { .id = 5, .session = 12, .tier = SC_TIER_OWN };
+    sc_claim(l, &before, 2, 0, old, &n_old);
+    sc_claim(l, &after, 3, 0, fresh, &n_fresh);
+    cr_assert_eq(n_old, 2);
+    cr_assert_eq(n_fresh, 3);
+    cr_assert_eq(sc_release_node(l, 5, 11, 0), 2, "the old session's two claims go back");
+    sc_job_status st;
+    sc_job_status_get(l, 1, &st);
+    cr_assert_eq(st.inflight_claims, 3, "the new session's claims stay");
+    for (unsigned i = 0; i < n_fresh; i++) {
+        static unsigned char buf[4096];
+        size_t len = result_of(fresh[i].first, fresh[i].count, buf, sizeof buf);
+        sc_outcome out;
+        cr_assert_eq(sc_complete(l, 1, fresh[i].chunk, fresh[i].token, 5, buf, len, 0, &out, NULL), 0);
+        cr_assert_eq(out, SC_ACCEPTED, "the new session's chunk %u", i);
+    }
+    cr_assert_eq(sc_release_node(l, 5, 0, 0), 0, "nothing is left to release");
+    sc_ledger_destroy(l);
+    journal_free(&jr);
+}
+
 Test(sched, nodes_going_away_fail_a_chunk_only_at_max_releases)
 {
     journal jr = { 0 };
@@ -469,7 +504,7 @@ Test(sched, nodes_going_away_fail_a_chunk_only_at_max_releases)
         sc_claim(l, &node, 1, 0, &c, &n);
         cr_assert_eq(n, 1);
         cr_assert_eq(c.attempt, 0, "an unproven node's release is not an attempt");
-        cr_assert_eq(sc_release_node(l, id, 0), 1);
+        cr_assert_eq(sc_release_node(l, id, 0, 0), 1);
     }
     /* Nine working nodes (a measured speed) take the chunk and vanish: it is
      * handed out again each time. */
@@ -478,7 +513,7 @@ Test(sched, nodes_going_away_fail_a_chunk_only_at_max_releases)
         sc_claim(l, &node, 1, 0, &c, &n);
         cr_assert_eq(n, 1, "claim %llu", (unsigned long long)id);
         cr_assert_eq(c.attempt, (uint32_t)(id - 1));
-        cr_assert_eq(sc_release_node(l, id, 0), 1);
+        cr_assert_eq(sc_release_node(l, id, 0, 0), 1);
     }
     sc_job_status st;
     sc_job_status_get(l, 1, &st);
@@ -487,7 +522,7 @@ Test(sched, nodes_going_away_fail_a_chunk_only_at_max_releases)
     sc_node_info last = { .id = 10, .tier = SC_TIER_OWN, .items_per_s = 1000 };
     sc_claim(l, &last, 1, 0, &c, &n);
     cr_assert_eq(n, 1);
-    cr_assert_eq(sc_release_node(l, 10, 0), 1);
+    cr_assert_eq(sc_release_node(l, 10, 0, 0), 1);
     sc_job_status_get(l, 1, &st);
     cr_assert_eq(st.state, SC_JOB_FAILED);
     cr_assert_eq(st.failed_items, 10);
