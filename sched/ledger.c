@@ -75,6 +75,11 @@ typedef struct lane {
     uint32_t dropped_after;    /* 0 = alive; else phases run before it dropped */
 } lane;
 
+struct pair {
+    uint64_t chunk, count;
+    size_t at;                 /* its differences: pair_d[at (variants - 1) ...] */
+};
+
 typedef struct job {
     sc_job_spec spec;
     sim_layout *layouts;
@@ -86,9 +91,12 @@ typedef struct job {
     uint64_t pending_items, inflight_items, done_items, failed_items; /* all lanes */
     uint32_t inflight_claims;
     uint64_t next_chunk, chunks_accepted, chunks_failed, reclaims;
-    double *pair_d;            /* stat_weights: per chunk id, variants-1 mean differences */
-    uint64_t *pair_n;          /* stat_weights: per chunk id, its items (0 = not accepted) */
-    size_t pair_cap;
+    /* stat_weights: per accepted chunk, in the order accepted, its id, its
+     * items and its variants-1 mean differences from the baseline */
+    struct pair *pairs;
+    double *pair_d;
+    size_t npairs, pairs_cap;
+    size_t pairs_sorted;       /* pairs[0 .. pairs_sorted) are in chunk-id order */
     done_entry *done;          /* the newest accepted chunks, indexed by chunk id % done_cap */
     size_t done_cap;           /* grows by doubling up to accepted_window, then stays */
 } job;
@@ -258,8 +266,8 @@ static void job_free(job *j)
     free(j->lanes);
     free(j->layouts);
     free(j->steps);
+    free(j->pairs);
     free(j->pair_d);
-    free(j->pair_n);
     free(j->done);
     free(j);
 }
@@ -670,43 +678,50 @@ static int result_decode(const void *buf, size_t len, uint32_t nout, sim_stats *
 static void pair_set(job *j, uint64_t chunk, uint64_t count, const sim_stats *res)
 {
     uint32_t np = j->spec.variants - 1;
-    if (chunk >= j->pair_cap) {
-        size_t ncap = j->pair_cap ? j->pair_cap : 64;
-        while (ncap <= chunk)
-            ncap *= 2;
+    if (j->npairs == j->pairs_cap) {
+        size_t ncap = j->pairs_cap ? 2 * j->pairs_cap : 64;
+        j->pairs = xrealloc(j->pairs, ncap, sizeof *j->pairs);
         j->pair_d = xrealloc(j->pair_d, ncap * np, sizeof *j->pair_d);
-        j->pair_n = xrealloc(j->pair_n, ncap, sizeof *j->pair_n);
-        memset(j->pair_n + j->pair_cap, 0, (ncap - j->pair_cap) * sizeof *j->pair_n);
-        j->pair_cap = ncap;
+        j->pairs_cap = ncap;
     }
+    size_t k = j->npairs++;
+    j->pairs[k] = (struct pair){ chunk, count, k };
+    if (j->pairs_sorted == k && (k == 0 || j->pairs[k - 1].chunk < chunk))
+        j->pairs_sorted++; /* arrived in order, as chunks mostly do */
     double base = sim_stats_mean(&res[0]);
     for (uint32_t v = 1; v <= np; v++)
-        j->pair_d[chunk * np + v - 1] = sim_stats_mean(&res[v * j->spec.nout]) - base;
-    j->pair_n[chunk] = count;
+        j->pair_d[k * np + v - 1] = sim_stats_mean(&res[v * j->spec.nout]) - base;
+}
+
+static int cmp_pair(const void *a, const void *b)
+{
+    const struct pair *x = a, *y = b;
+    return x->chunk < y->chunk ? -1 : x->chunk > y->chunk;
 }
 
 /* Standard error of variant v's mean difference from the baseline, from the
  * per-chunk paired differences (batch means, weighted by chunk size). Sums
  * run in chunk-id order, so the answer does not depend on the order the
  * chunks arrived or were replayed in. */
-static double pair_se(const job *j, uint32_t v)
+static double pair_se(job *j, uint32_t v)
 {
     uint32_t np = j->spec.variants - 1;
-    double n = 0, sum = 0, k = 0;
-    for (size_t c = 0; c < j->pair_cap; c++)
-        if (j->pair_n[c] != 0) {
-            n += (double)j->pair_n[c];
-            sum += (double)j->pair_n[c] * j->pair_d[c * np + v - 1];
-            k++;
-        }
-    if (k < 2)
+    if (j->pairs_sorted < j->npairs) {
+        qsort(j->pairs, j->npairs, sizeof *j->pairs, cmp_pair);
+        j->pairs_sorted = j->npairs;
+    }
+    double n = 0, sum = 0, k = (double)j->npairs;
+    if (j->npairs < 2)
         return NAN;
+    for (size_t c = 0; c < j->npairs; c++) {
+        n += (double)j->pairs[c].count;
+        sum += (double)j->pairs[c].count * j->pair_d[j->pairs[c].at * np + v - 1];
+    }
     double mean = sum / n, acc = 0;
-    for (size_t c = 0; c < j->pair_cap; c++)
-        if (j->pair_n[c] != 0) {
-            double dev = (double)j->pair_n[c] * (j->pair_d[c * np + v - 1] - mean);
-            acc += dev * dev;
-        }
+    for (size_t c = 0; c < j->npairs; c++) {
+        double dev = (double)j->pairs[c].count * (j->pair_d[j->pairs[c].at * np + v - 1] - mean);
+        acc += dev * dev;
+    }
     return sqrt(acc * k / (k - 1)) / n;
 }
 

@@ -1002,6 +1002,55 @@ static size_t sw_result(uint64_t first, uint64_t count, unsigned char *buf, size
     return len;
 }
 
+/* Restores six accepted chunks of a stat_weights job, records[order[i]]
+ * i-th, with the chunk ids given; returns the weight's standard error of
+ * each parameter. */
+static void sw_restore(const uint64_t ids[6], const int order[6], double se[PARAMS])
+{
+    static unsigned char buf[6][8192];
+    journal jr = { 0 };
+    sc_ledger *l = simple(&jr);
+    sc_job_spec s = spec_of(8, 600);
+    s.strategy = SC_STAT_WEIGHTS;
+    s.variants = PARAMS + 1;
+    s.steps = steps;
+    sc_record recs[6];
+    for (int i = 0; i < 6; i++) {
+        int k = order[i];
+        size_t len = sw_result(100 * (uint64_t)k, 100, buf[k], sizeof buf[k]);
+        recs[i] = (sc_record){ .type = SC_REC_ACCEPT, .job = 8, .chunk = ids[k], .first = 100 * (uint64_t)k,
+            .count = 100, .result = buf[k], .result_len = len };
+    }
+    cr_assert_eq(sc_job_restore(l, &s, recs, 6), 0);
+    for (uint32_t v = 1; v <= PARAMS; v++) {
+        sc_variant_status vs;
+        cr_assert_eq(sc_variant_status_get(l, 8, v, &vs), 0);
+        se[v - 1] = vs.weight_se;
+    }
+    sc_ledger_destroy(l);
+    journal_free(&jr);
+}
+
+Test(sched, stat_weights_restore_any_chunk_ids)
+{
+    /* Chunk ids are what the live ledger handed out, up to 2^36: the
+     * paired differences are kept per accepted chunk, not in arrays as
+     * long as the largest id. Sums run in chunk-id order, so neither the
+     * records' order nor the ids' size changes the bits, only their order. */
+    const uint64_t huge[6] = { 1ull << 36, 3, 1ull << 30, 8, 1ull << 35, 2 };
+    const uint64_t ranks[6] = { 6, 2, 4, 3, 5, 1 };
+    const int forward[6] = { 0, 1, 2, 3, 4, 5 }, backward[6] = { 5, 4, 3, 2, 1, 0 };
+    double a[PARAMS], b[PARAMS], c[PARAMS];
+    sw_restore(huge, forward, a);
+    sw_restore(huge, backward, b);
+    sw_restore(ranks, backward, c);
+    for (int p = 0; p < PARAMS; p++) {
+        cr_assert(a[p] > 0 && isfinite(a[p]), "param %d: se %g", p, a[p]);
+        cr_assert(memcmp(&a[p], &b[p], sizeof a[p]) == 0, "param %d: %a, %a in another order", p, a[p], b[p]);
+        cr_assert(memcmp(&a[p], &c[p], sizeof a[p]) == 0, "param %d: %a, %a with small ids", p, a[p], c[p]);
+    }
+}
+
 Test(sched, stat_weights_match_the_derivatives)
 {
     static unsigned char buf[8192];
