@@ -57,12 +57,6 @@ typedef struct pause_msg {
     bool on;
 } pause_msg;
 
-typedef struct frame {
-    uint8_t *p;
-    size_t len;
-    uint64_t id;           /* its envelope id, which the answer carries */
-} frame;
-
 /* A computed result waiting to be sealed into a batch. */
 typedef struct unsealed {
     nd_chunk c;
@@ -70,6 +64,20 @@ typedef struct unsealed {
     size_t len;
     uint32_t elapsed_ms;
 } unsealed;
+
+/* A signed batch: its frame until sent, its results until answered (an
+ * EREPLAYOLD answer has them signed again, at a later time). */
+typedef struct sealed {
+    uint64_t id;           /* its envelope id, which the answer carries */
+    uint8_t *bytes;        /* the frame; NULL once sent */
+    size_t len;
+    uint64_t ts;           /* the signature's time, seconds */
+    unsealed *res;         /* owned, with their data */
+    unsigned nres;
+    unsigned signings;     /* how often these results were signed */
+} sealed;
+
+enum { MAX_SIGNINGS = 3 };
 
 typedef struct jobctx {
     uint64_t job;
@@ -105,10 +113,11 @@ typedef struct node {
     unsealed batch[BATCH_MAX]; /* results computed, not sealed yet */
     unsigned nbatch, batch_max;
     bool flush_armed;
-    frame *pending;        /* sealed results not yet sent (disconnected) */
+    sealed *pending;       /* batches signed, not sent yet (disconnected) */
     size_t npending, pending_cap;
-    uint64_t *unacked;     /* ids of the completions sent and not answered yet */
+    sealed *unacked;       /* batches sent, not answered yet */
     size_t nunacked, unacked_cap;
+    uint64_t min_ts;       /* signatures are made at this time or later (seconds) */
     jobctx jobs[MAX_JOBS];
     bool draining, stopped;
     bool paused;           /* the host holds the node back */
@@ -459,12 +468,25 @@ static void on_ctx(node *n, const pr_msg *m)
     dispatch(n);
 }
 
+static void sealed_free(sealed *b)
+{
+    free(b->bytes);
+    for (unsigned i = 0; i < b->nres; i++)
+        free(b->res[i].data);
+    free(b->res);
+}
+
 /* Frame id has its answer (an ack or an error); true when it was a
- * completion waiting for one. */
-static bool answered(node *n, uint64_t id)
+ * completion waiting for one, which then goes to *out if out is not NULL
+ * (and is freed otherwise). */
+static bool answered(node *n, uint64_t id, sealed *out)
 {
     for (size_t i = 0; i < n->nunacked; i++)
-        if (n->unacked[i] == id) {
+        if (n->unacked[i].id == id) {
+            if (out != NULL)
+                *out = n->unacked[i];
+            else
+                sealed_free(&n->unacked[i]);
             n->unacked[i] = n->unacked[--n->nunacked];
             return true;
         }
@@ -474,63 +496,97 @@ static bool answered(node *n, uint64_t id)
 static void send_pending(node *n)
 {
     for (size_t i = 0; i < n->npending; i++) {
-        n->host.send(n->host.ctx, n->pending[i].p, n->pending[i].len);
-        free(n->pending[i].p);
+        sealed *b = &n->pending[i];
+        n->host.send(n->host.ctx, b->bytes, b->len);
+        free(b->bytes);
+        b->bytes = NULL;
         if (n->nunacked == n->unacked_cap)
             n->unacked = rt_grow(n->unacked, &n->unacked_cap, sizeof *n->unacked);
-        n->unacked[n->nunacked++] = n->pending[i].id;
+        n->unacked[n->nunacked++] = *b;
     }
     n->npending = 0;
 }
 
-/* Signs the results waiting, one batch per job (fewer frames, and one
- * signature for the coordinator to check per batch); each is sent now, or
- * once the connection is back. */
-static void seal_batch(node *n)
+/* Signs results res[0 .. k) (one job, one context; the batch takes them
+ * over) into a frame that is sent now, or once the connection is back. */
+static void seal(node *n, unsealed *res, unsigned k, unsigned signings)
 {
     pr_result r[BATCH_MAX];
+    for (unsigned i = 0; i < k; i++) {
+        const unsealed *u = &res[i];
+        r[i] = (pr_result){ .chunk = u->c.id, .start = u->c.start, .count = u->c.count,
+            .elapsed_ms = u->elapsed_ms, .data = { u->data, (uint32_t)u->len } };
+        memcpy(r[i].token, u->c.token, 16);
+    }
+    uint64_t now = (uint64_t)time(NULL);
+    sealed b = { .id = ++n->next_id, .ts = now > n->min_ts ? now : n->min_ts, .res = res, .nres = k,
+        .signings = signings + 1 };
+    pr_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = PR_MSG_COMPLETE;
+    m.v = PR_VERSION;
+    m.id = b.id;
+    m.ts = wall_ms();
+    randombytes_buf(m.body.complete.batch.nonce, sizeof m.body.complete.batch.nonce);
+    m.body.complete.batch.job = res[0].c.job;
+    memcpy(m.body.complete.batch.ctx_hash, res[0].c.hash, 32);
+    m.body.complete.batch.results = r;
+    m.body.complete.batch.nresults = k;
+    uint8_t *payload = NULL;
+    if (pr_complete_seal(&m.body.complete, &payload, &n->key, n->audience, b.ts) == 0 &&
+        pr_encode(&m, &b.bytes, &b.len) == 0) {
+        if (n->npending == n->pending_cap)
+            n->pending = rt_grow(n->pending, &n->pending_cap, sizeof *n->pending);
+        n->pending[n->npending++] = b;
+    } else {
+        say(n, ND_WARN, "cannot sign %u results: their leases bring their chunks back", k);
+        sealed_free(&b);
+    }
+    free(payload);
+    if (n->phase == RUNNING)
+        send_pending(n);
+}
+
+/* Signs the results waiting, one batch per job (fewer frames, and one
+ * signature for the coordinator to check per batch). */
+static void seal_batch(node *n)
+{
     bool done[BATCH_MAX] = { false };
     for (unsigned i = 0; i < n->nbatch; i++) {
         if (done[i])
             continue;
         const nd_chunk *first = &n->batch[i].c;
-        uint32_t k = 0;
+        unsealed *res = malloc(n->nbatch * sizeof *res);
+        if (res == NULL)
+            rt_oom(n->nbatch * sizeof *res);
+        unsigned k = 0;
         for (unsigned b = i; b < n->nbatch; b++) {
             const unsealed *u = &n->batch[b];
             if (done[b] || u->c.job != first->job || memcmp(u->c.hash, first->hash, 32) != 0)
                 continue;
             done[b] = true;
-            r[k] = (pr_result){ .chunk = u->c.id, .start = u->c.start, .count = u->c.count,
-                .elapsed_ms = u->elapsed_ms, .data = { u->data, (uint32_t)u->len } };
-            memcpy(r[k].token, u->c.token, 16);
-            k++;
+            res[k++] = *u;
         }
-        pr_msg m;
-        memset(&m, 0, sizeof m);
-        m.type = PR_MSG_COMPLETE;
-        m.v = PR_VERSION;
-        m.id = ++n->next_id;
-        m.ts = wall_ms();
-        randombytes_buf(m.body.complete.batch.nonce, sizeof m.body.complete.batch.nonce);
-        m.body.complete.batch.job = first->job;
-        memcpy(m.body.complete.batch.ctx_hash, first->hash, 32);
-        m.body.complete.batch.results = r;
-        m.body.complete.batch.nresults = k;
-        uint8_t *payload = NULL, *bytes = NULL;
-        size_t len = 0;
-        if (pr_complete_seal(&m.body.complete, &payload, &n->key, n->audience, (uint64_t)time(NULL)) == 0 &&
-            pr_encode(&m, &bytes, &len) == 0) {
-            if (n->npending == n->pending_cap)
-                n->pending = rt_grow(n->pending, &n->pending_cap, sizeof *n->pending);
-            n->pending[n->npending++] = (frame){ bytes, len, m.id };
-        }
-        free(payload);
+        seal(n, res, k, 0);
     }
-    for (unsigned i = 0; i < n->nbatch; i++)
-        free(n->batch[i].data);
     n->nbatch = 0;
-    if (n->phase == RUNNING)
-        send_pending(n);
+}
+
+/* A completion refused with EREPLAYOLD: signed at or below the time the
+ * coordinator's replay window still remembers. Its results are signed
+ * again, a second later than that signature, a few times at most. */
+static void sign_again(node *n, sealed *b)
+{
+    if (b->signings >= MAX_SIGNINGS) {
+        say(n, ND_WARN, "%u results refused %u times: their leases bring their chunks back", b->nres, b->signings);
+        sealed_free(b);
+        return;
+    }
+    if (n->min_ts < b->ts + 1)
+        n->min_ts = b->ts + 1;
+    say(n, ND_INFO, "signing %u results again", b->nres);
+    free(b->bytes);
+    seal(n, b->res, b->nres, b->signings);
 }
 
 /* Keeps a computed result for the next batch: sealed at once when the batch
@@ -666,7 +722,7 @@ static void on_frame(node *n, const bytes_msg *f)
         on_cancel(n, &m);
         break;
     case PR_MSG_COMPLETE_ACK:
-        answered(n, m.id);
+        answered(n, m.id, NULL);
         for (uint32_t i = 0; i < m.body.complete_ack.noutcomes; i++) {
             if (m.body.complete_ack.outcomes[i].outcome == PR_OUTCOME_ACCEPTED)
                 n->accepted++;
@@ -678,8 +734,14 @@ static void on_frame(node *n, const bytes_msg *f)
     case PR_MSG_ERROR:
         say(n, ND_WARN, "the coordinator says: %s (code %d)", m.body.error.message ? m.body.error.message : "?",
             m.body.error.code);
-        if (answered(n, m.id)) /* a refused completion: its leases bring its chunks back */
+        sealed refused;
+        if (answered(n, m.id, &refused)) {
+            if (m.body.error.code == PR_EREPLAYOLD)
+                sign_again(n, &refused);
+            else /* its leases bring its chunks back */
+                sealed_free(&refused);
             settle(n);
+        }
         if (m.body.error.code == ENOTENROLLED) {
             say(n, ND_WARN, "this key is not enrolled there: start with --claim-token TOKEN");
             stop(n, ND_NOT_FOUND, ND_EXIT_NOT_ENROLLED);
@@ -695,7 +757,10 @@ static void on_down(node *n, const bytes_msg *d)
 {
     bool was_running = n->phase == RUNNING;
     n->phase = DOWN;
-    n->nunacked = 0; /* an unacknowledged result may be lost: its lease brings it back */
+    /* an unacknowledged result may be lost: its lease brings it back */
+    for (size_t i = 0; i < n->nunacked; i++)
+        sealed_free(&n->unacked[i]);
+    n->nunacked = 0;
     if (n->tick_timer > 0) {
         rt_timer_cancel(n->sys, n->tick_timer);
         n->tick_timer = 0;
@@ -814,8 +879,10 @@ static void node_final(rt_actor *self)
 {
     node *n = rt_state(self);
     for (size_t i = 0; i < n->npending; i++)
-        free(n->pending[i].p);
+        sealed_free(&n->pending[i]);
     free(n->pending);
+    for (size_t i = 0; i < n->nunacked; i++)
+        sealed_free(&n->unacked[i]);
     free(n->unacked);
     for (unsigned i = 0; i < n->nbatch; i++)
         free(n->batch[i].data);

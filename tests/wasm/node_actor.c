@@ -11,7 +11,7 @@
  *     sent into the dropped connection is not resent), a pause
  *     with a chunk in hand (`bye draining`, the chunk still finished), a
  *     resume (`bye leaving`, a new session at once), a completion refused
- *     with an error (it counts as answered), chunks of a job whose context
+ *     with EREPLAYOLD (its results signed again, later, and sent), chunks of a job whose context
  *     does not open (dropped, so that their leases end), a drain;
  *   - the kernels: each chunk's result bytes in hex.
  *
@@ -67,6 +67,7 @@ typedef struct fake {
     bool down;               /* frames sent now are lost */
     uint64_t down_ms;
     uint64_t next_chunk;
+    uint64_t refused_ts;     /* session 3: the refused completion's signature time */
     int code;
 } fake;
 
@@ -181,14 +182,16 @@ static void on_complete(const pr_msg *m)
         snprintf(label, sizeof label, "result %llu", (unsigned long long)r->chunk);
         hex(label, r->data.ptr, r->data.len);
     }
-    if (F.session == 3) {
+    if (F.session == 3 && F.refused_ts == 0) {
+        F.refused_ts = c->ts;
         printf("coordinator> error for that completion: %s\n", pr_strerror(PR_EREPLAYOLD));
         pr_msg e = { .type = PR_MSG_ERROR };
         e.body.error = (pr_error_body){ .code = PR_EREPLAYOLD, .message = pr_strerror(PR_EREPLAYOLD) };
         deliver(&e, m->id);
-        assign_unrunnable(); /* then the drain, once its context is answered */
         return;
     }
+    if (F.session == 3)
+        printf("signed again, later: %s\n", c->ts > F.refused_ts ? "yes" : "no");
     pr_outcome out[4];
     uint32_t n = b->nresults < 4 ? b->nresults : 4;
     for (uint32_t i = 0; i < n; i++)
@@ -209,6 +212,8 @@ static void on_complete(const pr_msg *m)
     } else if (F.session == 2 && chunk == 13) {
         printf("host: resume\n");
         nd_pause(F.node, false);
+    } else if (F.session == 3) {
+        assign_unrunnable(); /* then the drain, once its context is answered */
     }
 }
 

@@ -50,17 +50,23 @@ test('the transcript shows signatures, the state machine and the results', async
   const count = (re) => (out.match(re) || []).length;
   assert.equal(count(/^hello success, for another host signature does not verify$/mg), 3, 'three signed hellos');
   assert.equal(count(/^complete job 3 chunk \d+ .* signature success, tampered signature does not verify, context ok$/mg),
-    4, 'four signed completions');
+    5, 'five signed completions (one signed twice)');
   assert.match(out, /^node> complete lost with the connection$/m);
   assert.match(out, /^state coordinator unavailable: test drop$/m);
   assert.match(out, /^connect \(session 2\) after the backoff: 1 s \+- 25 %$/m);
   // Paused with a chunk in hand: the coordinator is told, the chunk is finished.
   assert.match(out, /host: pause\n(.*\n)*?bye draining\nstate paused\n(.*\n)*?complete job 3 chunk 13 /);
   assert.match(out, /host: resume\n(.*\n)*?bye leaving\n(.*\n)*?state starting: resuming\nconnect \(session 3\)\n/);
-  // a completion refused with an error is answered (the drain does not
-  // wait for it), chunks whose context does not open are dropped (no
-  // heartbeat lists them, so their leases end), then the drain
-  assert.match(out, /^coordinator> error for that completion: .*\n(.*\n)*?log warn the coordinator says: .*\(code -30\)$/m);
+  // a completion refused with EREPLAYOLD is signed again, later, and sent
+  // (the drain waits for its answer, not for the refused one), chunks
+  // whose context does not open are dropped (no heartbeat lists them, so
+  // their leases end), then the drain
+  const again = out.match(/^complete job 3 (chunk \d+) .*\n(result \d+ [0-9a-f]+)\ncoordinator> error for that completion: .*\n/m);
+  assert.ok(again, 'a refused completion');
+  assert.match(out.slice(again.index + again[0].length), new RegExp('^log warn the coordinator says: .*\\(code -30\\)\\n' +
+    'log info signing 1 results again\\nnode> complete\\n' +
+    `complete job 3 ${again[1]} .* signature success, tampered signature does not verify, context ok\\n` +
+    `${again[2]}\\nsigned again, later: yes\\n`));
   assert.match(out, /^log warn job 4 cannot run here: .*; 2 chunks left to other nodes\n/m);
   assert.match(out, /bye draining\nnode> bye\nbye leaving\n.*drained, leaving \(5 chunks computed\)\nstate stopped\nstopped 0\n$/);
   for (const c of [10, 11, 13]) assert.match(out, new RegExp(`^result ${c} [0-9a-f]{64,}$`, 'm'));
