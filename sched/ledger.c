@@ -1533,12 +1533,24 @@ static int apply(const sc_ledger *l, job *j, lane *ln, const sc_record *r)
 
 /* Replays a lane's sorted records below `budget` (from *at on), checking
  * they tile without overlap; leaves the gaps pending. */
+/* A record written twice: the store sends a batch again when it cannot
+ * tell whether its commit went through, and only accepted ranges have an
+ * index that keeps a second copy out. */
+static bool same_record(const sc_record *a, const sc_record *b)
+{
+    return a->type == b->type && a->variant == b->variant && a->first == b->first && a->count == b->count &&
+        (a->type != SC_REC_ACCEPT || (a->chunk == b->chunk && a->result_len == b->result_len &&
+                                      memcmp(a->result, b->result, a->result_len) == 0));
+}
+
 static int replay_lane(const sc_ledger *l, job *j, lane *ln, const rrec *v, size_t n, size_t *next, uint64_t budget)
 {
     uint64_t at = ln->budget; /* items below this are settled */
     size_t i = *next;
     for (; i < n && v[i].rec->first < budget; i++) {
         const sc_record *r = v[i].rec;
+        if (i > 0 && v[i - 1].lane == v[i].lane && same_record(v[i - 1].rec, r))
+            continue;
         if (r->first < at || r->count > budget - r->first)
             return SC_EBADRECORD; /* overlaps, or crosses a phase boundary */
         if (r->first > at)

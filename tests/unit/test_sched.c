@@ -655,6 +655,32 @@ Test(sched, bad_specs_and_journals_are_refused)
     sc_job_status_get(l, 2, &st);
     cr_assert_eq(st.done_items, 60);
     cr_assert_eq(st.pending_items, 140);
+
+    /* A batch the store sent again, unsure whether it was committed: its
+     * records twice. Exact copies count once; a different result for the
+     * same range is still refused. */
+    unsigned char buf2[2048], buf3[2048];
+    size_t len2 = result_of(100, 50, buf2, sizeof buf2);
+    sc_record twice[5] = {
+        { .type = SC_REC_ACCEPT, .job = 3, .chunk = 1, .first = 0, .count = 60, .result = buf, .result_len = len },
+        { .type = SC_REC_CHUNK_FAILED, .job = 3, .first = 60, .count = 40 },
+        { .type = SC_REC_ACCEPT, .job = 3, .chunk = 2, .first = 100, .count = 50, .result = buf2, .result_len = len2 },
+        { .type = SC_REC_CHUNK_FAILED, .job = 3, .first = 60, .count = 40 },
+        { .type = SC_REC_ACCEPT, .job = 3, .chunk = 2, .first = 100, .count = 50, .result = buf2, .result_len = len2 },
+    };
+    sc_job_spec s3 = spec_of(3, 200);
+    cr_assert_eq(sc_job_restore(l, &s3, twice, 5), 0);
+    sc_job_status_get(l, 3, &st);
+    cr_assert_eq(st.done_items, 110);
+    cr_assert_eq(st.failed_items, 40);
+    cr_assert_eq(st.chunks_failed, 1);
+    cr_assert_eq(st.pending_items, 50);
+    sc_job_spec s4 = spec_of(4, 200);
+    for (int i = 0; i < 5; i++)
+        twice[i].job = 4;
+    twice[4].result = buf3;
+    twice[4].result_len = result_of(101, 50, buf3, sizeof buf3);
+    cr_assert_eq(sc_job_restore(l, &s4, twice, 5), SC_EBADRECORD, "another result for an accepted range");
     cr_assert_str_eq(sc_strerror(SC_EBADRESULT), "the result does not decode or does not match its chunk");
     sc_ledger_destroy(l);
     journal_free(&jr);
