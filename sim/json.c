@@ -1,7 +1,8 @@
 /*
  * json.c — JSON text to msgpack, for parameters written by people (the
- * `simfarm sim` command, tests, examples/). Objects, arrays, strings,
- * numbers, true, false and null; integers stay integers. Bounded depth.
+ * `simfarm sim` command, the API's job specs, tests, examples/). Objects,
+ * arrays, strings (UTF-8), numbers as JSON writes them, true, false and
+ * null; integers stay integers. Bounded depth, one pass.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -34,44 +35,126 @@ static void skip_ws(struct reader *r)
 
 static int value(struct reader *r, int depth);
 
-/* Reads a string body after the opening quote into buf (escapes decoded,
- * \u escapes below 0x80 only). */
+/* Appends code point c to buf as UTF-8; false when it does not fit. */
+static bool put_utf8(char *buf, size_t cap, size_t *n, unsigned long c)
+{
+    unsigned char b[4];
+    size_t k;
+    if (c < 0x80) {
+        b[0] = (unsigned char)c;
+        k = 1;
+    } else if (c < 0x800) {
+        b[0] = (unsigned char)(0xc0 | c >> 6);
+        b[1] = (unsigned char)(0x80 | (c & 0x3f));
+        k = 2;
+    } else if (c < 0x10000) {
+        b[0] = (unsigned char)(0xe0 | c >> 12);
+        b[1] = (unsigned char)(0x80 | (c >> 6 & 0x3f));
+        b[2] = (unsigned char)(0x80 | (c & 0x3f));
+        k = 3;
+    } else {
+        b[0] = (unsigned char)(0xf0 | c >> 18);
+        b[1] = (unsigned char)(0x80 | (c >> 12 & 0x3f));
+        b[2] = (unsigned char)(0x80 | (c >> 6 & 0x3f));
+        b[3] = (unsigned char)(0x80 | (c & 0x3f));
+        k = 4;
+    }
+    if (*n + k >= cap)
+        return false;
+    memcpy(buf + *n, b, k);
+    *n += k;
+    return true;
+}
+
+/* Four hex digits of a \u escape; -1 when they are not. */
+static long hex4(struct reader *r)
+{
+    if (r->end - r->p < 4)
+        return -1;
+    long v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = r->p[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return -1;
+        v = v * 16 + d;
+    }
+    r->p += 4;
+    return v;
+}
+
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no
+ * overlong forms, no surrogates, nothing above U+10FFFF); 0 if it is not. */
+static size_t utf8_len(const unsigned char *p, const unsigned char *end)
+{
+    size_t k = p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : 2;
+    if (p[0] < 0xc2 || p[0] > 0xf4 || (size_t)(end - p) < k)
+        return 0;
+    for (size_t i = 1; i < k; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0) || (p[0] == 0xf0 && p[1] < 0x90) ||
+        (p[0] == 0xf4 && p[1] >= 0x90))
+        return 0;
+    return k;
+}
+
+/* Reads a string body after the opening quote into buf as UTF-8, escapes
+ * decoded. U+0000 is refused: the strings become C strings and database
+ * text. */
 static int string(struct reader *r, char *buf, size_t cap, size_t *len)
 {
     size_t n = 0;
     while (r->p < r->end && *r->p != '"') {
-        char ch = *r->p++;
-        if ((unsigned char)ch < 0x20)
+        unsigned char ch = (unsigned char)*r->p;
+        if (ch < 0x20)
             return fail(r, "control character in string");
+        if (ch >= 0x80) {
+            size_t k = utf8_len((const unsigned char *)r->p, (const unsigned char *)r->end);
+            if (k == 0)
+                return fail(r, "invalid UTF-8 in string");
+            if (n + k >= cap)
+                return fail(r, "string too long");
+            memcpy(buf + n, r->p, k);
+            n += k;
+            r->p += k;
+            continue;
+        }
+        r->p++;
+        unsigned long c = ch;
         if (ch == '\\') {
             if (r->p >= r->end)
                 break;
             char e = *r->p++;
             switch (e) {
-            case '"': case '\\': case '/': ch = e; break;
-            case 'n': ch = '\n'; break;
-            case 't': ch = '\t'; break;
-            case 'r': ch = '\r'; break;
-            case 'b': ch = '\b'; break;
-            case 'f': ch = '\f'; break;
+            case '"': case '\\': case '/': c = (unsigned char)e; break;
+            case 'n': c = '\n'; break;
+            case 't': c = '\t'; break;
+            case 'r': c = '\r'; break;
+            case 'b': c = '\b'; break;
+            case 'f': c = '\f'; break;
             case 'u': {
-                if (r->end - r->p < 4)
-                    return fail(r, "short \\u escape");
-                char hex[5] = { r->p[0], r->p[1], r->p[2], r->p[3], 0 };
-                char *endp;
-                long v = strtol(hex, &endp, 16);
-                if (*endp != '\0' || v >= 0x80)
-                    return fail(r, "only ASCII \\u escapes are supported");
-                r->p += 4;
-                ch = (char)v;
+                long v = hex4(r);
+                if (v < 0)
+                    return fail(r, "a \\u escape needs four hex digits");
+                if (v >= 0xdc00 && v <= 0xdfff)
+                    return fail(r, "a lone low surrogate in a \\u escape");
+                if (v >= 0xd800 && v <= 0xdbff) {
+                    long lo = r->end - r->p >= 2 && r->p[0] == '\\' && r->p[1] == 'u' ? (r->p += 2, hex4(r)) : -1;
+                    if (lo < 0xdc00 || lo > 0xdfff)
+                        return fail(r, "a high surrogate in a \\u escape without its low half");
+                    v = 0x10000 + ((v - 0xd800) << 10) + (lo - 0xdc00);
+                }
+                if (v == 0)
+                    return fail(r, "\\u0000 in a string");
+                c = (unsigned long)v;
                 break;
             }
             default: return fail(r, "bad escape");
             }
         }
-        if (n + 1 >= cap)
+        if (!put_utf8(buf, cap, &n, c))
             return fail(r, "string too long");
-        buf[n++] = ch;
     }
     if (r->p >= r->end)
         return fail(r, "unterminated string");
@@ -80,118 +163,139 @@ static int string(struct reader *r, char *buf, size_t cap, size_t *len)
     return 0;
 }
 
+static bool digit_at(const struct reader *r)
+{
+    return r->p < r->end && *r->p >= '0' && *r->p <= '9';
+}
+
+/* A number as JSON writes it: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
 static int number(struct reader *r)
 {
-    char buf[64];
-    size_t n = 0;
+    const char *from = r->p;
     bool is_float = false;
-    while (r->p < r->end && n + 1 < sizeof buf && strchr("+-0123456789.eE", *r->p)) {
-        if (strchr(".eE", *r->p))
-            is_float = true;
-        buf[n++] = *r->p++;
+    if (r->p < r->end && *r->p == '-')
+        r->p++;
+    if (!digit_at(r))
+        return fail(r, "bad number");
+    if (*r->p++ != '0')
+        while (digit_at(r))
+            r->p++;
+    else if (digit_at(r))
+        return fail(r, "bad number: no leading zeros");
+    if (r->p < r->end && *r->p == '.') {
+        r->p++;
+        is_float = true;
+        if (!digit_at(r))
+            return fail(r, "bad number: digits must follow the '.'");
+        while (digit_at(r))
+            r->p++;
     }
+    if (r->p < r->end && (*r->p == 'e' || *r->p == 'E')) {
+        r->p++;
+        is_float = true;
+        if (r->p < r->end && (*r->p == '+' || *r->p == '-'))
+            r->p++;
+        if (!digit_at(r))
+            return fail(r, "bad number: digits must follow the exponent");
+        while (digit_at(r))
+            r->p++;
+    }
+    char buf[64];
+    size_t n = (size_t)(r->p - from);
+    if (n >= sizeof buf)
+        return fail(r, "number too long");
+    memcpy(buf, from, n);
     buf[n] = '\0';
     char *endp;
     errno = 0;
     if (!is_float) {
         if (buf[0] == '-') {
             long long v = strtoll(buf, &endp, 10);
-            if (*endp == '\0' && n > 1 && errno == 0)
+            if (errno == 0)
                 return msgpack_pack_int64(r->pk, v), 0;
         } else {
             unsigned long long v = strtoull(buf, &endp, 10);
-            if (*endp == '\0' && n > 0 && errno == 0)
+            if (errno == 0)
                 return msgpack_pack_uint64(r->pk, v), 0;
         }
-        errno = 0;
+        errno = 0; /* beyond 64 bits: a double */
     }
     double d = strtod(buf, &endp);
-    if (n == 0 || *endp != '\0' || errno != 0)
-        return fail(r, "bad number");
+    if (errno != 0)
+        return fail(r, "number out of range");
     msgpack_pack_double(r->pk, d);
     return 0;
 }
 
+/* The members go to a buffer of their own, counted (msgpack needs the
+ * count before them), then after the header into the parent's: one pass
+ * over the text, each byte copied once per level above it. */
 static int container(struct reader *r, int depth, bool object)
 {
     char close = object ? '}' : ']';
-    /* Count the members first: msgpack needs the size before the items. */
-    struct reader probe = *r;
-    msgpack_sbuffer sink;
-    msgpack_packer pk;
-    msgpack_sbuffer_init(&sink);
-    msgpack_packer_init(&pk, &sink, msgpack_sbuffer_write);
-    probe.pk = &pk;
+    msgpack_sbuffer body;
+    msgpack_packer pk, *outer = r->pk;
+    msgpack_sbuffer_init(&body);
+    msgpack_packer_init(&pk, &body, msgpack_sbuffer_write);
+    r->pk = &pk;
     uint32_t count = 0;
     int rc = 0;
-    skip_ws(&probe);
-    if (probe.p < probe.end && *probe.p == close) {
-        probe.p++;
+    skip_ws(r);
+    if (r->p < r->end && *r->p == close) {
+        r->p++;
     } else {
         for (;;) {
-            skip_ws(&probe);
+            skip_ws(r);
             if (object) {
                 char key[256];
                 size_t klen;
-                if (probe.p >= probe.end || *probe.p != '"') {
-                    rc = fail(&probe, "expected a string key");
+                if (r->p >= r->end || *r->p != '"') {
+                    rc = fail(r, "expected a string key");
                     break;
                 }
-                probe.p++;
-                if ((rc = string(&probe, key, sizeof key, &klen)) != 0)
+                r->p++;
+                if ((rc = string(r, key, sizeof key, &klen)) != 0)
                     break;
-                skip_ws(&probe);
-                if (probe.p >= probe.end || *probe.p != ':') {
-                    rc = fail(&probe, "expected ':'");
+                msgpack_pack_str(&pk, klen);
+                msgpack_pack_str_body(&pk, key, klen);
+                skip_ws(r);
+                if (r->p >= r->end || *r->p != ':') {
+                    rc = fail(r, "expected ':'");
                     break;
                 }
-                probe.p++;
+                r->p++;
             }
-            if ((rc = value(&probe, depth + 1)) != 0)
+            if ((rc = value(r, depth + 1)) != 0)
                 break;
+            if (count == UINT32_MAX) {
+                rc = fail(r, "too many members");
+                break;
+            }
             count++;
-            skip_ws(&probe);
-            if (probe.p < probe.end && *probe.p == ',') {
-                probe.p++;
+            skip_ws(r);
+            if (r->p < r->end && *r->p == ',') {
+                r->p++;
                 continue;
             }
-            if (probe.p < probe.end && *probe.p == close) {
-                probe.p++;
+            if (r->p < r->end && *r->p == close) {
+                r->p++;
                 break;
             }
-            rc = fail(&probe, object ? "expected ',' or '}'" : "expected ',' or ']'");
+            rc = fail(r, object ? "expected ',' or '}'" : "expected ',' or ']'");
             break;
         }
     }
-    msgpack_sbuffer_destroy(&sink);
-    if (rc != 0)
-        return rc;
-    /* Second pass writes for real; it cannot fail where the first did not. */
-    if (object)
-        msgpack_pack_map(r->pk, count);
-    else
-        msgpack_pack_array(r->pk, count);
-    for (uint32_t i = 0; i < count; i++) {
-        skip_ws(r);
-        if (object) {
-            char key[256];
-            size_t klen;
-            r->p++; /* the opening quote */
-            string(r, key, sizeof key, &klen);
-            msgpack_pack_str(r->pk, klen);
-            msgpack_pack_str_body(r->pk, key, klen);
-            skip_ws(r);
-            r->p++; /* ':' */
-        }
-        value(r, depth + 1);
-        skip_ws(r);
-        r->p++; /* ',' or the closing bracket */
+    r->pk = outer;
+    if (rc == 0) {
+        if (object)
+            msgpack_pack_map(outer, count);
+        else
+            msgpack_pack_array(outer, count);
+        if (body.size > 0)
+            outer->callback(outer->data, body.data, body.size);
     }
-    if (count == 0) {
-        skip_ws(r);
-        r->p++;
-    }
-    return 0;
+    msgpack_sbuffer_destroy(&body);
+    return rc;
 }
 
 static bool word(struct reader *r, const char *w)

@@ -46,6 +46,30 @@ test('mutations need a valid API token; reads do not', async () => {
   assert.match(bodyErr.json.error, /not valid JSON/);
 });
 
+test('bodies that are not JSON as the RFC writes it get 400, at once, whatever their nesting', async () => {
+  // 32 levels of two members each: a reader that reads a container twice
+  // (to count it) takes 2^32 steps, with every other request waiting.
+  const deep = '['.repeat(32) + '0' + ',0]'.repeat(32);
+  const r = await call(srv, 'POST', '/api/jobs', `{"kernel": "option", "items": 1000, "params": ${deep}}`);
+  assert.equal(r.status, 400, r.text);
+  assert.equal((await call(srv, 'GET', '/health')).status, 200);
+  const post = async (body) => {
+    const res = await fetch(srv.url + '/api/jobs', { method: 'POST', body,
+      headers: { authorization: `Bearer ${srv.token}`, 'content-type': 'application/json' } });
+    return { status: res.status, json: await res.json() };
+  };
+  for (const [body, why] of [
+    ['{"kernel": "option", "items": 1000, "seed": +5, "params": {}}', /bad number/],
+    ['{"kernel": "option", "items": 01000, "params": {}}', /bad number/],
+    ['{"kernel": "option", "items": 1000, "name": "a\\u0000b", "params": {}}', /\\u0000/],
+    [Buffer.from('{"kernel": "option", "items": 1000, "name": "\xff", "params": {}}', 'latin1'), /invalid UTF-8/],
+  ]) {
+    const bad = await post(body);
+    assert.equal(bad.status, 400, `${body}: ${bad.status} ${JSON.stringify(bad.json)}`);
+    assert.match(bad.json.error, why, String(body));
+  }
+});
+
 test('tokens: an owner acts for itself only; a revoked token is refused', async () => {
   const made = await call(srv, 'POST', '/api/tokens', { kind: 'api', owner: 'alice', note: 'laptop' });
   assert.equal(made.status, 201, made.text);

@@ -1,0 +1,196 @@
+/*
+ * test_json.c — sim/json.c, the JSON reader behind `simfarm sim` and the
+ * API's job specs: what it accepts (checked through the msgpack it
+ * writes), what it refuses and why, and that its work grows with the text,
+ * not with the nesting (a body of a few dozen brackets once took hours).
+ */
+#include <criterion/criterion.h>
+#include <msgpack.h>
+#include <string.h>
+
+#include "sim/sim_json.h"
+
+/* Parses json (len bytes); on success *obj is its msgpack object. */
+static int parse(const char *json, size_t len, msgpack_sbuffer *b, msgpack_unpacked *u, char *err, size_t errlen)
+{
+    msgpack_sbuffer_init(b);
+    msgpack_unpacked_init(u);
+    int rc = sim_json_to_msgpack(json, len, b, err, errlen);
+    if (rc == 0)
+        cr_assert_eq(msgpack_unpack_next(u, b->data, b->size, NULL), MSGPACK_UNPACK_SUCCESS, "%s", json);
+    return rc;
+}
+
+static void done(msgpack_sbuffer *b, msgpack_unpacked *u)
+{
+    msgpack_unpacked_destroy(u);
+    msgpack_sbuffer_destroy(b);
+}
+
+/* json is refused with a message containing needle. */
+static void refused(const char *json, size_t len, const char *needle)
+{
+    msgpack_sbuffer b;
+    msgpack_unpacked u;
+    char err[256] = "";
+    cr_assert_neq(parse(json, len, &b, &u, err, sizeof err), 0, "accepted: %.*s", (int)len, json);
+    cr_assert(strstr(err, needle) != NULL, "%.*s: \"%s\" does not say \"%s\"", (int)len, json, err, needle);
+    done(&b, &u);
+}
+
+static void refused_str(const char *json, const char *needle)
+{
+    refused(json, strlen(json), needle);
+}
+
+Test(json, objects_arrays_and_scalars)
+{
+    const char *json = " {\"a\": [1, -2, 2.5, true, false, null, \"x\"], \"b\": {}, \"c\": [[]], \"d\": 1e3} ";
+    msgpack_sbuffer b;
+    msgpack_unpacked u;
+    char err[256];
+    cr_assert_eq(parse(json, strlen(json), &b, &u, err, sizeof err), 0, "%s", err);
+    const msgpack_object *o = &u.data;
+    cr_assert_eq(o->type, MSGPACK_OBJECT_MAP);
+    cr_assert_eq(o->via.map.size, 4);
+    const msgpack_object *a = sim_map_get(o, "a");
+    cr_assert_not_null(a);
+    cr_assert_eq(a->type, MSGPACK_OBJECT_ARRAY);
+    cr_assert_eq(a->via.array.size, 7);
+    const msgpack_object *x = a->via.array.ptr;
+    cr_assert(x[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER && x[0].via.u64 == 1);
+    cr_assert(x[1].type == MSGPACK_OBJECT_NEGATIVE_INTEGER && x[1].via.i64 == -2);
+    cr_assert(x[2].type == MSGPACK_OBJECT_FLOAT64 && x[2].via.f64 == 2.5);
+    cr_assert(x[3].type == MSGPACK_OBJECT_BOOLEAN && x[3].via.boolean);
+    cr_assert(x[4].type == MSGPACK_OBJECT_BOOLEAN && !x[4].via.boolean);
+    cr_assert_eq(x[5].type, MSGPACK_OBJECT_NIL);
+    cr_assert(sim_str_is(&x[6], "x"));
+    cr_assert_eq(sim_map_get(o, "b")->via.map.size, 0);
+    const msgpack_object *c = sim_map_get(o, "c");
+    cr_assert(c->via.array.size == 1 && c->via.array.ptr[0].via.array.size == 0);
+    cr_assert(sim_map_get(o, "d")->type == MSGPACK_OBJECT_FLOAT64 && sim_map_get(o, "d")->via.f64 == 1000.0);
+    done(&b, &u);
+}
+
+Test(json, numbers_as_json_writes_them)
+{
+    static const char *good[] = { "0", "-0", "7", "-12", "1.5", "-0.25", "1e3", "1E+3", "2.5e-3", "18446744073709551615" };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        msgpack_sbuffer b;
+        msgpack_unpacked u;
+        char err[256];
+        cr_assert_eq(parse(good[i], strlen(good[i]), &b, &u, err, sizeof err), 0, "%s: %s", good[i], err);
+        done(&b, &u);
+    }
+    static const char *bad[] = { "+5", "01000", "-01", "1.", ".5", "1e", "1e+", "-", "--1", "0x10", "1.5.5", "Infinity", "NaN" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        refused_str(bad[i], "JSON:");
+    refused_str("{\"seed\": +5}", "bad number");
+    refused_str("{\"x\": 1.}", "digits must follow the '.'");
+    /* A NUL byte after a number is not part of it. */
+    refused("{\"items\": 5\0}", 13, "expected ',' or '}'");
+}
+
+Test(json, strings_are_utf8_with_every_escape)
+{
+    const char *json = "[\"caf\\u00e9\", \"\\ud83d\\ude00\", \"\xc3\xa9t\xc3\xa9\", \"a\\n\\t\\\"\\\\\\/b\"]";
+    msgpack_sbuffer b;
+    msgpack_unpacked u;
+    char err[256];
+    cr_assert_eq(parse(json, strlen(json), &b, &u, err, sizeof err), 0, "%s", err);
+    const msgpack_object *x = u.data.via.array.ptr;
+    cr_assert(sim_str_is(&x[0], "caf\xc3\xa9"));
+    cr_assert(sim_str_is(&x[1], "\xf0\x9f\x98\x80"));
+    cr_assert(sim_str_is(&x[2], "\xc3\xa9t\xc3\xa9"));
+    cr_assert(sim_str_is(&x[3], "a\n\t\"\\/b"));
+    done(&b, &u);
+    refused_str("\"a\\u0000b\"", "\\u0000");
+    refused_str("\"\\ud83d\"", "without its low half");
+    refused_str("\"\\ude00\"", "lone low surrogate");
+    refused_str("\"\\u12\"", "four hex digits");
+    refused_str("\"\xff\"", "invalid UTF-8");
+    refused_str("\"\xc0\xaf\"", "invalid UTF-8");         /* overlong '/' */
+    refused_str("\"\xed\xa0\x80\"", "invalid UTF-8");     /* a surrogate written out */
+    refused_str("\"\xe2\x82\"", "invalid UTF-8");         /* cut short */
+    refused_str("\"a\tb\"", "control character");
+    refused_str("\"abc", "unterminated string");
+}
+
+Test(json, structure_errors_say_where)
+{
+    refused_str("{\"a\" 1}", "expected ':'");
+    refused_str("{a: 1}", "expected a string key");
+    refused_str("[1 2]", "expected ',' or ']'");
+    refused_str("[1,]", "JSON:");
+    refused_str("{} x", "trailing characters");
+    refused_str("", "unexpected end");
+    refused_str("[1, tru]", "at offset 4");
+}
+
+/* depth nested arrays, each holding `width` copies of the next level. */
+static char *nested(int depth, int width)
+{
+    size_t cap = 16;
+    char *s = malloc(cap);
+    strcpy(s, "0");
+    for (int d = 0; d < depth; d++) {
+        size_t n = strlen(s);
+        size_t need = (size_t)width * (n + 1) + 3;
+        char *t = malloc(need);
+        size_t k = 0;
+        t[k++] = '[';
+        for (int w = 0; w < width; w++) {
+            if (w > 0)
+                t[k++] = ',';
+            memcpy(t + k, s, n);
+            k += n;
+        }
+        t[k++] = ']';
+        t[k] = '\0';
+        free(s);
+        s = t;
+    }
+    return s;
+}
+
+/* With the members of each container read twice (once to count them),
+ * 32 levels of two members took 2^32 steps: hours. One pass takes a
+ * moment; the timeout, far above it, is what fails the old reader. */
+Test(json, nesting_costs_what_the_text_costs, .timeout = 30)
+{
+    /* "[[[...[0,0]...],0],0]": every level has two members */
+    char json[256];
+    size_t k = 0;
+    for (int d = 0; d < 32; d++)
+        json[k++] = '[';
+    json[k++] = '0';
+    for (int d = 0; d < 32; d++) {
+        json[k++] = ',';
+        json[k++] = '0';
+        json[k++] = ']';
+    }
+    json[k] = '\0';
+    for (int i = 0; i < 1000; i++) {
+        msgpack_sbuffer b;
+        msgpack_unpacked u;
+        char err[256];
+        cr_assert_eq(parse(json, k, &b, &u, err, sizeof err), 0, "%s", err);
+        const msgpack_object *o = &u.data;
+        for (int d = 0; d < 31; d++) {
+            cr_assert(o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size == 2, "level %d", d);
+            o = &o->via.array.ptr[0];
+        }
+        done(&b, &u);
+    }
+    /* 33 levels are refused */
+    char *deep = nested(33, 1);
+    refused_str(deep, "nested too deeply");
+    free(deep);
+    char *ok = nested(32, 1);
+    msgpack_sbuffer b;
+    msgpack_unpacked u;
+    char err[256];
+    cr_assert_eq(parse(ok, strlen(ok), &b, &u, err, sizeof err), 0, "%s", err);
+    done(&b, &u);
+    free(ok);
+}
