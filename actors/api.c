@@ -727,6 +727,8 @@ void api_route(gateway *g, gw_request *r)
         fail(g, r, 404, NULL, "no such path");
     } else if (a < 0) {
         fail(g, r, 405, NULL, "method not allowed here");
+    } else if (r->query_too_long) {
+        fail(g, r, 414, NULL, "the query string is longer than 511 bytes decoded");
     } else if (strcmp(r->path, "/health") == 0) {
         health(g, r);
     } else if (strcmp(r->path, "/metrics") == 0) {

@@ -26,6 +26,7 @@ typedef struct gw_request {
     int method;
     char path[256];
     char query[512];         /* the arguments after '?', '&'-separated, decoded */
+    bool query_too_long;     /* they did not fit in query: refused */
     char auth[256];          /* the Authorization header */
     char peer[64];           /* the client's address */
     char *body;              /* owned; NUL-terminated */
@@ -82,7 +83,7 @@ typedef struct gateway {
 
 /* Sets the answer of an HTTP transaction; takes body (malloc'd). An answer
  * for a transaction that closed meanwhile is dropped. `extra` is a header
- * line or NULL ("WWW-Authenticate: Bearer"). */
+ * line or NULL ("WWW-Authenticate: Bearer"), copied. */
 void gw_respond(gateway *g, uint64_t session, int status, const char *type, char *body, const char *extra);
 void gw_respond_error(gateway *g, uint64_t session, int status, const char *field, const char *msg);
 

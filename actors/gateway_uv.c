@@ -39,7 +39,7 @@ struct gw_session {
     struct lws *wsi;
     int status;              /* 0 until the answer is ready */
     const char *type;
-    const char *extra;       /* a header line, or NULL */
+    char extra[128];         /* a header line, or empty (copied: callers pass their stack) */
     char *body;
     size_t body_len;
 };
@@ -102,7 +102,7 @@ void gw_respond(gateway *g, uint64_t id, int status, const char *type, char *bod
     }
     s->status = status;
     s->type = type;
-    s->extra = extra;
+    snprintf(s->extra, sizeof s->extra, "%s", extra ? extra : "");
     s->body = body;
     s->body_len = strlen(body);
     lws_callback_on_writable(s->wsi);
@@ -171,13 +171,19 @@ static gw_request *new_request(struct lws *wsi, uint64_t session, int method, co
     r->session = session;
     r->method = method;
     snprintf(r->path, sizeof r->path, "%s", path);
-    /* lws keeps each argument as a fragment, decoded: join them with '&'. */
+    /* lws keeps each argument as a fragment, decoded: join them with '&'.
+     * Arguments that do not fit are not dropped in silence (a filter
+     * left out widens an answer): the request is refused. */
     size_t q = 0;
-    char frag[256];
-    for (int i = 0; lws_hdr_copy_fragment(wsi, frag, sizeof frag, WSI_TOKEN_HTTP_URI_ARGS, i) > 0; i++) {
-        int n = snprintf(r->query + q, sizeof r->query - q, "%s%s", q ? "&" : "", frag);
-        if (n < 0 || (size_t)n >= sizeof r->query - q)
+    char frag[sizeof r->query];
+    for (int i = 0; lws_hdr_fragment_length(wsi, WSI_TOKEN_HTTP_URI_ARGS, i) > 0; i++) {
+        int n = lws_hdr_copy_fragment(wsi, frag, sizeof frag, WSI_TOKEN_HTTP_URI_ARGS, i);
+        if (n >= 0)
+            n = snprintf(r->query + q, sizeof r->query - q, "%s%s", q ? "&" : "", frag);
+        if (n < 0 || (size_t)n >= sizeof r->query - q) {
+            r->query_too_long = true;
             break;
+        }
         q += (size_t)n;
     }
     if (lws_hdr_copy(wsi, r->auth, sizeof r->auth, WSI_TOKEN_HTTP_AUTHORIZATION) < 0)
@@ -208,9 +214,18 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
         }
         ps->session = session_open(g, wsi);
         gw_request *r = new_request(wsi, ps->session, method, path);
-        if (method == GW_POST) { /* the body follows */
+        /* A POST's body follows, if it has one: a request with neither
+         * Content-Length nor Transfer-Encoding has none (RFC 9112 6.3),
+         * such as `curl -X POST` sends. */
+        if (method == GW_POST && (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0 ||
+                                     lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0)) {
             ps->req = r;
             return 0;
+        }
+        if (method == GW_POST) {
+            r->body = calloc(1, 1);
+            if (r->body == NULL)
+                rt_oom(1);
         }
         rt_send(g->self, &r->hdr);
         return 0;
@@ -257,7 +272,7 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
             return 0;
         if (lws_add_http_common_headers(wsi, (unsigned)s->status, s->type, s->body_len, &p, end))
             return 1;
-        if (s->extra != NULL) {
+        if (s->extra[0] != '\0') {
             const char *colon = strchr(s->extra, ':');
             char name[64];
             snprintf(name, sizeof name, "%.*s", colon ? (int)(colon - s->extra + 1) : 0, s->extra);

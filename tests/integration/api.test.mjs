@@ -6,6 +6,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { build, top } from '../lib/proc.mjs';
@@ -132,6 +133,28 @@ test('jobs: filters, cancel, and the answers for jobs that cannot be cancelled',
   assert.deepEqual([badState.status, badState.json.field], [400, 'state']);
   const badLimit = await call(srv, 'GET', '/api/jobs?limit=0');
   assert.deepEqual([badLimit.status, badLimit.json.field], [400, 'limit']);
+  // A long filter is applied, not dropped; one that does not fit at all
+  // is refused.
+  const long = await call(srv, 'GET', `/api/jobs?owner=${'x'.repeat(300)}&state=cancelled`);
+  assert.deepEqual([long.status, long.json], [200, []]);
+  const longer = await call(srv, 'GET', `/api/jobs?state=cancelled&owner=${'x'.repeat(600)}`);
+  assert.equal(longer.status, 414, longer.text);
+  assert.match(longer.json.error, /query string is longer/);
+
+  // `curl -X POST` sends neither a body nor Content-Length: the request
+  // has no body (RFC 9112) and is answered at once.
+  const b = await call(srv, 'POST', '/api/jobs', job(5000));
+  const raw = await new Promise((resolve, reject) => {
+    const sock = net.connect(srv.port, '127.0.0.1', () => sock.write(`POST /api/jobs/${b.json.id}/cancel HTTP/1.1\r\n` +
+      `Host: 127.0.0.1:${srv.port}\r\nAuthorization: Bearer ${srv.token}\r\nConnection: close\r\n\r\n`));
+    let got = '';
+    sock.setTimeout(10000, () => { sock.destroy(); reject(new Error(`no answer in 10 s: ${JSON.stringify(got)}`)); });
+    sock.on('data', (d) => { got += d; });
+    sock.on('end', () => resolve(got));
+    sock.on('error', reject);
+  });
+  assert.match(raw, /^HTTP\/1\.1 200 /, raw);
+  assert.match(raw, /"state":"cancelled"/);
 });
 
 test('live events: a job and a node, in order, and a client that reconnects catches up', async () => {
