@@ -25,6 +25,9 @@
 #include <time.h>
 
 enum { M_TICK = CD_MSG__SCHED_PRIVATE, M_SWEEP, M_PROGRESS, M_FLUSH };
+#define LIST_MAX 4096             /* jobs one load lists, by id */
+#define STR_(x) #x
+#define STR(x) STR_(x)
 enum {
     DB_TIMEOUT_MS = 60000,
     MAX_JOBS = 4096,
@@ -757,7 +760,7 @@ static void load(sched *s)
     s->load_again = false;
     cd_query *q = cd_query_new(
         "SELECT id, kernel, items, seed, priority, tiers, params, ctx_hash, owner, strategy, strategy_params, state "
-        "FROM jobs WHERE state IN ('pending', 'running') ORDER BY id LIMIT 4096");
+        "FROM jobs WHERE state IN ('pending', 'running') ORDER BY id LIMIT " STR(LIST_MAX));
     int64_t req = rt_request(s->self, s->store, &q->hdr, DB_TIMEOUT_MS);
     if (req > 0)
         op_add(s, req, OP_LIST);
@@ -783,6 +786,52 @@ static void fail_job(sched *s, uint64_t id, const char *why)
     gone_add(s, id, false);
     write_query(s, u, -1, id);
     emit(s, "job.finished", id, rt_fmt("\"state\":\"failed\",\"result\":%s", msg));
+}
+
+/* A job whose row says cancelled (the API's UPDATE is committed). */
+static void cancel_job(sched *s, uint64_t job)
+{
+    int rc = sc_job_cancel(s->l, job, rt_mono_ms());
+    if (rc == 0) {
+        flush(s, NULL, 0, false); /* job.finished with the result so far */
+    } else if (rc == SC_ENOJOB) { /* not loaded: a load under way must not start it */
+        gone_add(s, job, true);
+        emit(s, "job.finished", job, rt_fmt("\"state\":\"cancelled\""));
+    }
+}
+
+/* Jobs running here whose rows a load's list (res, by id) no longer shows
+ * pending or running were stopped by the API without the scheduler being
+ * told: a cancel whose UPDATE committed after the API had stopped waiting
+ * for it (and answered 503). They stop here too. */
+static void stop_unlisted(sched *s, PGresult *res)
+{
+    int n = PQntuples(res);
+    /* a full list covers the ids up to its last only */
+    uint64_t last = n == LIST_MAX ? strtoull(PQgetvalue(res, n - 1, 0), NULL, 10) : UINT64_MAX;
+    uint64_t *stop = NULL;
+    size_t nstop = 0, cap = 0;
+    for (size_t i = 0; i < s->njobs; i++) {
+        uint64_t id = s->jobs[i].id;
+        int lo = 0, hi = n; /* the rows are in id order */
+        while (lo < hi) {
+            int mid = lo + (hi - lo) / 2;
+            if (strtoull(PQgetvalue(res, mid, 0), NULL, 10) < id)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (id > last || (lo < n && strtoull(PQgetvalue(res, lo, 0), NULL, 10) == id))
+            continue;
+        if (nstop == cap)
+            stop = rt_grow(stop, &cap, sizeof *stop);
+        stop[nstop++] = id;
+    }
+    for (size_t i = 0; i < nstop; i++) { /* cancelling may let a job go from s->jobs */
+        fprintf(stderr, "simfarm scheduler: job %" PRIu64 " was stopped outside the scheduler: stopping it\n", stop[i]);
+        cancel_job(s, stop[i]);
+    }
+    free(stop);
 }
 
 static void load_done(sched *s)
@@ -1042,10 +1091,11 @@ static void on_reply(sched *s, rt_msg *m)
         return;
     switch (o.kind) {
     case OP_LIST:
-        if (error == NULL)
+        if (error == NULL) {
+            stop_unlisted(s, r->res);
             for (int i = 0; i < PQntuples(r->res); i++)
                 start_job(s, r->res, i);
-        else
+        } else
             fprintf(stderr, "simfarm scheduler: cannot list jobs: %s\n", error);
         load_done(s);
         break;
@@ -1224,17 +1274,9 @@ static void behaviour(rt_actor *self, rt_msg *m)
         w->who = NULL;
         break;
     }
-    case CD_MSG_CANCEL_JOB: {
-        uint64_t job = ((cd_cancel_job *)m)->job;
-        int rc = sc_job_cancel(s->l, job, rt_mono_ms());
-        if (rc == 0) {
-            flush(s, NULL, 0, false); /* job.finished with the result so far */
-        } else if (rc == SC_ENOJOB) { /* not loaded: a load under way must not start it */
-            gone_add(s, job, true); /* the API's update is committed */
-            emit(s, "job.finished", job, rt_fmt("\"state\":\"cancelled\""));
-        }
+    case CD_MSG_CANCEL_JOB:
+        cancel_job(s, ((cd_cancel_job *)m)->job);
         break;
-    }
     case CD_MSG_COMPLETE:
         on_complete(self, s, m);
         break;

@@ -145,6 +145,22 @@ static unsigned claim(uint64_t node, unsigned slots, cd_assignment *out, uint64_
     }
 }
 
+/* One claim of up to `slots` chunks (answered empty after a while when
+ * there is no work); returns how many are of job. */
+static unsigned claim_once(uint64_t node, unsigned slots, uint64_t job)
+{
+    cd_claim *c = RT_MSG_NEW(cd_claim, CD_MSG_CLAIM);
+    c->node = (sc_node_info){ .id = node, .tier = SC_TIER_OWN, .items_per_s = 1e6 };
+    c->slots = slots;
+    cd_claimed *r = (cd_claimed *)proxy_call(scheduler, &c->hdr, 10000);
+    unsigned n = 0;
+    if (r != NULL && r->hdr.type == CD_MSG_CLAIMED)
+        for (unsigned i = 0; i < r->n; i++)
+            n += r->a[i].claim.job == job;
+    rt_msg_free(r ? &r->hdr : NULL);
+    return n;
+}
+
 static size_t compute(sim_job *job, const cd_assignment *a, unsigned char *buf, size_t cap)
 {
     sim_stats out[SIM_MAX_OUT];
@@ -590,6 +606,41 @@ static void a_job_that_arrives_during_a_load_starts(void)
     CHECK(proxy_wait(job_started), "the second job starts");
 }
 
+static bool job_finished(void)
+{
+    return proxy_events("job.finished", awaited_job) > 0;
+}
+
+/* The API's cancel UPDATE commits after the API has stopped waiting for it
+ * (it answered 503), so the scheduler is not told. The next load, which
+ * no longer lists the job, stops it: no chunk of it is handed out after. */
+static void a_cancel_the_scheduler_was_not_told_of_stops_the_job(void)
+{
+    uint64_t id = insert_job(100000000, 25);
+    awaited_job = id;
+    cd_assignment a[4];
+    bool running = id > 0 && claim(3, 1, a, id) == 1;
+    cd_query *q = cd_query_new("UPDATE jobs SET state = 'cancelled', finished_at = now() WHERE id = $1");
+    cd_query_int(q, (int64_t)id);
+    cd_result *r = running ? sql(q) : NULL;
+    if (!running)
+        rt_msg_free(&q->hdr);
+    bool updated = r != NULL && r->res != NULL && strcmp(PQcmdTuples(r->res), "1") == 0;
+    rt_msg_free(r ? &r->hdr : NULL);
+    /* a sweep runs every 500 ms here */
+    bool stopped = updated && proxy_wait(job_finished);
+    unsigned offered = stopped ? claim_once(3, 4, id) : 1;
+    char state[32];
+    double mean;
+    long accepts;
+    db_state(id, state, sizeof state, &mean, &accepts);
+    CHECK(running, "the job runs");
+    CHECK(updated, "its row is cancelled behind the scheduler's back");
+    CHECK(stopped, "the scheduler stops it: job.finished");
+    CHECK(offered == 0, "%u chunks of it handed out after", offered);
+    CHECK(strcmp(state, "cancelled") == 0, "job %" PRIu64 ": state %s", id, state);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -614,6 +665,7 @@ int main(int argc, char **argv)
     RUN(restart_resumes_from_the_journal);
     RUN(an_ending_job_is_not_loaded_again);
     RUN(a_cancel_that_wins_the_race_with_the_end_stands);
+    RUN(a_cancel_the_scheduler_was_not_told_of_stops_the_job);
     RUN(a_job_that_arrives_during_a_load_starts);
     stop_farm();
     return CHECK_SUMMARY();
