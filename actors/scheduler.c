@@ -1119,7 +1119,10 @@ static unsigned answer_claim(sched *s, rt_msg *m, bool always, unsigned retry_ms
     sc_claim_out out[CD_MAX_CLAIMS];
     unsigned n = 0;
     unsigned slots = c->slots > CD_MAX_CLAIMS ? CD_MAX_CLAIMS : c->slots;
-    sc_claim(s->l, &c->node, slots, rt_mono_ms(), out, &n);
+    /* Nothing while the database is away: the results of chunks handed
+     * out now could not be journaled, and would pile up in memory. */
+    if (s->db_up)
+        sc_claim(s->l, &c->node, slots, rt_mono_ms(), out, &n);
     if (n == 0 && !always)
         return 0;
     cd_claimed *r = RT_MSG_NEW(cd_claimed, CD_MSG_CLAIMED);
@@ -1242,6 +1245,7 @@ static void behaviour(rt_actor *self, rt_msg *m)
     case CD_MSG_STORE_UP:
         s->db_up = true;
         load(s);
+        serve_parked(s, false); /* the claims that waited out the outage */
         break;
     case CD_MSG_STORE_DOWN:
         s->db_up = false;

@@ -641,6 +641,26 @@ static void a_cancel_the_scheduler_was_not_told_of_stops_the_job(void)
     CHECK(strcmp(state, "cancelled") == 0, "job %" PRIu64 ": state %s", id, state);
 }
 
+/* While the store says the database is away, no chunk is handed out (the
+ * results could not be journaled); once it is back, chunks are. */
+static void no_chunks_while_the_database_is_away(void)
+{
+    uint64_t id = insert_job(100000000, 26);
+    cd_assignment a[4];
+    bool running = id > 0 && claim(4, 1, a, id) == 1;
+    rt_send(scheduler, rt_msg_new(CD_MSG_STORE_DOWN, sizeof(rt_msg)));
+    unsigned during = running ? claim_once(4, 4, id) : 1;
+    rt_send(scheduler, rt_msg_new(CD_MSG_STORE_UP, sizeof(rt_msg)));
+    unsigned after = running ? claim(4, 1, a, id) : 0;
+    CHECK(running, "the job runs");
+    CHECK(during == 0, "%u chunks handed out while the database is away", during);
+    CHECK(after == 1, "a chunk once it is back");
+    cd_query *q = cd_query_new("UPDATE jobs SET state = 'cancelled', finished_at = now() WHERE id = $1");
+    cd_query_int(q, (int64_t)id);
+    cd_result *r = sql(q);
+    rt_msg_free(r ? &r->hdr : NULL);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -666,6 +686,7 @@ int main(int argc, char **argv)
     RUN(an_ending_job_is_not_loaded_again);
     RUN(a_cancel_that_wins_the_race_with_the_end_stands);
     RUN(a_cancel_the_scheduler_was_not_told_of_stops_the_job);
+    RUN(no_chunks_while_the_database_is_away);
     RUN(a_job_that_arrives_during_a_load_starts);
     stop_farm();
     return CHECK_SUMMARY();
