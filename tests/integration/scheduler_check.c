@@ -118,36 +118,10 @@ static sim_job *local_job(uint64_t seed)
     return job;
 }
 
-/* Claims up to `slots` chunks of job; waits (deadline) until the scheduler
- * has loaded it. */
-static unsigned claim(uint64_t node, unsigned slots, cd_assignment *out, uint64_t job)
-{
-    struct timespec t0, now, pause = { 0, 5000000 };
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (;;) {
-        cd_claim *c = RT_MSG_NEW(cd_claim, CD_MSG_CLAIM);
-        c->node = (sc_node_info){ .id = node, .tier = SC_TIER_OWN, .items_per_s = 1e6 };
-        c->slots = slots;
-        cd_claimed *r = (cd_claimed *)proxy_call(scheduler, &c->hdr, 10000);
-        unsigned n = 0;
-        if (r != NULL && r->hdr.type == CD_MSG_CLAIMED)
-            for (unsigned i = 0; i < r->n; i++) {
-                if (r->a[i].claim.job == job)
-                    out[n++] = r->a[i];
-                else if (watched_job != 0 && r->a[i].claim.job == watched_job)
-                    watched_offers++;
-            }
-        rt_msg_free(r ? &r->hdr : NULL);
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (n > 0 || now.tv_sec - t0.tv_sec > PROXY_DEADLINE_S)
-            return n;
-        nanosleep(&pause, NULL); /* the job is loading: ask again, up to the deadline */
-    }
-}
-
 /* One claim of up to `slots` chunks (answered empty after a while when
- * there is no work); returns how many are of job. */
-static unsigned claim_once(uint64_t node, unsigned slots, uint64_t job)
+ * there is no work); returns how many are of job, copied to out unless it
+ * is NULL. */
+static unsigned claim_once(uint64_t node, unsigned slots, cd_assignment *out, uint64_t job)
 {
     cd_claim *c = RT_MSG_NEW(cd_claim, CD_MSG_CLAIM);
     c->node = (sc_node_info){ .id = node, .tier = SC_TIER_OWN, .items_per_s = 1e6 };
@@ -155,10 +129,32 @@ static unsigned claim_once(uint64_t node, unsigned slots, uint64_t job)
     cd_claimed *r = (cd_claimed *)proxy_call(scheduler, &c->hdr, 10000);
     unsigned n = 0;
     if (r != NULL && r->hdr.type == CD_MSG_CLAIMED)
-        for (unsigned i = 0; i < r->n; i++)
-            n += r->a[i].claim.job == job;
+        for (unsigned i = 0; i < r->n; i++) {
+            if (r->a[i].claim.job == job) {
+                if (out != NULL)
+                    out[n] = r->a[i];
+                n++;
+            } else if (watched_job != 0 && r->a[i].claim.job == watched_job) {
+                watched_offers++;
+            }
+        }
     rt_msg_free(r ? &r->hdr : NULL);
     return n;
+}
+
+/* Claims up to `slots` chunks of job; waits (deadline) until the scheduler
+ * has loaded it. */
+static unsigned claim(uint64_t node, unsigned slots, cd_assignment *out, uint64_t job)
+{
+    struct timespec t0, now, pause = { 0, 5000000 };
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        unsigned n = claim_once(node, slots, out, job);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (n > 0 || now.tv_sec - t0.tv_sec > PROXY_DEADLINE_S)
+            return n;
+        nanosleep(&pause, NULL); /* the job is loading: ask again, up to the deadline */
+    }
 }
 
 static size_t compute(sim_job *job, const cd_assignment *a, unsigned char *buf, size_t cap)
@@ -629,7 +625,7 @@ static void a_cancel_the_scheduler_was_not_told_of_stops_the_job(void)
     rt_msg_free(r ? &r->hdr : NULL);
     /* a sweep runs every 500 ms here */
     bool stopped = updated && proxy_wait(job_finished);
-    unsigned offered = stopped ? claim_once(3, 4, id) : 1;
+    unsigned offered = stopped ? claim_once(3, 4, NULL, id) : 1;
     char state[32];
     double mean;
     long accepts;
@@ -649,7 +645,7 @@ static void no_chunks_while_the_database_is_away(void)
     cd_assignment a[4];
     bool running = id > 0 && claim(4, 1, a, id) == 1;
     rt_send(scheduler, rt_msg_new(CD_MSG_STORE_DOWN, sizeof(rt_msg)));
-    unsigned during = running ? claim_once(4, 4, id) : 1;
+    unsigned during = running ? claim_once(4, 4, NULL, id) : 1;
     rt_send(scheduler, rt_msg_new(CD_MSG_STORE_UP, sizeof(rt_msg)));
     unsigned after = running ? claim(4, 1, a, id) : 0;
     CHECK(running, "the job runs");
