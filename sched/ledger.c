@@ -35,6 +35,7 @@ enum {
 /* Chunk ids in a journal above this are corrupt (2^36 chunks of one item
  * each would outlast any job). */
 #define MAX_CHUNK_ID (1ull << 36)
+#define SW_BATCHES 32              /* stat_weights: chunks per job at least */
 
 typedef struct claim {
     uint8_t token[16];
@@ -1293,6 +1294,16 @@ int sc_claim(sc_ledger *l, const sc_node_info *node, unsigned slots, uint64_t no
                 share = l->cfg.min_chunk;
             if (want > share)
                 want = share;
+        }
+        /* stat_weights' standard errors are batch means over its chunks:
+         * with a handful of chunks they can be off by half, so a job has
+         * SW_BATCHES of them at least (chunks of min_chunk allowing). */
+        if (best->spec.strategy == SC_STAT_WEIGHTS) {
+            uint64_t most = best->spec.items / SW_BATCHES;
+            if (most < l->cfg.min_chunk)
+                most = l->cfg.min_chunk;
+            if (want > most)
+                want = most;
         }
         range r = pend_take(best, ln, want);
         uint32_t idx = claim_alloc(l);

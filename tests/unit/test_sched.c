@@ -1077,6 +1077,29 @@ Test(sched, stat_weights_restore_any_chunk_ids)
     }
 }
 
+Test(sched, stat_weights_has_enough_chunks_for_its_errors)
+{
+    /* Its standard errors are batch means over chunks: a fast node still
+     * gets a 32nd of the job at most. */
+    journal jr = { 0 };
+    sc_ledger *l = simple(&jr);
+    sc_job_spec s = spec_of(8, 1600); /* this ledger's chunks: 400 items at most, 100 per variant */
+    s.strategy = SC_STAT_WEIGHTS;
+    s.variants = PARAMS + 1;
+    s.steps = steps;
+    cr_assert_eq(sc_job_add(l, &s), 0);
+    sc_node_info fast = { .id = 1, .tier = SC_TIER_OWN, .items_per_s = 1e9 };
+    unsigned chunks = 0, n;
+    sc_claim_out c;
+    while (sc_claim(l, &fast, 1, 0, &c, &n) == 0 && n == 1) {
+        cr_assert_leq(c.count, 50, "a chunk of %llu items", (unsigned long long)c.count);
+        chunks++;
+    }
+    cr_assert_eq(chunks, 32, "%u chunks", chunks);
+    sc_ledger_destroy(l);
+    journal_free(&jr);
+}
+
 Test(sched, stat_weights_match_the_derivatives)
 {
     static unsigned char buf[8192];
