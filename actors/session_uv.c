@@ -418,6 +418,7 @@ struct session {
     char host[256];
     uint8_t addr[PR_PK_BYTES]; /* where it connects from, as a penalty list's who */
     bool held;             /* refused, waiting TARPIT_MS unread (counted in nheld) */
+    uint64_t held_ms;      /* since when (monotonic) */
     uint8_t nonce[PR_NONCE_BYTES];
     enum { AWAIT_HELLO, ENROLLING, RUNNING, CLOSED } phase;
     uint8_t pk[PR_PK_BYTES];
@@ -1207,6 +1208,7 @@ static void session_behaviour(rt_actor *self, rt_msg *m)
         uint64_t left = penalty_left(s->ss->addr_penalties, s->addr, now_ms_wall());
         if (left > 0 && s->ss->nheld < HELD_MAX) {
             s->held = true;
+            s->held_ms = rt_mono_ms();
             s->ss->nheld++;
             link_hold(s->ss, s->conn, true);
             rt_send_after(self, left < TARPIT_MS ? left : TARPIT_MS, rt_msg_new(M_REFUSE, sizeof(rt_msg)));
@@ -1221,10 +1223,19 @@ static void session_behaviour(rt_actor *self, rt_msg *m)
         break;
     case M_REFUSE:
         if (s->held) {
+            uint64_t left = penalty_left(s->ss->addr_penalties, s->addr, now_ms_wall());
+            uint64_t waited = rt_mono_ms() - s->held_ms;
+            if (left > 0 && waited < TARPIT_MS) {
+                /* the timer came before the refusal's end (a busy loop's
+                 * clock lags): held on for what is left of either */
+                uint64_t more = TARPIT_MS - waited;
+                rt_send_after(self, left < more ? left : more, rt_msg_new(M_REFUSE, sizeof(rt_msg)));
+                break;
+            }
             unhold(s);
             link_hold(s->ss, s->conn, false);
             /* challenged if its refusal ran out while it waited */
-            admit(s, penalty_left(s->ss->addr_penalties, s->addr, now_ms_wall()));
+            admit(s, left);
         }
         break;
     case M_RETRY:
