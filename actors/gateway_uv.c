@@ -192,6 +192,18 @@ static gw_request *new_request(struct lws *wsi, uint64_t session, int method, co
     return r;
 }
 
+/* Hands a request to the gateway actor; a POST always has a body, empty
+ * when none came. */
+static void send_request(gateway *g, gw_request *r)
+{
+    if (r->method == GW_POST && r->body == NULL) {
+        r->body = calloc(1, 1);
+        if (r->body == NULL)
+            rt_oom(1);
+    }
+    rt_send(g->self, &r->hdr);
+}
+
 static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
 {
     pss *ps = user;
@@ -222,12 +234,7 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
             ps->req = r;
             return 0;
         }
-        if (method == GW_POST) {
-            r->body = calloc(1, 1);
-            if (r->body == NULL)
-                rt_oom(1);
-        }
-        rt_send(g->self, &r->hdr);
+        send_request(g, r);
         return 0;
     }
     case LWS_CALLBACK_HTTP_BODY:
@@ -258,12 +265,7 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
             rt_msg_free(&r->hdr);
             return 0;
         }
-        if (r->body == NULL) {
-            r->body = calloc(1, 1);
-            if (r->body == NULL)
-                rt_oom(1);
-        }
-        rt_send(g->self, &r->hdr);
+        send_request(g, r);
         return 0;
     }
     case LWS_CALLBACK_HTTP_WRITEABLE: {

@@ -585,8 +585,7 @@ static void sign_again(node *n, sealed *b)
     if (n->min_ts < b->ts + 1)
         n->min_ts = b->ts + 1;
     say(n, ND_INFO, "signing %u results again", b->nres);
-    free(b->bytes);
-    seal(n, b->res, b->nres, b->signings);
+    seal(n, b->res, b->nres, b->signings); /* b was sent: its frame is gone */
 }
 
 /* Keeps a computed result for the next batch: sealed at once when the batch

@@ -800,6 +800,23 @@ static void cancel_job(sched *s, uint64_t job)
     }
 }
 
+/* Whether job id is a row of a load's list (rows in id order). */
+static bool listed(PGresult *res, uint64_t id)
+{
+    int lo = 0, hi = PQntuples(res);
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        uint64_t at = strtoull(PQgetvalue(res, mid, 0), NULL, 10);
+        if (at == id)
+            return true;
+        if (at < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return false;
+}
+
 /* Jobs running here whose rows a load's list (res, by id) no longer shows
  * pending or running were stopped by the API without the scheduler being
  * told: a cancel whose UPDATE committed after the API had stopped waiting
@@ -813,15 +830,7 @@ static void stop_unlisted(sched *s, PGresult *res)
     size_t nstop = 0, cap = 0;
     for (size_t i = 0; i < s->njobs; i++) {
         uint64_t id = s->jobs[i].id;
-        int lo = 0, hi = n; /* the rows are in id order */
-        while (lo < hi) {
-            int mid = lo + (hi - lo) / 2;
-            if (strtoull(PQgetvalue(res, mid, 0), NULL, 10) < id)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        if (id > last || (lo < n && strtoull(PQgetvalue(res, lo, 0), NULL, 10) == id))
+        if (id > last || listed(res, id))
             continue;
         if (nstop == cap)
             stop = rt_grow(stop, &cap, sizeof *stop);

@@ -1542,8 +1542,6 @@ static int apply(const sc_ledger *l, job *j, lane *ln, const sc_record *r)
     return 0;
 }
 
-/* Replays a lane's sorted records below `budget` (from *at on), checking
- * they tile without overlap; leaves the gaps pending. */
 /* A record written twice: the store sends a batch again when it cannot
  * tell whether its commit went through, and only accepted ranges have an
  * index that keeps a second copy out. */
@@ -1554,6 +1552,9 @@ static bool same_record(const sc_record *a, const sc_record *b)
                                       memcmp(a->result, b->result, a->result_len) == 0));
 }
 
+/* Replays a lane's sorted records below `budget` (from *at on), checking
+ * they tile without overlap (a record's copy counts once); leaves the gaps
+ * pending. */
 static int replay_lane(const sc_ledger *l, job *j, lane *ln, const rrec *v, size_t n, size_t *next, uint64_t budget)
 {
     uint64_t at = ln->budget; /* items below this are settled */

@@ -27,6 +27,13 @@ static void done(msgpack_sbuffer *b, msgpack_unpacked *u)
     msgpack_sbuffer_destroy(b);
 }
 
+/* json (len bytes) is accepted; b and u hold what it became. */
+static void accepted(const char *json, size_t len, msgpack_sbuffer *b, msgpack_unpacked *u)
+{
+    char err[256] = "";
+    cr_assert_eq(parse(json, len, b, u, err, sizeof err), 0, "%.*s: %s", (int)len, json, err);
+}
+
 /* json is refused with a message containing needle. */
 static void refused(const char *json, size_t len, const char *needle)
 {
@@ -48,8 +55,7 @@ Test(json, objects_arrays_and_scalars)
     const char *json = " {\"a\": [1, -2, 2.5, true, false, null, \"x\"], \"b\": {}, \"c\": [[]], \"d\": 1e3} ";
     msgpack_sbuffer b;
     msgpack_unpacked u;
-    char err[256];
-    cr_assert_eq(parse(json, strlen(json), &b, &u, err, sizeof err), 0, "%s", err);
+    accepted(json, strlen(json), &b, &u);
     const msgpack_object *o = &u.data;
     cr_assert_eq(o->type, MSGPACK_OBJECT_MAP);
     cr_assert_eq(o->via.map.size, 4);
@@ -78,8 +84,7 @@ Test(json, numbers_as_json_writes_them)
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         msgpack_sbuffer b;
         msgpack_unpacked u;
-        char err[256];
-        cr_assert_eq(parse(good[i], strlen(good[i]), &b, &u, err, sizeof err), 0, "%s: %s", good[i], err);
+        accepted(good[i], strlen(good[i]), &b, &u);
         done(&b, &u);
     }
     static const char *bad[] = { "+5", "01000", "-01", "1.", ".5", "1e", "1e+", "-", "--1", "0x10", "1.5.5", "Infinity", "NaN" };
@@ -96,8 +101,7 @@ Test(json, strings_are_utf8_with_every_escape)
     const char *json = "[\"caf\\u00e9\", \"\\ud83d\\ude00\", \"\xc3\xa9t\xc3\xa9\", \"a\\n\\t\\\"\\\\\\/b\"]";
     msgpack_sbuffer b;
     msgpack_unpacked u;
-    char err[256];
-    cr_assert_eq(parse(json, strlen(json), &b, &u, err, sizeof err), 0, "%s", err);
+    accepted(json, strlen(json), &b, &u);
     const msgpack_object *x = u.data.via.array.ptr;
     cr_assert(sim_str_is(&x[0], "caf\xc3\xa9"));
     cr_assert(sim_str_is(&x[1], "\xf0\x9f\x98\x80"));
@@ -173,8 +177,7 @@ Test(json, nesting_costs_what_the_text_costs, .timeout = 30)
     for (int i = 0; i < 1000; i++) {
         msgpack_sbuffer b;
         msgpack_unpacked u;
-        char err[256];
-        cr_assert_eq(parse(json, k, &b, &u, err, sizeof err), 0, "%s", err);
+        accepted(json, k, &b, &u);
         const msgpack_object *o = &u.data;
         for (int d = 0; d < 31; d++) {
             cr_assert(o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size == 2, "level %d", d);
@@ -189,8 +192,7 @@ Test(json, nesting_costs_what_the_text_costs, .timeout = 30)
     char *ok = nested(32, 1);
     msgpack_sbuffer b;
     msgpack_unpacked u;
-    char err[256];
-    cr_assert_eq(parse(ok, strlen(ok), &b, &u, err, sizeof err), 0, "%s", err);
+    accepted(ok, strlen(ok), &b, &u);
     done(&b, &u);
     free(ok);
 }
