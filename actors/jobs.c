@@ -21,9 +21,14 @@ static bool get_uint(const msgpack_object *v, uint64_t lo, uint64_t hi, uint64_t
         *out = v->via.u64;
         return true;
     }
-    if (v->type == MSGPACK_OBJECT_FLOAT64 && v->via.f64 >= (double)lo && v->via.f64 <= (double)hi &&
+    /* a whole float below 2^64, compared as an integer: (double)hi rounds
+     * INT64_MAX up to 2^63, which is out of range */
+    if (v->type == MSGPACK_OBJECT_FLOAT64 && v->via.f64 >= 0.0 && v->via.f64 < 0x1p64 &&
         v->via.f64 == (double)(uint64_t)v->via.f64) {
-        *out = (uint64_t)v->via.f64;
+        uint64_t u = (uint64_t)v->via.f64;
+        if (u < lo || u > hi)
+            return false;
+        *out = u;
         return true;
     }
     return false;

@@ -64,6 +64,9 @@ test('bodies that are not JSON as the RFC writes it get 400, at once, whatever t
     ['{"kernel": "option", "items": 01000, "params": {}}', /bad number/],
     ['{"kernel": "option", "items": 1000, "name": "a\\u0000b", "params": {}}', /\\u0000/],
     [Buffer.from('{"kernel": "option", "items": 1000, "name": "\xff", "params": {}}', 'latin1'), /invalid UTF-8/],
+    // 2^63 as a float: (double)INT64_MAX rounds up to it, and it was
+    // stored as -2^63
+    ['{"kernel": "option", "items": 1000, "seed": 9.223372036854775808e18, "params": {}}', /0 to 2\^63-1/],
   ]) {
     const bad = await post(body);
     assert.equal(bad.status, 400, `${body}: ${bad.status} ${JSON.stringify(bad.json)}`);
