@@ -347,15 +347,39 @@ static void one_job(gateway *g, gw_request *r, uint64_t id)
     ask(g, r, q, P_ONE);
 }
 
-/* The accepted results of the job's chunks in the order they were
- * accepted (the job's row first, so a job without results is one row of
- * NULLs and no job is no row). */
+/* The accepted results of one variant's chunks in the order they were
+ * accepted, after the job's variant count, the variant shown and whether
+ * each result holds every variant (the job's row first, so a job without
+ * results is one row with NULL results and no job is no row). A
+ * tournament journals each candidate in its own lane; stat_weights
+ * computes every variant of a chunk at once, in lane 0. The variant is the
+ * one asked for, else a finished tournament's winner (the alive candidate
+ * of rank 1, as the result names it), else 0: the baseline or the only one. */
 static void convergence(gateway *g, gw_request *r, uint64_t id)
 {
+    char text[16];
+    uint64_t variant = 0;
+    bool asked = arg(r, "variant", text, sizeof text) != NULL;
+    if (asked && (((variant = parse_id(text)) == 0 && strcmp(text, "0") != 0) || variant > INT32_MAX)) {
+        fail(g, r, 400, "variant", "must be a whole number: 0 for the baseline or the first candidate");
+        return;
+    }
     cd_query *q = cd_query_new(
-        "SELECT j.item_count, j.result FROM jobs LEFT JOIN journal j ON j.job_id = jobs.id AND j.type = 1 "
-        "AND j.variant = 0 WHERE jobs.id = $1 ORDER BY j.seq");
+        "SELECT v.n, v.variant, v.all_in_one, j.item_count, j.result FROM (SELECT id, "
+        "strategy = 'stat_weights' AS all_in_one, "
+        "CASE strategy WHEN 'tournament' THEN jsonb_array_length(spec->'candidates') "
+        "WHEN 'stat_weights' THEN 1 + jsonb_array_length(spec->'weights') ELSE 1 END AS n, "
+        "coalesce($2::int, (SELECT (c.i - 1)::int FROM jsonb_array_elements(result->'candidates') "
+        "WITH ORDINALITY c(v, i) WHERE jsonb_typeof(result->'winner') = 'string' "
+        "AND (c.v->>'alive')::boolean AND (c.v->>'rank')::int = 1 ORDER BY c.i DESC LIMIT 1), 0) AS variant "
+        "FROM jobs WHERE id = $1) v "
+        "LEFT JOIN journal j ON j.job_id = v.id AND j.type = 1 "
+        "AND j.variant = CASE WHEN v.all_in_one THEN 0 ELSE v.variant END ORDER BY j.seq");
     cd_query_int(q, (int64_t)id);
+    if (asked)
+        cd_query_int(q, (int64_t)variant);
+    else
+        cd_query_text(q, NULL);
     ask(g, r, q, P_CONVERGENCE);
 }
 
@@ -795,23 +819,31 @@ static void answer_one(gateway *g, gw_request *r, PGresult *res)
     ok_json(g, r, 200, rt_fmt("%.*s,\"progress\":%s}\n", (int)(rl - 1), row, prog));
 }
 
-/* The statistics of one chunk's result (sc_result_encode's format: per
- * output a 4-byte little-endian length and the sim_stats encoding) into
- * out; returns how many, or -1 when the bytes are not such a result. */
-static int result_stats(const unsigned char *p, size_t len, sim_stats *out)
+/* The statistics of variant v of `variants` in one chunk's result
+ * (sc_result_encode's format: per statistic a 4-byte little-endian length
+ * and sim_stats_encode's bytes; variant-major, every variant's outputs,
+ * when one result holds them all): how many, or -1 when the bytes are not
+ * that. */
+static int result_stats(const unsigned char *p, size_t len, long variants, long v, sim_stats *out)
 {
-    int n = 0;
-    while (len > 0) {
-        if (n == SIM_MAX_OUT || len < 4)
+    long total = 0;
+    for (size_t off = 0; off < len; total++) {
+        size_t k;
+        if (len - off < 4 || (k = (size_t)p[off] | (size_t)p[off + 1] << 8 | (size_t)p[off + 2] << 16 |
+                                  (size_t)p[off + 3] << 24) > len - off - 4)
             return -1;
+        off += 4 + k;
+    }
+    long per = total / variants;
+    if (per == 0 || per > SIM_MAX_OUT || per * variants != total)
+        return -1;
+    for (long i = 0; i < v * per + per; i++) {
         size_t k = (size_t)p[0] | (size_t)p[1] << 8 | (size_t)p[2] << 16 | (size_t)p[3] << 24;
-        if (k > len - 4 || sim_stats_decode(&out[n], p + 4, k) != 0)
+        if (i >= v * per && sim_stats_decode(&out[i - v * per], p + 4, k) != 0)
             return -1;
         p += 4 + k;
-        len -= 4 + k;
-        n++;
     }
-    return n;
+    return (int)per;
 }
 
 enum { CONV_POINTS = 256 };
@@ -834,7 +866,16 @@ static void answer_convergence(gateway *g, gw_request *r, PGresult *res)
         fail(g, r, 404, NULL, "no such job");
         return;
     }
-    if (PQgetisnull(res, 0, 1))
+    long variants = strtol(PQgetvalue(res, 0, 0), NULL, 10), variant = strtol(PQgetvalue(res, 0, 1), NULL, 10);
+    if (variant >= variants) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "this job has %ld variant%s: 0 .. %ld", variants, variants == 1 ? "" : "s",
+            variants - 1);
+        fail(g, r, 400, "variant", msg);
+        return;
+    }
+    bool all_in_one = PQgetvalue(res, 0, 2)[0] == 't';
+    if (PQgetisnull(res, 0, 4))
         rows = 0;
     sim_stats agg[SIM_MAX_OUT], one[SIM_MAX_OUT];
     int nout = 0;
@@ -844,12 +885,14 @@ static void answer_convergence(gateway *g, gw_request *r, PGresult *res)
     char *out = malloc(cap);
     if (out == NULL)
         rt_oom(cap);
-    n += (size_t)snprintf(out, cap, "{\"job\":%" PRIu64 ",\"chunks\":%d,\"points\":[", path_job_id(r), rows);
+    n += (size_t)snprintf(out, cap, "{\"job\":%" PRIu64 ",\"variant\":%ld,\"chunks\":%d,\"points\":[",
+        path_job_id(r), variant, rows);
     int emitted = 0;
     for (int i = 0; i < rows; i++) {
         size_t len = 0;
-        unsigned char *bytes = PQunescapeBytea((const unsigned char *)PQgetvalue(res, i, 1), &len);
-        int k = bytes != NULL ? result_stats(bytes, len, one) : -1;
+        unsigned char *bytes = PQunescapeBytea((const unsigned char *)PQgetvalue(res, i, 4), &len);
+        int k = bytes != NULL ? result_stats(bytes, len, all_in_one ? variants : 1, all_in_one ? variant : 0, one)
+                              : -1;
         PQfreemem(bytes);
         bool ok = k > 0 && (nout == 0 || k == nout);
         for (int o = 0; ok && nout > 0 && o < k; o++)
@@ -862,7 +905,7 @@ static void answer_convergence(gateway *g, gw_request *r, PGresult *res)
             nout = k;
             memcpy(agg, one, (size_t)k * sizeof *agg);
         }
-        items += strtoull(PQgetvalue(res, i, 0), NULL, 10);
+        items += strtoull(PQgetvalue(res, i, 3), NULL, 10);
         /* row i shows when it crosses the next of `shown` even steps */
         if ((uint64_t)(i + 1) * (uint64_t)shown / (uint64_t)rows == (uint64_t)i * (uint64_t)shown / (uint64_t)rows)
             continue;

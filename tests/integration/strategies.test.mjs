@@ -73,6 +73,14 @@ test('stat_weights: each weight is the finite difference of the price, with its 
     assert.ok(Math.abs(w[i].weight - want[i]) < 5 * w[i].stderr, `${w[i].name}: ${w[i].weight} ± ${w[i].stderr}, ` +
       `Black–Scholes finite difference ${want[i]}`);
   }
+  // The convergence shows the baseline unless asked for a bumped variant.
+  const conv = (await call(srv, 'GET', `/api/jobs/${res.json.id}/convergence`)).json;
+  assert.equal(conv.variant, 0);
+  assert.deepEqual(conv.points.at(-1).slice(0, 3), [items, job.result.outputs[0].mean, job.result.outputs[0].stderr]);
+  const vega = (await call(srv, 'GET', `/api/jobs/${res.json.id}/convergence?variant=2`)).json;
+  assert.equal(vega.variant, 2);
+  assert.equal(vega.points.at(-1)[0], items);
+  assert.ok(vega.points.at(-1)[1] > conv.points.at(-1)[1], 'a higher sigma prices the call higher');
   const cli = await run(simfarm, ['job', String(res.json.id), '--server', srv.url, '--token', srv.token]);
   assert.equal(cli.code, 0, cli.stderr);
   assert.match(cli.stdout, /^ {4}delta +0\.6\d+ ± [\d.e-]+ +\(step 1\)$/m);
@@ -110,6 +118,21 @@ test('tournament: the strongest candidate wins, the others drop out phase by pha
   // Seed 9 gives this ladder: the two far behind go after phase 1, the close second after phase 2.
   assert.deepEqual(r.phases.map((p) => [p.phase, [...p.dropped].sort(), p.alive]),
     [[1, ['middling', 'weak'], 2], [2, ['base'], 1]]);
+  // The convergence follows the winner, or the candidate asked for.
+  const conv = async (q) => call(srv, 'GET', `/api/jobs/${res.json.id}/convergence${q}`);
+  for (const [q, v] of [['', 1], ['?variant=1', 1], ['?variant=0', 0], ['?variant=3', 3]]) {
+    const c = await conv(q);
+    assert.equal(c.status, 200, c.text);
+    assert.equal(c.json.variant, v, q);
+    const last = c.json.points.at(-1), want = r.candidates[v];
+    assert.deepEqual([last[0], last[1], last[2]], [want.items, want.mean, want.stderr], `${q}: ${c.text}`);
+  }
+  for (const [q, why] of [['?variant=4', /has 4 variants: 0 \.\. 3/], ['?variant=-1', /whole number/],
+    ['?variant=1x', /whole number/]]) {
+    const c = await conv(q);
+    assert.deepEqual([c.status, c.json.field], [400, 'variant'], q);
+    assert.match(c.json.error, why, q);
+  }
   // `simfarm job` shows the same.
   const cli = await run(simfarm, ['job', String(res.json.id), '--server', srv.url, '--token', srv.token]);
   assert.equal(cli.code, 0, cli.stderr);
