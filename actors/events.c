@@ -30,11 +30,12 @@ struct cd_events {
     size_t nprog, prog_cap;
 };
 
-cd_events *cd_events_create(size_t capacity)
+cd_events *cd_events_create(size_t capacity, uint64_t first)
 {
     cd_events *ev = calloc(1, sizeof *ev);
     if (ev == NULL)
         rt_oom(sizeof *ev);
+    ev->last = first;
     ev->cap = capacity ? capacity : 1;
     ev->ring = calloc(ev->cap, sizeof *ev->ring);
     if (ev->ring == NULL)
@@ -136,7 +137,9 @@ uint64_t cd_events_last(const cd_events *ev)
 int cd_events_since(const cd_events *ev, uint64_t since, uint64_t job,
     void (*fn)(void *ctx, const char *text, size_t len), void *ctx)
 {
-    if (since >= ev->last)
+    if (since > ev->last)
+        return -1;
+    if (since == ev->last)
         return 0;
     uint64_t oldest = ev->n ? ev->ring[ev->head].seq : ev->last + 1;
     if (since + 1 < oldest)

@@ -17,8 +17,13 @@
 
 typedef struct cd_events cd_events;
 
-/* capacity: events kept for replay (at least 1). Never returns NULL. */
-cd_events *cd_events_create(size_t capacity);
+/* capacity: events kept for replay (at least 1); the first event gets
+ * sequence number first + 1. The coordinator starts from its start time in
+ * microseconds since 1970 (below 2^53 until the year 2255, so exact in a
+ * JavaScript number), so the numbers of a run are above those of every
+ * earlier run that sent fewer than one event per microsecond, and a client
+ * that saw an earlier run is sent a snapshot. Never returns NULL. */
+cd_events *cd_events_create(size_t capacity, uint64_t first);
 void cd_events_destroy(cd_events *ev);
 
 /* Appends an event of `type` ("job.progress", "node.online", ...) about job
@@ -29,12 +34,13 @@ void cd_events_destroy(cd_events *ev);
  * `job.finished` forgets it. */
 const char *cd_events_add(cd_events *ev, const char *type, uint64_t job, const char *fields);
 
-/* The sequence number of the last event (0 before the first). */
+/* The sequence number of the last event (`first` before the first). */
 uint64_t cd_events_last(const cd_events *ev);
 
 /* Calls fn for each kept event with seq > since, oldest first, whose job is
  * `job` (0 = every event). Returns 0, or -1 when events after `since` have
- * already left the ring (the caller needs a snapshot instead). */
+ * already left the ring or `since` is not a number this log gave (past the
+ * last: from another run): the caller needs a snapshot instead. */
 int cd_events_since(const cd_events *ev, uint64_t since, uint64_t job,
     void (*fn)(void *ctx, const char *text, size_t len), void *ctx);
 

@@ -584,7 +584,9 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *er
     g->scheduler = rt_actor_retain(opts->scheduler);
     g->max_body = opts->max_body ? opts->max_body : (1u << 20);
     g->db_timeout_ms = opts->db_timeout_ms ? opts->db_timeout_ms : 5000;
-    g->events = cd_events_create(EVENTS_KEPT);
+    uv_timeval64_t now;
+    g->events = cd_events_create(EVENTS_KEPT, uv_gettimeofday(&now) == 0 && now.tv_sec > 0
+                                                  ? (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_usec : 0);
     if (opts->web_dir != NULL)
         snprintf(g->web_dir, sizeof g->web_dir, "%s", opts->web_dir);
     cd_sessions_opts so = { .store = opts->store, .scheduler = opts->scheduler, .open_enrolment = opts->open_enrolment,

@@ -9,7 +9,7 @@ import https from 'node:https';
 import os from 'node:os';
 import { build, eventually, run, top } from '../lib/proc.mjs';
 import { startPostgres } from '../lib/pg.mjs';
-import { serve, call } from '../lib/coord.mjs';
+import { serve, call, tailEvents } from '../lib/coord.mjs';
 
 const simfarm = path.join(build, 'bin/simfarm');
 const option = JSON.parse(fs.readFileSync(path.join(top, 'examples/option.json'), 'utf8'));
@@ -104,8 +104,12 @@ test('metrics are Prometheus text', async () => {
 });
 
 test('jobs survive a restart; SIGTERM stops cleanly', async () => {
+  const ev = tailEvents(srv, '', { timeoutMs: 20000 });
+  await ev.until((x) => x.type === 'snapshot', 'snapshot');
   const r = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items: 5 });
   assert.equal(r.status, 201);
+  const seen = await ev.until((x) => x.type === 'job.submitted' && x.job === r.json.id, 'job.submitted');
+  await ev.close();
   const e = await srv.stop();
   assert.equal(e.code, 0, srv.stderr());
   assert.match(srv.stderr(), /stopped/);
@@ -113,6 +117,13 @@ test('jobs survive a restart; SIGTERM stops cleanly', async () => {
   const again = await call(srv, 'GET', `/api/jobs/${r.json.id}`);
   assert.equal(again.status, 200);
   assert.equal(again.json.items, 5);
+  // A dashboard back after the restart, with the last number it saw, gets
+  // a snapshot: the events it asks to resume from were another run's.
+  const back = tailEvents(srv, `?since=${seen.seq}`, { timeoutMs: 20000 });
+  const first = await back.until(() => true, 'the first event after the restart');
+  await back.close();
+  assert.equal(first.type, 'snapshot', JSON.stringify(first));
+  assert.ok(first.seq > seen.seq, `${first.seq} after ${seen.seq}`);
 });
 
 test('the web directory is served at /, and nothing outside it', async () => {

@@ -24,7 +24,7 @@ static void collect(void *ctx, const char *text, size_t len)
 
 Test(events, texts_carry_seq_type_job_and_fields)
 {
-    cd_events *ev = cd_events_create(8);
+    cd_events *ev = cd_events_create(8, 0);
     cr_assert_eq(cd_events_last(ev), 0);
     cr_assert_str_eq(cd_events_add(ev, "node.online", 0, "\"node\":4"), "{\"seq\":1,\"type\":\"node.online\",\"node\":4}");
     cr_assert_str_eq(cd_events_add(ev, "job.started", 9, ""), "{\"seq\":2,\"type\":\"job.started\",\"job\":9}");
@@ -34,7 +34,7 @@ Test(events, texts_carry_seq_type_job_and_fields)
 
 Test(events, replay_from_a_seq_filtered_by_job)
 {
-    cd_events *ev = cd_events_create(8);
+    cd_events *ev = cd_events_create(8, 0);
     cd_events_add(ev, "job.started", 1, "");
     cd_events_add(ev, "job.started", 2, "");
     cd_events_add(ev, "job.progress", 1, "\"items_done\":5");
@@ -53,7 +53,7 @@ Test(events, replay_from_a_seq_filtered_by_job)
 
 Test(events, a_client_behind_the_ring_needs_a_snapshot)
 {
-    cd_events *ev = cd_events_create(4);
+    cd_events *ev = cd_events_create(4, 0);
     for (int i = 0; i < 10; i++)
         cd_events_add(ev, "job.progress", 7, "");
     seen s = { .n = 0 };
@@ -64,6 +64,26 @@ Test(events, a_client_behind_the_ring_needs_a_snapshot)
     cr_assert(strstr(s.text[0], "\"seq\":7,") != NULL, "%s", s.text[0]);
     cr_assert(strstr(s.text[3], "\"seq\":10,") != NULL, "%s", s.text[3]);
     cd_events_destroy(ev);
+}
+
+Test(events, a_client_of_an_earlier_run_needs_a_snapshot)
+{
+    /* one run starts at 1,000,000 and sends 3 events; the next, started
+     * later, numbers from its own start */
+    cd_events *before = cd_events_create(8, 1000000), *after = cd_events_create(8, 2000000);
+    for (int i = 0; i < 3; i++)
+        cd_events_add(before, "job.progress", 7, "");
+    cd_events_add(after, "job.started", 7, "");
+    cr_assert_str_eq(cd_events_add(after, "job.progress", 7, ""), "{\"seq\":2000002,\"type\":\"job.progress\",\"job\":7}");
+    seen s = { .n = 0 };
+    uint64_t saw = cd_events_last(before);
+    cr_assert_eq(saw, 1000003);
+    cr_assert_eq(cd_events_since(after, saw, 0, collect, &s), -1, "before this run's first event");
+    cr_assert_eq(cd_events_since(before, 2000002, 0, collect, &s), -1, "past the last: not this log's");
+    cr_assert_eq(cd_events_since(after, 2000000, 0, collect, &s), 0);
+    cr_assert_eq(s.n, 2, "from the run's start, every event");
+    cd_events_destroy(before);
+    cd_events_destroy(after);
 }
 
 typedef struct jobs_seen {
@@ -80,7 +100,7 @@ static void each(void *ctx, uint64_t job, const char *text)
 
 Test(events, latest_progress_per_unfinished_job)
 {
-    cd_events *ev = cd_events_create(2);
+    cd_events *ev = cd_events_create(2, 0);
     cd_events_add(ev, "job.progress", 30, "\"items_done\":1");
     cd_events_add(ev, "job.progress", 10, "\"items_done\":1");
     cd_events_add(ev, "job.progress", 20, "\"items_done\":1");
