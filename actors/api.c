@@ -287,7 +287,12 @@ static const char *job_columns =
 static void submit(gateway *g, gw_request *r)
 {
     char field[64], msg[256];
-    cd_query *q = cd_job_submission_by(r->body, r->body_len, r->owner, r->admin, field, sizeof field, msg, sizeof msg);
+    if (r->key_bad || (r->key[0] && !cd_submission_key_ok(r->key))) {
+        fail(g, r, 400, "Idempotency-Key", "must be 1 to 128 visible ASCII characters");
+        return;
+    }
+    cd_query *q = cd_job_submission_by(r->body, r->body_len, r->owner, r->admin, r->key[0] ? r->key : NULL, field,
+        sizeof field, msg, sizeof msg);
     if (q == NULL) {
         fail(g, r, 400, field[0] ? field : NULL, msg);
         return;
@@ -920,11 +925,30 @@ static void answer_convergence(gateway *g, gw_request *r, PGresult *res)
     ok_json(g, r, 200, out);
 }
 
+/* The job stored, or the one stored earlier under the request's key (the
+ * client's retry, or the store's: it sends a query again when its
+ * connection broke before the answer, and a key the gateway drew is this
+ * request's alone). */
 static void answer_submit(gateway *g, gw_request *r, PGresult *res)
 {
+    if (PQntuples(res) == 0) {
+        fail(g, r, 409, "Idempotency-Key", "a submission with this key is being stored right now: send it again");
+        return;
+    }
+    const char *id = PQgetvalue(res, 0, 0);
+    bool created = PQgetvalue(res, 0, 1)[0] == 't', same = PQgetvalue(res, 0, 2)[0] == 't';
+    if (!same) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "was used for another submission (job %s): a new submission needs a new key", id);
+        fail(g, r, 422, "Idempotency-Key", msg);
+        return;
+    }
     /* job.submitted comes from the scheduler as it takes the job in, with
      * the job's other events, so they arrive in order */
-    ok_json(g, r, 201, rt_fmt("{\"id\":%s,\"state\":\"pending\"}\n", PQgetvalue(res, 0, 0)));
+    if (created || !r->key[0])
+        ok_json(g, r, 201, rt_fmt("{\"id\":%s,\"state\":\"pending\"}\n", id));
+    else
+        ok_json(g, r, 200, rt_fmt("{\"id\":%s,\"replayed\":true}\n", id));
 }
 
 void api_answer(gateway *g, rt_msg *m)

@@ -28,6 +28,8 @@ typedef struct gw_request {
     char query[512];         /* the arguments after '?', '&'-separated, decoded */
     bool query_too_long;     /* they did not fit in query: refused */
     char auth[256];          /* the Authorization header */
+    char key[130];           /* the Idempotency-Key header, "" for none */
+    bool key_bad;            /* it was longer than 128 bytes */
     char peer[64];           /* the client's address */
     char *body;              /* owned; NUL-terminated */
     size_t body_len;

@@ -455,11 +455,20 @@ out:
 
 cd_query *cd_job_submission(const char *json, size_t len, char *field, size_t flen, char *msg, size_t mlen)
 {
-    return cd_job_submission_by(json, len, NULL, true, field, flen, msg, mlen);
+    return cd_job_submission_by(json, len, NULL, true, NULL, field, flen, msg, mlen);
 }
 
-cd_query *cd_job_submission_by(const char *json, size_t len, const char *caller, bool admin, char *field,
-    size_t flen, char *msg, size_t mlen)
+bool cd_submission_key_ok(const char *key)
+{
+    size_t n = strlen(key);
+    for (size_t i = 0; i < n; i++)
+        if (key[i] < 0x21 || key[i] > 0x7e)
+            return false;
+    return n >= 1 && n <= CD_SUBMISSION_KEY_MAX;
+}
+
+cd_query *cd_job_submission_by(const char *json, size_t len, const char *caller, bool admin, const char *key,
+    char *field, size_t flen, char *msg, size_t mlen)
 {
     submission s;
     msgpack_sbuffer params, ctx;
@@ -493,10 +502,26 @@ cd_query *cd_job_submission_by(const char *json, size_t len, const char *caller,
         rt_oom(len + 1);
     memcpy(spec, json, len);
     spec[len] = '\0';
+    /* Stored once per key: sent again (by the store after a broken
+     * connection, or by the client), it finds the job already there. */
+    char drawn[2 * 16 + 3];
+    if (key == NULL) {
+        unsigned char r[16];
+        randombytes_buf(r, sizeof r);
+        drawn[0] = '~';
+        sodium_bin2hex(drawn + 1, sizeof drawn - 1, r, sizeof r);
+        key = drawn;
+    }
+    unsigned char body_hash[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256(body_hash, (const unsigned char *)json, len);
     q = cd_query_new(
-        "INSERT INTO jobs (owner, kernel, strategy, items, seed, priority, spec, params, ctx_hash, name, "
-        "strategy_params) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11) "
-        "RETURNING id");
+        "WITH ins AS (INSERT INTO jobs (owner, kernel, strategy, items, seed, priority, spec, params, ctx_hash, "
+        "name, strategy_params, submission_key, submission_hash) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12, $13) "
+        "ON CONFLICT (owner, submission_key) DO NOTHING RETURNING id) "
+        "SELECT id, true AS stored_now, true AS same_body FROM ins UNION ALL "
+        "SELECT id, false, submission_hash = $13 FROM jobs WHERE owner = $1 AND submission_key = $12 "
+        "AND NOT EXISTS (SELECT 1 FROM ins)");
     cd_query_text(q, s.owner);
     cd_query_text(q, s.kernel);
     cd_query_text(q, s.strategy);
@@ -511,6 +536,8 @@ cd_query *cd_job_submission_by(const char *json, size_t len, const char *caller,
         cd_query_bytes(q, vars.settings.data, vars.settings.size);
     else
         cd_query_text(q, NULL);
+    cd_query_text(q, key);
+    cd_query_bytes(q, body_hash, sizeof body_hash);
     free(spec);
 out:
     msgpack_sbuffer_destroy(&ctx);

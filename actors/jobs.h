@@ -12,15 +12,27 @@
 #include <stddef.h>
 
 /* Checks a submission (json, len bytes; need not be NUL-terminated) and
- * returns the query that inserts it and returns its id. On bad input
+ * returns the query that inserts it and returns its id (as
+ * cd_job_submission_by with a drawn key). On bad input
  * returns NULL with the offending field (empty if it is the whole body) and
  * a message a user can act on. The kernel checks its own parameters. */
 cd_query *cd_job_submission(const char *json, size_t len, char *field, size_t flen, char *msg, size_t mlen);
 
 /* The same for an API caller: the job's owner is `caller`, and an "owner"
- * field naming someone else is refused unless `admin`. The query returns
- * id, owner, kernel, strategy, items, priority. */
-cd_query *cd_job_submission_by(const char *json, size_t len, const char *caller, bool admin, char *field,
-    size_t flen, char *msg, size_t mlen);
+ * field naming someone else is refused unless `admin`. `key` is the
+ * submission's key (the Idempotency-Key header, checked with
+ * cd_submission_key_ok), or NULL to draw one ("~" and 32 hex digits): the
+ * query stores the job once per owner and key, however often it runs, and
+ * returns one row, `id, stored_now, same_body`: stored_now true when this
+ * run inserted it; otherwise the job stored earlier under the key, and
+ * same_body whether its body was this one. No row: a submission under the key is
+ * being stored at this moment. */
+cd_query *cd_job_submission_by(const char *json, size_t len, const char *caller, bool admin, const char *key,
+    char *field, size_t flen, char *msg, size_t mlen);
+
+enum { CD_SUBMISSION_KEY_MAX = 128 };
+
+/* Whether key is a submission key: 1 to 128 visible ASCII characters. */
+bool cd_submission_key_ok(const char *key);
 
 #endif

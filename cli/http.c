@@ -429,6 +429,11 @@ int http_send(const http_url *url, const http_request *req, http_response *res, 
         append(&out, req->bearer, strlen(req->bearer));
         append(&out, "\r\n", 2);
     }
+    if (req->key != NULL) {
+        append(&out, "Idempotency-Key: ", 17);
+        append(&out, req->key, strlen(req->key));
+        append(&out, "\r\n", 2);
+    }
     if (req->body != NULL) {
         snprintf(line, sizeof line, "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n", req->body_len);
         append(&out, line, strlen(line));

@@ -46,6 +46,7 @@ typedef struct http_request {
     const char *method;      /* "GET", "POST", "DELETE" */
     const char *target;      /* path and query after the URL's prefix, starting with '/' */
     const char *bearer;      /* token for `Authorization: Bearer`, or NULL */
+    const char *key;         /* `Idempotency-Key`, or NULL */
     const char *body;        /* sent as application/json when not NULL */
     size_t body_len;
     int connect_timeout_ms;  /* 0 = 5000 */

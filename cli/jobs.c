@@ -2,6 +2,7 @@
  * jobs.c — the job subcommands of the client: submit, jobs, job, cancel and
  * watch (docs/cli.md), over the coordinator's /api/jobs (docs/api.md).
  */
+#include "actors/jobs.h"
 #include "cli/cli.h"
 #include "cli/remote.h"
 
@@ -11,6 +12,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <signal.h>
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -413,28 +415,65 @@ static int watch_job(remote *r, int64_t id)
 /* ---- the subcommands -------------------------------------------------------------- */
 
 static const char submit_usage[] =
-    "usage: simfarm submit FILE.json [--watch] [options]\n"
+    "usage: simfarm submit FILE.json [--watch] [--key KEY] [options]\n"
     "\n"
     "Submits the job in FILE.json (\"-\": standard input) to the coordinator\n"
     "(POST /api/jobs) and prints its id and URL. The file is checked to be a JSON\n"
     "object before it is sent; the coordinator checks the rest (docs/api.md).\n"
+    "The submission carries a key (Idempotency-Key): when an answer does not come\n"
+    "(a timeout, a broken connection, a 503) it is sent again for up to 15 s, and\n"
+    "the job is stored once.\n"
     "  --watch          then follow it as `simfarm watch` does; with --json, print\n"
-    "                   the finished job's JSON\n" REMOTE_COMMON_FLAGS;
+    "                   the finished job's JSON\n"
+    "  --key KEY        the key, 1 to 128 visible ASCII characters (default: a\n"
+    "                   random one): the same key and file again give the job\n"
+    "                   stored the first time, not a second one\n" REMOTE_COMMON_FLAGS;
+
+/* Sends the submission until it is answered: a reply that never came (a
+ * timeout, a broken connection), a 503 and a 409 (the same key still being
+ * stored) are tried again for RETRY_MS. The key makes that safe: the
+ * coordinator stores the job once. Returns what remote_call does. */
+static int send_submission(remote *r, const char *text, size_t len, http_response *res)
+{
+    char err[700];
+    for (int64_t start = now_ms();; pause_ms(POLL_MS)) {
+        int rc = remote_exchange(r, "POST", "/api/jobs", text, len, res, err, sizeof err);
+        bool again = rc == HTTP_ETIMEDOUT || rc == HTTP_EIO || rc == HTTP_EPROTO ||
+            (rc == 0 && (res->status == 503 || res->status == 409));
+        if (!again || now_ms() - start >= RETRY_MS) {
+            if (rc != 0)
+                return remote_fail(r, REMOTE_FAIL, "%s", err);
+            return res->status >= 200 && res->status < 300 ? 0 : remote_refused(r, res, NULL);
+        }
+        http_response_free(res);
+    }
+}
 
 int cmd_submit(int argc, char **argv)
 {
     bool watch = false;
-    const remote_opt opts[] = { { "--watch", NULL, &watch }, { NULL, NULL, NULL } };
+    const char *key = NULL;
+    const remote_opt opts[] = { { "--watch", NULL, &watch }, { "--key", &key, NULL }, { NULL, NULL, NULL } };
     remote r;
     int rc = remote_init(&r, "submit", submit_usage, argc, argv, opts, 1, 1, "the job file (FILE.json)");
     if (rc != REMOTE_GO_ON)
         return rc;
+    char drawn[33];
+    if (key == NULL) {
+        unsigned char bytes[16];
+        randombytes_buf(bytes, sizeof bytes);
+        sodium_bin2hex(drawn, sizeof drawn, bytes, sizeof bytes);
+        key = drawn;
+    } else if (!cd_submission_key_ok(key)) {
+        return remote_fail(&r, REMOTE_USAGE, "--key: must be 1 to 128 visible ASCII characters");
+    }
+    r.key = key;
     char *text = NULL;
     size_t len = 0;
     if ((rc = read_job_file(&r, r.args[0], &text, &len)) != 0)
         return rc;
     http_response res;
-    rc = remote_call(&r, "POST", "/api/jobs", text, len, NULL, &res);
+    rc = send_submission(&r, text, len, &res);
     free(text);
     if (rc != 0)
         return rc;

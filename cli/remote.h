@@ -47,6 +47,7 @@ typedef struct remote {
     char server[512];
     char token[512];         /* "" when none was given anywhere */
     const char *token_from;  /* where the token came from, for messages */
+    const char *key;         /* sent as Idempotency-Key when not NULL */
     const char *args[4];     /* the positional arguments */
     int nargs;
 } remote;

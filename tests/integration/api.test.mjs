@@ -12,11 +12,25 @@ import path from 'node:path';
 import { build, top } from '../lib/proc.mjs';
 import { startPostgres } from '../lib/pg.mjs';
 import { serve, call, tailEvents } from '../lib/coord.mjs';
+import { faultProxy } from '../lib/faultproxy.mjs';
 
 const simfarm = path.join(build, 'bin/simfarm');
 const option = JSON.parse(fs.readFileSync(path.join(top, 'examples/option.json'), 'utf8'));
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-api-'));
 const job = (items, extra = {}) => ({ kernel: 'option', params: option, items, seed: 3, ...extra });
+
+// Sends request as it is on a socket of its own; resolves to what comes
+// back before the server closes it (within 10 s).
+function rawRequest(request) {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(srv.port, '127.0.0.1', () => sock.write(request));
+    let got = '';
+    sock.setTimeout(10000, () => { sock.destroy(); reject(new Error(`no answer in 10 s: ${JSON.stringify(got)}`)); });
+    sock.on('data', (d) => { got += d; });
+    sock.on('end', () => resolve(got));
+    sock.on('error', reject);
+  });
+}
 
 let pg, srv;
 before(async () => {
@@ -113,6 +127,63 @@ test('tokens: an owner acts for itself only; a revoked token is refused', async 
   assert.equal((await call(srv, 'DELETE', '/api/tokens/999999')).status, 404);
 });
 
+test('Idempotency-Key: a submission sent again is stored once; the key taken for another is refused', async () => {
+  const keyed = async (body, key, token = srv.token) => {
+    const res = await fetch(srv.url + '/api/jobs', { method: 'POST', body: JSON.stringify(body),
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'idempotency-key': key } });
+    return { status: res.status, json: await res.json() };
+  };
+  const name = `keyed-${process.pid}`;
+  const stored = async () => (await call(srv, 'GET', '/api/jobs?limit=1000')).json.filter((j) => j.name === name);
+  const first = await keyed(job(1000, { name }), 'nightly-2026-11-22');
+  assert.equal(first.status, 201, JSON.stringify(first.json));
+  const again = await keyed(job(1000, { name }), 'nightly-2026-11-22');
+  assert.deepEqual([again.status, again.json], [200, { id: first.json.id, replayed: true }]);
+  assert.deepEqual((await stored()).map((j) => j.id), [first.json.id]);
+  const other = await keyed(job(2000, { name }), 'nightly-2026-11-22');
+  assert.deepEqual([other.status, other.json.field], [422, 'Idempotency-Key']);
+  assert.match(other.json.error, new RegExp(`another submission \\(job ${first.json.id}\\)`));
+  assert.equal((await stored()).length, 1);
+  for (const bad of ['k'.repeat(129), 'two words']) {
+    const r = await keyed(job(1000, { name }), bad);
+    assert.deepEqual([r.status, r.json.field], [400, 'Idempotency-Key'], bad);
+  }
+  // Keys are per owner: another owner's same key is another job.
+  const carol = (await call(srv, 'POST', '/api/tokens', { kind: 'api', owner: 'carol' })).json.token;
+  const hers = await keyed(job(1000, { name }), 'nightly-2026-11-22', carol);
+  assert.equal(hers.status, 201);
+  assert.notEqual(hers.json.id, first.json.id);
+  // The header's name in any case (HTTP names are case-insensitive).
+  const body = JSON.stringify(job(1000, { name }));
+  const raw = await rawRequest(`POST /api/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${srv.token}\r\n` +
+    `IDEMPOTENCY-KEY: nightly-2026-11-22\r\nContent-Type: application/json\r\n` +
+    `Content-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+  assert.match(raw, /^HTTP\/1\.1 200/);
+  assert.match(raw, new RegExp(`"id":${first.json.id},"replayed":true`));
+  assert.equal((await stored()).length, 2);
+});
+
+test('a submission is stored once when the store sends it again after the connection broke', async () => {
+  // The coordinator reaches its own PostgreSQL through a proxy that cuts
+  // the connection as the database answers the INSERT: committed, but the
+  // store never hears it, reconnects and sends the query again.
+  const db = await startPostgres();
+  const proxy = await faultProxy(path.join(db.dir, '.s.PGSQL.5432'));
+  const s2 = await serve(`host=127.0.0.1 port=${proxy.port} user=postgres dbname=postgres`);
+  try {
+    proxy.cutAnswer('stored_now');
+    const r = await call(s2, 'POST', '/api/jobs', job(1000, { name: 'once' }));
+    assert.equal(r.status, 201, r.text);
+    assert.equal(proxy.stats.cut, 1, 'the answer to the INSERT was cut off');
+    const all = (await call(s2, 'GET', '/api/jobs')).json;
+    assert.deepEqual(all.map((j) => [j.id, j.name]), [[r.json.id, 'once']]);
+  } finally {
+    await s2.stop();
+    await proxy.close();
+    await db.stop();
+  }
+});
+
 test('jobs: filters, cancel, and the answers for jobs that cannot be cancelled', async () => {
   const a = await call(srv, 'POST', '/api/jobs', job(5000, { name: 'to cancel' }));
   assert.equal(a.status, 201);
@@ -147,15 +218,8 @@ test('jobs: filters, cancel, and the answers for jobs that cannot be cancelled',
   // `curl -X POST` sends neither a body nor Content-Length: the request
   // has no body (RFC 9112) and is answered at once.
   const b = await call(srv, 'POST', '/api/jobs', job(5000));
-  const raw = await new Promise((resolve, reject) => {
-    const sock = net.connect(srv.port, '127.0.0.1', () => sock.write(`POST /api/jobs/${b.json.id}/cancel HTTP/1.1\r\n` +
-      `Host: 127.0.0.1:${srv.port}\r\nAuthorization: Bearer ${srv.token}\r\nConnection: close\r\n\r\n`));
-    let got = '';
-    sock.setTimeout(10000, () => { sock.destroy(); reject(new Error(`no answer in 10 s: ${JSON.stringify(got)}`)); });
-    sock.on('data', (d) => { got += d; });
-    sock.on('end', () => resolve(got));
-    sock.on('error', reject);
-  });
+  const raw = await rawRequest(`POST /api/jobs/${b.json.id}/cancel HTTP/1.1\r\n` +
+    `Host: 127.0.0.1:${srv.port}\r\nAuthorization: Bearer ${srv.token}\r\nConnection: close\r\n\r\n`);
   assert.match(raw, /^HTTP\/1\.1 200 /, raw);
   assert.match(raw, /"state":"cancelled"/);
 });

@@ -220,6 +220,54 @@ describe('HTTP framings and faults', () => {
     }
   });
 
+  test('submit sends its job again, with the same key, until it is answered', async () => {
+    // Each connection is answered once, from a script: the keys it saw.
+    const scripted = async (script) => {
+      const keys = [];
+      const srv = await rawServer((sock, data) => {
+        if (sock.answered) return;
+        sock.answered = true;
+        keys.push(data.match(/\r\nIdempotency-Key: ([^\r]*)\r\n/)?.[1]);
+        const next = script[Math.min(keys.length, script.length) - 1];
+        if (next === null) sock.destroy();
+        else sock.end(`HTTP/1.1 ${next[0]}\r\nContent-Length: ${Buffer.byteLength(next[1])}\r\n\r\n${next[1]}`);
+      });
+      return { srv, keys };
+    };
+    const busy = ['503 Service Unavailable', '{"error":"the database did not answer in time"}'];
+    const a = await scripted([busy, null, ['201 Created', '{"id":7,"state":"pending"}']]);
+    try {
+      const r = await cli(['submit', smallJob, '--server', a.srv.url, '--token', 'sf_t']);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, /^job 7 submitted: /);
+      assert.equal(a.keys.length, 3, 'a 503 and a cut connection are tried again');
+      assert.match(a.keys[0], /^[0-9a-f]{32}$/);
+      assert.deepEqual(a.keys, [a.keys[0], a.keys[0], a.keys[0]]);
+    } finally {
+      await a.srv.close();
+    }
+    const b = await scripted([['409 Conflict', '{"error":"being stored right now"}'],
+      ['200 OK', '{"id":9,"replayed":true}']]);
+    try {
+      const r = await cli(['submit', smallJob, '--key', 'nightly-1', '--server', b.srv.url]);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, /^job 9 submitted: /);
+      assert.deepEqual(b.keys, ['nightly-1', 'nightly-1']);
+    } finally {
+      await b.srv.close();
+    }
+    // A refusal is an answer: sent once.
+    const c = await scripted([['400 Bad Request', '{"error":"must be positive","field":"items"}']]);
+    try {
+      failed(await cli(['submit', smallJob, '--server', c.srv.url]), 'submit', 1, /items: must be positive$/);
+      assert.equal(c.keys.length, 1);
+    } finally {
+      await c.srv.close();
+    }
+    failed(await cli(['submit', smallJob, '--key', 'two words', '--server', c.srv.url]), 'submit', 2,
+      /--key: must be 1 to 128 visible ASCII characters/);
+  });
+
   test('faults: cut short, not HTTP, not JSON, 429, a 5xx without a body', async () => {
     const answer = (status, body, headers = '') =>
       `HTTP/1.1 ${status}\r\n${headers}Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
