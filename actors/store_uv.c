@@ -51,6 +51,7 @@ typedef struct box {
     rt_actor *store;         /* borrowed; NULL once detached */
     int conn;
     uint64_t gen;
+    int fd;                  /* the socket watched */
 } box;
 
 /* A statement prepared on one connection for groups. */
@@ -382,15 +383,41 @@ static void forget_prepared(conn *c, bool only_fresh)
     c->nprep = keep;
 }
 
-static void detach(conn *c)
+static void unwatch(conn *c)
 {
-    forget_prepared(c, false);
     if (c->box != NULL) {
         c->box->store = NULL;
         uv_poll_stop(&c->box->poll);
         uv_close((uv_handle_t *)&c->box->poll, box_closed);
         c->box = NULL;
     }
+}
+
+/* Watches the connection's socket (a new generation: what the previous
+ * watch still sends is ignored). Returns false when libuv cannot. */
+static bool watch_socket(rt_actor *self, store *st, int i)
+{
+    conn *c = &st->conns[i];
+    box *b = calloc(1, sizeof *b);
+    if (b == NULL)
+        rt_oom(sizeof *b);
+    b->store = self;
+    b->conn = i;
+    b->gen = ++c->gen;
+    b->fd = PQsocket(c->pg);
+    b->poll.data = b;
+    if (uv_poll_init_socket(st->loop, &b->poll, b->fd) != 0) {
+        free(b);
+        return false;
+    }
+    c->box = b;
+    return true;
+}
+
+static void detach(conn *c)
+{
+    forget_prepared(c, false);
+    unwatch(c);
     if (c->pg != NULL) {
         PQfinish(c->pg);
         c->pg = NULL;
@@ -501,19 +528,10 @@ static void connect_conn(rt_actor *self, store *st, int i)
         lost(self, st, i, PQerrorMessage(c->pg));
         return;
     }
-    box *b = calloc(1, sizeof *b);
-    if (b == NULL)
-        rt_oom(sizeof *b);
-    b->store = self;
-    b->conn = i;
-    b->gen = ++c->gen;
-    b->poll.data = b;
-    if (uv_poll_init_socket(st->loop, &b->poll, PQsocket(c->pg)) != 0) {
-        free(b);
+    if (!watch_socket(self, st, i)) {
         lost(self, st, i, "cannot watch the connection's socket");
         return;
     }
-    c->box = b;
     c->state = C_CONNECTING;
     watch(c, UV_WRITABLE); /* libpq: start as if polling said "writing" */
 }
@@ -893,7 +911,17 @@ static void on_io(rt_actor *self, store *st, const io_msg *m)
     int i = m->conn;
 
     if (c->state == C_CONNECTING) {
-        switch (PQconnectPoll(c->pg)) {
+        PostgresPollingStatusType ps = PQconnectPoll(c->pg);
+        /* libpq opens another socket when it moves on to the next host or
+         * address (host=a,b; a name with several addresses) */
+        if (ps != PGRES_POLLING_FAILED && PQsocket(c->pg) != c->box->fd) {
+            unwatch(c);
+            if (!watch_socket(self, st, i)) {
+                lost(self, st, i, "cannot watch the connection's socket");
+                return;
+            }
+        }
+        switch (ps) {
         case PGRES_POLLING_READING: watch(c, UV_READABLE); return;
         case PGRES_POLLING_WRITING: watch(c, UV_WRITABLE); return;
         case PGRES_POLLING_OK: ready(self, st, i); return;

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import https from 'node:https';
+import net from 'node:net';
 import os from 'node:os';
 import { build, eventually, run, top } from '../lib/proc.mjs';
 import { startPostgres } from '../lib/pg.mjs';
@@ -175,6 +176,50 @@ test('with a certificate it serves https', async () => {
   const half = await run(simfarm, ['serve', '--db', pg.url, '--tls-cert', cert]);
   assert.equal(half.code, 2);
   assert.match(half.stderr, /both --tls-cert and --tls-key/);
+});
+
+test('a database named by two hosts: past a standby to the primary', async () => {
+  // A fake standby: it declines SSL, lets anyone in and says it is in hot
+  // standby, so libpq (target_session_attrs=read-write) drops it and opens
+  // another socket to the next host; the store watches whichever one libpq
+  // is using.
+  let standby = 0;
+  const fake = net.createServer((sock) => {
+    standby++;
+    let buf = Buffer.alloc(0);
+    sock.on('data', (d) => {
+      buf = Buffer.concat([buf, d]);
+      while (buf.length >= 8 && buf.length >= buf.readInt32BE(0)) {
+        const len = buf.readInt32BE(0), code = buf.readInt32BE(4);
+        buf = buf.subarray(len);
+        if (code === 80877103 || code === 80877104) { sock.write('N'); continue; } // SSL, GSS: no
+        const status = (k, v) => {
+          const body = Buffer.from(`${k}\0${v}\0`);
+          const m = Buffer.alloc(5);
+          m.write('S');
+          m.writeInt32BE(4 + body.length, 1);
+          return Buffer.concat([m, body]);
+        };
+        const ok = Buffer.from([0x52, 0, 0, 0, 8, 0, 0, 0, 0]); // AuthenticationOk
+        const key = Buffer.from([0x4b, 0, 0, 0, 12, 0, 0, 0, 1, 0, 0, 0, 2]);
+        const ready = Buffer.from([0x5a, 0, 0, 0, 5, 0x49]);
+        sock.write(Buffer.concat([ok, status('server_version', '15.0'), status('in_hot_standby', 'on'),
+          status('default_transaction_read_only', 'on'), key, ready]));
+      }
+    });
+    sock.on('error', () => {});
+  });
+  await new Promise((resolve) => fake.listen(0, '127.0.0.1', resolve));
+  const two = await serve(`host=127.0.0.1,${pg.host} port=${fake.address().port},${pg.port} user=postgres ` +
+    'dbname=postgres target_session_attrs=read-write connect_timeout=10');
+  try {
+    const r = await call(two, 'POST', '/api/jobs', { kernel: 'option', params: option, items: 5 });
+    assert.equal(r.status, 201, r.text);
+    assert.ok(standby >= 1, 'the standby was tried first');
+  } finally {
+    await two.stop();
+    await new Promise((resolve) => fake.close(resolve));
+  }
 });
 
 test('without its database it says so', async () => {
