@@ -487,8 +487,7 @@ static void requeue(store *st, cd_query *q)
 static void lost(rt_actor *self, store *st, int i, const char *why)
 {
     conn *c = &st->conns[i];
-    if (c->state != C_CONNECTING || c->backoff_ms == 0)
-        say("connection %d lost: %s", i, why);
+    bool quiet = c->state == C_CONNECTING && c->backoff_ms != 0; /* said at the first try */
     if (c->kind == K_QUERY && c->q != NULL)
         requeue(st, c->q);
     if (c->kind == K_GROUP) {
@@ -516,6 +515,8 @@ static void lost(rt_actor *self, store *st, int i, const char *why)
         notify(st, CD_MSG_STORE_DOWN);
     }
     schedule_reconnect(self, c, i);
+    if (!quiet)
+        say("connection %d lost: %s (connecting again in %u ms)", i, why, c->backoff_ms);
 }
 
 static void connect_conn(rt_actor *self, store *st, int i)
@@ -709,7 +710,11 @@ static void ready(rt_actor *self, store *st, int i)
 {
     conn *c = &st->conns[i];
     c->state = C_IDLE;
-    c->backoff_ms = 0;
+    /* The backoff starts over once the connection is of use: past the
+     * migrations and LISTEN, which fail again on every connection while
+     * the schema or the database is wrong. */
+    if (st->migrated && !c->listener)
+        c->backoff_ms = 0;
     if (c->listener) {
         char sql[128];
         char *chan = PQescapeIdentifier(c->pg, st->listen, strlen(st->listen));
@@ -880,6 +885,7 @@ static void finished(rt_actor *self, store *st, int i)
             lost(self, st, i, "LISTEN failed");
             return;
         }
+        c->backoff_ms = 0;
         watch(c, UV_READABLE);
         notify(st, CD_MSG_LISTENING);
         return;

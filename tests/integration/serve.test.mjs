@@ -3,13 +3,14 @@
 // bad input gets an error that names the field.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import https from 'node:https';
 import net from 'node:net';
 import os from 'node:os';
 import { build, eventually, run, top } from '../lib/proc.mjs';
-import { startPostgres } from '../lib/pg.mjs';
+import { psql, startPostgres } from '../lib/pg.mjs';
 import { serve, call, tailEvents } from '../lib/coord.mjs';
 
 const simfarm = path.join(build, 'bin/simfarm');
@@ -219,6 +220,31 @@ test('a database named by two hosts: past a standby to the primary', async () =>
   } finally {
     await two.stop();
     await new Promise((resolve) => fake.close(resolve));
+  }
+});
+
+test('a schema it cannot migrate: said, and tried again later and later', async () => {
+  // A schema of its own whose `jobs` is not ours: the first migration fails
+  // on every connection, and the store must not retry ten times a second.
+  await psql(pg, 'CREATE SCHEMA odd; CREATE TABLE odd.jobs (x int)');
+  const child = spawn(simfarm, ['serve', '--db', `${pg.url} options='-c search_path=odd'`, '--listen', '127.0.0.1:0',
+    '--token-file', path.join(os.tmpdir(), `simfarm-odd-${process.pid}`)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  const waits = () => [...err.matchAll(/lost: migration failed \(connecting again in (\d+) ms\)/g)].map((m) => Number(m[1]));
+  try {
+    await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`three failed migrations not seen in 30 s:\n${err}`)), 30000);
+      child.stderr.on('data', (d) => {
+        err += d;
+        if (waits().length >= 4) { clearTimeout(timer); resolve(); }
+      });
+    });
+    assert.match(err, /001_core failed: .*relation "jobs" already exists/);
+    assert.deepEqual(waits().slice(0, 4), [100, 200, 400, 800]);
+  } finally {
+    child.kill('SIGTERM');
+    await new Promise((resolve) => child.on('exit', resolve));
+    await psql(pg, 'DROP SCHEMA odd CASCADE');
   }
 });
 
