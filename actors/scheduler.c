@@ -34,6 +34,7 @@ enum {
     PROGRESS_MS = 250,        /* job.progress at most this often per job */
     PARK_MS = 5000,           /* an idle node's claim waits this long for work */
     MAX_PARKED = 65536,
+    JOURNAL_PAGE = 20000,     /* journal records per query when a job is loaded */
 };
 
 typedef enum op_kind { OP_LIST = 1, OP_JOURNAL } op_kind;
@@ -102,6 +103,9 @@ typedef struct op {
     job_info info;            /* OP_JOURNAL: the job being loaded */
     sc_job_spec spec;
     sim_layout layouts[SIM_MAX_OUT];
+    sc_record *recs;          /* its journal so far (results owned, PQfreemem) */
+    size_t nrecs, recs_cap;
+    int64_t after;            /* the seq of the last record read */
 } op;
 
 typedef struct sched {
@@ -111,6 +115,7 @@ typedef struct sched {
     bool db_up, loading;
     bool load_again;          /* asked to load while a load was under way */
     unsigned journals_pending;
+    unsigned journal_page;    /* journal records read per query */
     gone_job *gone;           /* ended jobs no load may start (see gone_job) */
     size_t ngone, gone_cap;
     job_info *jobs;           /* loaded jobs */
@@ -903,6 +908,8 @@ static bool read_strategy(job_info *ji, sc_job_spec *spec, const unsigned char *
     return ok;
 }
 
+static bool read_journal(sched *s, op *o);
+
 /* Row of `SELECT id, kernel, items, seed, priority, tiers, params, ctx_hash,
  * owner, strategy, strategy_params, state`. */
 static void start_job(sched *s, PGresult *res, int row)
@@ -986,19 +993,7 @@ static void start_job(sched *s, PGresult *res, int row)
     tmp.spec.owner = h;
     memcpy(tmp.spec.ctx_hash, ji->ctx_hash, 32);
 
-    cd_query *q = cd_query_new(
-        "SELECT type, variant, chunk, first_item, item_count, token, result, phase, state "
-        "FROM journal WHERE job_id = $1 ORDER BY seq");
-    cd_query_int(q, (int64_t)id);
-    int64_t req = rt_request(s->self, s->store, &q->hdr, DB_TIMEOUT_MS);
-    if (req > 0) {
-        op *o = op_add(s, req, OP_JOURNAL);
-        op_kind kind = o->kind;
-        *o = tmp;
-        o->req = req;
-        o->kind = kind;
-        s->journals_pending++;
-    }
+    read_journal(s, &tmp);
 out:
     if (job != NULL)
         sim_job_destroy(job);
@@ -1006,45 +1001,84 @@ out:
     PQfreemem(hash);
 }
 
-static void restore_job(sched *s, op *o, PGresult *res)
+static void free_records(op *o)
 {
-    if (is_gone(s, o->info.id)) { /* cancelled during the load: its job.finished is sent */
+    for (size_t i = 0; i < o->nrecs; i++)
+        PQfreemem((void *)o->recs[i].result);
+    free(o->recs);
+    o->recs = NULL;
+    o->nrecs = o->recs_cap = 0;
+}
+
+/* Asks for the next page of the journal of the job o is loading (o is
+ * copied into the request's op). A job's journal has a row per accepted
+ * chunk, millions for a long job: read in pages, no one query holds it all
+ * (or runs into the store's time limit) and a page that fails fails the
+ * load alone. Returns false when the request could not be sent (o's
+ * records are then freed, and a later load tries again). */
+static bool read_journal(sched *s, op *o)
+{
+    cd_query *q = cd_query_new(
+        "SELECT seq, type, variant, chunk, first_item, item_count, token, result, phase, state "
+        "FROM journal WHERE job_id = $1 AND seq > $2 ORDER BY seq LIMIT $3");
+    cd_query_int(q, (int64_t)o->info.id);
+    cd_query_int(q, o->after);
+    cd_query_int(q, s->journal_page);
+    int64_t req = rt_request(s->self, s->store, &q->hdr, DB_TIMEOUT_MS);
+    if (req <= 0) {
+        free_records(o);
         job_info_free(&o->info);
-        return;
+        return false;
     }
+    op *n = op_add(s, req, OP_JOURNAL);
+    *n = *o;
+    n->req = req;
+    n->kind = OP_JOURNAL;
+    s->journals_pending++;
+    return true;
+}
+
+/* Adds a page of the journal to o's records; returns its row count. */
+static int add_records(op *o, PGresult *res)
+{
     int n = PQntuples(res);
-    sc_record *recs = calloc((size_t)n + 1, sizeof *recs);
-    unsigned char **bufs = calloc((size_t)n + 1, sizeof *bufs);
-    if (recs == NULL || bufs == NULL)
-        rt_oom((size_t)n * sizeof *recs);
     for (int i = 0; i < n; i++) {
-        sc_record *r = &recs[i];
+        if (o->nrecs == o->recs_cap)
+            o->recs = rt_grow(o->recs, &o->recs_cap, sizeof *o->recs);
+        sc_record *r = &o->recs[o->nrecs++];
+        memset(r, 0, sizeof *r);
+        o->after = strtoll(PQgetvalue(res, i, 0), NULL, 10);
         r->job = o->info.id;
-        r->type = (sc_record_type)atoi(PQgetvalue(res, i, 0));
-        r->variant = (uint32_t)atoi(PQgetvalue(res, i, 1));
-        r->chunk = strtoull(PQgetvalue(res, i, 2), NULL, 10);
-        r->first = strtoull(PQgetvalue(res, i, 3), NULL, 10);
-        r->count = strtoull(PQgetvalue(res, i, 4), NULL, 10);
-        if (!PQgetisnull(res, i, 5)) {
+        r->type = (sc_record_type)atoi(PQgetvalue(res, i, 1));
+        r->variant = (uint32_t)atoi(PQgetvalue(res, i, 2));
+        r->chunk = strtoull(PQgetvalue(res, i, 3), NULL, 10);
+        r->first = strtoull(PQgetvalue(res, i, 4), NULL, 10);
+        r->count = strtoull(PQgetvalue(res, i, 5), NULL, 10);
+        if (!PQgetisnull(res, i, 6)) {
             size_t len;
-            unsigned char *t = PQunescapeBytea((const unsigned char *)PQgetvalue(res, i, 5), &len);
+            unsigned char *t = PQunescapeBytea((const unsigned char *)PQgetvalue(res, i, 6), &len);
             if (t != NULL && len == 16)
                 memcpy(r->token, t, 16);
             PQfreemem(t);
         }
-        if (!PQgetisnull(res, i, 6)) {
-            bufs[i] = PQunescapeBytea((const unsigned char *)PQgetvalue(res, i, 6), &r->result_len);
-            r->result = bufs[i];
-        }
-        r->phase = (uint32_t)atoi(PQgetvalue(res, i, 7));
-        r->state = (sc_job_state)atoi(PQgetvalue(res, i, 8));
+        if (!PQgetisnull(res, i, 7))
+            r->result = PQunescapeBytea((const unsigned char *)PQgetvalue(res, i, 7), &r->result_len);
+        r->phase = (uint32_t)atoi(PQgetvalue(res, i, 8));
+        r->state = (sc_job_state)atoi(PQgetvalue(res, i, 9));
+    }
+    return n;
+}
+
+static void restore_job(sched *s, op *o)
+{
+    if (is_gone(s, o->info.id)) { /* cancelled during the load: its job.finished is sent */
+        free_records(o);
+        job_info_free(&o->info);
+        return;
     }
     o->spec.layouts = o->layouts;
-    int rc = sc_job_restore(s->l, &o->spec, recs, (size_t)n);
-    for (int i = 0; i < n; i++)
-        PQfreemem(bufs[i]);
-    free(bufs);
-    free(recs);
+    int rc = sc_job_restore(s->l, &o->spec, o->recs, o->nrecs);
+    free_records(o);
     if (rc != 0) {
         fail_job(s, o->info.id, sc_strerror(rc));
         return;
@@ -1110,10 +1144,15 @@ static void on_reply(sched *s, rt_msg *m)
         break;
     case OP_JOURNAL:
         s->journals_pending--;
-        if (error == NULL)
-            restore_job(s, &o, r->res);
-        else
+        if (error != NULL) {
             fprintf(stderr, "simfarm scheduler: cannot read job %" PRIu64 "'s journal: %s\n", o.info.id, error);
+            free_records(&o);
+            job_info_free(&o.info);
+        } else if (add_records(&o, r->res) == (int)s->journal_page) {
+            read_journal(s, &o); /* there may be more */
+        } else {
+            restore_job(s, &o);
+        }
         load_done(s);
         break;
     }
@@ -1385,6 +1424,7 @@ rt_actor *cd_scheduler_spawn(rt_system *sys, const cd_scheduler_opts *opts)
     s->self = a;
     s->store = rt_actor_retain(opts->store);
     s->sweep_ms = opts->sweep_ms ? opts->sweep_ms : 5000;
+    s->journal_page = opts->journal_page ? opts->journal_page : JOURNAL_PAGE;
     sc_config cfg = opts->ledger;
     cfg.journal = journal_cb;
     cfg.journal_ctx = s;

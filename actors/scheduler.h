@@ -114,6 +114,7 @@ typedef struct cd_scheduler_opts {
     rt_actor *store;          /* retained; the scheduler subscribes to it */
     sc_config ledger;         /* chunk sizes, leases; journal and random are the actor's */
     uint64_t sweep_ms;        /* look for new jobs this often (default 5,000) */
+    unsigned journal_page;    /* journal records read per query when a job is loaded (default 20,000) */
 } cd_scheduler_opts;
 
 /* Spawns the scheduler (a pool actor). Returns NULL when the runtime is

@@ -39,6 +39,7 @@ static void start_farm(uint64_t sweep_ms)
         .store = store,
         .ledger = { .target_chunk_ms = 1000, .min_chunk = 1000, .max_chunk = 7000, .min_lease_ms = 60000 },
         .sweep_ms = sweep_ms,
+        .journal_page = 3, /* a restored job's journal in several pages */
     };
     scheduler = cd_scheduler_spawn(sys, &co);
     cd_scheduler_watch(scheduler, proxy);
@@ -585,7 +586,7 @@ static void a_job_that_arrives_during_a_load_starts(void)
         pg_value(lock, "BEGIN", 0) == 0 && pg_value(lock, "LOCK TABLE journal IN ACCESS EXCLUSIVE MODE", 0) == 0;
     start_farm(60000);
     uint64_t first = locked ? insert_job(5000, 21) : 0;
-    bool held = first > 0 && lock_waiter(look, "SELECT type, variant");
+    bool held = first > 0 && lock_waiter(look, "SELECT seq, type, variant");
     uint64_t second = held ? insert_job(5000, 22) : 0;
     awaited_job = second;
     bool noticed = second > 0 && proxy_wait(notice_seen);
