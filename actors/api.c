@@ -931,8 +931,11 @@ static void answer_convergence(gateway *g, gw_request *r, PGresult *res)
  * request's alone). */
 static void answer_submit(gateway *g, gw_request *r, PGresult *res)
 {
-    if (PQntuples(res) == 0) {
-        fail(g, r, 409, "Idempotency-Key", "a submission with this key is being stored right now: send it again");
+    if (PQntuples(res) == 0) { /* the same key's INSERT committed during this one */
+        if (r->key[0])
+            fail(g, r, 409, "Idempotency-Key", "a submission with this key is being stored right now: send it again");
+        else
+            fail(g, r, 503, NULL, "the database was storing this submission twice at once: send it again");
         return;
     }
     const char *id = PQgetvalue(res, 0, 0);

@@ -29,7 +29,7 @@ typedef struct gw_request {
     bool query_too_long;     /* they did not fit in query: refused */
     char auth[256];          /* the Authorization header */
     char key[130];           /* the Idempotency-Key header, "" for none */
-    bool key_bad;            /* it was longer than 128 bytes */
+    bool key_bad;            /* it was empty or longer than 128 bytes */
     char peer[64];           /* the client's address */
     char *body;              /* owned; NUL-terminated */
     size_t body_len;

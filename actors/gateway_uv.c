@@ -190,7 +190,7 @@ static gw_request *new_request(struct lws *wsi, uint64_t session, int method, co
         r->auth[0] = '\0';
     static const char key[] = "idempotency-key:";
     int klen = lws_hdr_custom_length(wsi, key, (int)sizeof key - 1);
-    r->key_bad = klen >= (int)sizeof r->key - 1;
+    r->key_bad = klen == 0 || klen >= (int)sizeof r->key - 1; /* given, but empty or too long */
     if (klen < 0 || r->key_bad || lws_hdr_custom_copy(wsi, r->key, (int)sizeof r->key, key, (int)sizeof key - 1) < 0)
         r->key[0] = '\0';
     lws_get_peer_simple(wsi, r->peer, sizeof r->peer);

@@ -1081,6 +1081,7 @@ static void restore_job(sched *s, op *o)
     free_records(o);
     if (rc != 0) {
         fail_job(s, o->info.id, sc_strerror(rc));
+        job_info_free(&o->info);
         return;
     }
     if (s->njobs == s->jobs_cap)
@@ -1381,6 +1382,11 @@ static void finalize(rt_actor *self)
     for (size_t i = 0; i < s->nout; i++)
         free((void *)s->out[i].result);
     free(s->out);
+    for (size_t i = 0; i < s->nops; i++)
+        if (s->ops[i].kind == OP_JOURNAL) { /* a load cut short */
+            free_records(&s->ops[i]);
+            job_info_free(&s->ops[i].info);
+        }
     free(s->ops);
     for (size_t i = 0; i < s->njobs; i++)
         job_info_free(&s->jobs[i]);

@@ -19,7 +19,13 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { MAX_JOB_FILE = 1 << 20, POLL_MS = 500, RETRY_MS = 15000 };
+enum {
+    MAX_JOB_FILE = 1 << 20,
+    POLL_MS = 500,
+    RETRY_MS = 15000,         /* watch: how long a coordinator may be away */
+    SUBMIT_RETRY_MS = 30000,  /* submit: how long a submission is sent again */
+    SUBMIT_TRY_MS = 10000,    /* submit: one try's limit (the API answers within 5 s) */
+};
 
 static const char *const terminal_states[] = { "complete", "failed", "cancelled", "expired" };
 static const char *const all_states[] = { "pending", "running", "complete", "failed", "cancelled", "expired" };
@@ -421,7 +427,7 @@ static const char submit_usage[] =
     "(POST /api/jobs) and prints its id and URL. The file is checked to be a JSON\n"
     "object before it is sent; the coordinator checks the rest (docs/api.md).\n"
     "The submission carries a key (Idempotency-Key): when an answer does not come\n"
-    "(a timeout, a broken connection, a 503) it is sent again for up to 15 s, and\n"
+    "(a timeout, a broken connection, a 503) it is sent again for up to 30 s, and\n"
     "the job is stored once.\n"
     "  --watch          then follow it as `simfarm watch` does; with --json, print\n"
     "                   the finished job's JSON\n"
@@ -431,16 +437,21 @@ static const char submit_usage[] =
 
 /* Sends the submission until it is answered: a reply that never came (a
  * timeout, a broken connection), a 503 and a 409 (the same key still being
- * stored) are tried again for RETRY_MS. The key makes that safe: the
- * coordinator stores the job once. Returns what remote_call does. */
+ * stored) are tried again for SUBMIT_RETRY_MS, each try within
+ * SUBMIT_TRY_MS. The key makes that safe: the coordinator stores the job
+ * once. A coordinator that cannot be reached at all is an answer. Returns
+ * what remote_call does. */
 static int send_submission(remote *r, const char *text, size_t len, http_response *res)
 {
     char err[700];
     for (int64_t start = now_ms();; pause_ms(POLL_MS)) {
+        int64_t left = start + SUBMIT_RETRY_MS - now_ms();
+        r->timeout_ms = (int)(left < SUBMIT_TRY_MS ? (left > 1000 ? left : 1000) : SUBMIT_TRY_MS);
         int rc = remote_exchange(r, "POST", "/api/jobs", text, len, res, err, sizeof err);
         bool again = rc == HTTP_ETIMEDOUT || rc == HTTP_EIO || rc == HTTP_EPROTO ||
             (rc == 0 && (res->status == 503 || res->status == 409));
-        if (!again || now_ms() - start >= RETRY_MS) {
+        if (!again || now_ms() - start + POLL_MS >= SUBMIT_RETRY_MS) {
+            r->timeout_ms = 0;
             if (rc != 0)
                 return remote_fail(r, REMOTE_FAIL, "%s", err);
             return res->status >= 200 && res->status < 300 ? 0 : remote_refused(r, res, NULL);
@@ -461,6 +472,8 @@ int cmd_submit(int argc, char **argv)
     char drawn[33];
     if (key == NULL) {
         unsigned char bytes[16];
+        if (sodium_init() < 0)
+            return remote_fail(&r, REMOTE_FAIL, "libsodium cannot start");
         randombytes_buf(bytes, sizeof bytes);
         sodium_bin2hex(drawn, sizeof drawn, bytes, sizeof bytes);
         key = drawn;
@@ -474,6 +487,7 @@ int cmd_submit(int argc, char **argv)
         return rc;
     http_response res;
     rc = send_submission(&r, text, len, &res);
+    r.key = NULL; /* the submission's alone, not --watch's requests */
     free(text);
     if (rc != 0)
         return rc;

@@ -242,7 +242,7 @@ int remote_exchange(remote *r, const char *method, const char *target, const cha
     http_response *res, char *err, size_t errlen)
 {
     http_request q = { .method = method, .target = target, .bearer = r->token[0] ? r->token : NULL,
-        .key = r->key, .body = body, .body_len = len };
+        .key = r->key, .body = body, .body_len = len, .timeout_ms = r->timeout_ms };
     return http_send(&r->url, &q, res, err, errlen);
 }
 

@@ -48,6 +48,7 @@ typedef struct remote {
     char token[512];         /* "" when none was given anywhere */
     const char *token_from;  /* where the token came from, for messages */
     const char *key;         /* sent as Idempotency-Key when not NULL */
+    int timeout_ms;          /* each exchange's limit; 0: http_send's 30 s */
     const char *args[4];     /* the positional arguments */
     int nargs;
 } remote;

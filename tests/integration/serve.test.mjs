@@ -183,7 +183,8 @@ test('a database named by two hosts: past a standby to the primary', async () =>
   // A fake standby: it declines SSL, lets anyone in and says it is in hot
   // standby, so libpq (target_session_attrs=read-write) drops it and opens
   // another socket to the next host; the store watches whichever one libpq
-  // is using.
+  // is using. (The new socket mostly gets the old one's number, so this
+  // shows the failover works, not that a new number is followed.)
   let standby = 0;
   const fake = net.createServer((sock) => {
     standby++;
@@ -226,11 +227,15 @@ test('a database named by two hosts: past a standby to the primary', async () =>
 test('a schema it cannot migrate: said, and tried again later and later', async () => {
   // A schema of its own whose `jobs` is not ours: the first migration fails
   // on every connection, and the store must not retry ten times a second.
+  // One connection in the pool (and the one that LISTENs, which does not
+  // migrate): every failure is connection 0's, one after the other.
   await psql(pg, 'CREATE SCHEMA odd; CREATE TABLE odd.jobs (x int)');
-  const child = spawn(simfarm, ['serve', '--db', `${pg.url} options='-c search_path=odd'`, '--listen', '127.0.0.1:0',
+  const child = spawn(simfarm, ['serve', '--db', `${pg.url} options='-c search_path=odd'`, '--pool', '1',
+    '--listen', '127.0.0.1:0',
     '--token-file', path.join(os.tmpdir(), `simfarm-odd-${process.pid}`)], { stdio: ['ignore', 'ignore', 'pipe'] });
   let err = '';
-  const waits = () => [...err.matchAll(/lost: migration failed \(connecting again in (\d+) ms\)/g)].map((m) => Number(m[1]));
+  const waits = () => [...err.matchAll(/connection 0 lost: migration failed \(connecting again in (\d+) ms\)/g)]
+    .map((m) => Number(m[1]));
   try {
     await new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`three failed migrations not seen in 30 s:\n${err}`)), 30000);
