@@ -467,6 +467,13 @@ bool cd_submission_key_ok(const char *key)
     return n >= 1 && n <= CD_SUBMISSION_KEY_MAX;
 }
 
+void cd_submission_key_draw(char out[CD_SUBMISSION_KEY_DRAWN])
+{
+    unsigned char r[(CD_SUBMISSION_KEY_DRAWN - 1) / 2];
+    randombytes_buf(r, sizeof r);
+    sodium_bin2hex(out, CD_SUBMISSION_KEY_DRAWN, r, sizeof r);
+}
+
 cd_query *cd_job_submission_by(const char *json, size_t len, const char *caller, bool admin, const char *key,
     char *field, size_t flen, char *msg, size_t mlen)
 {
@@ -504,12 +511,10 @@ cd_query *cd_job_submission_by(const char *json, size_t len, const char *caller,
     spec[len] = '\0';
     /* Stored once per key: sent again (by the store after a broken
      * connection, or by the client), it finds the job already there. */
-    char drawn[2 * 16 + 3];
+    char drawn[1 + CD_SUBMISSION_KEY_DRAWN];
     if (key == NULL) {
-        unsigned char r[16];
-        randombytes_buf(r, sizeof r);
         drawn[0] = '~';
-        sodium_bin2hex(drawn + 1, sizeof drawn - 1, r, sizeof r);
+        cd_submission_key_draw(drawn + 1);
         key = drawn;
     }
     unsigned char body_hash[crypto_hash_sha256_BYTES];

@@ -30,9 +30,12 @@ cd_query *cd_job_submission(const char *json, size_t len, char *field, size_t fl
 cd_query *cd_job_submission_by(const char *json, size_t len, const char *caller, bool admin, const char *key,
     char *field, size_t flen, char *msg, size_t mlen);
 
-enum { CD_SUBMISSION_KEY_MAX = 128 };
+enum { CD_SUBMISSION_KEY_MAX = 128, CD_SUBMISSION_KEY_DRAWN = 33 };
 
 /* Whether key is a submission key: 1 to 128 visible ASCII characters. */
 bool cd_submission_key_ok(const char *key);
+
+/* A random key: 32 hex digits (128 bits) and a NUL. */
+void cd_submission_key_draw(char out[CD_SUBMISSION_KEY_DRAWN]);
 
 #endif

@@ -469,13 +469,11 @@ int cmd_submit(int argc, char **argv)
     int rc = remote_init(&r, "submit", submit_usage, argc, argv, opts, 1, 1, "the job file (FILE.json)");
     if (rc != REMOTE_GO_ON)
         return rc;
-    char drawn[33];
+    char drawn[CD_SUBMISSION_KEY_DRAWN];
     if (key == NULL) {
-        unsigned char bytes[16];
         if (sodium_init() < 0)
             return remote_fail(&r, REMOTE_FAIL, "libsodium cannot start");
-        randombytes_buf(bytes, sizeof bytes);
-        sodium_bin2hex(drawn, sizeof drawn, bytes, sizeof bytes);
+        cd_submission_key_draw(drawn);
         key = drawn;
     } else if (!cd_submission_key_ok(key)) {
         return remote_fail(&r, REMOTE_USAGE, "--key: must be 1 to 128 visible ASCII characters");
