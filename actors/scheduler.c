@@ -67,7 +67,25 @@ typedef struct wslot {
     int64_t req;              /* 0 = empty */
     int barrier;
     uint64_t ends;            /* the job whose end it writes; 0: none */
+    uint64_t epoch;           /* the journal INSERTs it is one of; 0: none */
 } wslot;
+
+/* A job's end, written once the journal rows before it are committed. */
+typedef struct held_end {
+    cd_query *update;
+    uint64_t job;
+    int barrier;
+} held_end;
+
+/* The journal INSERTs of one outbox write, and the ends of jobs held back
+ * until they and those of every earlier epoch are committed: a job's row
+ * never says it ended while some of its accepted results may be lost. */
+typedef struct epoch {
+    unsigned inserts;         /* in flight */
+    bool failed;
+    held_end *ends;
+    size_t nends, ends_cap;
+} epoch;
 
 /* A job that ended (or was cancelled) and must not be loaded again while a
  * load may not see it: its row still says pending or running until its end
@@ -133,6 +151,9 @@ typedef struct sched {
     size_t nbfree, bfree_cap;
     wslot *writes;            /* writes in flight by request id: open addressing */
     size_t nwrites, writes_cap;
+    epoch *epochs;            /* epochs[head .. head + n) are numbers first .. first + n - 1 */
+    size_t epochs_head, nepochs, epochs_cap;
+    uint64_t epoch_first;
     rt_actor *watcher;        /* receives job events; may be NULL */
     parked *parked;           /* claims waiting for work, oldest first */
     size_t nparked, parked_cap;
@@ -605,15 +626,15 @@ static size_t wslot_of(const sched *s, int64_t req)
     return hash_slot((uint64_t)req, s->writes_cap);
 }
 
-static void writes_put(sched *s, int64_t req, int b, uint64_t ends)
+static void writes_put(sched *s, wslot w)
 {
     s->writes = table_reserve(s->writes, &s->writes_cap, s->nwrites, sizeof *s->writes, 64);
-    s->writes[table_find(s->writes, s->writes_cap, sizeof *s->writes, (uint64_t)req)] = (wslot){ req, b, ends };
+    s->writes[table_find(s->writes, s->writes_cap, sizeof *s->writes, (uint64_t)w.req)] = w;
     s->nwrites++;
 }
 
-/* Removes req; returns false when it is not a write in flight. */
-static bool writes_take(sched *s, int64_t req, int *b, uint64_t *ends)
+/* Removes req into *w; returns false when it is not a write in flight. */
+static bool writes_take(sched *s, int64_t req, wslot *w)
 {
     if (s->writes_cap == 0)
         return false;
@@ -623,8 +644,7 @@ static bool writes_take(sched *s, int64_t req, int *b, uint64_t *ends)
             return false;
         i = (i + 1) & mask;
     }
-    *b = s->writes[i].barrier;
-    *ends = s->writes[i].ends;
+    *w = s->writes[i];
     s->nwrites--;
     /* Backward-shift deletion keeps every probe run unbroken. */
     for (size_t j = (i + 1) & mask; s->writes[j].req != 0; j = (j + 1) & mask) {
@@ -638,19 +658,90 @@ static bool writes_take(sched *s, int64_t req, int *b, uint64_t *ends)
     return true;
 }
 
-/* Sends a write; its answer counts for barrier b (-1: none), and it
- * writes the end of job `ends` (0: of none). */
-static void write_query(sched *s, cd_query *q, int b, uint64_t ends)
+static void epoch_done(sched *s, uint64_t e, bool ok);
+
+/* The answer to write w (ok: committed). */
+static void write_done(sched *s, wslot w, bool ok)
 {
-    int64_t req = rt_request(s->self, s->store, &q->hdr, DB_TIMEOUT_MS);
-    if (req < 0) {
-        if (b >= 0)
-            barrier_done(s, b, false);
-        if (ends != 0)
-            gone_written(s, ends, false);
-        return;
+    if (w.ends != 0)
+        gone_written(s, w.ends, ok);
+    if (w.barrier >= 0)
+        barrier_done(s, w.barrier, ok);
+    if (w.epoch != 0)
+        epoch_done(s, w.epoch, ok);
+}
+
+/* Sends a write; its answer counts for barrier b (-1: none), it writes
+ * the end of job `ends` (0: of none), and it is one of the journal
+ * INSERTs of epoch e (0: of none). */
+static void write_query(sched *s, cd_query *q, int b, uint64_t ends, uint64_t e)
+{
+    wslot w = { rt_request(s->self, s->store, &q->hdr, DB_TIMEOUT_MS), b, ends, e };
+    if (w.req < 0)
+        write_done(s, w, false);
+    else
+        writes_put(s, w);
+}
+
+/* ---- epochs: the journal before the ends of jobs ---------------------------------------- */
+
+static epoch *epoch_at(sched *s, uint64_t e)
+{
+    return &s->epochs[s->epochs_head + (size_t)(e - s->epoch_first)];
+}
+
+/* A new epoch with `inserts` INSERTs to come; returns its number. */
+static uint64_t epoch_new(sched *s, unsigned inserts)
+{
+    if (s->epochs_head + s->nepochs == s->epochs_cap) {
+        if (s->epochs_head > 0) {
+            memmove(s->epochs, s->epochs + s->epochs_head, s->nepochs * sizeof *s->epochs);
+            s->epochs_head = 0;
+        } else {
+            s->epochs = rt_grow(s->epochs, &s->epochs_cap, sizeof *s->epochs);
+        }
     }
-    writes_put(s, req, b, ends);
+    if (s->nepochs == 0)
+        s->epochs_head = 0;
+    s->epochs[s->epochs_head + s->nepochs] = (epoch){ .inserts = inserts };
+    return s->epoch_first + s->nepochs++;
+}
+
+static void epoch_hold(sched *s, uint64_t e, cd_query *update, uint64_t job, int b)
+{
+    epoch *p = epoch_at(s, e);
+    if (p->nends == p->ends_cap)
+        p->ends = rt_grow(p->ends, &p->ends_cap, sizeof *p->ends);
+    p->ends[p->nends++] = (held_end){ update, job, b };
+}
+
+/* One of epoch e's INSERTs is answered. Each epoch whose INSERTs and
+ * those of every earlier epoch are all answered sends its ends, or, when
+ * one of those INSERTs failed, drops them: the jobs are then loaded again
+ * from their journals and end once more. A failure holds for the epochs
+ * behind it until none is left. */
+static void epoch_done(sched *s, uint64_t e, bool ok)
+{
+    epoch *p = epoch_at(s, e);
+    p->failed |= !ok;
+    p->inserts--;
+    while (s->nepochs > 0 && s->epochs[s->epochs_head].inserts == 0) {
+        epoch first = s->epochs[s->epochs_head++];
+        s->nepochs--;
+        s->epoch_first++;
+        if (first.failed && s->nepochs > 0)
+            s->epochs[s->epochs_head].failed = true;
+        for (size_t i = 0; i < first.nends; i++) {
+            held_end *h = &first.ends[i];
+            if (first.failed) {
+                rt_msg_free(&h->update->hdr);
+                write_done(s, (wslot){ 0, h->barrier, h->job, 0 }, false);
+            } else {
+                write_query(s, h->update, h->barrier, h->job, 0);
+            }
+        }
+        free(first.ends);
+    }
 }
 
 /* Writes every record in the outbox: one INSERT per CD_JOURNAL_MAX_ROWS
@@ -676,9 +767,11 @@ static void write_out(sched *s)
         s->nwaiting = s->waiting_cap = 0;
         b = (int)k; /* writes >= 1: a waiter's ACCEPT record is in out */
     }
+    size_t inserts = (s->nout + CD_JOURNAL_MAX_ROWS - 1) / CD_JOURNAL_MAX_ROWS;
+    uint64_t e = epoch_new(s, (unsigned)inserts + 1); /* + 1: answered below, once its ends are held */
     for (size_t i = 0; i < s->nout; i += CD_JOURNAL_MAX_ROWS) {
         size_t n = s->nout - i < CD_JOURNAL_MAX_ROWS ? s->nout - i : CD_JOURNAL_MAX_ROWS;
-        write_query(s, cd_journal_insert(&s->out[i], n), b, 0);
+        write_query(s, cd_journal_insert(&s->out[i], n), b, 0, e);
     }
     for (size_t i = 0; i < s->nout; i++) {
         const sc_record *r = &s->out[i];
@@ -705,8 +798,9 @@ static void write_out(sched *s)
         cd_query_text(u, res);
         free(res);
         gone_add(s, r->job, false);
-        write_query(s, u, b, r->job);
+        epoch_hold(s, e, u, r->job, b);
     }
+    epoch_done(s, e, true);
     /* Ended jobs leave memory as their end is written (a completion that
      * comes later is stale); loads skip them until it is committed. */
     size_t n = s->nout;
@@ -789,7 +883,7 @@ static void fail_job(sched *s, uint64_t id, const char *why)
     cd_query_int(u, (int64_t)id);
     cd_query_text(u, msg);
     gone_add(s, id, false);
-    write_query(s, u, -1, id);
+    write_query(s, u, -1, id, 0);
     emit(s, "job.finished", id, rt_fmt("\"state\":\"failed\",\"result\":%s", msg));
 }
 
@@ -1095,7 +1189,7 @@ static void restore_job(sched *s, op *o)
         cd_query *u = cd_query_new(
             "UPDATE jobs SET state = 'running', started_at = coalesce(started_at, now()) WHERE id = $1 AND state = 'pending'");
         cd_query_int(u, (int64_t)o->info.id);
-        write_query(s, u, -1, 0);
+        write_query(s, u, -1, 0, 0);
     } else {
         /* It had ended before the crash; make the jobs row say so. */
         sc_record end = { .type = SC_REC_JOB_END, .job = o->info.id, .state = st.state };
@@ -1111,15 +1205,11 @@ static void on_reply(sched *s, rt_msg *m)
 {
     cd_result *r = m->type == CD_MSG_RESULT ? (cd_result *)m : NULL;
     const char *error = r == NULL ? "the database did not answer in time" : r->res == NULL ? r->error : NULL;
-    int b;
-    uint64_t ends;
-    if (writes_take(s, (int64_t)m->req_id, &b, &ends)) {
+    wslot w;
+    if (writes_take(s, (int64_t)m->req_id, &w)) {
         if (error != NULL)
             fprintf(stderr, "simfarm scheduler: write failed: %s\n", error);
-        if (ends != 0)
-            gone_written(s, ends, error == NULL);
-        if (b >= 0)
-            barrier_done(s, b, error == NULL);
+        write_done(s, w, error == NULL);
         return;
     }
     op o;
@@ -1394,6 +1484,13 @@ static void finalize(rt_actor *self)
     free(s->gone);
     free(s->bfree);
     free(s->writes);
+    for (size_t i = 0; i < s->nepochs; i++) {
+        epoch *p = &s->epochs[s->epochs_head + i];
+        for (size_t k = 0; k < p->nends; k++)
+            rt_msg_free(&p->ends[k].update->hdr);
+        free(p->ends);
+    }
+    free(s->epochs);
     for (size_t i = 0; i < s->nparked; i++)
         rt_msg_free(s->parked[i].claim);
     free(s->parked);
@@ -1431,6 +1528,7 @@ rt_actor *cd_scheduler_spawn(rt_system *sys, const cd_scheduler_opts *opts)
     s->store = rt_actor_retain(opts->store);
     s->sweep_ms = opts->sweep_ms ? opts->sweep_ms : 5000;
     s->journal_page = opts->journal_page ? opts->journal_page : JOURNAL_PAGE;
+    s->epoch_first = 1; /* 0 stands for none */
     sc_config cfg = opts->ledger;
     cfg.journal = journal_cb;
     cfg.journal_ctx = s;

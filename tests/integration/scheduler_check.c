@@ -397,9 +397,10 @@ static bool lock_waiter(PGconn *look, const char *prefix)
 }
 
 /* A job whose end is held back: every chunk claimed and all but the last
- * completed, then its row locked by a transaction of the test's own left
- * open, and the last chunk completed on a thread of its own, so that the
- * scheduler's UPDATE of the job's end waits for the lock. */
+ * completed, then `lock_sql` ($1: the job's id) run by a transaction of the
+ * test's own left open, and the last chunk completed on a thread of its
+ * own, so that the scheduler's statement starting with `waiter` waits for
+ * the lock. */
 typedef struct held_end {
     PGconn *lock, *look;
     unsigned chunks;
@@ -421,7 +422,8 @@ static void *complete_last(void *arg)
 
 /* Holds job id's end as above; false (with a message) when it cannot. The
  * caller then calls release_end in any case. */
-static bool hold_end(held_end *h, uint64_t id, sim_job *job, uint64_t items)
+static bool hold_end(held_end *h, uint64_t id, sim_job *job, uint64_t items, const char *lock_sql,
+    const char *waiter)
 {
     static unsigned char buf[8192];
     cd_assignment a[64];
@@ -454,16 +456,16 @@ static bool hold_end(held_end *h, uint64_t id, sim_job *job, uint64_t items)
     h->lock = PQconnectdb(conninfo);
     h->look = PQconnectdb(conninfo);
     if (PQstatus(h->lock) != CONNECTION_OK || PQstatus(h->look) != CONNECTION_OK ||
-        pg_value(h->lock, "BEGIN", 0) != 0 || pg_value(h->lock, "SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", id) != 1) {
-        fprintf(stderr, "cannot lock the job's row\n");
+        pg_value(h->lock, "BEGIN", 0) != 0 || pg_value(h->lock, lock_sql, strstr(lock_sql, "$1") ? id : 0) < 0) {
+        fprintf(stderr, "cannot take the lock: %s\n", lock_sql);
         return false;
     }
     h->last = a[n - 1];
     h->len = compute(job, &h->last, h->buf, sizeof h->buf);
     h->started = pthread_create(&h->thread, NULL, complete_last, h) == 0;
-    h->waiting = h->started && lock_waiter(h->look, "UPDATE jobs SET state = CASE");
+    h->waiting = h->started && lock_waiter(h->look, waiter);
     if (!h->waiting)
-        fprintf(stderr, "the end's update does not wait for the lock\n");
+        fprintf(stderr, "no statement starting with \"%s\" waits for the lock\n", waiter);
     return h->waiting;
 }
 
@@ -487,6 +489,9 @@ static bool release_end(held_end *h, uint64_t id, const char *sql_text)
     return ok;
 }
 
+#define LOCK_JOB_ROW "SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE"
+#define END_UPDATE "UPDATE jobs SET state = CASE"
+
 static uint64_t ending_job;
 
 static bool job_end_seen(void)
@@ -504,7 +509,7 @@ static void an_ending_job_is_not_loaded_again(void)
     uint64_t id = insert_job(ITEMS, 17);
     sim_job *job = local_job(17);
     static held_end h;
-    bool held = hold_end(&h, id, job, ITEMS);
+    bool held = hold_end(&h, id, job, ITEMS, LOCK_JOB_ROW, END_UPDATE);
 
     /* meanwhile two jobs arrive, each loaded by a load that lists the
      * first as running */
@@ -541,7 +546,7 @@ static void a_cancel_that_wins_the_race_with_the_end_stands(void)
     uint64_t id = insert_job(ITEMS, 23);
     sim_job *job = local_job(23);
     static held_end h;
-    bool held = hold_end(&h, id, job, ITEMS);
+    bool held = hold_end(&h, id, job, ITEMS, LOCK_JOB_ROW, END_UPDATE);
     bool done = release_end(&h, id, held ? "UPDATE jobs SET state = 'cancelled', finished_at = now() "
                                            "WHERE id = $1 AND state IN ('pending', 'running')" : NULL);
     CHECK(held, "the job's end is held back");
@@ -552,6 +557,44 @@ static void a_cancel_that_wins_the_race_with_the_end_stands(void)
     db_state(id, state, sizeof state, &mean, &accepts);
     CHECK(strcmp(state, "cancelled") == 0, "job %" PRIu64 ": state %s", id, state);
     CHECK(mean == whole_mean(job, ITEMS), "the result is the whole job's: mean %.17g", mean);
+    sim_job_destroy(job);
+}
+
+/* A job's row says it ended only once the journal holds every result it
+ * accepted, so that a crash between the two commits cannot leave a
+ * finished job whose journal (its convergence history) lacks chunks. The
+ * last chunk's journal INSERT is held back by a lock on the journal
+ * (SHARE: its rows can be read, none added), and a trigger of the test's
+ * own notes how many accepts the journal held when the job's row got its
+ * result. */
+static void a_job_ends_after_its_journal(void)
+{
+    enum { ITEMS = 20000 };
+    char note[256];
+    snprintf(note, sizeof note, "CREATE FUNCTION note_end() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                                "INSERT INTO end_seen SELECT NEW.id, count(*) FROM journal "
+                                "WHERE job_id = NEW.id AND type = %d; RETURN NEW; END $$", SC_REC_ACCEPT);
+    PGconn *c = PQconnectdb(conninfo);
+    bool setup = PQstatus(c) == CONNECTION_OK &&
+        pg_value(c, "CREATE TABLE end_seen (job bigint, accepts bigint)", 0) == 0 && pg_value(c, note, 0) == 0 &&
+        pg_value(c, "CREATE TRIGGER note_end AFTER UPDATE OF result ON jobs FOR EACH ROW "
+                    "WHEN (OLD.result IS NULL AND NEW.result IS NOT NULL) EXECUTE FUNCTION note_end()", 0) == 0;
+    uint64_t id = setup ? insert_job(ITEMS, 29) : 0;
+    sim_job *job = local_job(29);
+    static held_end h;
+    bool held = id > 0 && hold_end(&h, id, job, ITEMS, "LOCK TABLE journal IN SHARE MODE", "INSERT INTO journal");
+    bool done = release_end(&h, id, NULL);
+    long seen = id > 0 ? pg_value(c, "SELECT accepts FROM end_seen WHERE job = $1", id) : -1;
+    pg_value(c, "DROP TRIGGER IF EXISTS note_end ON jobs", 0);
+    pg_value(c, "DROP FUNCTION IF EXISTS note_end()", 0);
+    pg_value(c, "DROP TABLE IF EXISTS end_seen", 0);
+    PQfinish(c);
+    CHECK(setup, "the trigger is set up");
+    CHECK(held, "the journal's INSERT is held back");
+    CHECK(done, "the last chunk is accepted and ends the job");
+    CHECK(seen == (long)h.chunks, "when the job's row got its result the journal held %ld of its %u accepts", seen,
+          h.chunks);
+    check_complete(id, job, ITEMS, (int)h.chunks);
     sim_job_destroy(job);
 }
 
@@ -682,6 +725,7 @@ int main(int argc, char **argv)
     RUN(restart_resumes_from_the_journal);
     RUN(an_ending_job_is_not_loaded_again);
     RUN(a_cancel_that_wins_the_race_with_the_end_stands);
+    RUN(a_job_ends_after_its_journal);
     RUN(a_cancel_the_scheduler_was_not_told_of_stops_the_job);
     RUN(no_chunks_while_the_database_is_away);
     RUN(a_job_that_arrives_during_a_load_starts);
