@@ -95,6 +95,17 @@ typedef struct gone_job {
     bool written;             /* its end is committed: only a load under way may miss it */
 } gone_job;
 
+/* A job's end being written: its job.finished goes out once the write is
+ * committed, with the state the row then holds (a cancel the API committed
+ * first stands). */
+typedef struct ending {
+    uint64_t job;
+    const char *state;        /* the scheduler's own: complete, expired, cancelled, failed */
+    char *result;             /* JSON */
+} ending;
+
+enum { RECENT_ENDS = 64 };
+
 typedef struct parked {
     rt_msg *claim;            /* the kept cd_claim */
     uint64_t since_ms;
@@ -151,6 +162,10 @@ typedef struct sched {
     size_t nbfree, bfree_cap;
     wslot *writes;            /* writes in flight by request id: open addressing */
     size_t nwrites, writes_cap;
+    ending *ending;           /* ends being written */
+    size_t nending, ending_cap;
+    uint64_t recent_ends[RECENT_ENDS]; /* the jobs whose ends were committed last, a ring */
+    unsigned recent_next;
     epoch *epochs;            /* epochs[head .. head + n) are numbers first .. first + n - 1 */
     size_t epochs_head, nepochs, epochs_cap;
     uint64_t epoch_first;
@@ -660,11 +675,53 @@ static bool writes_take(sched *s, int64_t req, wslot *w)
 
 static void epoch_done(sched *s, uint64_t e, bool ok);
 
-/* The answer to write w (ok: committed). */
-static void write_done(sched *s, wslot w, bool ok)
+/* The write of job's end is answered: committed (ok; `state`, if not NULL,
+ * is what the row now says), or not, when the job is loaded again and ends
+ * once more. */
+static void end_written(sched *s, uint64_t job, bool ok, const char *state)
 {
-    if (w.ends != 0)
+    for (size_t i = 0; i < s->nending; i++) {
+        ending *d = &s->ending[i];
+        if (d->job != job)
+            continue;
+        if (ok) {
+            emit(s, "job.finished", job,
+                rt_fmt("\"state\":\"%s\",\"result\":%s", state ? state : d->state, d->result));
+            s->recent_ends[s->recent_next++ % RECENT_ENDS] = job;
+        }
+        free(d->result);
+        *d = s->ending[--s->nending];
+        return;
+    }
+}
+
+/* Job's end, in `state` with `result` (taken), is being written. */
+static void ending_add(sched *s, uint64_t job, const char *state, char *result)
+{
+    if (s->nending == s->ending_cap)
+        s->ending = rt_grow(s->ending, &s->ending_cap, sizeof *s->ending);
+    s->ending[s->nending++] = (ending){ job, state, result };
+}
+
+/* Whether job's end is being written or was committed a moment ago. */
+static bool ending_now(const sched *s, uint64_t job)
+{
+    for (size_t i = 0; i < s->nending; i++)
+        if (s->ending[i].job == job)
+            return true;
+    for (size_t i = 0; i < RECENT_ENDS; i++)
+        if (s->recent_ends[i] == job)
+            return true;
+    return false;
+}
+
+/* The answer to write w (ok: committed; state: the row's, for an end). */
+static void write_done(sched *s, wslot w, bool ok, const char *state)
+{
+    if (w.ends != 0) {
+        end_written(s, w.ends, ok, state);
         gone_written(s, w.ends, ok);
+    }
     if (w.barrier >= 0)
         barrier_done(s, w.barrier, ok);
     if (w.epoch != 0)
@@ -678,7 +735,7 @@ static void write_query(sched *s, cd_query *q, int b, uint64_t ends, uint64_t e)
 {
     wslot w = { rt_request(s->self, s->store, &q->hdr, DB_TIMEOUT_MS), b, ends, e };
     if (w.req < 0)
-        write_done(s, w, false);
+        write_done(s, w, false, NULL);
     else
         writes_put(s, w);
 }
@@ -735,7 +792,7 @@ static void epoch_done(sched *s, uint64_t e, bool ok)
             held_end *h = &first.ends[i];
             if (first.failed) {
                 rt_msg_free(&h->update->hdr);
-                write_done(s, (wslot){ 0, h->barrier, h->job, 0 }, false);
+                write_done(s, (wslot){ 0, h->barrier, h->job, 0 }, false, NULL);
             } else {
                 write_query(s, h->update, h->barrier, h->job, 0);
             }
@@ -781,22 +838,16 @@ static void write_out(sched *s)
         job_info *ji = (job_info *)info_of(s, r->job);
         if (ji != NULL && ji->dirty)
             emit_progress(s, ji, rt_mono_ms()); /* the last counts before the end */
-        size_t flen = strlen(res) + 64;
-        char *fields = malloc(flen);
-        if (fields == NULL)
-            rt_oom(flen);
-        snprintf(fields, flen, "\"state\":\"%s\",\"result\":%s", state_name(r->state), res);
-        emit(s, "job.finished", r->job, fields);
         cd_query *u = cd_query_new(
             /* a cancel the API committed first keeps its state (the
              * API has answered it); the result is written either way */
             "UPDATE jobs SET state = CASE WHEN state IN ('pending', 'running') THEN $2 ELSE state END, "
-            "result = $3::jsonb, finished_at = coalesce(finished_at, now()) WHERE id = $1");
+            "result = $3::jsonb, finished_at = coalesce(finished_at, now()) WHERE id = $1 RETURNING state");
         u->group = true;
         cd_query_int(u, (int64_t)r->job);
         cd_query_text(u, state_name(r->state));
         cd_query_text(u, res);
-        free(res);
+        ending_add(s, r->job, state_name(r->state), res);
         gone_add(s, r->job, false);
         epoch_hold(s, e, u, r->job, b);
     }
@@ -878,13 +929,14 @@ static void fail_job(sched *s, uint64_t id, const char *why)
     fprintf(stderr, "simfarm scheduler: job %" PRIu64 " cannot run: %s\n", id, why);
     char quoted[600], msg[640];
     snprintf(msg, sizeof msg, "{\"error\":%s}", cd_json_quote(quoted, sizeof quoted, why));
-    cd_query *u = cd_query_new("UPDATE jobs SET state = 'failed', result = $2::jsonb, finished_at = now() WHERE id = $1");
+    cd_query *u = cd_query_new(
+        "UPDATE jobs SET state = 'failed', result = $2::jsonb, finished_at = now() WHERE id = $1 RETURNING state");
     u->group = true; /* never refused by the backlog bound: at most one per job */
     cd_query_int(u, (int64_t)id);
     cd_query_text(u, msg);
+    ending_add(s, id, "failed", rt_fmt("%s", msg));
     gone_add(s, id, false);
     write_query(s, u, -1, id, 0);
-    emit(s, "job.finished", id, rt_fmt("\"state\":\"failed\",\"result\":%s", msg));
 }
 
 /* A job whose row says cancelled (the API's UPDATE is committed). */
@@ -893,7 +945,7 @@ static void cancel_job(sched *s, uint64_t job)
     int rc = sc_job_cancel(s->l, job, rt_mono_ms());
     if (rc == 0) {
         flush(s, NULL, 0, false); /* job.finished with the result so far */
-    } else if (rc == SC_ENOJOB) { /* not loaded: a load under way must not start it */
+    } else if (rc == SC_ENOJOB && !ending_now(s, job)) { /* not loaded: a load under way must not start it */
         gone_add(s, job, true);
         emit(s, "job.finished", job, rt_fmt("\"state\":\"cancelled\""));
     }
@@ -1209,7 +1261,8 @@ static void on_reply(sched *s, rt_msg *m)
     if (writes_take(s, (int64_t)m->req_id, &w)) {
         if (error != NULL)
             fprintf(stderr, "simfarm scheduler: write failed: %s\n", error);
-        write_done(s, w, error == NULL);
+        bool row = error == NULL && PQntuples(r->res) == 1 && PQnfields(r->res) == 1;
+        write_done(s, w, error == NULL, row ? PQgetvalue(r->res, 0, 0) : NULL);
         return;
     }
     op o;
@@ -1491,6 +1544,9 @@ static void finalize(rt_actor *self)
         free(p->ends);
     }
     free(s->epochs);
+    for (size_t i = 0; i < s->nending; i++)
+        free(s->ending[i].result);
+    free(s->ending);
     for (size_t i = 0; i < s->nparked; i++)
         rt_msg_free(s->parked[i].claim);
     free(s->parked);

@@ -539,7 +539,9 @@ static void an_ending_job_is_not_loaded_again(void)
 
 /* The API cancels a job (its UPDATE commits) just as the job's last chunk
  * ends it: the job stays cancelled, as the API has answered, and its row
- * still gets the whole result. */
+ * still gets the whole result. The API's message that follows its cancel
+ * comes after the end: the job gets one job.finished, with the state its
+ * row has, cancelled. */
 static void a_cancel_that_wins_the_race_with_the_end_stands(void)
 {
     enum { ITEMS = 20000 };
@@ -549,14 +551,25 @@ static void a_cancel_that_wins_the_race_with_the_end_stands(void)
     bool held = hold_end(&h, id, job, ITEMS, LOCK_JOB_ROW, END_UPDATE);
     bool done = release_end(&h, id, held ? "UPDATE jobs SET state = 'cancelled', finished_at = now() "
                                            "WHERE id = $1 AND state IN ('pending', 'running')" : NULL);
+    cd_cancel_job *cancel = RT_MSG_NEW(cd_cancel_job, CD_MSG_CANCEL_JOB);
+    cancel->job = id;
+    rt_send(scheduler, &cancel->hdr);
+    /* the last chunk once more: answered (stale) after the cancel is handled */
+    cd_completed *again = complete(&h.last, 1, h.buf, h.len);
+    bool stale = again != NULL && again->err == 0 && again->outcome == SC_STALE;
+    rt_msg_free(again ? &again->hdr : NULL);
     CHECK(held, "the job's end is held back");
     CHECK(done, "the last chunk is accepted and ends the job");
+    CHECK(stale, "the last chunk sent again is stale");
     char state[32];
     double mean;
     long accepts;
     db_state(id, state, sizeof state, &mean, &accepts);
     CHECK(strcmp(state, "cancelled") == 0, "job %" PRIu64 ": state %s", id, state);
     CHECK(mean == whole_mean(job, ITEMS), "the result is the whole job's: mean %.17g", mean);
+    CHECK(proxy_events("job.finished", id) == 1 && proxy_events("job.finished:cancelled", id) == 1,
+          "one job.finished, cancelled: %d, %d cancelled, %d complete", proxy_events("job.finished", id),
+          proxy_events("job.finished:cancelled", id), proxy_events("job.finished:complete", id));
     sim_job_destroy(job);
 }
 

@@ -38,7 +38,7 @@ static struct {
     char notices[64][384];
     int nnotices;
     struct {
-        char type[24];
+        char type[24];        /* with its state, "job.finished:complete" fits */
         uint64_t job;
         int n;
     } events[MAX_EVENT_KINDS];
@@ -74,16 +74,34 @@ int proxy_events(const char *type, uint64_t job)
     return 0;
 }
 
-static void count_event(const cd_event *e)
+static void count_kind(const char *type, uint64_t job)
 {
     for (int i = 0; i < MAX_EVENT_KINDS; i++) {
         if (px.events[i].n == 0) {
-            snprintf(px.events[i].type, sizeof px.events[i].type, "%s", e->type);
-            px.events[i].job = e->job;
+            snprintf(px.events[i].type, sizeof px.events[i].type, "%s", type);
+            px.events[i].job = job;
         }
-        if (px.events[i].job == e->job && strcmp(px.events[i].type, e->type) == 0) {
+        if (px.events[i].job == job && strcmp(px.events[i].type, type) == 0) {
             px.events[i].n++;
             return;
+        }
+    }
+}
+
+/* Counts e by its type, and one with a state also as "type:state". */
+static void count_event(const cd_event *e)
+{
+    count_kind(e->type, e->job);
+    const char *st = e->fields ? strstr(e->fields, "\"state\":\"") : NULL;
+    if (st != NULL) {
+        char kind[24];
+        size_t t = strlen(e->type), n = strcspn(st + 9, "\"");
+        if (t + 1 + n < sizeof kind) {
+            memcpy(kind, e->type, t);
+            kind[t] = ':';
+            memcpy(kind + t + 1, st + 9, n);
+            kind[t + 1 + n] = 0;
+            count_kind(kind, e->job);
         }
     }
 }

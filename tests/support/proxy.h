@@ -38,7 +38,8 @@ int proxy_count(uint32_t type);
 const char *proxy_notice(int i);
 
 /* How many job events (cd_event, to a proxy made the scheduler's watcher)
- * of `type` about `job` the proxy received; for 256 (type, job) pairs. */
+ * of `type` about `job` the proxy received; for 256 (type, job) pairs. An
+ * event with a state is also counted as "type:state" ("job.finished:cancelled"). */
 int proxy_events(const char *type, uint64_t job);
 
 /* Waits (with the deadline) until pred() holds; pred runs under the
