@@ -2,7 +2,8 @@
 // node.test.mjs: a cancel stops a chunk in the middle (the worker is free
 // again long before the chunk would have ended), completions leave in
 // batches (seen on the wire, through a tap between node and coordinator),
-// and wss:// with the coordinator's certificate checked.
+// a lost context request is made again, and wss:// with the coordinator's
+// certificate checked.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -109,8 +110,9 @@ test('a cancel stops the chunk being computed: the worker takes other work long 
 
 // A TCP proxy that also reads the node's side of the WebSocket: every
 // client frame (unmasked, fragments joined) decoded as a protocol envelope
-// into tap.msgs.
-function wireTap(targetPort) {
+// into tap.msgs. A message in one frame for which drop(msg) is true is not
+// passed on (it is still listed).
+function wireTap(targetPort, { drop = () => false } = {}) {
   const tap = { msgs: [] };
   const server = net.createServer((client) => {
     const upstream = net.connect(targetPort, '127.0.0.1');
@@ -122,12 +124,12 @@ function wireTap(targetPort) {
     upstream.on('close', close);
     upstream.on('data', (d) => client.write(d));
     client.on('data', (d) => {
-      upstream.write(d);
       buf = Buffer.concat([buf, d]);
       if (!upgraded) {
         const end = buf.indexOf('\r\n\r\n');
         if (end < 0) return;
         upgraded = true;
+        upstream.write(buf.subarray(0, end + 4));
         buf = buf.subarray(end + 4);
       }
       for (;;) {
@@ -139,13 +141,22 @@ function wireTap(targetPort) {
         const mask = buf.subarray(at, at + 4);
         at += 4; // a client's frames are masked
         if (buf.length < at + n) return;
+        const frame = buf.subarray(0, at + n);
         const data = Buffer.from(buf.subarray(at, at + n));
         for (let i = 0; i < n; i++) data[i] ^= mask[i & 3];
         buf = buf.subarray(at + n);
+        let pass = true;
         if (op === 0 || op === 2) {
+          const whole = fin && parts.length === 0 && op === 2;
           parts.push(data);
-          if (fin) { tap.msgs.push(decode(Buffer.concat(parts))); parts = []; }
+          if (fin) {
+            const msg = decode(Buffer.concat(parts));
+            tap.msgs.push(msg);
+            parts = [];
+            pass = !(whole && drop(msg));
+          }
         }
+        if (pass) upstream.write(frame);
       }
     });
   });
@@ -181,6 +192,29 @@ test('completions leave in batches: several results under one signature, one fra
       const chunks = new Set(b.results.map((r) => r.chunk));
       assert.equal(chunks.size, b.results.length, 'a chunk once per batch');
     }
+  } finally {
+    assert.equal((await nd.stop()).code, 0, nd.out);
+    await tap.close();
+    await srv.stop();
+  }
+});
+
+test('a job context that does not come is asked for again', async () => {
+  // The node's first request for the job's context is lost on the way;
+  // the node asks again (every 10 s while it holds the job's chunks) and
+  // computes them.
+  const srv = await serve(pg.url, { extra: ['--open-enrolment'] });
+  let asked = 0;
+  const tap = await wireTap(srv.port, { drop: (m) => m.type === 'ctx_req' && asked++ === 0 });
+  const nd = node(['--server', `ws://127.0.0.1:${tap.port}/ws/node`, '--key', path.join(tmp, 'ctx.key'),
+    '--cores', '1']);
+  try {
+    await nd.until(/as node \d+/, 'node connected');
+    const items = 4000, seed = 21;
+    const id = await submit(srv, option, items, seed);
+    sameBits(await jobDone(srv, id, 60000), await localRun(items, seed));
+    const asks = tap.msgs.filter((m) => m.type === 'ctx_req');
+    assert.equal(asks.length, 2, 'the request lost, then the one answered');
   } finally {
     assert.equal((await nd.stop()).code, 0, nd.out);
     await tap.close();
