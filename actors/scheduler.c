@@ -78,11 +78,10 @@ typedef struct held_end {
 } held_end;
 
 /* The journal INSERTs of one outbox write, and the ends of jobs held back
- * until they and those of every earlier epoch are committed: a job's row
+ * until they and those of every earlier epoch are answered: a job's row
  * never says it ended while some of its accepted results may be lost. */
 typedef struct epoch {
     unsigned inserts;         /* in flight */
-    bool failed;
     held_end *ends;
     size_t nends, ends_cap;
 } epoch;
@@ -102,9 +101,8 @@ typedef struct ending {
     uint64_t job;
     const char *state;        /* the scheduler's own: complete, expired, cancelled, failed */
     char *result;             /* JSON */
+    bool cancel_seen;         /* the API's cancel came meanwhile */
 } ending;
-
-enum { RECENT_ENDS = 64 };
 
 typedef struct parked {
     rt_msg *claim;            /* the kept cd_claim */
@@ -164,8 +162,8 @@ typedef struct sched {
     size_t nwrites, writes_cap;
     ending *ending;           /* ends being written */
     size_t nending, ending_cap;
-    uint64_t recent_ends[RECENT_ENDS]; /* the jobs whose ends were committed last, a ring */
-    unsigned recent_next;
+    uint64_t *cancel_due;     /* jobs whose row the API cancelled first, its message yet to come */
+    size_t ncancel_due, cancel_due_cap;
     epoch *epochs;            /* epochs[head .. head + n) are numbers first .. first + n - 1 */
     size_t epochs_head, nepochs, epochs_cap;
     uint64_t epoch_first;
@@ -673,21 +671,25 @@ static bool writes_take(sched *s, int64_t req, wslot *w)
     return true;
 }
 
-static void epoch_done(sched *s, uint64_t e, bool ok);
+static void epoch_done(sched *s, uint64_t e);
 
 /* The write of job's end is answered: committed (ok; `state`, if not NULL,
- * is what the row now says), or not, when the job is loaded again and ends
- * once more. */
+ * is what the row now says; a cancel the API committed first stands, and
+ * its message, still to come, sends no second event), or not, when the
+ * event says what the scheduler knows (the job may also be loaded again
+ * and end once more, with a second event). */
 static void end_written(sched *s, uint64_t job, bool ok, const char *state)
 {
     for (size_t i = 0; i < s->nending; i++) {
         ending *d = &s->ending[i];
         if (d->job != job)
             continue;
-        if (ok) {
-            emit(s, "job.finished", job,
-                rt_fmt("\"state\":\"%s\",\"result\":%s", state ? state : d->state, d->result));
-            s->recent_ends[s->recent_next++ % RECENT_ENDS] = job;
+        const char *st = ok && state != NULL ? state : d->cancel_seen ? "cancelled" : d->state;
+        emit(s, "job.finished", job, rt_fmt("\"state\":\"%s\",\"result\":%s", st, d->result));
+        if (ok && strcmp(st, "cancelled") == 0 && strcmp(d->state, "cancelled") != 0 && !d->cancel_seen) {
+            if (s->ncancel_due == s->cancel_due_cap)
+                s->cancel_due = rt_grow(s->cancel_due, &s->cancel_due_cap, sizeof *s->cancel_due);
+            s->cancel_due[s->ncancel_due++] = job;
         }
         free(d->result);
         *d = s->ending[--s->nending];
@@ -700,18 +702,25 @@ static void ending_add(sched *s, uint64_t job, const char *state, char *result)
 {
     if (s->nending == s->ending_cap)
         s->ending = rt_grow(s->ending, &s->ending_cap, sizeof *s->ending);
-    s->ending[s->nending++] = (ending){ job, state, result };
+    s->ending[s->nending++] = (ending){ job, state, result, false };
 }
 
-/* Whether job's end is being written or was committed a moment ago. */
-static bool ending_now(const sched *s, uint64_t job)
+/* The API's cancel of job, which the scheduler no longer holds: true when
+ * the job's end is being written (its event will say cancelled) or was
+ * written after the cancel (its event said so), false when the job was
+ * never taken in. */
+static bool cancel_of_ended(sched *s, uint64_t job)
 {
     for (size_t i = 0; i < s->nending; i++)
-        if (s->ending[i].job == job)
+        if (s->ending[i].job == job) {
+            s->ending[i].cancel_seen = true;
             return true;
-    for (size_t i = 0; i < RECENT_ENDS; i++)
-        if (s->recent_ends[i] == job)
+        }
+    for (size_t i = 0; i < s->ncancel_due; i++)
+        if (s->cancel_due[i] == job) {
+            s->cancel_due[i] = s->cancel_due[--s->ncancel_due];
             return true;
+        }
     return false;
 }
 
@@ -725,7 +734,7 @@ static void write_done(sched *s, wslot w, bool ok, const char *state)
     if (w.barrier >= 0)
         barrier_done(s, w.barrier, ok);
     if (w.epoch != 0)
-        epoch_done(s, w.epoch, ok);
+        epoch_done(s, w.epoch);
 }
 
 /* Sends a write; its answer counts for barrier b (-1: none), it writes
@@ -773,30 +782,19 @@ static void epoch_hold(sched *s, uint64_t e, cd_query *update, uint64_t job, int
 }
 
 /* One of epoch e's INSERTs is answered. Each epoch whose INSERTs and
- * those of every earlier epoch are all answered sends its ends, or, when
- * one of those INSERTs failed, drops them: the jobs are then loaded again
- * from their journals and end once more. A failure holds for the epochs
- * behind it until none is left. */
-static void epoch_done(sched *s, uint64_t e, bool ok)
+ * those of every earlier epoch are all answered sends its ends. They go
+ * also after an INSERT that failed: the row then has the job's whole
+ * result, which a journal with a gap could not give back (documented in
+ * docs/coordinator.md). */
+static void epoch_done(sched *s, uint64_t e)
 {
-    epoch *p = epoch_at(s, e);
-    p->failed |= !ok;
-    p->inserts--;
+    epoch_at(s, e)->inserts--;
     while (s->nepochs > 0 && s->epochs[s->epochs_head].inserts == 0) {
         epoch first = s->epochs[s->epochs_head++];
         s->nepochs--;
         s->epoch_first++;
-        if (first.failed && s->nepochs > 0)
-            s->epochs[s->epochs_head].failed = true;
-        for (size_t i = 0; i < first.nends; i++) {
-            held_end *h = &first.ends[i];
-            if (first.failed) {
-                rt_msg_free(&h->update->hdr);
-                write_done(s, (wslot){ 0, h->barrier, h->job, 0 }, false, NULL);
-            } else {
-                write_query(s, h->update, h->barrier, h->job, 0);
-            }
-        }
+        for (size_t i = 0; i < first.nends; i++)
+            write_query(s, first.ends[i].update, first.ends[i].barrier, first.ends[i].job, 0);
         free(first.ends);
     }
 }
@@ -851,7 +849,7 @@ static void write_out(sched *s)
         gone_add(s, r->job, false);
         epoch_hold(s, e, u, r->job, b);
     }
-    epoch_done(s, e, true);
+    epoch_done(s, e);
     /* Ended jobs leave memory as their end is written (a completion that
      * comes later is stale); loads skip them until it is committed. */
     size_t n = s->nout;
@@ -945,7 +943,7 @@ static void cancel_job(sched *s, uint64_t job)
     int rc = sc_job_cancel(s->l, job, rt_mono_ms());
     if (rc == 0) {
         flush(s, NULL, 0, false); /* job.finished with the result so far */
-    } else if (rc == SC_ENOJOB && !ending_now(s, job)) { /* not loaded: a load under way must not start it */
+    } else if (rc == SC_ENOJOB && !cancel_of_ended(s, job)) { /* not loaded: a load under way must not start it */
         gone_add(s, job, true);
         emit(s, "job.finished", job, rt_fmt("\"state\":\"cancelled\""));
     }
@@ -1547,6 +1545,7 @@ static void finalize(rt_actor *self)
     for (size_t i = 0; i < s->nending; i++)
         free(s->ending[i].result);
     free(s->ending);
+    free(s->cancel_due);
     for (size_t i = 0; i < s->nparked; i++)
         rt_msg_free(s->parked[i].claim);
     free(s->parked);

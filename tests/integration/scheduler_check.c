@@ -664,6 +664,51 @@ static bool job_finished(void)
     return proxy_events("job.finished", awaited_job) > 0;
 }
 
+/* The database refuses the write of a job's end (a trigger of the test's
+ * own raises an error): the job's job.finished still goes out, the job,
+ * whose row says running, is taken up again from its journal, and once the
+ * database takes the write the row has the whole result. */
+static void an_end_the_database_refuses_is_written_later(void)
+{
+    enum { ITEMS = 20000 };
+    uint64_t id = insert_job(ITEMS, 31);
+    sim_job *job = local_job(31);
+    char trigger[300];
+    snprintf(trigger, sizeof trigger, "CREATE TRIGGER refuse_end BEFORE UPDATE OF result ON jobs FOR EACH ROW "
+                                      "WHEN (NEW.id = %" PRIu64 ") EXECUTE FUNCTION refuse_end()", id);
+    PGconn *c = PQconnectdb(conninfo);
+    bool setup = id > 0 && PQstatus(c) == CONNECTION_OK &&
+        pg_value(c, "CREATE FUNCTION refuse_end() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                    "RAISE EXCEPTION 'refused by the test'; END $$", 0) == 0 &&
+        pg_value(c, trigger, 0) == 0;
+    bool done;
+    int accepted = setup ? work(id, job, 1000, &done) : 0; /* the last one's answer is an error */
+    awaited_job = id;
+    bool told = setup && proxy_wait(job_finished);
+    pg_value(c, "DROP TRIGGER IF EXISTS refuse_end ON jobs", 0);
+    pg_value(c, "DROP FUNCTION IF EXISTS refuse_end()", 0);
+    bool written = false;
+    struct timespec t0, now, pause = { 0, 20000000 };
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (now = t0; setup && !written && now.tv_sec - t0.tv_sec <= PROXY_DEADLINE_S;) {
+        written = pg_value(c, "SELECT count(*) FROM jobs WHERE id = $1 AND state = 'complete'", id) == 1;
+        if (!written)
+            nanosleep(&pause, NULL); /* taken up again at the next sweep: look again, up to the deadline */
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    }
+    PQfinish(c);
+    CHECK(setup, "the trigger is set up");
+    CHECK(accepted == -1, "the last chunk's answer is an error: %d", accepted);
+    CHECK(told, "job.finished is sent though the end was not written");
+    CHECK(written, "the end is written once the database takes it");
+    char state[32];
+    double mean;
+    long accepts;
+    db_state(id, state, sizeof state, &mean, &accepts);
+    CHECK(mean == whole_mean(job, ITEMS), "the result is the whole job's: mean %.17g", mean);
+    sim_job_destroy(job);
+}
+
 /* The API's cancel UPDATE commits after the API has stopped waiting for it
  * (it answered 503), so the scheduler is not told. The next load, which
  * no longer lists the job, stops it: no chunk of it is handed out after. */
@@ -739,6 +784,7 @@ int main(int argc, char **argv)
     RUN(an_ending_job_is_not_loaded_again);
     RUN(a_cancel_that_wins_the_race_with_the_end_stands);
     RUN(a_job_ends_after_its_journal);
+    RUN(an_end_the_database_refuses_is_written_later);
     RUN(a_cancel_the_scheduler_was_not_told_of_stops_the_job);
     RUN(no_chunks_while_the_database_is_away);
     RUN(a_job_that_arrives_during_a_load_starts);
