@@ -79,7 +79,8 @@ typedef struct held_end {
 
 /* The journal INSERTs of one outbox write, and the ends of jobs held back
  * until they and those of every earlier epoch are answered: a job's row
- * never says it ended while some of its accepted results may be lost. */
+ * never says it ended while a journal write of its results may still be
+ * lost (one that failed is documented in docs/coordinator.md). */
 typedef struct epoch {
     unsigned inserts;         /* in flight */
     held_end *ends;
@@ -103,6 +104,13 @@ typedef struct ending {
     char *result;             /* JSON */
     bool cancel_seen;         /* the API's cancel came meanwhile */
 } ending;
+
+/* A job whose end found its row cancelled by the API: the API's message
+ * follows its commit at once, unless it stopped waiting for the commit
+ * (a 503), when none comes; kept for DB_TIMEOUT_MS at most. */
+typedef struct due_cancel {
+    uint64_t job, since_ms;
+} due_cancel;
 
 typedef struct parked {
     rt_msg *claim;            /* the kept cd_claim */
@@ -162,7 +170,7 @@ typedef struct sched {
     size_t nwrites, writes_cap;
     ending *ending;           /* ends being written */
     size_t nending, ending_cap;
-    uint64_t *cancel_due;     /* jobs whose row the API cancelled first, its message yet to come */
+    due_cancel *cancel_due;   /* jobs whose row the API cancelled first, its message yet to come */
     size_t ncancel_due, cancel_due_cap;
     epoch *epochs;            /* epochs[head .. head + n) are numbers first .. first + n - 1 */
     size_t epochs_head, nepochs, epochs_cap;
@@ -689,7 +697,7 @@ static void end_written(sched *s, uint64_t job, bool ok, const char *state)
         if (ok && strcmp(st, "cancelled") == 0 && strcmp(d->state, "cancelled") != 0 && !d->cancel_seen) {
             if (s->ncancel_due == s->cancel_due_cap)
                 s->cancel_due = rt_grow(s->cancel_due, &s->cancel_due_cap, sizeof *s->cancel_due);
-            s->cancel_due[s->ncancel_due++] = job;
+            s->cancel_due[s->ncancel_due++] = (due_cancel){ job, rt_mono_ms() };
         }
         free(d->result);
         *d = s->ending[--s->nending];
@@ -717,7 +725,7 @@ static bool cancel_of_ended(sched *s, uint64_t job)
             return true;
         }
     for (size_t i = 0; i < s->ncancel_due; i++)
-        if (s->cancel_due[i] == job) {
+        if (s->cancel_due[i].job == job) {
             s->cancel_due[i] = s->cancel_due[--s->ncancel_due];
             return true;
         }
@@ -998,6 +1006,12 @@ static void load_done(sched *s)
         return;
     s->loading = false;
     gone_load_done(s);
+    uint64_t now = rt_mono_ms();
+    for (size_t i = 0; i < s->ncancel_due;) /* messages that will not come */
+        if (now - s->cancel_due[i].since_ms > DB_TIMEOUT_MS)
+            s->cancel_due[i] = s->cancel_due[--s->ncancel_due];
+        else
+            i++;
     if (s->load_again)
         load(s);
 }
