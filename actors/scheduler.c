@@ -775,8 +775,6 @@ static uint64_t epoch_new(sched *s, unsigned inserts)
             s->epochs = rt_grow(s->epochs, &s->epochs_cap, sizeof *s->epochs);
         }
     }
-    if (s->nepochs == 0)
-        s->epochs_head = 0;
     s->epochs[s->epochs_head + s->nepochs] = (epoch){ .inserts = inserts };
     return s->epoch_first + s->nepochs++;
 }
@@ -805,6 +803,8 @@ static void epoch_done(sched *s, uint64_t e)
             write_query(s, first.ends[i].update, first.ends[i].barrier, first.ends[i].job, 0);
         free(first.ends);
     }
+    if (s->nepochs == 0)
+        s->epochs_head = 0;
 }
 
 /* Writes every record in the outbox: one INSERT per CD_JOURNAL_MAX_ROWS
@@ -815,8 +815,9 @@ static void epoch_done(sched *s, uint64_t e)
 static void write_out(sched *s)
 {
     int b = -1;
+    size_t inserts = (s->nout + CD_JOURNAL_MAX_ROWS - 1) / CD_JOURNAL_MAX_ROWS;
     if (s->nwaiting > 0) {
-        size_t writes = (s->nout + CD_JOURNAL_MAX_ROWS - 1) / CD_JOURNAL_MAX_ROWS;
+        size_t writes = inserts;
         for (size_t i = 0; i < s->nout; i++)
             writes += s->out[i].type == SC_REC_JOB_END;
         size_t k = s->nbfree > 0 ? (size_t)s->bfree[--s->nbfree] : s->nbarriers;
@@ -830,7 +831,6 @@ static void write_out(sched *s)
         s->nwaiting = s->waiting_cap = 0;
         b = (int)k; /* writes >= 1: a waiter's ACCEPT record is in out */
     }
-    size_t inserts = (s->nout + CD_JOURNAL_MAX_ROWS - 1) / CD_JOURNAL_MAX_ROWS;
     uint64_t e = epoch_new(s, (unsigned)inserts + 1); /* + 1: answered below, once its ends are held */
     for (size_t i = 0; i < s->nout; i += CD_JOURNAL_MAX_ROWS) {
         size_t n = s->nout - i < CD_JOURNAL_MAX_ROWS ? s->nout - i : CD_JOURNAL_MAX_ROWS;

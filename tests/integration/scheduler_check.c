@@ -492,11 +492,11 @@ static bool release_end(held_end *h, uint64_t id, const char *sql_text)
 #define LOCK_JOB_ROW "SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE"
 #define END_UPDATE "UPDATE jobs SET state = CASE"
 
-static uint64_t ending_job;
+static uint64_t awaited_job; /* for the predicates below */
 
-static bool job_end_seen(void)
+static bool job_finished(void)
 {
-    return proxy_events("job.finished", ending_job) > 0;
+    return proxy_events("job.finished", awaited_job) > 0;
 }
 
 /* A job's end is written after the scheduler has let the job go; until
@@ -524,8 +524,8 @@ static void an_ending_job_is_not_loaded_again(void)
     watched_job = 0;
 
     bool done = release_end(&h, id, NULL);
-    ending_job = id;
-    bool ended = proxy_wait(job_end_seen);
+    awaited_job = id;
+    bool ended = proxy_wait(job_finished);
     CHECK(held, "the job's end is held back");
     CHECK(ended && proxy_events("job.started", id) == 1 && proxy_events("job.finished", id) == 1,
           "the job started and ended once: %d job.started, %d job.finished", proxy_events("job.started", id),
@@ -611,8 +611,6 @@ static void a_job_ends_after_its_journal(void)
     sim_job_destroy(job);
 }
 
-static uint64_t awaited_job; /* for the predicates below */
-
 static bool notice_seen(void)
 {
     char want[64];
@@ -657,11 +655,6 @@ static void a_job_that_arrives_during_a_load_starts(void)
     CHECK(proxy_wait(job_started), "the first job starts");
     awaited_job = second;
     CHECK(proxy_wait(job_started), "the second job starts");
-}
-
-static bool job_finished(void)
-{
-    return proxy_events("job.finished", awaited_job) > 0;
 }
 
 /* The database refuses the write of a job's end (a trigger of the test's
