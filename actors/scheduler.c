@@ -936,7 +936,9 @@ static void fail_job(sched *s, uint64_t id, const char *why)
     char quoted[600], msg[640];
     snprintf(msg, sizeof msg, "{\"error\":%s}", cd_json_quote(quoted, sizeof quoted, why));
     cd_query *u = cd_query_new(
-        "UPDATE jobs SET state = 'failed', result = $2::jsonb, finished_at = now() WHERE id = $1 RETURNING state");
+        /* a cancel the API committed first keeps its state, as a job's end does */
+        "UPDATE jobs SET state = CASE WHEN state IN ('pending', 'running') THEN 'failed' ELSE state END, "
+        "result = $2::jsonb, finished_at = coalesce(finished_at, now()) WHERE id = $1 RETURNING state");
     u->group = true; /* never refused by the backlog bound: at most one per job */
     cd_query_int(u, (int64_t)id);
     cd_query_text(u, msg);

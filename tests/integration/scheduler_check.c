@@ -702,6 +702,48 @@ static void an_end_the_database_refuses_is_written_later(void)
     sim_job_destroy(job);
 }
 
+/* A job that cannot run (its journal holds a record no ledger takes) is
+ * failed, but a cancel the API committed after the load listed the job
+ * stands: the job's row stays cancelled and its one job.finished says so,
+ * also once the API's message comes. A lock on the journal holds the load
+ * in its journal query while the bad record and the cancel commit together. */
+static void a_cancel_that_wins_the_race_with_a_failed_job_stands(void)
+{
+    PGconn *lock = PQconnectdb(conninfo), *look = PQconnectdb(conninfo);
+    bool locked = PQstatus(lock) == CONNECTION_OK && PQstatus(look) == CONNECTION_OK &&
+        pg_value(lock, "BEGIN", 0) == 0 && pg_value(lock, "LOCK TABLE journal IN ACCESS EXCLUSIVE MODE", 0) == 0;
+    uint64_t id = locked ? insert_job(5000, 33) : 0;
+    bool held = id > 0 && lock_waiter(look, "SELECT seq, type, variant");
+    char bad[160];
+    snprintf(bad, sizeof bad, "INSERT INTO journal (job_id, type, state) VALUES ($1, %d, 99)", SC_REC_JOB_END);
+    bool cancelled = held && pg_value(lock, bad, id) == 0 &&
+        pg_value(lock, "UPDATE jobs SET state = 'cancelled', finished_at = now() WHERE id = $1", id) == 0;
+    if (locked)
+        pg_value(lock, "COMMIT", 0);
+    PQfinish(lock);
+    PQfinish(look);
+    awaited_job = id;
+    bool told = cancelled && proxy_wait(job_finished);
+    /* the API's message, then a claim answered after it */
+    cd_cancel_job *cancel = RT_MSG_NEW(cd_cancel_job, CD_MSG_CANCEL_JOB);
+    cancel->job = id;
+    rt_send(scheduler, &cancel->hdr);
+    unsigned offered = told ? claim_once(5, 1, NULL, id) : 1;
+    char state[32];
+    double mean;
+    long accepts;
+    db_state(id, state, sizeof state, &mean, &accepts);
+    CHECK(locked, "the journal is locked");
+    CHECK(held, "a load waits in its journal query");
+    CHECK(cancelled, "the bad record and the cancel are written");
+    CHECK(told, "job.finished");
+    CHECK(offered == 0, "%u chunks of it handed out", offered);
+    CHECK(strcmp(state, "cancelled") == 0, "job %" PRIu64 ": state %s", id, state);
+    CHECK(proxy_events("job.finished", id) == 1 && proxy_events("job.finished:cancelled", id) == 1,
+          "one job.finished, cancelled: %d, %d cancelled, %d failed", proxy_events("job.finished", id),
+          proxy_events("job.finished:cancelled", id), proxy_events("job.finished:failed", id));
+}
+
 /* The API's cancel UPDATE commits after the API has stopped waiting for it
  * (it answered 503), so the scheduler is not told. The next load, which
  * no longer lists the job, stops it: no chunk of it is handed out after. */
@@ -779,6 +821,7 @@ int main(int argc, char **argv)
     RUN(a_job_ends_after_its_journal);
     RUN(an_end_the_database_refuses_is_written_later);
     RUN(a_cancel_the_scheduler_was_not_told_of_stops_the_job);
+    RUN(a_cancel_that_wins_the_race_with_a_failed_job_stands);
     RUN(no_chunks_while_the_database_is_away);
     RUN(a_job_that_arrives_during_a_load_starts);
     stop_farm();
