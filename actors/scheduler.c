@@ -112,6 +112,14 @@ typedef struct due_cancel {
     uint64_t job, since_ms;
 } due_cancel;
 
+/* A job whose end the database refused after its job.finished went out
+ * with `state`: taken up again, it ends once more, and that end sends no
+ * second event unless the row then says otherwise. */
+typedef struct told_end {
+    uint64_t job;
+    const char *state;        /* static */
+} told_end;
+
 typedef struct parked {
     rt_msg *claim;            /* the kept cd_claim */
     uint64_t since_ms;
@@ -172,6 +180,8 @@ typedef struct sched {
     size_t nending, ending_cap;
     due_cancel *cancel_due;   /* jobs whose row the API cancelled first, its message yet to come */
     size_t ncancel_due, cancel_due_cap;
+    told_end *told;           /* refused ends whose job.finished went out */
+    size_t ntold, told_cap;
     epoch *epochs;            /* epochs[head .. head + n) are numbers first .. first + n - 1 */
     size_t epochs_head, nepochs, epochs_cap;
     uint64_t epoch_first;
@@ -684,8 +694,8 @@ static void epoch_done(sched *s, uint64_t e);
 /* The write of job's end is answered: committed (ok; `state`, if not NULL,
  * is what the row now says; a cancel the API committed first stands, and
  * its message, still to come, sends no second event), or not, when the
- * event says what the scheduler knows (the job may also be loaded again
- * and end once more, with a second event). */
+ * event says what the scheduler knows; the job is then loaded again and
+ * ends once more, which sends a second event only if the state differs. */
 static void end_written(sched *s, uint64_t job, bool ok, const char *state)
 {
     for (size_t i = 0; i < s->nending; i++) {
@@ -693,7 +703,21 @@ static void end_written(sched *s, uint64_t job, bool ok, const char *state)
         if (d->job != job)
             continue;
         const char *st = ok && state != NULL ? state : d->cancel_seen ? "cancelled" : d->state;
-        emit(s, "job.finished", job, rt_fmt("\"state\":\"%s\",\"result\":%s", st, d->result));
+        size_t t = 0;
+        while (t < s->ntold && s->told[t].job != job)
+            t++;
+        if (t == s->ntold || strcmp(s->told[t].state, st) != 0)
+            emit(s, "job.finished", job, rt_fmt("\"state\":\"%s\",\"result\":%s", st, d->result));
+        if (ok && t < s->ntold) {
+            s->told[t] = s->told[--s->ntold];
+        } else if (!ok) {
+            if (t == s->ntold) {
+                if (s->ntold == s->told_cap)
+                    s->told = rt_grow(s->told, &s->told_cap, sizeof *s->told);
+                s->ntold++;
+            }
+            s->told[t] = (told_end){ job, st };
+        }
         if (ok && strcmp(st, "cancelled") == 0 && strcmp(d->state, "cancelled") != 0 && !d->cancel_seen) {
             if (s->ncancel_due == s->cancel_due_cap)
                 s->cancel_due = rt_grow(s->cancel_due, &s->cancel_due_cap, sizeof *s->cancel_due);
@@ -1000,6 +1024,18 @@ static void stop_unlisted(sched *s, PGresult *res)
         cancel_job(s, stop[i]);
     }
     free(stop);
+    /* a refused end whose row is no longer running (the API cancelled
+     * it) will not be written: its job need not be remembered */
+    for (size_t i = 0; i < s->ntold;) {
+        uint64_t id = s->told[i].job;
+        bool writing = false;
+        for (size_t k = 0; k < s->nending && !writing; k++)
+            writing = s->ending[k].job == id;
+        if (id <= last && !listed(res, id) && !writing)
+            s->told[i] = s->told[--s->ntold];
+        else
+            i++;
+    }
 }
 
 static void load_done(sched *s)
@@ -1562,6 +1598,7 @@ static void finalize(rt_actor *self)
         free(s->ending[i].result);
     free(s->ending);
     free(s->cancel_due);
+    free(s->told);
     for (size_t i = 0; i < s->nparked; i++)
         rt_msg_free(s->parked[i].claim);
     free(s->parked);

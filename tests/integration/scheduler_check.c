@@ -378,6 +378,20 @@ static long pg_value(PGconn *c, const char *sql_text, uint64_t id)
     return v;
 }
 
+/* Waits (deadline) until `sql_text` ($1: id) gives at least `want`. */
+static bool pg_wait(PGconn *c, const char *sql_text, uint64_t id, long want)
+{
+    struct timespec t0, now, pause = { 0, 20000000 };
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (now = t0; now.tv_sec - t0.tv_sec <= PROXY_DEADLINE_S;) {
+        if (pg_value(c, sql_text, id) >= want)
+            return true;
+        nanosleep(&pause, NULL); /* not yet: look again, up to the deadline */
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    }
+    return false;
+}
+
 /* Waits (deadline) until a statement starting with `prefix` waits for a
  * lock. */
 static bool lock_waiter(PGconn *look, const char *prefix)
@@ -385,15 +399,7 @@ static bool lock_waiter(PGconn *look, const char *prefix)
     char like[128];
     snprintf(like, sizeof like, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
                                 "AND query LIKE '%s%%'", prefix);
-    struct timespec t0, now, pause = { 0, 5000000 };
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (now = t0; now.tv_sec - t0.tv_sec <= PROXY_DEADLINE_S;) {
-        if (pg_value(look, like, 0) > 0)
-            return true;
-        nanosleep(&pause, NULL); /* not there yet: look again, up to the deadline */
-        clock_gettime(CLOCK_MONOTONIC, &now);
-    }
-    return false;
+    return pg_wait(look, like, 0, 1);
 }
 
 /* A job whose end is held back: every chunk claimed and all but the last
@@ -658,9 +664,11 @@ static void a_job_that_arrives_during_a_load_starts(void)
 }
 
 /* The database refuses the write of a job's end (a trigger of the test's
- * own raises an error): the job's job.finished still goes out, the job,
- * whose row says running, is taken up again from its journal, and once the
- * database takes the write the row has the whole result. */
+ * own raises an error, counting its refusals in a sequence, which no
+ * rollback undoes): the job's job.finished still goes out, the job, whose
+ * row says running, is taken up again from its journal and refused again,
+ * with no second job.finished, and once the database takes the write the
+ * row has the whole result. */
 static void an_end_the_database_refuses_is_written_later(void)
 {
     enum { ITEMS = 20000 };
@@ -670,35 +678,39 @@ static void an_end_the_database_refuses_is_written_later(void)
     snprintf(trigger, sizeof trigger, "CREATE TRIGGER refuse_end BEFORE UPDATE OF result ON jobs FOR EACH ROW "
                                       "WHEN (NEW.id = %" PRIu64 ") EXECUTE FUNCTION refuse_end()", id);
     PGconn *c = PQconnectdb(conninfo);
-    bool setup = id > 0 && PQstatus(c) == CONNECTION_OK &&
+    bool setup = id > 0 && PQstatus(c) == CONNECTION_OK && pg_value(c, "CREATE SEQUENCE refusals", 0) == 0 &&
         pg_value(c, "CREATE FUNCTION refuse_end() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-                    "RAISE EXCEPTION 'refused by the test'; END $$", 0) == 0 &&
+                    "PERFORM nextval('refusals'); RAISE EXCEPTION 'refused by the test'; END $$", 0) == 0 &&
         pg_value(c, trigger, 0) == 0;
     bool done;
     int accepted = setup ? work(id, job, 1000, &done) : 0; /* the last one's answer is an error */
     awaited_job = id;
     bool told = setup && proxy_wait(job_finished);
+    /* the third refusal is sent only once the second's answer is handled,
+     * and a query's answer to the proxy after that comes after every
+     * event sent before it */
+    bool again = told && pg_wait(c, "SELECT last_value FROM refusals", 0, 3);
+    cd_result *r = sql(cd_query_new("SELECT 1"));
+    rt_msg_free(r ? &r->hdr : NULL);
+    int events = proxy_events("job.finished", id);
     pg_value(c, "DROP TRIGGER IF EXISTS refuse_end ON jobs", 0);
     pg_value(c, "DROP FUNCTION IF EXISTS refuse_end()", 0);
-    bool written = false;
-    struct timespec t0, now, pause = { 0, 20000000 };
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (now = t0; setup && !written && now.tv_sec - t0.tv_sec <= PROXY_DEADLINE_S;) {
-        written = pg_value(c, "SELECT count(*) FROM jobs WHERE id = $1 AND state = 'complete'", id) == 1;
-        if (!written)
-            nanosleep(&pause, NULL); /* taken up again at the next sweep: look again, up to the deadline */
-        clock_gettime(CLOCK_MONOTONIC, &now);
-    }
+    pg_value(c, "DROP SEQUENCE IF EXISTS refusals", 0);
+    /* taken up again at the next sweep */
+    bool written = setup && pg_wait(c, "SELECT count(*) FROM jobs WHERE id = $1 AND state = 'complete'", id, 1);
     PQfinish(c);
     CHECK(setup, "the trigger is set up");
     CHECK(accepted == -1, "the last chunk's answer is an error: %d", accepted);
     CHECK(told, "job.finished is sent though the end was not written");
+    CHECK(again, "the end is refused again");
+    CHECK(events == 1, "%d job.finished while the end is refused", events);
     CHECK(written, "the end is written once the database takes it");
     char state[32];
     double mean;
     long accepts;
     db_state(id, state, sizeof state, &mean, &accepts);
     CHECK(mean == whole_mean(job, ITEMS), "the result is the whole job's: mean %.17g", mean);
+    CHECK(proxy_events("job.finished", id) == 1, "%d job.finished", proxy_events("job.finished", id));
     sim_job_destroy(job);
 }
 
