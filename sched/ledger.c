@@ -1651,11 +1651,15 @@ int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs,
     if (bad)
         goto fail;
     free(v);
-    if (end != SC_JOB_RUNNING && j->state == SC_JOB_RUNNING) {
+    /* A complete end is derived again from the records rather than taken
+     * from its own: a journal that lost a write of its accepts (see
+     * docs/coordinator.md) would end the job with part of its result, where
+     * this hands the gap out again. Other ends stop a job where it was. */
+    if (end != SC_JOB_RUNNING && end != SC_JOB_COMPLETE && j->state == SC_JOB_RUNNING) {
         j->state = end;
         l->rr_dirty = true;
     } else {
-        check_end(l, j); /* done before the crash but not yet journaled */
+        check_end(l, j); /* done before the crash, its end journaled or not */
     }
     return 0;
 

@@ -11,6 +11,7 @@
 #include "sched/sched.h"
 
 #include <criterion/criterion.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -684,6 +685,80 @@ Test(sched, bad_specs_and_journals_are_refused)
     cr_assert_str_eq(sc_strerror(SC_EBADRESULT), "the result does not decode or does not match its chunk");
     sc_ledger_destroy(l);
     journal_free(&jr);
+}
+
+/* Claims and completes job 1 on l until it ends (at most 100 chunks). */
+static void finish_job(sc_ledger *l)
+{
+    static unsigned char buf[2048];
+    sc_node_info node = { .id = 1, .tier = SC_TIER_OWN, .items_per_s = 400 };
+    bool done = false;
+    for (int chunks = 0; !done && chunks < 100; chunks++) {
+        sc_claim_out c;
+        unsigned n;
+        sc_outcome out;
+        sc_claim(l, &node, 1, 0, &c, &n);
+        cr_assert_eq(n, 1);
+        size_t len = result_of(c.first, c.count, buf, sizeof buf);
+        cr_assert_eq(sc_complete(l, 1, c.chunk, c.token, 1, buf, len, 0, &out, &done), 0);
+        cr_assert_eq(out, SC_ACCEPTED);
+    }
+    cr_assert(done);
+}
+
+/* A journal whose job-end record says complete but which lost one write of
+ * accepts (the database failed it) does not end the job with part of its
+ * result: the missing range is handed out again. A whole journal restores
+ * the job complete and journals its end again, once. */
+Test(sched, a_complete_end_over_a_gap_hands_the_gap_out)
+{
+    journal jr = { 0 }, again = { 0 }, whole = { 0 };
+    sc_ledger *l = simple(&jr);
+    sc_job_spec s = spec_of(1, 1000);
+    cr_assert_eq(sc_job_add(l, &s), 0);
+    finish_job(l);
+    cr_assert_eq(jr.recs[jr.n - 1].type, SC_REC_JOB_END);
+    cr_assert_eq(jr.recs[jr.n - 1].state, SC_JOB_COMPLETE);
+    cr_assert_gt(jr.n, 3, "at least two chunks");
+    sim_stats want;
+    stats_of(0, 1000, &want);
+    sc_job_status st;
+
+    size_t k = 0; /* the first accept's write was lost */
+    while (jr.recs[k].type != SC_REC_ACCEPT)
+        k++;
+    uint64_t lost = jr.recs[k].count;
+    sc_record *gap = malloc(jr.n * sizeof *gap);
+    size_t n = 0;
+    for (size_t i = 0; i < jr.n; i++)
+        if (i != k)
+            gap[n++] = jr.recs[i];
+    sc_ledger *r = new_ledger(&again, 3);
+    cr_assert_eq(sc_job_restore(r, &s, gap, n), 0);
+    sc_job_status_get(r, 1, &st);
+    cr_assert_eq(st.state, SC_JOB_RUNNING, "the job ended with %" PRIu64 " of 1000 items", st.done_items);
+    cr_assert_eq(st.pending_items, lost);
+    cr_assert_eq(again.n, 0, "nothing journaled while the job runs");
+    finish_job(r);
+    sc_job_status_get(r, 1, &st);
+    cr_assert_eq(st.state, SC_JOB_COMPLETE);
+    cr_assert(sim_stats_equal(&st.aggregate[0], &want), "the whole job's result");
+    cr_assert_eq(again.recs[again.n - 1].type, SC_REC_JOB_END);
+    free(gap);
+    sc_ledger_destroy(r);
+
+    sc_ledger *w = new_ledger(&whole, 2);
+    cr_assert_eq(sc_job_restore(w, &s, jr.recs, jr.n), 0);
+    sc_job_status_get(w, 1, &st);
+    cr_assert_eq(st.state, SC_JOB_COMPLETE);
+    cr_assert(sim_stats_equal(&st.aggregate[0], &want));
+    cr_assert_eq(whole.n, 1);
+    cr_assert_eq(whole.recs[0].type, SC_REC_JOB_END);
+    sc_ledger_destroy(w);
+    sc_ledger_destroy(l);
+    journal_free(&jr);
+    journal_free(&again);
+    journal_free(&whole);
 }
 
 /* ---- the window of accepted chunks ---- */
