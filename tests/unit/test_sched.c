@@ -572,28 +572,37 @@ Test(sched, cancel_makes_claims_stale)
     journal_free(&jr);
 }
 
-Test(sched, precision_target_ends_the_job_early)
+/* Claims and completes job 1 on l, one chunk at a time, until it ends;
+ * returns the chunks it took (at most max). */
+static int finish_job(sc_ledger *l, int max)
 {
-    journal jr = { 0 };
-    unsigned char buf[2048];
-    sc_ledger *l = simple(&jr);
-    sc_job_spec s = spec_of(1, 10000000);
-    s.precision = 1.0; /* values spread over [0, 100): sd ~29, so ~3,300 items */
-    sc_job_add(l, &s);
+    static unsigned char buf[2048];
     sc_node_info node = { .id = 1, .tier = SC_TIER_OWN, .items_per_s = 400 };
     bool done = false;
     int chunks = 0;
-    while (!done && chunks < 1000) {
+    while (!done && chunks < max) {
         sc_claim_out c;
         unsigned n;
         sc_outcome out;
         sc_claim(l, &node, 1, 0, &c, &n);
         cr_assert_eq(n, 1);
         size_t len = result_of(c.first, c.count, buf, sizeof buf);
-        sc_complete(l, 1, c.chunk, c.token, 1, buf, len, 0, &out, &done);
+        cr_assert_eq(sc_complete(l, 1, c.chunk, c.token, 1, buf, len, 0, &out, &done), 0);
         cr_assert_eq(out, SC_ACCEPTED);
         chunks++;
     }
+    cr_assert(done);
+    return chunks;
+}
+
+Test(sched, precision_target_ends_the_job_early)
+{
+    journal jr = { 0 };
+    sc_ledger *l = simple(&jr);
+    sc_job_spec s = spec_of(1, 10000000);
+    s.precision = 1.0; /* values spread over [0, 100): sd ~29, so ~3,300 items */
+    sc_job_add(l, &s);
+    finish_job(l, 1000);
     sc_job_status st;
     sc_job_status_get(l, 1, &st);
     cr_assert_eq(st.state, SC_JOB_COMPLETE);
@@ -687,25 +696,6 @@ Test(sched, bad_specs_and_journals_are_refused)
     journal_free(&jr);
 }
 
-/* Claims and completes job 1 on l until it ends (at most 100 chunks). */
-static void finish_job(sc_ledger *l)
-{
-    static unsigned char buf[2048];
-    sc_node_info node = { .id = 1, .tier = SC_TIER_OWN, .items_per_s = 400 };
-    bool done = false;
-    for (int chunks = 0; !done && chunks < 100; chunks++) {
-        sc_claim_out c;
-        unsigned n;
-        sc_outcome out;
-        sc_claim(l, &node, 1, 0, &c, &n);
-        cr_assert_eq(n, 1);
-        size_t len = result_of(c.first, c.count, buf, sizeof buf);
-        cr_assert_eq(sc_complete(l, 1, c.chunk, c.token, 1, buf, len, 0, &out, &done), 0);
-        cr_assert_eq(out, SC_ACCEPTED);
-    }
-    cr_assert(done);
-}
-
 /* A journal whose job-end record says complete but which lost one write of
  * accepts (the database failed it) does not end the job with part of its
  * result: the missing range is handed out again. A whole journal restores
@@ -716,7 +706,7 @@ Test(sched, a_complete_end_over_a_gap_hands_the_gap_out)
     sc_ledger *l = simple(&jr);
     sc_job_spec s = spec_of(1, 1000);
     cr_assert_eq(sc_job_add(l, &s), 0);
-    finish_job(l);
+    finish_job(l, 100);
     cr_assert_eq(jr.recs[jr.n - 1].type, SC_REC_JOB_END);
     cr_assert_eq(jr.recs[jr.n - 1].state, SC_JOB_COMPLETE);
     cr_assert_gt(jr.n, 3, "at least two chunks");
@@ -739,7 +729,7 @@ Test(sched, a_complete_end_over_a_gap_hands_the_gap_out)
     cr_assert_eq(st.state, SC_JOB_RUNNING, "the job ended with %" PRIu64 " of 1000 items", st.done_items);
     cr_assert_eq(st.pending_items, lost);
     cr_assert_eq(again.n, 0, "nothing journaled while the job runs");
-    finish_job(r);
+    finish_job(r, 100);
     sc_job_status_get(r, 1, &st);
     cr_assert_eq(st.state, SC_JOB_COMPLETE);
     cr_assert(sim_stats_equal(&st.aggregate[0], &want), "the whole job's result");
