@@ -342,6 +342,8 @@ test('a node back on a new connection keeps its new claims when the old connecti
   const old = await ScriptedNode.connect(srv.port, { key });
   let fresh;
   try {
+    // live progress is not replayed: follow the events before anything happens
+    await events.until((e) => e.type === 'snapshot', 'snapshot');
     await old.hello({ maxParallel: 1 });
     const id = await submit(srv, option, 1e9, 5);
     const a = await old.until((m) => m.type === 'assign' && m.body.job === id, 'a chunk for the old session', 30000);
