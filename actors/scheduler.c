@@ -1273,7 +1273,6 @@ static void restore_job(sched *s, op *o)
         return;
     }
     o->spec.layouts = o->layouts;
-    size_t before = s->nout;
     int rc = sc_job_restore(s->l, &o->spec, o->recs, o->nrecs);
     free_records(o);
     if (rc != 0) {
@@ -1294,14 +1293,9 @@ static void restore_job(sched *s, op *o)
         cd_query_int(u, (int64_t)o->info.id);
         write_query(s, u, -1, 0, 0);
     } else {
-        /* It had ended before the crash; make the jobs row say so (the
-         * restore journaled the end of a job it found complete). */
-        bool journaled = false;
-        for (size_t i = before; i < s->nout; i++)
-            journaled |= s->out[i].type == SC_REC_JOB_END && s->out[i].job == o->info.id;
+        /* It had ended before the crash; make the jobs row say so. */
         sc_record end = { .type = SC_REC_JOB_END, .job = o->info.id, .state = st.state };
-        if (!journaled)
-            journal_cb(s, &end);
+        journal_cb(s, &end);
     }
     flush(s, NULL, 0, false);
     serve_parked(s, false); /* idle nodes start on it at once */

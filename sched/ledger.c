@@ -1659,7 +1659,9 @@ int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs,
         j->state = end;
         l->rr_dirty = true;
     } else {
-        check_end(l, j); /* done before the crash, its end journaled or not */
+        l->restoring = true; /* a restore journals nothing, this end included */
+        check_end(l, j);     /* done before the crash, its end journaled or not */
+        l->restoring = false;
     }
     return 0;
 

@@ -191,8 +191,9 @@ int sc_job_add(sc_ledger *l, const sc_job_spec *spec);
  * coordinator resumes where it was: accepted ranges stay done, their
  * results are merged again, everything else is handed out anew. A job-end
  * record stops the job in its state, except `complete`: the job is complete
- * only if its records show it (then its end is journaled again), and a
- * range missing from them is handed out anew. */
+ * only if its records show it, and a range missing from them is handed out
+ * anew. A restore journals nothing: the caller records the end of a job it
+ * finds ended. */
 int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs, size_t n);
 
 /* Stops a job: its live claims become stale. */
