@@ -691,6 +691,15 @@ static bool writes_take(sched *s, int64_t req, wslot *w)
 
 static void epoch_done(sched *s, uint64_t e);
 
+/* The end of job being written, or NULL. */
+static ending *ending_of(sched *s, uint64_t job)
+{
+    for (size_t i = 0; i < s->nending; i++)
+        if (s->ending[i].job == job)
+            return &s->ending[i];
+    return NULL;
+}
+
 /* The write of job's end is answered: committed (ok; `state`, if not NULL,
  * is what the row now says; a cancel the API committed first stands, and
  * its message, still to come, sends no second event), or not, when the
@@ -698,35 +707,32 @@ static void epoch_done(sched *s, uint64_t e);
  * ends once more, which sends a second event only if the state differs. */
 static void end_written(sched *s, uint64_t job, bool ok, const char *state)
 {
-    for (size_t i = 0; i < s->nending; i++) {
-        ending *d = &s->ending[i];
-        if (d->job != job)
-            continue;
-        const char *st = ok && state != NULL ? state : d->cancel_seen ? "cancelled" : d->state;
-        size_t t = 0;
-        while (t < s->ntold && s->told[t].job != job)
-            t++;
-        if (t == s->ntold || strcmp(s->told[t].state, st) != 0)
-            emit(s, "job.finished", job, rt_fmt("\"state\":\"%s\",\"result\":%s", st, d->result));
-        if (ok && t < s->ntold) {
-            s->told[t] = s->told[--s->ntold];
-        } else if (!ok) {
-            if (t == s->ntold) {
-                if (s->ntold == s->told_cap)
-                    s->told = rt_grow(s->told, &s->told_cap, sizeof *s->told);
-                s->ntold++;
-            }
-            s->told[t] = (told_end){ job, st };
-        }
-        if (ok && strcmp(st, "cancelled") == 0 && strcmp(d->state, "cancelled") != 0 && !d->cancel_seen) {
-            if (s->ncancel_due == s->cancel_due_cap)
-                s->cancel_due = rt_grow(s->cancel_due, &s->cancel_due_cap, sizeof *s->cancel_due);
-            s->cancel_due[s->ncancel_due++] = (due_cancel){ job, rt_mono_ms() };
-        }
-        free(d->result);
-        *d = s->ending[--s->nending];
+    ending *d = ending_of(s, job);
+    if (d == NULL)
         return;
+    const char *st = ok && state != NULL ? state : d->cancel_seen ? "cancelled" : d->state;
+    size_t t = 0;
+    while (t < s->ntold && s->told[t].job != job)
+        t++;
+    if (t == s->ntold || strcmp(s->told[t].state, st) != 0)
+        emit(s, "job.finished", job, rt_fmt("\"state\":\"%s\",\"result\":%s", st, d->result));
+    if (ok && t < s->ntold) {
+        s->told[t] = s->told[--s->ntold];
+    } else if (!ok) {
+        if (t == s->ntold) {
+            if (s->ntold == s->told_cap)
+                s->told = rt_grow(s->told, &s->told_cap, sizeof *s->told);
+            s->ntold++;
+        }
+        s->told[t] = (told_end){ job, st };
     }
+    if (ok && strcmp(st, "cancelled") == 0 && strcmp(d->state, "cancelled") != 0 && !d->cancel_seen) {
+        if (s->ncancel_due == s->cancel_due_cap)
+            s->cancel_due = rt_grow(s->cancel_due, &s->cancel_due_cap, sizeof *s->cancel_due);
+        s->cancel_due[s->ncancel_due++] = (due_cancel){ job, rt_mono_ms() };
+    }
+    free(d->result);
+    *d = s->ending[--s->nending];
 }
 
 /* Job's end, in `state` with `result` (taken), is being written. */
@@ -743,11 +749,11 @@ static void ending_add(sched *s, uint64_t job, const char *state, char *result)
  * never taken in. */
 static bool cancel_of_ended(sched *s, uint64_t job)
 {
-    for (size_t i = 0; i < s->nending; i++)
-        if (s->ending[i].job == job) {
-            s->ending[i].cancel_seen = true;
-            return true;
-        }
+    ending *d = ending_of(s, job);
+    if (d != NULL) {
+        d->cancel_seen = true;
+        return true;
+    }
     for (size_t i = 0; i < s->ncancel_due; i++)
         if (s->cancel_due[i].job == job) {
             s->cancel_due[i] = s->cancel_due[--s->ncancel_due];
@@ -1028,10 +1034,7 @@ static void stop_unlisted(sched *s, PGresult *res)
      * it) will not be written: its job need not be remembered */
     for (size_t i = 0; i < s->ntold;) {
         uint64_t id = s->told[i].job;
-        bool writing = false;
-        for (size_t k = 0; k < s->nending && !writing; k++)
-            writing = s->ending[k].job == id;
-        if (id <= last && !listed(res, id) && !writing)
+        if (id <= last && !listed(res, id) && ending_of(s, id) == NULL)
             s->told[i] = s->told[--s->ntold];
         else
             i++;

@@ -179,6 +179,15 @@ static cd_completed *complete(const cd_assignment *a, uint64_t node, const unsig
     return (cd_completed *)r;
 }
 
+/* The message the API sends the scheduler once its cancel of job is
+ * committed. */
+static void api_cancel(uint64_t job)
+{
+    cd_cancel_job *cancel = RT_MSG_NEW(cd_cancel_job, CD_MSG_CANCEL_JOB);
+    cancel->job = job;
+    rt_send(scheduler, &cancel->hdr);
+}
+
 /* Completes chunks of job until it is done or `max` chunks; returns the
  * chunks accepted, or -1 on an unexpected answer. */
 static int work(uint64_t job_id, sim_job *job, int max, bool *done)
@@ -557,9 +566,7 @@ static void a_cancel_that_wins_the_race_with_the_end_stands(void)
     bool held = hold_end(&h, id, job, ITEMS, LOCK_JOB_ROW, END_UPDATE);
     bool done = release_end(&h, id, held ? "UPDATE jobs SET state = 'cancelled', finished_at = now() "
                                            "WHERE id = $1 AND state IN ('pending', 'running')" : NULL);
-    cd_cancel_job *cancel = RT_MSG_NEW(cd_cancel_job, CD_MSG_CANCEL_JOB);
-    cancel->job = id;
-    rt_send(scheduler, &cancel->hdr);
+    api_cancel(id);
     /* the last chunk once more: answered (stale) after the cancel is handled */
     cd_completed *again = complete(&h.last, 1, h.buf, h.len);
     bool stale = again != NULL && again->err == 0 && again->outcome == SC_STALE;
@@ -737,9 +744,7 @@ static void a_cancel_that_wins_the_race_with_a_failed_job_stands(void)
     awaited_job = id;
     bool told = cancelled && proxy_wait(job_finished);
     /* the API's message, then a claim answered after it */
-    cd_cancel_job *cancel = RT_MSG_NEW(cd_cancel_job, CD_MSG_CANCEL_JOB);
-    cancel->job = id;
-    rt_send(scheduler, &cancel->hdr);
+    api_cancel(id);
     unsigned offered = told ? claim_once(5, 1, NULL, id) : 1;
     char state[32];
     double mean;

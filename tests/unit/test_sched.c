@@ -1092,6 +1092,16 @@ static size_t sw_result(uint64_t first, uint64_t count, unsigned char *buf, size
     return len;
 }
 
+/* A stat_weights job (id 8) of `items` items over the PARAMS steps. */
+static sc_job_spec sw_spec(uint64_t items)
+{
+    sc_job_spec s = spec_of(8, items);
+    s.strategy = SC_STAT_WEIGHTS;
+    s.variants = PARAMS + 1;
+    s.steps = steps;
+    return s;
+}
+
 /* Restores six accepted chunks of a stat_weights job, records[order[i]]
  * i-th, with the chunk ids given; returns the weight's standard error of
  * each parameter. */
@@ -1100,10 +1110,7 @@ static void sw_restore(const uint64_t ids[6], const int order[6], double se[PARA
     static unsigned char buf[6][8192];
     journal jr = { 0 };
     sc_ledger *l = simple(&jr);
-    sc_job_spec s = spec_of(8, 600);
-    s.strategy = SC_STAT_WEIGHTS;
-    s.variants = PARAMS + 1;
-    s.steps = steps;
+    sc_job_spec s = sw_spec(600);
     sc_record recs[6];
     for (int i = 0; i < 6; i++) {
         int k = order[i];
@@ -1147,10 +1154,7 @@ Test(sched, stat_weights_has_enough_chunks_for_its_errors)
      * gets a 32nd of the job at most. */
     journal jr = { 0 };
     sc_ledger *l = simple(&jr);
-    sc_job_spec s = spec_of(8, 1600); /* this ledger's chunks: 400 items at most, 100 per variant */
-    s.strategy = SC_STAT_WEIGHTS;
-    s.variants = PARAMS + 1;
-    s.steps = steps;
+    sc_job_spec s = sw_spec(1600); /* this ledger's chunks: 400 items at most, 100 per variant */
     cr_assert_eq(sc_job_add(l, &s), 0);
     sc_node_info fast = { .id = 1, .tier = SC_TIER_OWN, .items_per_s = 1e9 };
     unsigned chunks = 0, n;
@@ -1169,10 +1173,7 @@ Test(sched, stat_weights_match_the_derivatives)
     static unsigned char buf[8192];
     journal jr = { 0 };
     sc_ledger *l = simple(&jr);
-    sc_job_spec s = spec_of(8, 60000);
-    s.strategy = SC_STAT_WEIGHTS;
-    s.variants = PARAMS + 1;
-    s.steps = steps;
+    sc_job_spec s = sw_spec(60000);
     cr_assert_eq(sc_job_add(l, &s), 0);
     sc_node_info node = { .id = 1, .tier = SC_TIER_OWN, .items_per_s = 1600 };
     bool done = false;
