@@ -2,7 +2,8 @@
  * json.c — JSON text to msgpack, for parameters written by people (the
  * `simfarm sim` command, the API's job specs, tests, examples/). Objects,
  * arrays, strings (UTF-8), numbers as JSON writes them, true, false and
- * null; integers stay integers. Bounded depth, one pass.
+ * null; integers stay integers; no object names a key twice. Bounded
+ * depth, one pass.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -227,6 +228,54 @@ static int number(struct reader *r)
     return 0;
 }
 
+/* An object's key: its bytes in the object's buffer, where it began in
+ * the text. */
+struct key {
+    size_t off, len, at;
+    const char *s; /* set once the buffer holds every key */
+};
+
+static bool key_same(const struct key *x, const struct key *y)
+{
+    return x->len == y->len && memcmp(x->s, y->s, x->len) == 0;
+}
+
+/* By length, bytes, then place in the text. */
+static int key_cmp(const void *a, const void *b)
+{
+    const struct key *x = a, *y = b;
+    if (x->len != y->len)
+        return x->len < y->len ? -1 : 1;
+    int c = memcmp(x->s, y->s, x->len);
+    if (c != 0)
+        return c;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* Refuses an object that names a key twice (readers differ on which one
+ * counts; the kernels' parsers would take the first): the key and the
+ * offset of its first repetition. Sorting keeps a big object O(n log n). */
+static int unique_keys(struct reader *r, struct key *keys, size_t n, const char *body)
+{
+    for (size_t i = 0; i < n; i++)
+        keys[i].s = body + keys[i].off;
+    qsort(keys, n, sizeof *keys, key_cmp);
+    const struct key *twice = NULL;
+    for (size_t i = 1; i < n; i++)
+        if (key_same(&keys[i - 1], &keys[i]) && (twice == NULL || keys[i].at < twice->at))
+            twice = &keys[i];
+    if (twice == NULL)
+        return 0;
+    size_t shown = twice->len;
+    if (shown > 64) /* cut at a character's first byte, so the message stays UTF-8 */
+        for (shown = 64; ((unsigned char)twice->s[shown] & 0xc0) == 0x80; shown--)
+            ;
+    if (r->err != NULL && r->errlen > 0)
+        snprintf(r->err, r->errlen, "JSON: key \"%.*s\" given a second time at offset %zu", (int)shown,
+            twice->s, twice->at);
+    return SIM_EPARAM;
+}
+
 /* The members go to a buffer of their own, counted (msgpack needs the
  * count before them), then after the header into the parent's: one pass
  * over the text, each byte copied once per level above it. */
@@ -240,6 +289,8 @@ static int container(struct reader *r, int depth, bool object)
     r->pk = &pk;
     uint32_t count = 0;
     int rc = 0;
+    struct key few[16], *keys = few;
+    size_t nkeys = 0, capkeys = 16;
     skip_ws(r);
     if (r->p < r->end && *r->p == close) {
         r->p++;
@@ -253,10 +304,25 @@ static int container(struct reader *r, int depth, bool object)
                     rc = fail(r, "expected a string key");
                     break;
                 }
+                size_t at = (size_t)(r->p - r->start);
                 r->p++;
                 if ((rc = string(r, key, sizeof key, &klen)) != 0)
                     break;
+                if (nkeys == capkeys) {
+                    struct key *more = malloc(2 * capkeys * sizeof *more);
+                    if (more == NULL) {
+                        fail(r, "out of memory");
+                        rc = SIM_ENOMEM;
+                        break;
+                    }
+                    memcpy(more, keys, nkeys * sizeof *keys);
+                    if (keys != few)
+                        free(keys);
+                    keys = more;
+                    capkeys *= 2;
+                }
                 msgpack_pack_str(&pk, klen);
+                keys[nkeys++] = (struct key){ body.size, klen, at, NULL };
                 msgpack_pack_str_body(&pk, key, klen);
                 skip_ws(r);
                 if (r->p >= r->end || *r->p != ':') {
@@ -286,6 +352,10 @@ static int container(struct reader *r, int depth, bool object)
         }
     }
     r->pk = outer;
+    if (rc == 0 && nkeys > 1)
+        rc = unique_keys(r, keys, nkeys, body.data);
+    if (keys != few)
+        free(keys);
     if (rc == 0) {
         if (object)
             msgpack_pack_map(outer, count);

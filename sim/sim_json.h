@@ -13,7 +13,8 @@
 
 /* Appends the msgpack form of one JSON value (json, len bytes) to out,
  * which the caller has initialised and owns. Returns SIM_EPARAM with a
- * message and offset in err on malformed text (out may then hold a partial
+ * message and offset in err on malformed text or an object that names a
+ * key twice, SIM_ENOMEM when memory runs out (out may then hold a partial
  * encoding: discard it). */
 int sim_json_to_msgpack(const char *json, size_t len, msgpack_sbuffer *out, char *err, size_t errlen);
 

@@ -81,6 +81,8 @@ test('bodies that are not JSON as the RFC writes it get 400, at once, whatever t
     // 2^63 as a float: (double)INT64_MAX rounds up to it, and it was
     // stored as -2^63
     ['{"kernel": "option", "items": 1000, "seed": 9.223372036854775808e18, "params": {}}', /0 to 2\^63-1/],
+    // which of the two counts differs between readers
+    ['{"kernel": "option", "items": 1000, "params": {"sigma": 0.2, "K": 100, "sigma": 0.3}}', /key "sigma" given a second time/],
   ]) {
     const bad = await post(body);
     assert.equal(bad.status, 400, `${body}: ${bad.status} ${JSON.stringify(bad.json)}`);

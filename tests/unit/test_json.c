@@ -6,6 +6,8 @@
  */
 #include <criterion/criterion.h>
 #include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sim/sim_json.h"
@@ -129,6 +131,49 @@ Test(json, structure_errors_say_where)
     refused_str("{} x", "trailing characters");
     refused_str("", "unexpected end");
     refused_str("[1, tru]", "at offset 4");
+}
+
+/* A key named twice is refused wherever the object is, however many keys
+ * it has; the same key in different objects is not a repetition. */
+Test(json, a_key_given_twice_is_refused)
+{
+    refused_str("{\"sigma\": 0.2, \"T\": 1, \"sigma\": 0.3}", "key \"sigma\" given a second time at offset 23");
+    refused_str("[{\"a\": {\"b\": 1, \"\\u0062\": 2}}]", "key \"b\" given a second time");
+    refused_str("{\"a\": 1, \"b\": 2, \"a\": 3, \"b\": 4}", "key \"a\" given a second time at offset 17");
+    msgpack_sbuffer b;
+    msgpack_unpacked u;
+    const char *apart = "{\"a\": {\"a\": 1}, \"b\": [{\"a\": 2}, {\"a\": 3}], \"ab\": 4, \"A\": 5}";
+    accepted(apart, strlen(apart), &b, &u);
+    cr_assert_eq(u.data.via.map.size, 4);
+    done(&b, &u);
+
+    /* 5,000 distinct keys pass; the same with one repeated at the end
+     * does not */
+    size_t cap = 5001 * 16 + 16, k = 0;
+    char *big = malloc(cap);
+    big[k++] = '{';
+    for (int i = 0; i < 5000; i++)
+        k += (size_t)snprintf(big + k, cap - k, "%s\"k%d\": %d", i ? ", " : "", i, i);
+    big[k] = '}';
+    accepted(big, k + 1, &b, &u);
+    cr_assert_eq(u.data.via.map.size, 5000);
+    done(&b, &u);
+    k += (size_t)snprintf(big + k, cap - k, ", \"k4321\": 0}");
+    refused(big, k, "key \"k4321\" given a second time");
+    free(big);
+
+    /* a long key is shown cut, at a character's first byte: "yy" and 21
+     * euro signs (3 bytes each) are 65 bytes, and the 64th is inside the
+     * last sign, which goes whole */
+    char key[80] = "yy", lng[256], want[160] = "key \"yy";
+    for (int i = 0; i < 21; i++) {
+        strcat(key, "\xe2\x82\xac");
+        if (i < 20)
+            strcat(want, "\xe2\x82\xac");
+    }
+    strcat(want, "\" given a second time at offset 73");
+    snprintf(lng, sizeof lng, "{\"%s\": 1, \"%s\": 2}", key, key);
+    refused_str(lng, want);
 }
 
 /* depth nested arrays, each holding `width` copies of the next level. */
