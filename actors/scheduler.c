@@ -167,6 +167,8 @@ typedef struct sched {
     size_t nops, ops_cap;
     sc_record *out;           /* journal records not yet written (each result a copy) */
     size_t nout, out_cap;
+    sc_record *reend;         /* JOB_END records the journal holds already: the row only */
+    size_t nreend, reend_cap;
     waiter *waiting;          /* accepted completions whose records are in out */
     size_t nwaiting, waiting_cap;
     bool flush_queued;        /* an M_FLUSH is on its way to us */
@@ -847,7 +849,7 @@ static void write_out(sched *s)
     int b = -1;
     size_t inserts = (s->nout + CD_JOURNAL_MAX_ROWS - 1) / CD_JOURNAL_MAX_ROWS;
     if (s->nwaiting > 0) {
-        size_t writes = inserts;
+        size_t writes = inserts + s->nreend;
         for (size_t i = 0; i < s->nout; i++)
             writes += s->out[i].type == SC_REC_JOB_END;
         size_t k = s->nbfree > 0 ? (size_t)s->bfree[--s->nbfree] : s->nbarriers;
@@ -866,8 +868,8 @@ static void write_out(sched *s)
         size_t n = s->nout - i < CD_JOURNAL_MAX_ROWS ? s->nout - i : CD_JOURNAL_MAX_ROWS;
         write_query(s, cd_journal_insert(&s->out[i], n), b, 0, e);
     }
-    for (size_t i = 0; i < s->nout; i++) {
-        const sc_record *r = &s->out[i];
+    for (size_t i = 0; i < s->nout + s->nreend; i++) {
+        const sc_record *r = i < s->nout ? &s->out[i] : &s->reend[i - s->nout];
         if (r->type != SC_REC_JOB_END)
             continue;
         char *res = result_json(s, r->job);
@@ -897,6 +899,9 @@ static void write_out(sched *s)
             forget_job(s, s->out[i].job);
         free((void *)s->out[i].result);
     }
+    for (size_t i = 0; i < s->nreend; i++)
+        forget_job(s, s->reend[i].job);
+    s->nreend = 0;
 }
 
 /* Writes the outbox soon: after the messages already waiting for us, so
@@ -911,7 +916,7 @@ static void flush(sched *s, rt_msg *completion, sc_outcome outcome, bool done)
             s->waiting = rt_grow(s->waiting, &s->waiting_cap, sizeof *s->waiting);
         s->waiting[s->nwaiting++] = (waiter){ completion, outcome, done };
     }
-    if (s->nout == 0 && s->nwaiting == 0)
+    if (s->nout == 0 && s->nwaiting == 0 && s->nreend == 0)
         return;
     if (s->nout >= CD_JOURNAL_MAX_ROWS) {
         write_out(s);
@@ -1277,6 +1282,10 @@ static void restore_job(sched *s, op *o)
     }
     o->spec.layouts = o->layouts;
     int rc = sc_job_restore(s->l, &o->spec, o->recs, o->nrecs);
+    int journaled = -1; /* the state of the journal's last JOB_END record */
+    for (size_t i = 0; i < o->nrecs; i++)
+        if (o->recs[i].type == SC_REC_JOB_END)
+            journaled = (int)o->recs[i].state;
     free_records(o);
     if (rc != 0) {
         fail_job(s, o->info.id, sc_strerror(rc));
@@ -1296,9 +1305,17 @@ static void restore_job(sched *s, op *o)
         cd_query_int(u, (int64_t)o->info.id);
         write_query(s, u, -1, 0, 0);
     } else {
-        /* It had ended before the crash; make the jobs row say so. */
+        /* It had ended before the crash, or its end's write was refused;
+         * make the jobs row say so. An end the journal already records
+         * (a refused write's) is not journaled again at every reload. */
         sc_record end = { .type = SC_REC_JOB_END, .job = o->info.id, .state = st.state };
-        journal_cb(s, &end);
+        if (journaled == (int)st.state) {
+            if (s->nreend == s->reend_cap)
+                s->reend = rt_grow(s->reend, &s->reend_cap, sizeof *s->reend);
+            s->reend[s->nreend++] = end;
+        } else {
+            journal_cb(s, &end);
+        }
     }
     flush(s, NULL, 0, false);
     serve_parked(s, false); /* idle nodes start on it at once */
@@ -1578,6 +1595,7 @@ static void finalize(rt_actor *self)
     for (size_t i = 0; i < s->nout; i++)
         free((void *)s->out[i].result);
     free(s->out);
+    free(s->reend);
     for (size_t i = 0; i < s->nops; i++)
         if (s->ops[i].kind == OP_JOURNAL) { /* a load cut short */
             free_records(&s->ops[i]);

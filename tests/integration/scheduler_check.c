@@ -705,6 +705,9 @@ static void an_end_the_database_refuses_is_written_later(void)
     pg_value(c, "DROP SEQUENCE IF EXISTS refusals", 0);
     /* taken up again at the next sweep */
     bool written = setup && pg_wait(c, "SELECT count(*) FROM jobs WHERE id = $1 AND state = 'complete'", id, 1);
+    char ends[120];
+    snprintf(ends, sizeof ends, "SELECT count(*) FROM journal WHERE job_id = $1 AND type = %d", SC_REC_JOB_END);
+    long end_rows = written ? pg_value(c, ends, id) : -1;
     PQfinish(c);
     CHECK(setup, "the trigger is set up");
     CHECK(accepted == -1, "the last chunk's answer is an error: %d", accepted);
@@ -712,6 +715,7 @@ static void an_end_the_database_refuses_is_written_later(void)
     CHECK(again, "the end is refused again");
     CHECK(events == 1, "%d job.finished while the end is refused", events);
     CHECK(written, "the end is written once the database takes it");
+    CHECK(end_rows == 1, "%ld JOB_END rows in the journal after 3 refusals", end_rows);
     char state[32];
     double mean;
     long accepts;
