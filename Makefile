@@ -254,7 +254,7 @@ $(SYSROOT)/.complete:
 	scripts/wasm-sysroot.sh
 
 # ---- targets ------------------------------------------------------------------
-.PHONY: all test run wasm web bench bench-compare fuzz soak asan tsan clean help deps
+.PHONY: all test run wasm web bench bench-compare fuzz gpu-bundle soak asan tsan clean help deps
 
 all: $(DEPS_MK) $(BIN) $(UNIT_BIN) $(CHECK_BIN) $(ITEST_BIN) $(WASM_NATIVE) $(BENCH_BIN) $(NODE_WASM_OUT) ## build the simfarm binary, tests, benchmarks and the browser node
 
@@ -280,6 +280,9 @@ bench: all wasm web ## run every benchmark, or one with ONLY=<name>; prints BENC
 
 bench-compare: $(BUILD)/bench/bench_rt $(BUILD)/bench/caf_bench ## run the runtime benchmarks and the same workloads on CAF, in one run
 	BUILD=$(BUILD) scripts/bench-compare.sh
+
+gpu-bundle: all ## pack the CUDA and OpenCL checks and their libraries into build/gpu-bundle, for a GPU machine without the build's packages (./gpu-check.sh there)
+	BUILD=$(BUILD) scripts/gpu-bundle.sh
 
 fuzz: $(FUZZ_BIN) ## run each libFuzzer harness for FUZZ_SECONDS (default 60)
 	BUILD=$(BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh

@@ -1,7 +1,8 @@
 /*
  * bench_sim.c — throughput of the simulation kernels, one thread:
  * European call, arithmetic Asian with 252 fixings and the combat kernel
- * on the CPU backend, the European call on OpenCL, and (native build)
+ * on the CPU backend, the European call on OpenCL, the three on CUDA
+ * where a CUDA device is found, and (native build)
  * single-threaded numpy doing the same Monte Carlo in the same run
  * (tests/bench/sim_numpy.py, run with /usr/bin/python3). The emcc build
  * prints the same benchmarks with names ending in _wasm.
@@ -116,6 +117,32 @@ static int run_cl(void *ctx, const sim_job *job, uint64_t first, uint64_t n, sim
     return sim_cl_run(ctx, job, first, n, out);
 }
 
+static int run_cuda(void *ctx, const sim_job *job, uint64_t first, uint64_t n, sim_stats *out)
+{
+    return sim_cuda_run(ctx, job, first, n, out);
+}
+
+/* The three kernels on CUDA device 0, by the clock (a GPU's time is not
+ * the process's CPU time); a line saying why when there is none. */
+static void bench_cuda(const sim_job *eu, const sim_job *as, const sim_job *cb)
+{
+    sim_cuda *cu = NULL;
+    char err[512];
+    if (sim_cuda_create(&cu, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_sim: no CUDA: %s\n", err);
+        return;
+    }
+    double unused;
+    printf("# CUDA device: %s\n", sim_cuda_device(cu));
+    printf("BENCH sim_european_cuda %.4g paths/s\n", items_per_s(run_cuda, cu, eu, 1 << 24, 1.0, &unused));
+    fflush(stdout);
+    printf("BENCH sim_asian252_cuda %.4g paths/s\n", items_per_s(run_cuda, cu, as, 1 << 18, 1.0, &unused));
+    fflush(stdout);
+    printf("BENCH sim_combat_cuda %.4g iterations/s\n", items_per_s(run_cuda, cu, cb, 1 << 18, 1.0, &unused));
+    fflush(stdout);
+    sim_cuda_destroy(cu);
+}
+
 /* Runs the numpy benchmark and passes its lines through; returns its
  * paths/s (and in *per_cpu_s its paths per CPU second), or 0 when numpy is
  * missing. */
@@ -178,6 +205,7 @@ int main(void)
         fprintf(stderr, "bench_sim: no OpenCL: %s\n", err);
     }
     fflush(stdout);
+    bench_cuda(eu, as, cb);
     double np_cpu, np = numpy(&np_cpu);
     if (np > 0)
         printf("BENCH sim_european_cpu_over_numpy %.3g ratio\n", e / np);

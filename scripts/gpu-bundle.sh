@@ -1,0 +1,39 @@
+#!/bin/sh
+# gpu-bundle.sh — packs the GPU backends' checks into one folder that runs
+# on an x86-64 Linux machine with a GPU driver but none of the build's
+# libraries (a GPU server that is not a Debian build machine): simfarm, the
+# CUDA and OpenCL bit-identity tests, bench_sim, the shared libraries they
+# load (not the C library's own, which the machine has), examples/ and
+# gpu-check.sh, which runs them all. Copy the folder over and run
+# `./gpu-check.sh` in it.
+#
+# Usage: scripts/gpu-bundle.sh [DIR]   (default $BUILD/gpu-bundle)
+set -eu
+BUILD=${BUILD:-build}
+DIR=${1:-$BUILD/gpu-bundle}
+BINS="$BUILD/bin/simfarm $BUILD/tests/unit/test_sim_cuda $BUILD/tests/unit/test_sim_opencl $BUILD/bench/bench_sim"
+for b in $BINS; do
+    [ -x "$b" ] || { echo "gpu-bundle: $b is missing (make all first)" >&2; exit 1; }
+done
+if "$BUILD/bin/simfarm" sim option examples/option.json --items 1 --backend cuda 2>&1 | grep -q "built without nvcc"; then
+    echo "gpu-bundle: simfarm was built without nvcc: its CUDA backend could not be checked" >&2
+    exit 1
+fi
+rm -rf "$DIR"
+mkdir -p "$DIR/bin" "$DIR/lib" "$DIR/tests/bench"
+cp $BINS "$DIR/bin/"
+cp -r examples "$DIR/"
+cp tests/bench/sim_numpy.py "$DIR/tests/bench/"
+cp scripts/gpu-check.sh "$DIR/"
+# Every library the programs load, but the C library's own (libc, libm,
+# the loader, libdl, libpthread, librt, libresolv, libutil), which go
+# together with the machine's and are there on any Linux.
+for b in $BINS; do
+    ldd "$b" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'
+done | sort -u | while read -r lib; do
+    case $(basename "$lib") in
+    libc.so.* | libm.so.* | ld-linux* | libdl.so.* | libpthread.so.* | librt.so.* | libresolv.so.* | libutil.so.*) ;;
+    *) cp -L "$lib" "$DIR/lib/" ;;
+    esac
+done
+echo "gpu-bundle: $DIR ($(du -sh "$DIR" | cut -f1)); run ./gpu-check.sh there"

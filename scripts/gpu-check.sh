@@ -1,0 +1,69 @@
+#!/bin/sh
+# gpu-check.sh — run in a folder made by scripts/gpu-bundle.sh, on a machine
+# with a GPU: checks that the CUDA and OpenCL backends give the CPU
+# backend's result bits (the unit tests' parameter sets; every example
+# parameter file over two ranges, in one run and in several chunks), then
+# measures the kernels (bench_sim: the CPU, OpenCL and CUDA lines). Prints
+# a line per check and last "N passed, N failed"; exits 1 if a check failed.
+# GPU_CHECK_ITEMS sets the items of the example runs (default 10^7).
+set -u
+cd "$(dirname "$0")"
+ITEMS=${GPU_CHECK_ITEMS:-10000000}
+for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do
+    [ -d "$d" ] && LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
+done
+export LD_LIBRARY_PATH="$PWD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# NVIDIA's OpenCL driver, where the machine has it but registers no ICD
+if [ -z "$(ls /etc/OpenCL/vendors 2>/dev/null)" ]; then
+    icd=$( (ldconfig -p 2>/dev/null | awk '/libnvidia-opencl\.so\.1/ { print $NF; exit }';
+            ls /usr/local/nvidia/lib64/libnvidia-opencl.so.1 2>/dev/null) | head -n 1)
+    if [ -n "$icd" ]; then
+        mkdir -p vendors
+        echo "$icd" > vendors/nvidia.icd
+        export OCL_ICD_VENDORS="$PWD/vendors"
+    fi
+fi
+command -v nvidia-smi > /dev/null && nvidia-smi -L
+
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "PASS $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1"; [ -s out.txt ] && sed 's/^/    /' out.txt | tail -n 20; }
+
+# The fingerprint line of `simfarm sim` (a hash of every statistic's bits),
+# or the error it printed.
+fingerprint() {
+    bin/simfarm sim "$@" > out.txt 2>&1 && grep '^result fingerprint' out.txt || { cat out.txt; return 1; }
+}
+
+for backend in cuda opencl; do
+    if ! bin/simfarm sim option examples/option.json --items 1000 --backend "$backend" > out.txt 2>&1; then
+        bad "$backend: opens a device"
+        continue
+    fi
+    ok "$backend: opens a device: $(sed -n 's/.*backend [a-z]* (\(.*\))$/\1/p' out.txt)"
+    if [ "$backend" = cuda ]; then
+        bin/test_sim_cuda > out.txt 2>&1 && ok "test_sim_cuda (four parameter sets, bits as the CPU's)" || bad test_sim_cuda
+    else
+        bin/test_sim_opencl > out.txt 2>&1 && ok "test_sim_opencl" || bad test_sim_opencl
+    fi
+    for spec in option:option option:asian option:barrier combat:combat; do
+        kernel=${spec%%:*}
+        file=examples/${spec#*:}.json
+        for first in 0 123456789012; do
+            want=$(fingerprint "$kernel" "$file" --items "$ITEMS" --first "$first" --seed 7) || { bad "cpu $file"; continue; }
+            for chunks in 1 13; do
+                name="$backend: $file, items [$first, +$ITEMS), $chunks chunk(s)"
+                got=$(fingerprint "$kernel" "$file" --items "$ITEMS" --first "$first" --seed 7 --backend "$backend" --chunks "$chunks")
+                [ "$got" = "$want" ] && ok "$name: $got" || { echo "    want $want, got $got" > out.txt; bad "$name"; }
+            done
+        done
+    done
+done
+
+echo "== bench_sim"
+bin/bench_sim 2>&1 | tee out.txt
+grep -q '^BENCH sim_european_cuda ' out.txt && ok "bench_sim: CUDA figures" || bad "bench_sim: no CUDA figures"
+rm -f out.txt
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
