@@ -683,6 +683,10 @@ static void on_welcome(node *n, const pr_msg *m)
     if (n->tick_timer > 0)
         rt_timer_cancel(n->sys, n->tick_timer);
     n->tick_timer = rt_send_every(n->self, n->heartbeat_ms, M_TICK, 0);
+    if (n->report_ms == 0) { /* the first report's items/s counts from here, not from 0 */
+        n->report_ms = rt_mono_ms();
+        n->report_items = n->items_done;
+    }
     char detail[64];
     snprintf(detail, sizeof detail, "node %llu", (unsigned long long)n->node_id);
     set_state(n, n->paused ? ND_PAUSED : ND_RUNNING, detail);

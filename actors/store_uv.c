@@ -555,6 +555,7 @@ static char *migration_sql(unsigned m)
 {
     const char *head =
         "BEGIN;\n"
+        "SET LOCAL client_min_messages = warning;\n" /* no "already exists, skipping" notices */
         "SELECT pg_advisory_xact_lock(7216057);\n"
         "CREATE TABLE IF NOT EXISTS schema_migrations (\n"
         "    name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());\n"

@@ -136,6 +136,8 @@ test('a node reports items/s while its chunks take minutes', async () => {
       return null;
     }, 'a report with no chunk ended since the one before', 45000);
     assert.ok(inside.rate > 0, `items/s ${inside.rate} inside a chunk\n${node.err}`);
+    // the first report too: its rate counts from the connection
+    assert.ok(reports()[0].rate > 0, `first report: items/s ${reports()[0].rate}\n${node.err}`);
     assert.equal((await api(slow, 'POST', `/api/jobs/${res.json.id}/cancel`)).status, 200);
   } finally {
     const e = await stop(node);

@@ -30,6 +30,8 @@ test('health says the database is up', async () => {
   const r = await call(srv, 'GET', '/health');
   assert.equal(r.status, 200);
   assert.deepEqual({ status: r.json.status, database: r.json.database }, { status: 'ok', database: 'up' });
+  // the migrations of a new database print nothing of PostgreSQL's notices
+  assert.doesNotMatch(srv.stderr(), /NOTICE/, srv.stderr());
 });
 
 test('a job is accepted, listed and read back', async () => {
