@@ -509,8 +509,9 @@ static char *result_json(sched *s, uint64_t job)
         snprintf(j, JSON_CAP, "{}");
         return j;
     }
-    size_t n = (size_t)snprintf(j, JSON_CAP, "{\"state\":\"%s\",\"items_done\":%" PRIu64 ",\"items_failed\":%" PRIu64 ",",
-        state_name(st.state), st.done_items, st.failed_items);
+    size_t n = (size_t)snprintf(j, JSON_CAP, "{\"state\":\"%s\",\"items_done\":%" PRIu64 ",\"items_failed\":%" PRIu64
+        ",\"chunks_accepted\":%" PRIu64 ",\"chunks_failed\":%" PRIu64 ",\"reclaims\":%" PRIu64 ",",
+        state_name(st.state), st.done_items, st.failed_items, st.chunks_accepted, st.chunks_failed, st.reclaims);
     n = outputs_json(ji, &st, j, JSON_CAP, n);
     n += (size_t)snprintf(j + n, JSON_CAP - n, ",");
     n = nodes_json(ji, j, JSON_CAP, n);

@@ -242,6 +242,10 @@ test('live events: a job and a node, in order, and a client that reconnects catc
     const done = await ev.until((e) => e.type === 'job.finished' && e.job === id, 'job.finished');
     assert.equal(done.state, 'complete');
     assert.equal(done.result.items_done, 2000000);
+    // the chunk counts stay in the result
+    assert.ok(done.result.chunks_accepted > 0, JSON.stringify(done.result));
+    assert.equal(done.result.chunks_accepted, done.result.nodes.reduce((a, n) => a + n.chunks, 0));
+    assert.equal(done.result.chunks_failed, 0);
 
     const mine = ev.events.filter((e) => e.job === id).map((e) => e.type);
     assert.equal(mine[0], 'job.submitted');

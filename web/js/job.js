@@ -104,9 +104,9 @@ export function jobView(root, id) {
         card('items/s', running ? fmt.short(p.items_per_s) : '–', 'rate'),
         card('ETA', running ? fmt.eta(job.items, done, p.items_per_s) : '–', 'eta'),
         card('claims in flight', fmt.int(p.claims_in_flight ?? 0), 'claims'),
-        card('chunks accepted', fmt.int(p.chunks_accepted ?? 0), 'chunks'),
-        card('reclaimed', fmt.int(p.reclaims ?? 0), 'reclaims'),
-        card('chunks failed', fmt.int(p.chunks_failed ?? 0), 'chunks-failed'),
+        card('chunks accepted', fmt.int(p.chunks_accepted ?? job.result?.chunks_accepted ?? 0), 'chunks'),
+        card('reclaimed', fmt.int(p.reclaims ?? job.result?.reclaims ?? 0), 'reclaims'),
+        card('chunks failed', fmt.int(p.chunks_failed ?? job.result?.chunks_failed ?? 0), 'chunks-failed'),
         card('items failed', fmt.int(p.items_failed ?? job.result?.items_failed ?? 0), 'items-failed')));
   }
 
