@@ -184,7 +184,9 @@ function dashboard(name) {
     assert.equal(api.result.nodes[0].items, 60000000);
     const contrib = await page.texts('section[aria-labelledby="h-nodes"] tbody tr td');
     assert.equal(contrib[2], '60,000,000');
-    // opened after the end, the counts come from the result
+    // opened after the end, the counts come from the result, and the
+    // throughput from the row's times
+    assert.match(await page.text('#rate-note'), /^Ran (< 1 s|\d+ s|\d+ min \d+ s): [\d.]+ [kMG]? ?items\/s on average\.$/);
     assert.equal(api.result.chunks_accepted, api.result.nodes[0].chunks);
     assert.equal(await page.text('#chunks'), api.result.chunks_accepted.toLocaleString('en-US'));
     assert.equal(await page.text('#chunks-failed'), '0');

@@ -65,6 +65,16 @@ export function jobView(root, id) {
     }
   }
 
+  // Items/s is drawn from the live events this page has seen; a job that
+  // ended before the page was opened gets its average instead.
+  function throughputNote() {
+    if (job?.state === 'running' || rate[0].length > 0) return 'Live, while this page is open.';
+    const s = (Date.parse(job?.finished_at) - Date.parse(job?.started_at)) / 1000;
+    const done = job?.result?.items_done;
+    if (!(s > 0) || !(done > 0)) return 'Drawn live while the job runs.';
+    return `Ran ${fmt.duration(s)}: ${fmt.short(done / s)} items/s on average.`;
+  }
+
   function outputs() {
     return (job?.result?.outputs ?? prog?.outputs ?? []);
   }
@@ -133,7 +143,7 @@ export function jobView(root, id) {
         h('div', { class: 'plot' }, h('h3', {}, `Estimate of ${output} (95% band)`), conv,
           h('p', { class: 'note' }, 'After each accepted chunk (up to 256 points from the journal), then live.')),
         h('div', { class: 'plot' }, h('h3', {}, `Histogram of ${output}`), hist, h('p', { class: 'note', id: 'hist-note' })),
-        h('div', { class: 'plot' }, h('h3', {}, 'Throughput'), thr)));
+        h('div', { class: 'plot' }, h('h3', {}, 'Throughput'), thr, h('p', { class: 'note', id: 'rate-note' }))));
     plots = [charts.convergence(conv, output), charts.histogram(hist, output), charts.throughput(thr)];
     drawPlots();
   }
@@ -145,6 +155,8 @@ export function jobView(root, id) {
     conv.set(data);
     document.getElementById('convergence')?.setAttribute('data-points', String(data[0].length));
     thr.set(rate);
+    const rateNote = document.getElementById('rate-note');
+    if (rateNote) rateNote.textContent = throughputNote();
     const o = outputs().find((x) => x.name === output);
     if (o?.hist) {
       hist.set(o.hist);
