@@ -106,6 +106,8 @@ export function jobView(root, id) {
     const done = job.state === 'complete' ? job.items : (p.items_done ?? job.result?.items_done ?? 0);
     const pct = fmt.percent(done, job.items);
     const running = job.state === 'running';
+    // the live progress, or for a job that has ended, its result
+    const count = (k) => fmt.int(p[k] ?? job.result?.[k] ?? 0);
     clear(progressBox,
       h('h2', { id: 'h-progress' }, 'Progress'),
       h('div', { class: 'row' }, bar(pct, 'job progress', true), h('strong', { id: 'pct' }, `${pct.toFixed(1)}%`)),
@@ -113,11 +115,11 @@ export function jobView(root, id) {
         card('items done', `${fmt.int(done)} / ${fmt.int(job.items)}`, 'items-done'),
         card('items/s', running ? fmt.short(p.items_per_s) : '–', 'rate'),
         card('ETA', running ? fmt.eta(job.items, done, p.items_per_s) : '–', 'eta'),
-        card('claims in flight', fmt.int(p.claims_in_flight ?? 0), 'claims'),
-        card('chunks accepted', fmt.int(p.chunks_accepted ?? job.result?.chunks_accepted ?? 0), 'chunks'),
-        card('reclaimed', fmt.int(p.reclaims ?? job.result?.reclaims ?? 0), 'reclaims'),
-        card('chunks failed', fmt.int(p.chunks_failed ?? job.result?.chunks_failed ?? 0), 'chunks-failed'),
-        card('items failed', fmt.int(p.items_failed ?? job.result?.items_failed ?? 0), 'items-failed')));
+        card('claims in flight', count('claims_in_flight'), 'claims'),
+        card('chunks accepted', count('chunks_accepted'), 'chunks'),
+        card('reclaimed', count('reclaims'), 'reclaims'),
+        card('chunks failed', count('chunks_failed'), 'chunks-failed'),
+        card('items failed', count('items_failed'), 'items-failed')));
   }
 
   function setupPlots() {
