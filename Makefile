@@ -17,7 +17,7 @@ CLANG ?= clang
 EMCC ?= emcc
 NODE ?= node
 
-PKGS := libuv msgpack libsodium libwebsockets libpq OpenCL
+PKGS := libuv msgpack libsodium libwebsockets libpq OpenCL openssl
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 ifeq ($(CI),true)

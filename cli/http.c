@@ -4,7 +4,9 @@
  * One socket, non-blocking so that every wait is a poll() with what is left
  * of the deadline; the answer is gathered in one buffer and parsed as it
  * grows, so a server that keeps the connection open after a complete answer
- * does not hold us up.
+ * does not hold us up. Over TLS, OpenSSL reads and writes the same socket
+ * and says which way it must wait (a TLS read may need to write, and the
+ * other way round).
  */
 #include "cli/http.h"
 
@@ -12,7 +14,12 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <arpa/inet.h>
+#include <limits.h>
 #include <netdb.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -55,11 +62,11 @@ static int say(char *err, size_t errlen, int code, const char *fmt, ...)
 int http_url_parse(const char *url, http_url *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    if (strncasecmp(url, "https://", 8) == 0)
-        return say(err, errlen, HTTP_ETLS, "%s: TLS is not supported by the CLI yet: use http://HOST:PORT", url);
-    if (strncasecmp(url, "http://", 7) != 0)
-        return say(err, errlen, HTTP_EURL, "'%s' is not an http://HOST:PORT URL", url);
-    const char *p = url + 7, *host, *host_end, *auth_end;
+    out->tls = strncasecmp(url, "https://", 8) == 0;
+    if (!out->tls && strncasecmp(url, "http://", 7) != 0)
+        return say(err, errlen, HTTP_EURL, "'%s' is not an http:// or https://HOST:PORT URL", url);
+    size_t scheme = out->tls ? 8 : 7;
+    const char *p = url + scheme, *host, *host_end, *auth_end;
     if (*p == '[') {
         host = p + 1;
         host_end = strchr(host, ']');
@@ -71,12 +78,12 @@ int http_url_parse(const char *url, http_url *out, char *err, size_t errlen)
         p += strcspn(p, ":/?#@");
         host_end = p;
     }
-    if (*p == '@' || strchr(url + 7, '@') != NULL)
+    if (*p == '@' || strchr(url + scheme, '@') != NULL)
         return say(err, errlen, HTTP_EURL, "'%s': user names in the URL are not supported", url);
     if (host_end == host || (size_t)(host_end - host) >= sizeof out->host)
         return say(err, errlen, HTTP_EURL, "'%s' names no host", url);
     memcpy(out->host, host, (size_t)(host_end - host));
-    snprintf(out->port, sizeof out->port, "80");
+    snprintf(out->port, sizeof out->port, out->tls ? "443" : "80");
     if (*p == ':') {
         char *end;
         errno = 0;
@@ -88,7 +95,7 @@ int http_url_parse(const char *url, http_url *out, char *err, size_t errlen)
     }
     auth_end = p;
     if (*p != '\0' && *p != '/')
-        return say(err, errlen, HTTP_EURL, "'%s' is not an http://HOST:PORT URL", url);
+        return say(err, errlen, HTTP_EURL, "'%s' is not an http:// or https://HOST:PORT URL", url);
     size_t plen = strlen(p);
     while (plen > 0 && p[plen - 1] == '/')
         plen--;
@@ -209,6 +216,170 @@ static int dial(const http_url *url, int timeout_ms, char *err, size_t errlen)
         return say(err, errlen, HTTP_ETIMEDOUT, "cannot reach %s: no connection within %d s", url->origin,
             (timeout_ms + 999) / 1000);
     return say(err, errlen, HTTP_ECONNECT, "cannot reach %s: %s", url->origin, reason_of(last, why, sizeof why));
+}
+
+/* ---- the connection: plain or TLS ------------------------------------------------- */
+
+typedef struct conn {
+    int fd;
+    SSL_CTX *ctx;            /* NULL for plain TCP */
+    SSL *ssl;
+    char why[160];           /* what failed, for messages */
+} conn;
+
+enum { IO_WAIT = -1, IO_FAIL = -2 };
+
+/* The reason of OpenSSL's last error, or dflt when it queued none. */
+static const char *tls_reason(const char *dflt)
+{
+    unsigned long e = ERR_peek_last_error();
+    const char *r = e != 0 ? ERR_reason_error_string(e) : NULL;
+    return r != NULL ? r : dflt;
+}
+
+static void conn_close(conn *c)
+{
+    if (c->ssl != NULL)
+        SSL_free(c->ssl);
+    if (c->ctx != NULL)
+        SSL_CTX_free(c->ctx);
+    if (c->fd >= 0)
+        close(c->fd);
+    c->ssl = NULL;
+    c->ctx = NULL;
+    c->fd = -1;
+}
+
+/* Moves up to n bytes to (out) or from the server. Returns the count
+ * (> 0), 0 at the end of the stream, IO_WAIT with *want set to the poll
+ * event to wait for, or IO_FAIL with c->why set. */
+static ssize_t conn_io(conn *c, bool out, void *buf, size_t n, short *want)
+{
+    if (c->ssl == NULL) {
+        ssize_t k = out ? send(c->fd, buf, n, MSG_NOSIGNAL) : recv(c->fd, buf, n, 0);
+        if (k >= 0)
+            return k;
+        if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) {
+            *want = out ? POLLOUT : POLLIN;
+            return IO_WAIT;
+        }
+        reason_of(errno, c->why, sizeof c->why);
+        return IO_FAIL;
+    }
+    int len = n > INT_MAX ? INT_MAX : (int)n;
+    ERR_clear_error();
+    int k = out ? SSL_write(c->ssl, buf, len) : SSL_read(c->ssl, buf, len);
+    if (k > 0)
+        return k;
+    switch (SSL_get_error(c->ssl, k)) {
+    case SSL_ERROR_WANT_READ:
+        *want = POLLIN;
+        return IO_WAIT;
+    case SSL_ERROR_WANT_WRITE:
+        *want = POLLOUT;
+        return IO_WAIT;
+    case SSL_ERROR_ZERO_RETURN:
+        return 0;
+    case SSL_ERROR_SYSCALL:
+        if (errno != 0 && ERR_peek_last_error() == 0) {
+            reason_of(errno, c->why, sizeof c->why);
+            return IO_FAIL;
+        }
+        /* fall through */
+    default:
+        snprintf(c->why, sizeof c->why, "TLS: %s", tls_reason("connection failed"));
+        return IO_FAIL;
+    }
+}
+
+/* Whether host is an IPv4 or IPv6 address rather than a name. */
+static bool is_address(const char *host)
+{
+    unsigned char a[16];
+    return inet_pton(AF_INET, host, a) == 1 || inet_pton(AF_INET6, host, a) == 1;
+}
+
+int http_ca_check(const char *path, char *err, size_t errlen)
+{
+    X509_STORE *store = X509_STORE_new();
+    if (store == NULL)
+        rt_oom(sizeof(void *));
+    ERR_clear_error();
+    int ok = X509_STORE_load_file(store, path);
+    X509_STORE_free(store);
+    if (ok == 1)
+        return 0;
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return say(err, errlen, HTTP_ETLS, "cannot read the CA file %s: %s", path, strerror(errno));
+    fclose(f);
+    return say(err, errlen, HTTP_ETLS, "the CA file %s holds no PEM certificate (%s)", path,
+        tls_reason("nothing usable"));
+}
+
+/* Runs the TLS handshake on c->fd by deadline and checks the server's
+ * certificate against ca_file (NULL: the system's CAs) and the URL's host.
+ * Returns 0 or an HTTP_E* code with one line in err. */
+static int tls_start(conn *c, const http_url *url, const char *ca_file, int64_t deadline, char *err, size_t errlen)
+{
+    c->ctx = SSL_CTX_new(TLS_client_method());
+    if (c->ctx == NULL)
+        return say(err, errlen, HTTP_ETLS, "cannot set up TLS: %s", tls_reason("out of memory"));
+    SSL_CTX_set_min_proto_version(c->ctx, TLS1_2_VERSION);
+    /* A server that closes without close_notify has still said all a
+     * Content-Length or chunked answer holds; a cut is seen there. */
+    SSL_CTX_set_options(c->ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+    SSL_CTX_set_verify(c->ctx, SSL_VERIFY_PEER, NULL);
+    if (ca_file != NULL ? SSL_CTX_load_verify_locations(c->ctx, ca_file, NULL) != 1
+                        : SSL_CTX_set_default_verify_paths(c->ctx) != 1)
+        return say(err, errlen, HTTP_ETLS, "cannot load the CA certificates%s%s: %s", ca_file ? " of " : "",
+            ca_file ? ca_file : "", tls_reason("unknown error"));
+    c->ssl = SSL_new(c->ctx);
+    if (c->ssl == NULL || SSL_set_fd(c->ssl, c->fd) != 1)
+        return say(err, errlen, HTTP_ETLS, "cannot set up TLS: %s", tls_reason("out of memory"));
+    X509_VERIFY_PARAM *param = SSL_get0_param(c->ssl);
+    if (is_address(url->host)) {
+        X509_VERIFY_PARAM_set1_ip_asc(param, url->host);
+    } else {
+        X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+        SSL_set1_host(c->ssl, url->host);
+        SSL_set_tlsext_host_name(c->ssl, url->host);
+    }
+    for (;;) {
+        ERR_clear_error();
+        errno = 0;
+        int k = SSL_connect(c->ssl);
+        if (k == 1)
+            return 0;
+        int e = SSL_get_error(c->ssl, k);
+        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+            int w = wait_fd(c->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline);
+            if (w == 1)
+                continue;
+            if (w == 0)
+                return say(err, errlen, HTTP_ETIMEDOUT, "cannot reach %s: no TLS handshake in time", url->origin);
+            reason_of(errno, c->why, sizeof c->why);
+            return say(err, errlen, HTTP_EIO, "cannot reach %s: %s", url->origin, c->why);
+        }
+        long v = SSL_get_verify_result(c->ssl);
+        if (v == X509_V_ERR_HOSTNAME_MISMATCH || v == X509_V_ERR_IP_ADDRESS_MISMATCH)
+            return say(err, errlen, HTTP_ETLS, "cannot reach %s: TLS: the server's certificate is not for %s",
+                url->origin, url->host);
+        if (v != X509_V_OK)
+            return say(err, errlen, HTTP_ETLS, "cannot reach %s: TLS: the server's certificate is not trusted (%s); %s%s",
+                url->origin, X509_verify_cert_error_string(v),
+                ca_file ? "it is not signed by a CA in " : "give the CA that signed it with --ca FILE",
+                ca_file ? ca_file : "");
+        unsigned long q = ERR_peek_last_error();
+        if (q == 0 && e == SSL_ERROR_SYSCALL && errno != 0)
+            return say(err, errlen, HTTP_EIO, "cannot reach %s: %s", url->origin, reason_of(errno, c->why, sizeof c->why));
+        if (q == 0)
+            return say(err, errlen, HTTP_ETLS, "cannot reach %s: the server closed the connection in the TLS handshake",
+                url->origin);
+        bool plain = ERR_GET_LIB(q) == ERR_LIB_SSL && ERR_GET_REASON(q) == SSL_R_WRONG_VERSION_NUMBER;
+        return say(err, errlen, HTTP_ETLS, "cannot reach %s: the TLS handshake failed: %s%s", url->origin,
+            tls_reason("unknown error"), plain ? " (is it a plain http:// server?)" : "");
+    }
 }
 
 /* ---- the answer ------------------------------------------------------------------- */
@@ -411,10 +582,15 @@ int http_send(const http_url *url, const http_request *req, http_response *res, 
     memset(res, 0, sizeof *res);
     int connect_ms = req->connect_timeout_ms > 0 ? req->connect_timeout_ms : 5000;
     int total_ms = req->timeout_ms > 0 ? req->timeout_ms : 30000;
-    int fd = dial(url, connect_ms, err, errlen);
-    if (fd < 0)
-        return fd;
+    conn c = { .fd = dial(url, connect_ms, err, errlen) };
+    if (c.fd < 0)
+        return c.fd;
     int64_t deadline = now_ms() + total_ms;
+    int rc = url->tls ? tls_start(&c, url, req->ca_file, deadline, err, errlen) : 0;
+    if (rc != 0) {
+        conn_close(&c);
+        return rc;
+    }
 
     /* The request: head, then body. */
     bool v6 = strchr(url->host, ':') != NULL;
@@ -444,39 +620,49 @@ int http_send(const http_url *url, const http_request *req, http_response *res, 
         append(&out, "\r\n", 2);
     }
 
-    int rc = 0, send_errno = 0;
-    char why[128];
+    /* Every step tries first and waits only when told to: OpenSSL may
+     * hold bytes that poll() cannot see. */
+    bool send_failed = false;
+    short want = 0;
     for (size_t sent = 0; sent < out.len;) {
-        int w = wait_fd(fd, POLLOUT, deadline);
+        ssize_t n = conn_io(&c, true, out.buf + sent, out.len - sent, &want);
+        if (n > 0) {
+            sent += (size_t)n;
+            continue;
+        }
+        int w = n == IO_WAIT ? wait_fd(c.fd, want, deadline) : -1;
         if (w == 0) {
             rc = say(err, errlen, HTTP_ETIMEDOUT, "%s did not answer within %d s", url->origin, total_ms / 1000);
             goto done;
         }
-        ssize_t n = w < 0 ? -1 : send(fd, out.buf + sent, out.len - sent, MSG_NOSIGNAL);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
-            continue;
-        if (n < 0) {
+        if (w < 0) {
             /* The server may have answered already (a refusal of a body
              * too large) and closed: read what it said. */
-            send_errno = errno;
+            if (n == IO_WAIT)
+                reason_of(errno, c.why, sizeof c.why);
+            else if (n == 0)
+                snprintf(c.why, sizeof c.why, "the connection was closed");
+            send_failed = true;
             break;
         }
-        sent += (size_t)n;
     }
 
     reader in = { 0 };
     for (;;) {
-        int w = wait_fd(fd, POLLIN, deadline);
-        if (w == 0) {
-            rc = say(err, errlen, HTTP_ETIMEDOUT, "%s did not answer within %d s", url->origin, total_ms / 1000);
-            break;
-        }
         char buf[16384];
-        ssize_t n = w < 0 ? -1 : recv(fd, buf, sizeof buf, 0);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
-            continue;
+        ssize_t n = conn_io(&c, false, buf, sizeof buf, &want);
+        if (n == IO_WAIT) {
+            int w = wait_fd(c.fd, want, deadline);
+            if (w == 1)
+                continue;
+            if (w == 0) {
+                rc = say(err, errlen, HTTP_ETIMEDOUT, "%s did not answer within %d s", url->origin, total_ms / 1000);
+                break;
+            }
+            reason_of(errno, c.why, sizeof c.why);
+            n = IO_FAIL;
+        }
         bool eof = n <= 0;
-        int recv_errno = n < 0 ? errno : 0;
         if (n > 0) {
             if (in.len + (size_t)n > MAX_ANSWER) {
                 rc = say(err, errlen, HTTP_ETOOBIG, "%s sent an answer over %u MiB", url->origin, MAX_ANSWER >> 20);
@@ -490,19 +676,22 @@ int http_send(const http_url *url, const http_request *req, http_response *res, 
             break;
         }
         if (h == 1) {
-            int c = complete(&in, res, eof);
-            if (c == 1)
+            int k = complete(&in, res, eof);
+            if (k == 1)
                 break;
-            if (c < 0) {
-                rc = say(err, errlen, c, "%s %s", url->origin,
-                    c == HTTP_EIO ? "closed the connection in the middle of the answer" : "sent a malformed chunked body");
+            if (k < 0) {
+                rc = say(err, errlen, k, "%s %s", url->origin,
+                    k == HTTP_EIO ? "closed the connection in the middle of the answer" : "sent a malformed chunked body");
                 break;
             }
         }
         if (eof) {
-            int e = recv_errno ? recv_errno : send_errno;
-            if (in.len == 0 && e != 0)
-                rc = say(err, errlen, HTTP_EIO, "%s: %s", url->origin, reason_of(e, why, sizeof why));
+            /* A TLS server drops a plain request without a word. */
+            const char *hint = in.len == 0 && !url->tls ? " (is it an https:// server?)" : "";
+            if (in.len == 0 && (n == IO_FAIL || send_failed))
+                rc = say(err, errlen, HTTP_EIO, "%s: %s%s", url->origin, c.why, hint);
+            else if (in.len == 0)
+                rc = say(err, errlen, HTTP_EIO, "%s closed the connection without an answer%s", url->origin, hint);
             else
                 rc = say(err, errlen, HTTP_EIO, "%s closed the connection before a complete answer", url->origin);
             break;
@@ -511,7 +700,7 @@ int http_send(const http_url *url, const http_request *req, http_response *res, 
     free(in.buf);
 done:
     free(out.buf);
-    close(fd);
+    conn_close(&c);
     if (rc != 0)
         http_response_free(res);
     return rc;

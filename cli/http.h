@@ -1,19 +1,23 @@
 /*
  * http.h — a small blocking HTTP/1.1 client for the command-line tools:
- * one request per connection (`Connection: close`) over a plain TCP socket,
- * with a deadline on connecting and one on the whole exchange. Answers with
- * Content-Length, chunked or read-until-close bodies. No TLS: an https://
- * URL is refused with HTTP_ETLS.
+ * one request per connection (`Connection: close`) over a TCP socket, or
+ * over TLS (OpenSSL) for an https:// URL, with a deadline on connecting and
+ * one on the whole exchange. Answers with Content-Length, chunked or
+ * read-until-close bodies. Over TLS the server's certificate must chain to
+ * the system's CAs or to those of a given PEM file, and name the URL's host
+ * (a DNS name, or an IP address in its subjectAltName); there is no way to
+ * skip the check.
  */
 #ifndef SIMFARM_CLI_HTTP_H
 #define SIMFARM_CLI_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Error codes (negative), with a static description each. */
 #define HTTP_ERRNO_MAP(X)                                                    \
-    X(EURL, -1, "not an http://HOST:PORT URL")                               \
-    X(ETLS, -2, "https is not supported by the CLI yet: use http://HOST:PORT") \
+    X(EURL, -1, "not an http:// or https://HOST:PORT URL")                   \
+    X(ETLS, -2, "the TLS handshake failed")                                  \
     X(ERESOLVE, -3, "cannot resolve the host")                               \
     X(ECONNECT, -4, "cannot connect")                                        \
     X(ETIMEDOUT, -5, "timed out")                                            \
@@ -30,17 +34,22 @@ enum {
 /* A static description of code (0 or an HTTP_E* value). */
 const char *http_strerror(int code);
 
-/* Where a server is: parsed from http://HOST[:PORT][/PREFIX]. */
+/* Where a server is: parsed from http[s]://HOST[:PORT][/PREFIX]. */
 typedef struct http_url {
     char host[256];          /* without the brackets of an IPv6 literal */
-    char port[8];            /* "80" when the URL names none */
+    char port[8];            /* "80", or "443" for https, when the URL names none */
     char prefix[256];        /* path before the API's paths, no trailing '/'; usually "" */
     char origin[300];        /* "http://host:port" as the user wrote it, for messages */
+    bool tls;                /* https:// */
 } http_url;
 
-/* Parses url into *out. Returns 0, HTTP_ETLS for https://, or HTTP_EURL;
- * err (may be NULL) then says what is wrong in one line. */
+/* Parses url into *out. Returns 0 or HTTP_EURL; err (may be NULL) then
+ * says what is wrong in one line. */
 int http_url_parse(const char *url, http_url *out, char *err, size_t errlen);
+
+/* Checks that path holds at least one PEM certificate that can serve as a
+ * CA for https. Returns 0, or HTTP_ETLS with one line in err. */
+int http_ca_check(const char *path, char *err, size_t errlen);
 
 typedef struct http_request {
     const char *method;      /* "GET", "POST", "DELETE" */
@@ -49,6 +58,7 @@ typedef struct http_request {
     const char *key;         /* `Idempotency-Key`, or NULL */
     const char *body;        /* sent as application/json when not NULL */
     size_t body_len;
+    const char *ca_file;     /* https: PEM file of the CAs to trust; NULL: the system's */
     int connect_timeout_ms;  /* 0 = 5000 */
     int timeout_ms;          /* the whole exchange; 0 = 30000 */
 } http_request;

@@ -48,10 +48,10 @@ static char *trim(char *s)
     return s;
 }
 
-/* Reads `key = value` lines from path into server and token where those
- * are still empty. A missing file is fine unless required. Returns 0 or
- * REMOTE_USAGE after printing what is wrong and where. */
-static int read_config(remote *r, const char *path, bool required, char *server, char *token)
+/* Reads `key = value` lines from path into r's server, token and ca where
+ * those are still empty. A missing file is fine unless required. Returns 0
+ * or REMOTE_USAGE after printing what is wrong and where. */
+static int read_config(remote *r, const char *path, bool required)
 {
     FILE *f = fopen(path, "r");
     if (f == NULL) {
@@ -59,9 +59,18 @@ static int read_config(remote *r, const char *path, bool required, char *server,
             return 0;
         return remote_fail(r, REMOTE_USAGE, "cannot read the config file %s: %s", path, strerror(errno));
     }
+    struct {
+        const char *key;
+        char *dest;
+        size_t cap;
+        bool seen;
+    } keys[] = {
+        { "server", r->server, sizeof r->server, false },
+        { "token", r->token, sizeof r->token, false },
+        { "ca", r->ca, sizeof r->ca, false },
+    };
     char line[1024];
     int lineno = 0, rc = 0;
-    bool seen_server = false, seen_token = false;
     while (rc == 0 && fgets(line, sizeof line, f) != NULL) {
         lineno++;
         if (strchr(line, '\n') == NULL && !feof(f)) {
@@ -82,23 +91,24 @@ static int read_config(remote *r, const char *path, bool required, char *server,
             rc = remote_fail(r, REMOTE_USAGE, "%s:%d: expected 'key = value'", path, lineno);
             break;
         }
-        bool *seen = strcmp(key, "server") == 0 ? &seen_server : strcmp(key, "token") == 0 ? &seen_token : NULL;
-        if (seen == NULL) {
-            rc = remote_fail(r, REMOTE_USAGE, "%s:%d: unknown key '%s' (known: server, token)", path, lineno, key);
+        size_t k = 0;
+        while (k < sizeof keys / sizeof keys[0] && strcmp(key, keys[k].key) != 0)
+            k++;
+        if (k == sizeof keys / sizeof keys[0]) {
+            rc = remote_fail(r, REMOTE_USAGE, "%s:%d: unknown key '%s' (known: server, token, ca)", path, lineno, key);
             break;
         }
-        if (*seen) {
+        if (keys[k].seen) {
             rc = remote_fail(r, REMOTE_USAGE, "%s:%d: '%s' is set twice", path, lineno, key);
             break;
         }
-        *seen = true;
-        char *dest = seen == &seen_server ? server : token;
-        if (strlen(value) >= sizeof r->server) {
+        keys[k].seen = true;
+        if (strlen(value) >= keys[k].cap) {
             rc = remote_fail(r, REMOTE_USAGE, "%s:%d: the value is too long", path, lineno);
             break;
         }
-        if (dest[0] == '\0')
-            snprintf(dest, sizeof r->server, "%s", value);
+        if (keys[k].dest[0] == '\0')
+            snprintf(keys[k].dest, keys[k].cap, "%s", value);
     }
     if (rc == 0 && ferror(f))
         rc = remote_fail(r, REMOTE_USAGE, "cannot read the config file %s: %s", path, strerror(errno));
@@ -144,11 +154,11 @@ int remote_init(remote *r, const char *cmd, const char *usage, int argc, char **
 {
     memset(r, 0, sizeof *r);
     r->cmd = cmd;
-    const char *server = NULL, *token = NULL, *config = NULL;
+    const char *server = NULL, *token = NULL, *ca = NULL, *config = NULL;
     bool help = false, rest = false;
     const remote_opt common[] = {
         { "--help", NULL, &help }, { "--json", NULL, &r->json }, { "--server", &server, NULL },
-        { "--token", &token, NULL }, { "--config", &config, NULL }, { NULL, NULL, NULL },
+        { "--token", &token, NULL }, { "--ca", &ca, NULL }, { "--config", &config, NULL }, { NULL, NULL, NULL },
     };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -202,26 +212,38 @@ int remote_init(remote *r, const char *cmd, const char *usage, int argc, char **
         token = getenv("SIMFARM_TOKEN");
         r->token_from = "$SIMFARM_TOKEN";
     }
+    const char *ca_from = "--ca";
+    if (ca == NULL && getenv("SIMFARM_CA") != NULL && *getenv("SIMFARM_CA") != '\0') {
+        ca = getenv("SIMFARM_CA");
+        ca_from = "$SIMFARM_CA";
+    }
     if (server != NULL)
         snprintf(r->server, sizeof r->server, "%s", server);
     if (token != NULL)
         snprintf(r->token, sizeof r->token, "%s", token);
+    if (ca != NULL)
+        snprintf(r->ca, sizeof r->ca, "%s", ca);
     char path[PATH_MAX];
     bool required;
     const char *cfg = config_path(config, path, sizeof path, &required);
     if (cfg != NULL) {
-        bool had_token = r->token[0] != '\0';
-        int rc = read_config(r, cfg, required, r->server, r->token);
+        bool had_token = r->token[0] != '\0', had_ca = r->ca[0] != '\0';
+        int rc = read_config(r, cfg, required);
         if (rc != 0)
             return rc;
         if (!had_token && r->token[0] != '\0')
             r->token_from = "the config file";
+        if (!had_ca && r->ca[0] != '\0')
+            ca_from = "the config file";
     }
     if (r->server[0] == '\0')
         snprintf(r->server, sizeof r->server, "%s", REMOTE_DEFAULT_SERVER);
     char err[700];
     if (http_url_parse(r->server, &r->url, err, sizeof err) != 0)
         return remote_fail(r, REMOTE_USAGE, "%s", err);
+    /* The CAs matter to https only; a bad file is the user's to fix. */
+    if (r->url.tls && r->ca[0] != '\0' && http_ca_check(r->ca, err, sizeof err) != 0)
+        return remote_fail(r, REMOTE_USAGE, "%s (from %s)", err, ca_from);
     return REMOTE_GO_ON;
 }
 
@@ -242,7 +264,8 @@ int remote_exchange(remote *r, const char *method, const char *target, const cha
     http_response *res, char *err, size_t errlen)
 {
     http_request q = { .method = method, .target = target, .bearer = r->token[0] ? r->token : NULL,
-        .key = r->key, .body = body, .body_len = len, .timeout_ms = r->timeout_ms };
+        .key = r->key, .body = body, .body_len = len, .ca_file = r->ca[0] ? r->ca : NULL,
+        .timeout_ms = r->timeout_ms };
     return http_send(&r->url, &q, res, err, errlen);
 }
 

@@ -28,6 +28,8 @@ enum { REMOTE_OK = 0, REMOTE_FAIL = 1, REMOTE_USAGE = 2, REMOTE_GO_ON = -1 };
     "  --server URL     the coordinator (default $SIMFARM_SERVER, the config file, or\n"     \
     "                   " REMOTE_DEFAULT_SERVER ")\n"                                        \
     "  --token TOKEN    API token (default $SIMFARM_TOKEN or the config file)\n"             \
+    "  --ca FILE        for https: the CA certificates (PEM) the server's must be\n"        \
+    "                   signed by (default $SIMFARM_CA, the config file, or the system's)\n" \
     "  --config FILE    config file (default $SIMFARM_CONFIG, else\n"                        \
     "                   $XDG_CONFIG_HOME/simfarm/config or ~/.config/simfarm/config)\n"      \
     "Exit status: 0 done, 1 the request or the job failed, 2 usage error.\n"
@@ -47,6 +49,7 @@ typedef struct remote {
     char server[512];
     char token[512];         /* "" when none was given anywhere */
     const char *token_from;  /* where the token came from, for messages */
+    char ca[512];            /* https: PEM file of the CAs to trust; "": the system's */
     const char *key;         /* sent as Idempotency-Key when not NULL */
     int timeout_ms;          /* each exchange's limit; 0: http_send's 30 s */
     const char *args[4];     /* the positional arguments */
@@ -54,11 +57,11 @@ typedef struct remote {
 } remote;
 
 /* Reads argv (argv[0] is the subcommand's name) into r: the common flags
- * --help, --json, --server, --token and --config, then opts (terminated by
+ * --help, --json, --server, --token, --ca and --config, then opts (terminated by
  * an entry with a NULL name), and between min_args and max_args positional
  * arguments (missing says what the first one is, for the message). Then
- * settles server and token: flags, else $SIMFARM_SERVER / $SIMFARM_TOKEN,
- * else the config file. Prints usage for --help. Returns REMOTE_GO_ON, or
+ * settles server, token and CA file: flags, else $SIMFARM_SERVER /
+ * $SIMFARM_TOKEN / $SIMFARM_CA, else the config file. Prints usage for --help. Returns REMOTE_GO_ON, or
  * the exit status to end with. */
 int remote_init(remote *r, const char *cmd, const char *usage, int argc, char **argv, const remote_opt *opts,
     int min_args, int max_args, const char *missing);

@@ -119,9 +119,9 @@ static int token_create(int argc, char **argv)
             printf("%s\n", secret);
             if (claim) {
                 /* The node's endpoint on the same host and port as the API. */
-                const char *hostport = r.url.origin + strlen("http://");
-                printf("enrol a node with: simfarm node --server ws://%s%s/ws/node --claim-token %s\n", hostport,
-                    r.url.prefix, secret);
+                const char *hostport = r.url.origin + strlen(r.url.tls ? "https://" : "http://");
+                printf("enrol a node with: simfarm node --server %s://%s%s/ws/node --claim-token %s\n",
+                    r.url.tls ? "wss" : "ws", hostport, r.url.prefix, secret);
             } else {
                 printf("use it with --token, $SIMFARM_TOKEN or 'token = ...' in the config file\n");
             }

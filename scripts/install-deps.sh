@@ -15,7 +15,7 @@ top=$(cd "$here/.." && pwd)
 PACKAGES=(
     build-essential pkg-config cmake autoconf automake libtool
     dpkg-dev
-    libuv1-dev libmsgpack-dev libsodium-dev libwebsockets-dev
+    libuv1-dev libmsgpack-dev libsodium-dev libwebsockets-dev libssl-dev
     libpq-dev postgresql postgresql-client
     ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
     emscripten node-acorn binaryen

@@ -13,6 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { build, run, top } from '../lib/proc.mjs';
 import { psql, startPostgres } from '../lib/pg.mjs';
+import { selfSigned } from '../lib/tls.mjs';
 
 const simfarm = path.join(build, 'bin/simfarm');
 // As root, `up`'s PostgreSQL runs as the postgres user, who must reach it.
@@ -58,7 +59,8 @@ function writeFile(name, text, mode = 0o644) {
 // A small copy of examples/european.json, so jobs on a farm without nodes
 // are cheap to cancel.
 const european = JSON.parse(fs.readFileSync(path.join(top, 'examples/european.json'), 'utf8'));
-const smallJob = writeFile('small.json', JSON.stringify({ ...european, items: 1000000 }));
+const smallJobItems = 1000000;
+const smallJob = writeFile('small.json', JSON.stringify({ ...european, items: smallJobItems }));
 
 const commands = [
   ['submit', [smallJob]], ['jobs', []], ['job', ['1']], ['watch', ['1']], ['cancel', ['1']], ['nodes', []],
@@ -89,8 +91,8 @@ describe('without a server', () => {
   });
 
   test('https, a bad URL, unknown options and missing arguments are usage errors', async () => {
-    failed(await cli(['jobs', '--server', 'https://127.0.0.1:8443']), 'jobs', 2, /TLS is not supported by the CLI yet/);
-    failed(await cli(['jobs', '--server', 'ws://127.0.0.1:8080']), 'jobs', 2, /not an http:\/\/HOST:PORT URL/);
+    failed(await cli(['jobs', '--server', 'ws://127.0.0.1:8080']), 'jobs', 2,
+      /'ws:\/\/127\.0\.0\.1:8080' is not an http:\/\/ or https:\/\/HOST:PORT URL/);
     failed(await cli(['jobs', '--server', 'http://127.0.0.1:99999']), 'jobs', 2, /port/);
     failed(await cli(['jobs', '--colour', 'red']), 'jobs', 2, /unknown option '--colour'/);
     failed(await cli(['jobs', '--state', 'sleepy']), 'jobs', 2, /--state/);
@@ -293,26 +295,27 @@ describe('HTTP framings and faults', () => {
 });
 
 // `simfarm serve` on a free port, its admin token written to --token-file.
-function serve(db, tokenFile, timeoutMs = 60000) {
-  const child = spawn(simfarm, ['serve', '--db', db, '--listen', '127.0.0.1:0', '--token-file', tokenFile],
+function serve(db, tokenFile, { extra = [], timeoutMs = 60000 } = {}) {
+  const child = spawn(simfarm, ['serve', '--db', db, '--listen', '127.0.0.1:0', '--token-file', tokenFile, ...extra],
     { stdio: ['ignore', 'pipe', 'pipe'], env: baseEnv });
   let out = '', err = '';
   const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
   const ready = new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`serve not ready in ${timeoutMs} ms:\n${out}\n${err}`)), timeoutMs);
     const check = () => {
-      if (/listening on http:\/\/127\.0\.0\.1:\d+/.test(out) && err.includes('simfarm: database up')) {
+      const m = out.match(/listening on (https?:\/\/127\.0\.0\.1:\d+)/);
+      if (m && err.includes('simfarm: database up')) {
         clearTimeout(timer);
-        resolve(Number(out.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/)[1]));
+        resolve(m[1]);
       }
     };
     child.stdout.on('data', (d) => { out += d; check(); });
     child.stderr.on('data', (d) => { err += d; check(); });
     exited.then((e) => { clearTimeout(timer); reject(new Error(`serve exited (${e.code ?? e.signal}):\n${err}`)); });
   });
-  return ready.then((port) => ({
-    url: `http://127.0.0.1:${port}`,
-    port,
+  return ready.then((url) => ({
+    url,
+    port: Number(url.split(':')[2]),
     async stop() {
       child.kill('SIGTERM');
       const timer = setTimeout(() => child.kill('SIGKILL'), 15000);
@@ -322,6 +325,16 @@ function serve(db, tokenFile, timeoutMs = 60000) {
   }));
 }
 
+// The coordinator stores its token file's token after it starts listening:
+// waits for the row in db (a failed login would count against the rate limit).
+async function adminTokenStored(pg, db) {
+  const deadline = Date.now() + 15000;
+  while (await psql(pg, "SELECT count(*) FROM tokens WHERE owner = 'admin' AND kind = 'api'", { db }) === '0') {
+    if (Date.now() > deadline) throw new Error('the admin token never reached the database');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 describe('against simfarm serve', () => {
   let pg, srv, admin, as;
   before(async () => {
@@ -329,13 +342,7 @@ describe('against simfarm serve', () => {
     const tokenFile = path.join(tmp, 'serve-token');
     srv = await serve(pg.url, tokenFile);
     admin = fs.readFileSync(tokenFile, 'utf8').trim();
-    // The coordinator stores the file's token after it starts listening:
-    // wait for the row (a failed login would count against the rate limit).
-    const deadline = Date.now() + 15000;
-    while (await psql(pg, "SELECT count(*) FROM tokens WHERE owner = 'admin' AND kind = 'api'") === '0') {
-      if (Date.now() > deadline) throw new Error('the admin token never reached the database');
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
+    await adminTokenStored(pg, 'postgres');
     // Commands as admin on this server, through the environment.
     as = (args, token = admin, opts = {}) =>
       cli(args, { ...opts, env: { SIMFARM_SERVER: srv.url, ...(token ? { SIMFARM_TOKEN: token } : {}) } });
@@ -468,6 +475,88 @@ describe('against simfarm serve', () => {
     const t = await as(['nodes']);
     assert.equal(t.code, 0, t.stderr);
     assert.match(t.stdout, /^(no nodes|ID +NAME +OWNER)/);
+  });
+
+  // A second coordinator, on a database of its own (one coordinator per
+  // database), serving https with a self-signed certificate for 127.0.0.1.
+  describe('over https', () => {
+    let tls, good, stranger, token, node;
+    before(async () => {
+      await psql(pg, 'CREATE DATABASE tls');
+      good = await selfSigned(tmp, 'coordinator');
+      stranger = await selfSigned(tmp, 'stranger');
+      const tokenFile = path.join(tmp, 'tls-token');
+      tls = await serve(pg.url.replace('dbname=postgres', 'dbname=tls'), tokenFile,
+        { extra: ['--tls-cert', good.cert, '--tls-key', good.key, '--open-enrolment'] });
+      token = fs.readFileSync(tokenFile, 'utf8').trim();
+      await adminTokenStored(pg, 'tls');
+    });
+    after(async () => {
+      node?.kill('SIGKILL');
+      await tls?.stop();
+    });
+
+    test('the certificate checked against --ca, $SIMFARM_CA or the config file\'s ca; then every command works', async () => {
+      assert.match(tls.url, /^https:/);
+      const s = await cli(['submit', smallJob, '--json', '--server', tls.url, '--token', token, '--ca', good.cert]);
+      assert.equal(s.code, 0, s.stderr);
+      const { id } = JSON.parse(s.stdout);
+      assert.ok(Number.isInteger(id) && id > 0, s.stdout);
+
+      const env = { SIMFARM_SERVER: tls.url, SIMFARM_TOKEN: token, SIMFARM_CA: good.cert };
+      const one = await cli(['job', String(id)], { env });
+      assert.equal(one.code, 0, one.stderr);
+      assert.match(one.stdout, new RegExp(`^job ${id}  European call`));
+
+      const cfg = writeFile('tls.conf', `server = ${tls.url}\ntoken = ${token}\nca = ${good.cert}\n`, 0o600);
+      const list = await cli(['jobs', '--json', '--config', cfg]);
+      assert.equal(list.code, 0, list.stderr);
+      assert.ok(JSON.parse(list.stdout).some((j) => j.id === id), list.stdout);
+
+      // A claim token's enrolment line names the node endpoint over TLS.
+      const claim = await cli(['token', 'create', '--kind', 'claim', '--config', cfg]);
+      assert.equal(claim.code, 0, claim.stderr);
+      assert.match(claim.stdout, new RegExp(`simfarm node --server wss://127\\.0\\.0\\.1:${tls.port}/ws/node --claim-token sfc_`));
+
+      const c = await cli(['cancel', String(id), '--config', cfg]);
+      assert.equal(c.code, 0, c.stderr);
+      const gone = await cli(['job', String(id), '--json'], { env });
+      assert.equal(JSON.parse(gone.stdout).state, 'cancelled');
+    });
+
+    test('submit --watch over https follows a job a node computes over wss to its result', async () => {
+      node = spawn(simfarm, ['node', '--server', `wss://127.0.0.1:${tls.port}/ws/node`, '--ca', good.cert,
+        '--key', path.join(tmp, 'tls-node.key'), '--cores', '1'], { stdio: 'ignore', env: baseEnv });
+      const env = { SIMFARM_SERVER: tls.url, SIMFARM_TOKEN: token, SIMFARM_CA: good.cert };
+      const r = await cli(['submit', smallJob, '--watch', '--json'], { env, timeoutMs: 60000 });
+      assert.equal(r.code, 0, r.stderr);
+      const job = JSON.parse(r.stdout.trim().split('\n').at(-1));
+      assert.equal(job.state, 'complete', r.stdout);
+      assert.equal(job.result.outputs[0].count, smallJobItems, r.stdout);
+    });
+
+    test('a certificate that is not trusted, or not for the host, is refused with the reason', async () => {
+      const jobs = (args, env = {}) => cli(['jobs', ...args], { env });
+      failed(await jobs(['--server', tls.url]), 'jobs', 1, new RegExp(`cannot reach ${tls.url}: TLS: the server's ` +
+        'certificate is not trusted \\(self-signed certificate\\); give the CA that signed it with --ca FILE$'));
+      failed(await jobs(['--server', tls.url], { SIMFARM_CA: stranger.cert }), 'jobs', 1,
+        new RegExp(`not trusted \\(self-signed certificate\\); it is not signed by a CA in ${stranger.cert}$`));
+      // The certificate names 127.0.0.1, not localhost.
+      failed(await jobs(['--server', `https://localhost:${tls.port}`, '--ca', good.cert]), 'jobs', 1,
+        /the server's certificate is not for localhost$/);
+      // The wrong scheme, either way round.
+      failed(await jobs(['--server', `http://127.0.0.1:${tls.port}`]), 'jobs', 1, /\(is it an https:\/\/ server\?\)$/);
+      failed(await jobs(['--server', srv.url.replace('http:', 'https:'), '--ca', good.cert]), 'jobs', 1,
+        /the TLS handshake failed: wrong version number \(is it a plain http:\/\/ server\?\)$/);
+      // A CA file that cannot serve is a usage error, from wherever it came;
+      // it matters to https only.
+      failed(await jobs(['--server', tls.url, '--ca', path.join(tmp, 'absent.pem')]), 'jobs', 2,
+        /cannot read the CA file .*absent\.pem: No such file or directory \(from --ca\)$/);
+      failed(await jobs(['--server', tls.url], { SIMFARM_CA: good.key }), 'jobs', 2,
+        /the CA file .* holds no PEM certificate .*\(from \$SIMFARM_CA\)$/);
+      const plain = await jobs(['--server', srv.url, '--ca', path.join(tmp, 'absent.pem')]);
+      assert.equal(plain.code, 0, plain.stderr);
+    });
   });
 });
 

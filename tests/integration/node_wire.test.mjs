@@ -17,6 +17,7 @@ import { localRun, sameBits } from '../lib/reference.mjs';
 import { startPostgres } from '../lib/pg.mjs';
 import { serve, call, tailEvents } from '../lib/coord.mjs';
 import { decode, nodeKey, ScriptedNode } from '../lib/nodeproto.mjs';
+import { selfSigned } from '../lib/tls.mjs';
 
 const simfarm = path.join(build, 'bin/simfarm');
 const optionFile = path.join(top, 'examples/option.json');
@@ -224,15 +225,6 @@ test('a job context that does not come is asked for again', async () => {
 
 // ---- TLS ------------------------------------------------------------------------------------
 
-// A self-signed certificate for 127.0.0.1 (its own CA); resolves to {cert, key}.
-async function selfSigned(name, altName = 'IP:127.0.0.1') {
-  const cert = path.join(tmp, `${name}.pem`), key = path.join(tmp, `${name}.key.pem`);
-  const r = await run('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert,
-    '-days', '1', '-subj', `/CN=${name}`, '-addext', `subjectAltName=${altName}`]);
-  assert.equal(r.code, 0, r.stderr);
-  return { cert, key };
-}
-
 // An API call over https that trusts `ca`.
 function tlsCall(srv, ca, method, p, body) {
   return new Promise((resolve, reject) => {
@@ -248,7 +240,7 @@ function tlsCall(srv, ca, method, p, body) {
 }
 
 test('wss: the node checks the coordinator\'s certificate and computes over TLS', async () => {
-  const good = await selfSigned('coordinator'), other = await selfSigned('stranger');
+  const good = await selfSigned(tmp, 'coordinator'), other = await selfSigned(tmp, 'stranger');
   const srv = await serve(pg.url, { extra: ['--open-enrolment', '--tls-cert', good.cert, '--tls-key', good.key] });
   assert.match(srv.url, /^https:/);
   const wss = `wss://127.0.0.1:${srv.port}/ws/node`;
@@ -283,7 +275,7 @@ test('wss: the node checks the coordinator\'s certificate and computes over TLS'
     await srv.stop();
   }
   // A certificate the CA signed, but for another host: refused too.
-  const elsewhere = await selfSigned('elsewhere', 'DNS:elsewhere.example');
+  const elsewhere = await selfSigned(tmp, 'elsewhere', 'DNS:elsewhere.example');
   const misnamed = await serve(pg.url, { extra: ['--tls-cert', elsewhere.cert, '--tls-key', elsewhere.key] });
   const lost = node(['--server', `wss://127.0.0.1:${misnamed.port}/ws/node`, '--key', path.join(tmp, 'tls-host.key'),
     '--ca', elsewhere.cert]);

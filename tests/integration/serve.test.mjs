@@ -12,6 +12,7 @@ import os from 'node:os';
 import { build, eventually, run, top } from '../lib/proc.mjs';
 import { psql, startPostgres } from '../lib/pg.mjs';
 import { serve, call, tailEvents } from '../lib/coord.mjs';
+import { selfSigned } from '../lib/tls.mjs';
 
 const simfarm = path.join(build, 'bin/simfarm');
 const option = JSON.parse(fs.readFileSync(path.join(top, 'examples/option.json'), 'utf8'));
@@ -154,10 +155,7 @@ test('the web directory is served at /, and nothing outside it', async () => {
 
 test('with a certificate it serves https', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-tls-'));
-  const cert = path.join(dir, 'cert.pem'), key = path.join(dir, 'key.pem');
-  const r = await run('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert,
-    '-days', '1', '-subj', '/CN=127.0.0.1']);
-  assert.equal(r.code, 0, r.stderr);
+  const { cert, key } = await selfSigned(dir, 'coordinator');
   const other = await serve(pg.url, { extra: ['--tls-cert', cert, '--tls-key', key] });
   try {
     assert.match(other.url, /^https:/);

@@ -110,11 +110,11 @@ async function launch(data, dir, timeoutMs) {
   return { child, exited: new Promise((resolve) => child.on('exit', resolve)) };
 }
 
-// Runs SQL through psql against a cluster; resolves to its stdout.
-export function psql(pg, sql, { timeoutMs = 30000 } = {}) {
+// Runs SQL through psql against a cluster's database db; resolves to its stdout.
+export function psql(pg, sql, { timeoutMs = 30000, db = 'postgres' } = {}) {
   return new Promise((resolve, reject) => {
     execFile('psql', ['-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-h', pg.host, '-p', String(pg.port),
-      '-U', pg.user, '-d', 'postgres', '-c', sql], { timeout: timeoutMs }, (err, stdout, stderr) => {
+      '-U', pg.user, '-d', db, '-c', sql], { timeout: timeoutMs }, (err, stdout, stderr) => {
       if (err) reject(new Error(`psql: ${stderr || err.message}`));
       else resolve(stdout.trim());
     });

@@ -1,0 +1,14 @@
+// Certificates for TLS tests, made by the openssl command.
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { run } from './proc.mjs';
+
+// A self-signed certificate (its own CA) named `name` in dir, for
+// altName (default the address 127.0.0.1); resolves to { cert, key }.
+export async function selfSigned(dir, name, altName = 'IP:127.0.0.1') {
+  const cert = path.join(dir, `${name}.pem`), key = path.join(dir, `${name}.key.pem`);
+  const r = await run('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert,
+    '-days', '1', '-subj', `/CN=${name}`, '-addext', `subjectAltName=${altName}`]);
+  assert.equal(r.code, 0, r.stderr);
+  return { cert, key };
+}
