@@ -619,6 +619,10 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *er
     info.iface = opts->host ? opts->host : "127.0.0.1";
     info.ssl_cert_filepath = opts->tls_cert;
     info.ssl_private_key_filepath = opts->tls_key;
+    /* HTTP/1.1 only: over HTTP/2 (which browsers and curl take when ALPN
+     * offers it) lws 4.1 ends a file from lws_serve_http_file early, cut or
+     * empty. Nothing here needs HTTP/2: WebSockets upgrade HTTP/1.1. */
+    info.alpn = "http/1.1";
     g->protocols[0] = (struct lws_protocols){ "http", http_cb, sizeof(pss), 4096, 0, NULL, 0 };
     g->protocols[1] = (struct lws_protocols){ CD_NODE_PROTOCOL, cd_session_lws_cb, cd_session_pss_size(), 65536, 0,
         g->nodes, 0 };

@@ -14,11 +14,12 @@ const types = {
   '.json': 'application/json',
 };
 
-export function launch() {
+// Starts Debian's Chromium headless; `extra` are more flags.
+export function launch(extra = []) {
   return chromium.launch({
     executablePath: '/usr/bin/chromium',
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic'],
+      '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic', ...extra],
     timeout: 30000,
   });
 }

@@ -7,11 +7,14 @@
 // gives its chunks back, and the job still completes.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { build, eventually, run, top } from '../lib/proc.mjs';
-import { startPostgres } from '../lib/pg.mjs';
+import { psql, startPostgres } from '../lib/pg.mjs';
 import { serve, call } from '../lib/coord.mjs';
+import { selfSigned } from '../lib/tls.mjs';
 import { launch } from './chromium.mjs';
 
 const harness = path.join(build, 'tests/wasm/node_actor');
@@ -70,8 +73,8 @@ async function sameAsNative(done, items, seed) {
 // Opens /contribute (fragment: after #) in a fresh context (its own
 // IndexedDB: a new key), sets the cores and starts; resolves once the page
 // says it is running.
-async function contribute(cores, { fragment = '', pauseHidden = false, server = srv } = {}) {
-  const context = await browser.newContext();
+async function contribute(cores, { fragment = '', pauseHidden = false, server = srv, via = browser } = {}) {
+  const context = await via.newContext();
   const tab = await context.newPage();
   const errors = [];
   tab.on('pageerror', (e) => errors.push(e.message));
@@ -279,5 +282,51 @@ test('a claim token in the fragment enrols the tab under its owner and tier; hid
     assert.deepEqual(done.result.nodes.map((n) => n.node), [node.id]);
   } finally {
     await context.close();
+  }
+});
+
+test('over https: the page, its workers and the node\'s WebSocket over wss, trusting the coordinator\'s certificate', async () => {
+  // A coordinator of its own (one per database) with a self-signed
+  // certificate for 127.0.0.1. Chromium is told to trust that key alone;
+  // certificate errors are not ignored wholesale.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-contribute-tls-'));
+  await psql(pg, 'CREATE DATABASE tls');
+  const good = await selfSigned(dir, 'coordinator');
+  const secure = await serve(pg.url.replace('dbname=postgres', 'dbname=tls'), { ca: good.cert,
+    extra: ['--allow-public-nodes', '--web', path.join(top, 'web'), '--tls-cert', good.cert, '--tls-key', good.key] });
+  const spki = new crypto.X509Certificate(fs.readFileSync(good.cert)).publicKey.export({ type: 'spki', format: 'der' });
+  const hash = crypto.createHash('sha256').update(spki).digest('base64');
+  const trusting = await launch([`--ignore-certificate-errors-spki-list=${hash}`]);
+  let context;
+  try {
+    assert.match(secure.url, /^https:/);
+    // Without that trust, the page does not open.
+    const plain = await browser.newContext();
+    await assert.rejects(plain.newPage().then((t) => t.goto(`${secure.url}/contribute`)), /ERR_CERT_AUTHORITY_INVALID/);
+    await plain.close();
+
+    let tab, errors;
+    ({ context, tab, errors } = await contribute(2, { server: secure, via: trusting }));
+    assert.match(tab.url(), /^https:\/\/127\.0\.0\.1:\d+\/contribute$/);
+    // An https page may open no ws:// socket (mixed content): the node
+    // online is the node over wss.
+    const node = await eventually(async () => (await call(secure, 'GET', '/api/nodes')).json.find((n) => n.online),
+      'the browser node online over wss', 15000);
+    assert.equal(node.capabilities.arch, 'wasm32');
+    const items = 400000, seed = 21;
+    const created = await call(secure, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option), items, seed });
+    assert.equal(created.status, 201, created.text);
+    const done = await eventually(async () => {
+      const j = (await call(secure, 'GET', `/api/jobs/${created.json.id}`)).json;
+      return j.state === 'complete' ? j : null;
+    }, 'job complete over wss', 120000);
+    assert.deepEqual(done.result.nodes.map((n) => n.node), [node.id]);
+    await sameAsNative(done, items, seed);
+    assert.deepEqual(errors, []);
+  } finally {
+    await context?.close();
+    await trusting.close();
+    await secure.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
   }
 });

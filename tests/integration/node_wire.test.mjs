@@ -8,7 +8,6 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import https from 'node:https';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -225,23 +224,10 @@ test('a job context that does not come is asked for again', async () => {
 
 // ---- TLS ------------------------------------------------------------------------------------
 
-// An API call over https that trusts `ca`.
-function tlsCall(srv, ca, method, p, body) {
-  return new Promise((resolve, reject) => {
-    const req = https.request(srv.url + p, { method, ca: fs.readFileSync(ca),
-      headers: { authorization: `Bearer ${srv.token}`, 'content-type': 'application/json' } }, (res) => {
-      let text = '';
-      res.on('data', (d) => { text += d; });
-      res.on('end', () => resolve({ status: res.statusCode, json: JSON.parse(text) }));
-    });
-    req.on('error', reject);
-    req.end(body === undefined ? undefined : JSON.stringify(body));
-  });
-}
-
 test('wss: the node checks the coordinator\'s certificate and computes over TLS', async () => {
   const good = await selfSigned(tmp, 'coordinator'), other = await selfSigned(tmp, 'stranger');
-  const srv = await serve(pg.url, { extra: ['--open-enrolment', '--tls-cert', good.cert, '--tls-key', good.key] });
+  const srv = await serve(pg.url, { extra: ['--open-enrolment', '--tls-cert', good.cert, '--tls-key', good.key],
+    ca: good.cert });
   assert.match(srv.url, /^https:/);
   const wss = `wss://127.0.0.1:${srv.port}/ws/node`;
   let nd;
@@ -262,10 +248,10 @@ test('wss: the node checks the coordinator\'s certificate and computes over TLS'
       { env: { ...process.env, SIMFARM_CA: good.cert } });
     await nd.until(/connected to 127\.0\.0\.1:\d+ as node \d+/, 'node connected over wss');
     const items = 2000000, seed = 17;
-    const res = await tlsCall(srv, good.cert, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed });
+    const res = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed });
     assert.equal(res.status, 201, JSON.stringify(res.json));
     const job = await eventually(async () => {
-      const j = (await tlsCall(srv, good.cert, 'GET', `/api/jobs/${res.json.id}`)).json;
+      const j = (await call(srv, 'GET', `/api/jobs/${res.json.id}`)).json;
       return j.state === 'complete' ? j : null;
     }, 'job complete over wss');
     sameBits(job, await localRun(items, seed));

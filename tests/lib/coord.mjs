@@ -2,6 +2,7 @@
 // admin API token, and a small HTTP helper that sends it.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { build } from './proc.mjs';
@@ -9,8 +10,9 @@ import { build } from './proc.mjs';
 const simfarm = path.join(build, 'bin/simfarm');
 
 // Starts `simfarm serve`; resolves once it listens and the database is up.
-// `extra` are more arguments for serve. The admin token is srv.token.
-export function serve(db, { extra = [], timeoutMs = 30000 } = {}) {
+// `extra` are more arguments for serve. The admin token is srv.token. With
+// `--tls-cert`, `ca` is the PEM file that call() trusts for it.
+export function serve(db, { extra = [], ca, timeoutMs = 30000 } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-serve-'));
   const tokenFile = path.join(dir, 'token');
   const child = spawn(simfarm, ['serve', '--db', db, '--listen', '127.0.0.1:0', '--token-file', tokenFile, ...extra],
@@ -42,6 +44,7 @@ export function serve(db, { extra = [], timeoutMs = 30000 } = {}) {
       port,
       token: fs.readFileSync(tokenFile, 'utf8').trim(),
       tokenFile,
+      ca,
       pid: child.pid,
       stderr: () => err,
       until,
@@ -58,21 +61,33 @@ export function serve(db, { extra = [], timeoutMs = 30000 } = {}) {
 }
 
 // An API call; sends srv.token unless `token` says otherwise (null: none).
+// Over https it trusts srv.ca (node's fetch takes no CA of its own).
 export async function call(srv, method, p, body, token = srv.token) {
   const headers = body === undefined ? {} : { 'content-type': 'application/json' };
   if (token) headers.authorization = `Bearer ${token}`;
-  const res = await fetch(srv.url + p, {
-    method,
-    headers,
-    body: body === undefined ? undefined : (typeof body === 'string' ? body : JSON.stringify(body)),
-    signal: AbortSignal.timeout(15000),
-  });
-  const text = await res.text();
+  const data = body === undefined ? undefined : (typeof body === 'string' ? body : JSON.stringify(body));
+  const { status, text } = srv.ca ? await tlsRequest(srv, method, p, headers, data) : await (async () => {
+    const res = await fetch(srv.url + p, { method, headers, body: data, signal: AbortSignal.timeout(15000) });
+    return { status: res.status, text: await res.text() };
+  })();
   let json;
   try { json = JSON.parse(text); } catch { json = undefined; }
-  return { status: res.status, text, json };
+  return { status, text, json };
 }
 
+function tlsRequest(srv, method, p, headers, data) {
+  return new Promise((resolve, reject) => {
+    const req = https.request(srv.url + p, { method, headers, ca: fs.readFileSync(srv.ca), timeout: 15000 }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => resolve({ status: res.statusCode, text }));
+    });
+    req.on('timeout', () => req.destroy(new Error(`${method} ${p}: no answer in 15 s`)));
+    req.on('error', reject);
+    req.end(data);
+  });
+}
 
 // Follows /ws/events in a child node (node 20 has WebSocket behind a
 // flag): events (parsed) arrive in t.events; t.until(pred) waits for one.
