@@ -323,6 +323,17 @@ test('over https: the page, its workers and the node\'s WebSocket over wss, trus
     assert.deepEqual(done.result.nodes.map((n) => n.node), [node.id]);
     await sameAsNative(done, items, seed);
     assert.deepEqual(errors, []);
+
+    // The dashboard on the same origin: its scripts load whole and its live
+    // events come over wss.
+    const board = await context.newPage();
+    const boardErrors = [];
+    board.on('pageerror', (e) => boardErrors.push(e.message));
+    await board.goto(`${secure.url}/`);
+    await board.waitForFunction(() => document.getElementById('live').textContent === 'live', null, { timeout: 15000 });
+    await board.waitForFunction((id) => [...document.querySelectorAll('main a')].some((a) => a.textContent.trim() === String(id)),
+      created.json.id, { timeout: 15000 });
+    assert.deepEqual(boardErrors, []);
   } finally {
     await context?.close();
     await trusting.close();
