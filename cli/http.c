@@ -21,6 +21,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -268,6 +269,7 @@ static ssize_t conn_io(conn *c, bool out, void *buf, size_t n, short *want)
     }
     int len = n > INT_MAX ? INT_MAX : (int)n;
     ERR_clear_error();
+    errno = 0;
     int k = out ? SSL_write(c->ssl, buf, len) : SSL_read(c->ssl, buf, len);
     if (k > 0)
         return k;
@@ -582,19 +584,22 @@ int http_send(const http_url *url, const http_request *req, http_response *res, 
     memset(res, 0, sizeof *res);
     int connect_ms = req->connect_timeout_ms > 0 ? req->connect_timeout_ms : 5000;
     int total_ms = req->timeout_ms > 0 ? req->timeout_ms : 30000;
+    reader out = { 0 };
     conn c = { .fd = dial(url, connect_ms, err, errlen) };
     if (c.fd < 0)
         return c.fd;
     int64_t deadline = now_ms() + total_ms;
+    /* OpenSSL writes to the socket without MSG_NOSIGNAL: a server gone
+     * away must be an error here, not the end of the program. */
+    struct sigaction ignore = { .sa_handler = SIG_IGN }, pipe_was;
+    if (url->tls)
+        sigaction(SIGPIPE, &ignore, &pipe_was);
     int rc = url->tls ? tls_start(&c, url, req->ca_file, deadline, err, errlen) : 0;
-    if (rc != 0) {
-        conn_close(&c);
-        return rc;
-    }
+    if (rc != 0)
+        goto done;
 
     /* The request: head, then body. */
     bool v6 = strchr(url->host, ':') != NULL;
-    reader out = { 0 };
     char line[1024];
     snprintf(line, sizeof line, "%s %s%s HTTP/1.1\r\nHost: %s%s%s:%s\r\nUser-Agent: simfarm-cli\r\n"
         "Accept: application/json\r\nConnection: close\r\n", req->method, url->prefix, req->target,
@@ -701,6 +706,8 @@ int http_send(const http_url *url, const http_request *req, http_response *res, 
 done:
     free(out.buf);
     conn_close(&c);
+    if (url->tls)
+        sigaction(SIGPIPE, &pipe_was, NULL);
     if (rc != 0)
         http_response_free(res);
     return rc;
