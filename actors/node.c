@@ -127,6 +127,7 @@ typedef struct node {
     uint64_t uses;         /* counter behind jobctx.used */
     uint64_t chunks_done, items_done, accepted, rejected;
     uint64_t report_ms, report_items; /* report_items: finished and in hand */
+    bool said_idle;        /* the last report said there was no work: no more until there is */
 } node;
 
 const char *nd_state_name(nd_state st)
@@ -662,8 +663,16 @@ static void heartbeat(node *n)
         uint64_t items = n->items_done + (n->host.items_in_hand != NULL ? n->host.items_in_hand(n->host.ctx) : 0);
         items = items > n->report_items ? items : n->report_items;
         double rate = n->report_ms ? (double)(items - n->report_items) * 1000.0 / (double)(now - n->report_ms) : 0;
-        say(n, ND_INFO, "%llu chunks, %llu items, %.0f items/s, %llu accepted", (unsigned long long)n->chunks_done,
-            (unsigned long long)n->items_done, rate, (unsigned long long)n->accepted);
+        /* An idle node says so once, not every 10 s until work comes. */
+        bool idle = k == 0 && items == n->report_items;
+        if (idle && !n->said_idle)
+            say(n, ND_INFO, "idle, waiting for work: %llu chunks, %llu items, %llu accepted so far",
+                (unsigned long long)n->chunks_done, (unsigned long long)n->items_done,
+                (unsigned long long)n->accepted);
+        else if (!idle)
+            say(n, ND_INFO, "%llu chunks, %llu items, %.0f items/s, %llu accepted", (unsigned long long)n->chunks_done,
+                (unsigned long long)n->items_done, rate, (unsigned long long)n->accepted);
+        n->said_idle = idle;
         n->report_ms = now;
         n->report_items = items;
     }

@@ -139,6 +139,18 @@ test('a node reports items/s while its chunks take minutes', async () => {
     // the first report too: its rate counts from the connection
     assert.ok(reports()[0].rate > 0, `first report: items/s ${reports()[0].rate}\n${node.err}`);
     assert.equal((await api(slow, 'POST', `/api/jobs/${res.json.id}/cancel`)).status, 200);
+
+    // With nothing in hand the node says so once, not every 10 s: the
+    // reports at the heartbeats after that one print nothing.
+    const idle = () => [...(node.out + node.err).matchAll(/idle, waiting for work: \d+ chunks/g)].length;
+    await eventually(async () => idle() === 1, 'the node saying it is idle', 30000);
+    const seen = Date.now(), count = reports().length;
+    await eventually(async () => {
+      const n = (await api(slow, 'GET', '/api/nodes')).json.find((x) => x.online);
+      return n && n.last_seen_ms >= seen + 16000; // a report slot (10 s) and a heartbeat (5 s) later
+    }, 'heartbeats past the next report', 30000);
+    assert.equal(idle(), 1, node.err);
+    assert.equal(reports().length, count, `no report while idle\n${node.err}`);
   } finally {
     const e = await stop(node);
     assert.equal(e.code, 0, node.err);
