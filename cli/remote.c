@@ -233,8 +233,17 @@ int remote_init(remote *r, const char *cmd, const char *usage, int argc, char **
             return rc;
         if (!had_token && r->token[0] != '\0')
             r->token_from = "the config file";
-        if (!had_ca && r->ca[0] != '\0')
+        if (!had_ca && r->ca[0] != '\0') {
             ca_from = "the config file";
+            /* A relative path there is relative to the file. */
+            const char *slash = strrchr(cfg, '/');
+            if (r->ca[0] != '/' && slash != NULL) {
+                char joined[sizeof r->ca];
+                if (snprintf(joined, sizeof joined, "%.*s/%s", (int)(slash - cfg), cfg, r->ca) >= (int)sizeof joined)
+                    return remote_fail(r, REMOTE_USAGE, "%s: the ca path is too long", cfg);
+                memcpy(r->ca, joined, sizeof joined);
+            }
+        }
     }
     if (r->server[0] == '\0')
         snprintf(r->server, sizeof r->server, "%s", REMOTE_DEFAULT_SERVER);

@@ -508,7 +508,8 @@ describe('against simfarm serve', () => {
       assert.equal(one.code, 0, one.stderr);
       assert.match(one.stdout, new RegExp(`^job ${id}  European call`));
 
-      const cfg = writeFile('tls.conf', `server = ${tls.url}\ntoken = ${token}\nca = ${good.cert}\n`, 0o600);
+      // The config file's ca, relative to the file.
+      const cfg = writeFile('tls.conf', `server = ${tls.url}\ntoken = ${token}\nca = ${path.basename(good.cert)}\n`, 0o600);
       const list = await cli(['jobs', '--json', '--config', cfg]);
       assert.equal(list.code, 0, list.stderr);
       assert.ok(JSON.parse(list.stdout).some((j) => j.id === id), list.stdout);
