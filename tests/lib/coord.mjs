@@ -66,13 +66,15 @@ export async function call(srv, method, p, body, token = srv.token) {
   const headers = body === undefined ? {} : { 'content-type': 'application/json' };
   if (token) headers.authorization = `Bearer ${token}`;
   const data = body === undefined ? undefined : (typeof body === 'string' ? body : JSON.stringify(body));
-  const { status, text } = srv.ca ? await tlsRequest(srv, method, p, headers, data) : await (async () => {
-    const res = await fetch(srv.url + p, { method, headers, body: data, signal: AbortSignal.timeout(15000) });
-    return { status: res.status, text: await res.text() };
-  })();
+  const { status, text } = await (srv.ca ? tlsRequest : plainRequest)(srv, method, p, headers, data);
   let json;
   try { json = JSON.parse(text); } catch { json = undefined; }
   return { status, text, json };
+}
+
+async function plainRequest(srv, method, p, headers, data) {
+  const res = await fetch(srv.url + p, { method, headers, body: data, signal: AbortSignal.timeout(15000) });
+  return { status: res.status, text: await res.text() };
 }
 
 function tlsRequest(srv, method, p, headers, data) {
