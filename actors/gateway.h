@@ -17,6 +17,7 @@
 #ifndef SIMFARM_ACTORS_GATEWAY_H
 #define SIMFARM_ACTORS_GATEWAY_H
 
+#include "actors/proxies.h"
 #include "runtime/runtime.h"
 
 typedef struct cd_gateway_opts {
@@ -32,6 +33,7 @@ typedef struct cd_gateway_opts {
     const char *token_file;  /* an admin API token kept here (created when absent); may be NULL */
     const char *tls_cert;    /* PEM certificate and key: https and wss; both or neither */
     const char *tls_key;
+    const cd_proxies *trusted_proxies; /* whose X-Forwarded-For names the client (copied); may be NULL */
 } cd_gateway_opts;
 
 /* Spawns the gateway on sys (native: it joins the runtime's libuv loop) and

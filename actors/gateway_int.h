@@ -72,6 +72,7 @@ typedef struct gateway {
     size_t npend, pend_cap;
     uint64_t requests, by_class[6]; /* responses by status class 1xx..5xx */
     gw_fail fails[GW_FAILS]; /* failed logins by address */
+    cd_proxies proxies;      /* trusted reverse proxies */
     unsigned char boot_hash[32]; /* the token file's token, admin while its row is written */
     bool boot_pending;
     cd_sessions *nodes;      /* node connections */

@@ -16,6 +16,7 @@
 #include "actors/scheduler.h"
 #include "actors/store.h"
 
+#include <arpa/inet.h>
 #include <inttypes.h>
 #include <libwebsockets.h>
 #include <limits.h>
@@ -193,7 +194,13 @@ static gw_request *new_request(struct lws *wsi, uint64_t session, int method, co
     r->key_bad = klen == 0 || klen >= (int)sizeof r->key - 1; /* given, but empty or too long */
     if (klen < 0 || r->key_bad || lws_hdr_custom_copy(wsi, r->key, (int)sizeof r->key, key, (int)sizeof key - 1) < 0)
         r->key[0] = '\0';
-    lws_get_peer_simple(wsi, r->peer, sizeof r->peer);
+    const gateway *g = lws_context_user(lws_get_context(wsi));
+    struct sockaddr_storage client;
+    cd_wsi_client(wsi, &g->proxies, &client);
+    const void *in = client.ss_family == AF_INET ? (const void *)&((struct sockaddr_in *)&client)->sin_addr
+                                                 : (const void *)&((struct sockaddr_in6 *)&client)->sin6_addr;
+    if (client.ss_family == AF_UNSPEC || inet_ntop(client.ss_family, in, r->peer, sizeof r->peer) == NULL)
+        r->peer[0] = '\0';
     return r;
 }
 
@@ -548,6 +555,7 @@ static void finalize(rt_actor *self)
     if (g->ctx != NULL)
         lws_context_destroy(g->ctx); /* closes every connection; its handles close as the loop runs on */
     cd_sessions_destroy(g->nodes);
+    cd_proxies_free(&g->proxies);
     for (size_t i = 0; i < g->nsessions; i++)
         free(g->sessions[i].body);
     free(g->sessions);
@@ -594,8 +602,9 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *er
                                                   ? (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_usec : 0);
     if (opts->web_dir != NULL)
         snprintf(g->web_dir, sizeof g->web_dir, "%s", opts->web_dir);
+    cd_proxies_copy(&g->proxies, opts->trusted_proxies);
     cd_sessions_opts so = { .store = opts->store, .scheduler = opts->scheduler, .open_enrolment = opts->open_enrolment,
-        .heartbeat_ms = opts->heartbeat_ms, .publish = publish_cb, .publish_ctx = g };
+        .heartbeat_ms = opts->heartbeat_ms, .publish = publish_cb, .publish_ctx = g, .proxies = &g->proxies };
     g->nodes = cd_sessions_create(sys, &so);
 
     struct lws_context_creation_info info;

@@ -11,6 +11,7 @@
 #ifndef SIMFARM_ACTORS_SESSION_H
 #define SIMFARM_ACTORS_SESSION_H
 
+#include "actors/proxies.h"
 #include "runtime/runtime.h"
 
 #include <libwebsockets.h>
@@ -35,6 +36,7 @@ typedef struct cd_sessions_opts {
     uint32_t heartbeat_ms;    /* default 5000; a node silent for 3 intervals is offline */
     cd_publish_fn publish;    /* may be NULL */
     void *publish_ctx;
+    const cd_proxies *proxies; /* trusted reverse proxies (borrowed, outlives the sessions); may be NULL */
 } cd_sessions_opts;
 
 /* What the coordinator knows of a node online, kept up to date by its
@@ -75,6 +77,10 @@ size_t cd_session_pss_size(void);
  * one; any other IPv6 address by its /64, one site's usual allocation.
  * All zero for other families. */
 void cd_addr_key(const struct sockaddr *sa, uint8_t key[PR_PK_BYTES]);
+
+/* The client of wsi's connection: its peer, or behind a trusted proxy the
+ * address X-Forwarded-For names (proxies.h). AF_UNSPEC when there is none. */
+void cd_wsi_client(struct lws *wsi, const cd_proxies *p, struct sockaddr_storage *out);
 
 /* Node sessions open now. */
 unsigned cd_sessions_count(const cd_sessions *ss);

@@ -111,6 +111,7 @@ struct cd_sessions {
     rt_system *sys;
     rt_actor *store, *scheduler;
     bool open_enrolment;
+    const cd_proxies *proxies;
     uint32_t heartbeat_ms;
     cd_publish_fn publish;
     void *publish_ctx;
@@ -211,14 +212,26 @@ void cd_addr_key(const struct sockaddr *sa, uint8_t who[PR_PK_BYTES])
     }
 }
 
-/* The peer's address as a penalty list's who; zero when it has none. */
-static void peer_addr(struct lws *wsi, uint8_t who[PR_PK_BYTES])
+void cd_wsi_client(struct lws *wsi, const cd_proxies *p, struct sockaddr_storage *out)
 {
-    struct sockaddr_storage sa;
-    socklen_t len = sizeof sa;
-    if (getpeername(lws_get_socket_fd(wsi), (struct sockaddr *)&sa, &len) != 0)
-        sa.ss_family = AF_UNSPEC; /* cd_addr_key's zero */
-    cd_addr_key((const struct sockaddr *)&sa, who);
+    struct sockaddr_storage peer;
+    socklen_t len = sizeof peer;
+    if (getpeername(lws_get_socket_fd(wsi), (struct sockaddr *)&peer, &len) != 0) {
+        memset(out, 0, sizeof *out);
+        out->ss_family = AF_UNSPEC;
+        return;
+    }
+    char *xff = NULL;
+    int n = p != NULL && p->n > 0 ? lws_hdr_total_length(wsi, WSI_TOKEN_X_FORWARDED_FOR) : 0;
+    if (n > 0) {
+        xff = malloc((size_t)n + 1);
+        if (xff == NULL)
+            rt_oom((size_t)n + 1);
+        if (lws_hdr_copy(wsi, xff, n + 1, WSI_TOKEN_X_FORWARDED_FOR) < 0)
+            xff[0] = '\0';
+    }
+    cd_client_addr(p, (const struct sockaddr *)&peer, xff, out);
+    free(xff);
 }
 
 static size_t session_size(void);
@@ -254,7 +267,9 @@ int cd_session_lws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *u
         c->actor = a; /* the spawn reference moves here */
         ps->id = c->id;
         uint8_t addr[PR_PK_BYTES];
-        peer_addr(wsi, addr);
+        struct sockaddr_storage client;
+        cd_wsi_client(wsi, ss->proxies, &client); /* AF_UNSPEC: cd_addr_key's zero */
+        cd_addr_key((const struct sockaddr *)&client, addr);
         session_init(rt_state(a), ss, c->id, a, host, addr);
         rt_send(a, rt_msg_new(M_START, sizeof(rt_msg)));
         return 0;
@@ -359,6 +374,7 @@ cd_sessions *cd_sessions_create(rt_system *sys, const cd_sessions_opts *opts)
     ss->store = rt_actor_retain(opts->store);
     ss->scheduler = rt_actor_retain(opts->scheduler);
     ss->open_enrolment = opts->open_enrolment;
+    ss->proxies = opts->proxies;
     ss->heartbeat_ms = opts->heartbeat_ms ? opts->heartbeat_ms : 5000;
     ss->publish = opts->publish;
     ss->publish_ctx = opts->publish_ctx;

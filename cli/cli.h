@@ -6,6 +6,7 @@
 #ifndef SIMFARM_CLI_H
 #define SIMFARM_CLI_H
 
+#include "actors/proxies.h"
 #include "runtime/runtime.h"
 
 #include <stdbool.h>
@@ -34,6 +35,7 @@ typedef struct coordinator_opts {
     uint64_t chunk_ms;       /* target chunk duration; 0 = the scheduler's default */
     uint64_t db_backlog_bytes; /* the bound on queries held while the database is away
                                   or behind (actors/store.h); 0 = the store's default */
+    const cd_proxies *trusted_proxies; /* reverse proxies whose X-Forwarded-For is read; may be NULL */
     /* Called once listening, before the loop runs: the place to spawn more
      * actors (the store is borrowed). May be NULL. */
     void (*started)(rt_system *sys, rt_actor *store, const char *host, int port, void *ctx);

@@ -42,6 +42,10 @@ static void serve_usage(FILE *out)
         "                         --open-enrolment); otherwise a node needs a claim token\n"
         "  --web DIR              serve the files of DIR at / (default: ./web when it exists)\n"
         "  --tls-cert PEM --tls-key PEM   serve https and wss\n"
+        "  --trusted-proxy NET    a reverse proxy in front of the coordinator: an IPv4 or\n"
+        "                         IPv6 address, or ADDRESS/BITS (repeatable). For its\n"
+        "                         connections the client is the address X-Forwarded-For\n"
+        "                         names; other connections' X-Forwarded-For is ignored\n"
         "  --heartbeat-ms N       nodes' heartbeat interval, 100 to 60000 (default 5000);\n"
         "                         a node silent for 3 intervals is offline\n"
         "  --chunk-ms N           how long a chunk should take on the node it goes to,\n"
@@ -79,7 +83,7 @@ static int parse_listen(const char *arg, char *host, size_t hlen, int *port)
     return 0;
 }
 
-int cmd_serve(int argc, char **argv)
+static int serve(int argc, char **argv, cd_proxies *proxies)
 {
     char host[256] = "127.0.0.1";
     int port = 8080;
@@ -122,6 +126,12 @@ int cmd_serve(int argc, char **argv)
             cert = v;
         } else if (strcmp(a, "--tls-key") == 0) {
             key = v;
+        } else if (strcmp(a, "--trusted-proxy") == 0) {
+            char why[160];
+            if (cd_proxies_add(proxies, v, why, sizeof why) != 0) {
+                fprintf(stderr, "simfarm serve: --trusted-proxy: %s\n", why);
+                return SERVE_USAGE;
+            }
         } else if (strcmp(a, "--heartbeat-ms") == 0) {
             long n;
             if (!cli_number(v, 100, 60000, &n)) {
@@ -168,8 +178,16 @@ int cmd_serve(int argc, char **argv)
     }
     coordinator_opts co = { .host = host, .port = port, .db = db, .pool = pool, .name = "serve", .open_enrolment = open,
         .token_file = token_file, .web_dir = web, .tls_cert = cert, .tls_key = key, .heartbeat_ms = heartbeat_ms,
-        .chunk_ms = chunk_ms, .db_backlog_bytes = backlog };
+        .chunk_ms = chunk_ms, .db_backlog_bytes = backlog, .trusted_proxies = proxies };
     return coordinator_run(&co) == 0 ? SERVE_OK : SERVE_FAIL;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    cd_proxies proxies = { 0 };
+    int rc = serve(argc, argv, &proxies);
+    cd_proxies_free(&proxies);
+    return rc;
 }
 
 int coordinator_run(const coordinator_opts *opts)
@@ -190,7 +208,8 @@ int coordinator_run(const coordinator_opts *opts)
     const char *web = opts->web_dir ? opts->web_dir : stat("web", &st) == 0 && S_ISDIR(st.st_mode) ? "web" : NULL;
     cd_gateway_opts go = { .host = opts->host, .port = opts->port, .store = store, .scheduler = scheduler,
         .open_enrolment = opts->open_enrolment, .token_file = opts->token_file, .web_dir = web,
-        .tls_cert = opts->tls_cert, .tls_key = opts->tls_key, .heartbeat_ms = opts->heartbeat_ms };
+        .tls_cert = opts->tls_cert, .tls_key = opts->tls_key, .heartbeat_ms = opts->heartbeat_ms,
+        .trusted_proxies = opts->trusted_proxies };
     rt_actor *gateway = scheduler ? cd_gateway_spawn(sys, &go, msg, sizeof msg) : NULL;
     if (gateway == NULL) {
         fprintf(stderr, "simfarm %s: %s\n", opts->name,

@@ -430,8 +430,9 @@ static void on_signal(uv_signal_t *h, int signum)
     nd_drain(l->node);
 }
 
-/* ws://host:port/path, or the coordinator's http://host:port (its node
- * endpoint is /ws/node) -> parts; wss:// and https:// the same over TLS. */
+/* ws://host:port/path, or the coordinator's http://host:port[/prefix] (its
+ * node endpoint is [/prefix]/ws/node, the prefix being where a reverse proxy
+ * serves it) -> parts; wss:// and https:// the same over TLS. */
 static int parse_url(const char *url, char *addr, size_t alen, int *port, char *path, size_t plen, bool *tls)
 {
     static const struct { const char *scheme; bool tls, http; } schemes[] = {
@@ -459,10 +460,12 @@ static int parse_url(const char *url, char *addr, size_t alen, int *port, char *
     if (end != slash || p <= 0 || p > 65535)
         return -1;
     *port = (int)p;
-    snprintf(path, plen, "%s", *slash && strcmp(slash, "/") != 0 ? slash : "/ws/node");
-    if (http && strcmp(path, "/ws/node") != 0)
-        return -1; /* an http address is the coordinator's, not a path on it */
-    return 0;
+    size_t n = strlen(slash);
+    if (http && n > 0 && slash[n - 1] == '/')
+        n--;
+    int w = http ? snprintf(path, plen, "%.*s/ws/node", (int)n, slash)
+                 : snprintf(path, plen, "%s", *slash && strcmp(slash, "/") != 0 ? slash : "/ws/node");
+    return w > 0 && (size_t)w < plen ? 0 : -1;
 }
 
 /* libwebsockets' error lines (the reason a certificate was refused, say)
@@ -639,8 +642,8 @@ int nd_run(const nd_opts *opts)
     backends b;
     bool json = opts->log_json, tls = false;
     if (parse_url(opts->url, addr, sizeof addr, &port, path, sizeof path, &tls) != 0) {
-        say(json, ND_WARN, "--server wants ws://HOST:PORT/ws/node or http://HOST:PORT (wss:// or https:// for TLS), "
-            "not '%s'", opts->url);
+        say(json, ND_WARN, "--server wants ws://HOST:PORT/ws/node or http://HOST:PORT[/PREFIX] (wss:// or https:// for "
+            "TLS), not '%s'", opts->url);
         return ND_EXIT_USAGE;
     }
     if (opts->ca_path != NULL) {

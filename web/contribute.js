@@ -2,7 +2,10 @@
 // runs the node actor and its compute workers) and shows what it does. This
 // thread never runs a kernel. A claim token in the fragment
 // (#claim=sfc_...) enrols the node under the token's owner; without one it
-// joins as a public node.
+// joins as a public node. Every address is relative to the page, so the
+// page works under a proxy's path prefix too.
+import { wsUrl } from './js/api.js';
+
 const $ = (id) => document.getElementById(id);
 const ui = {
   start: $('start'), cores: $('cores'), coresOut: $('cores-out'), pauseHidden: $('pause-hidden'),
@@ -42,14 +45,13 @@ function browserName() {
 
 function start() {
   const cores = Number(ui.cores.value);
-  node = new Worker('/node/node-worker.js');
+  node = new Worker('node/node-worker.js');
   node.onmessage = (e) => onNode(e.data);
   node.onerror = (e) => { log(`node worker: ${e.message}`); stopped(1); };
   samples = [[performance.now(), 0]];
-  const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
   node.postMessage({
     type: 'start', cores, hardwareCores: maxCores, claimToken,
-    url: `${scheme}//${location.host}/ws/node`,
+    url: wsUrl('ws/node'),
     audience: location.host.toLowerCase(), // what the coordinator reads from the Host header
     os: (navigator.userAgentData?.platform || navigator.platform || '').toLowerCase().slice(0, 31),
     browser: browserName(),

@@ -4,7 +4,8 @@
 // public node; the job it computes is accepted chunk by chunk (each
 // completion's signature checked by the coordinator) and equals the native
 // single-process result bit for bit. A tab closed in the middle of a chunk
-// gives its chunks back, and the job still completes.
+// gives its chunks back, and the job still completes. The page also works
+// over https and under a proxy's path prefix.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
@@ -15,6 +16,7 @@ import { build, eventually, run, top } from '../lib/proc.mjs';
 import { psql, startPostgres } from '../lib/pg.mjs';
 import { serve, call } from '../lib/coord.mjs';
 import { selfSigned } from '../lib/tls.mjs';
+import { prefixProxy } from '../lib/prefixproxy.mjs';
 import { launch } from './chromium.mjs';
 
 const harness = path.join(build, 'tests/wasm/node_actor');
@@ -285,6 +287,34 @@ test('a claim token in the fragment enrols the tab under its owner and tier; hid
   }
 });
 
+// A 400,000-item job submitted to server, computed by the browser node
+// alone and equal to the native run; resolves to its id.
+async function computedBy(node, server, seed) {
+  const items = 400000;
+  const created = await call(server, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option), items, seed });
+  assert.equal(created.status, 201, created.text);
+  const done = await eventually(async () => {
+    const j = (await call(server, 'GET', `/api/jobs/${created.json.id}`)).json;
+    return j.state === 'complete' ? j : null;
+  }, `job ${created.json.id} complete`, 120000);
+  assert.deepEqual(done.result.nodes.map((n) => n.node), [node.id]);
+  await sameAsNative(done, items, seed);
+  return created.json.id;
+}
+
+// The dashboard at url, in a new page of context, once it is live and lists
+// job id: {page, errors}.
+async function dashboardListing(context, url, id) {
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  await page.goto(url);
+  await page.waitForFunction(() => document.getElementById('live').textContent === 'live', null, { timeout: 15000 });
+  await page.waitForFunction((j) => [...document.querySelectorAll('main a')].some((a) => a.textContent.trim() === String(j)),
+    id, { timeout: 15000 });
+  return { page, errors };
+}
+
 test('over https: the page, its workers and the node\'s WebSocket over wss, trusting the coordinator\'s certificate', async () => {
   // A coordinator of its own (one per database) with a self-signed
   // certificate for 127.0.0.1. Chromium is told to trust that key alone;
@@ -313,31 +343,47 @@ test('over https: the page, its workers and the node\'s WebSocket over wss, trus
     const node = await eventually(async () => (await call(secure, 'GET', '/api/nodes')).json.find((n) => n.online),
       'the browser node online over wss', 15000);
     assert.equal(node.capabilities.arch, 'wasm32');
-    const items = 400000, seed = 21;
-    const created = await call(secure, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option), items, seed });
-    assert.equal(created.status, 201, created.text);
-    const done = await eventually(async () => {
-      const j = (await call(secure, 'GET', `/api/jobs/${created.json.id}`)).json;
-      return j.state === 'complete' ? j : null;
-    }, 'job complete over wss', 120000);
-    assert.deepEqual(done.result.nodes.map((n) => n.node), [node.id]);
-    await sameAsNative(done, items, seed);
+    const id = await computedBy(node, secure, 21);
     assert.deepEqual(errors, []);
 
     // The dashboard on the same origin: its scripts load whole and its live
     // events come over wss.
-    const board = await context.newPage();
-    const boardErrors = [];
-    board.on('pageerror', (e) => boardErrors.push(e.message));
-    await board.goto(`${secure.url}/`);
-    await board.waitForFunction(() => document.getElementById('live').textContent === 'live', null, { timeout: 15000 });
-    await board.waitForFunction((id) => [...document.querySelectorAll('main a')].some((a) => a.textContent.trim() === String(id)),
-      created.json.id, { timeout: 15000 });
-    assert.deepEqual(boardErrors, []);
+    const board = await dashboardListing(context, `${secure.url}/`, id);
+    assert.deepEqual(board.errors, []);
   } finally {
     await context?.close();
     await trusting.close();
     await secure.stop();
     fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('under a proxy\'s path prefix: the page, its workers, the node\'s WebSocket and the dashboard stay under it', async () => {
+  // The operator's proxy serves the coordinator at /farm/, keeping the Host
+  // header (the audience the tab signs for is the proxy's host and port).
+  const proxy = await prefixProxy(srv.port, '/farm');
+  let context;
+  try {
+    let tab, errors;
+    ({ context, tab, errors } = await contribute(2, { server: proxy }));
+    const node = await eventually(async () => (await browserNodes()).find((n) => n.online),
+      'the browser node online through the proxy', 15000);
+    const id = await computedBy(node, srv, 23);
+    assert.deepEqual(errors, []);
+
+    // The dashboard under the prefix: its modules, uPlot, the API and the
+    // live events; the submit form's command names the prefixed address.
+    const board = await dashboardListing(context, `${proxy.url}/`, id);
+    await board.page.goto(`${proxy.url}/#/submit`);
+    await board.page.waitForFunction((u) => document.body.textContent.includes(`simfarm submit - --server ${u}`),
+      proxy.url, { timeout: 15000 });
+    assert.deepEqual(board.errors, []);
+
+    assert.deepEqual(proxy.stray, [], 'requests outside the prefix');
+    assert.ok(proxy.upgrades.includes('/farm/ws/node'), proxy.upgrades.join(' '));
+    assert.ok(proxy.upgrades.includes('/farm/ws/events'), proxy.upgrades.join(' '));
+  } finally {
+    await context?.close();
+    await proxy.close();
   }
 });

@@ -1,7 +1,8 @@
 // A real farm: PostgreSQL, `simfarm serve`, and `simfarm node` processes
 // over WebSocket. A job farmed to the node gives what one local run gives;
 // the node's key file is guarded; a node the coordinator does not know is
-// told so; SIGTERM drains.
+// told so; SIGTERM drains; a node reaches a coordinator under a proxy's
+// path prefix.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -10,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { build, eventually, run, top, stop } from '../lib/proc.mjs';
 import { localRun, sameBits } from '../lib/reference.mjs';
+import { prefixProxy } from '../lib/prefixproxy.mjs';
 import { startPostgres } from '../lib/pg.mjs';
 
 const simfarm = path.join(build, 'bin/simfarm');
@@ -88,6 +90,28 @@ test('a job farmed to a node equals one local run', async () => {
     const e = await stop(node);
     assert.equal(e.code, 0, node.err);
     assert.match(node.out, /drained, leaving/);
+  }
+});
+
+test('behind a proxy\'s path prefix, the coordinator\'s http:// address with the prefix is enough', async () => {
+  const proxy = await prefixProxy(srv.port, '/farm');
+  const items = 200000, seed = 9;
+  const node = proc(['node', '--server', `${proxy.url}/`, '--key', path.join(tmp, 'prefix.key'), '--cores', '1']);
+  try {
+    await node.until(/connected to 127\.0\.0\.1:\d+ as node \d+/, 'node connected through the proxy');
+    const res = await api(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed });
+    assert.equal(res.status, 201);
+    const job = await eventually(async () => {
+      const j = await (await fetch(`${srv.url}/api/jobs/${res.json.id}`)).json();
+      return j.state === 'complete' ? j : null;
+    }, 'job complete');
+    sameBits(job, await localRun(items, seed));
+    assert.deepEqual(proxy.upgrades, ['/farm/ws/node']);
+    assert.deepEqual(proxy.stray, []);
+  } finally {
+    const e = await stop(node);
+    assert.equal(e.code, 0, node.err);
+    await proxy.close();
   }
 });
 

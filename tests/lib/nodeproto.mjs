@@ -222,13 +222,15 @@ export function clientFrame(data, { opcode = OP.binary, fin = true, mask = crypt
 
 // Opens a WebSocket to 127.0.0.1:port, from the local address `from` when
 // given (any of 127.0.0.0/8: a connection from another host, as far as the
-// coordinator can tell). Resolves, after the 101, to a link:
+// coordinator can tell), with extra request headers when given. Resolves,
+// after the 101, to a link:
 // frames (every data message received, {opcode, data}), send(bytes, opcode),
 // raw(bytes) (straight onto the socket), close(), closed (a promise of the
 // close code, or 1006 when the connection ended without one) and
 // wait(pred, what, ms) (resolves to the first frame pred accepts, at the
 // deadline rejects).
-export function connect(port, { path = '/ws/node', protocol = 'simfarm.node.v1', timeoutMs = 10000, from } = {}) {
+export function connect(port, { path = '/ws/node', protocol = 'simfarm.node.v1', timeoutMs = 10000, from,
+  headers = {} } = {}) {
   return new Promise((resolve, reject) => {
     const sock = net.connect({ port, host: '127.0.0.1', localAddress: from });
     const key = crypto.randomBytes(16).toString('base64');
@@ -303,7 +305,8 @@ export function connect(port, { path = '/ws/node', protocol = 'simfarm.node.v1',
 
     sock.on('connect', () => {
       sock.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
-        `Sec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: ${protocol}\r\n\r\n`);
+        `Sec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: ${protocol}\r\n` +
+        Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('') + '\r\n');
     });
     sock.on('data', (d) => {
       buf = Buffer.concat([buf, d]);

@@ -22,8 +22,23 @@ export class ApiError extends Error {
   }
 }
 
-// Calls the API; resolves to the parsed JSON answer, rejects with ApiError.
-// The token goes along when there is one (reads need none).
+// The coordinator's address as this page sees it, without a trailing slash:
+// the page's directory, so that behind a proxy that serves the coordinator
+// under a path prefix (https://host/farm/) every address keeps the prefix.
+export function coordinatorUrl() {
+  return new URL('.', document.baseURI).href.replace(/\/$/, '');
+}
+
+// The WebSocket address of the coordinator's path p ('ws/events').
+export function wsUrl(p) {
+  const u = new URL(p, document.baseURI);
+  u.protocol = u.protocol === 'https:' ? 'wss:' : 'ws:';
+  return u.href;
+}
+
+// Calls the API at path, relative to the page ('api/jobs'); resolves to the
+// parsed JSON answer, rejects with ApiError. The token goes along when there
+// is one (reads need none).
 export async function api(method, path, body) {
   const headers = {};
   const t = token();

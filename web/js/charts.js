@@ -1,7 +1,7 @@
 // The job's plots, drawn by uPlot (npm, served from web/node_modules):
 // convergence (the running estimate and its 95% band against items done),
 // throughput over time, and the histogram of outcomes.
-import uPlot from '/node_modules/uplot/dist/uPlot.esm.js';
+import uPlot from '../node_modules/uplot/dist/uPlot.esm.js';
 import { short } from './format.js';
 
 export const COLORS = { line: '#0b5cad', band: 'rgba(11, 92, 173, 0.18)', bars: '#17663a', rate: '#8a3ab9' };

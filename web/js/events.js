@@ -1,6 +1,8 @@
 // /ws/events (docs/api.md): one connection for the whole page. Listeners
 // get every event; a dropped connection comes back with since= so nothing
 // is missed, or with a fresh snapshot when the server's buffer has moved on.
+import { wsUrl } from './api.js';
+
 const listeners = new Set();
 let ws = null;
 let lastSeq = null;
@@ -17,9 +19,8 @@ export function onStatus(fn) {
 }
 
 function connect() {
-  const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
   const q = lastSeq === null ? '' : `?since=${lastSeq}`;
-  ws = new WebSocket(`${proto}//${location.host}/ws/events${q}`, 'simfarm.events.v1');
+  ws = new WebSocket(wsUrl(`ws/events${q}`), 'simfarm.events.v1');
   ws.onopen = () => { retryMs = 500; statusCb('live'); };
   ws.onmessage = (m) => {
     let e;

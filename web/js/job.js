@@ -240,7 +240,7 @@ export function jobView(root, id) {
 
   async function load() {
     try {
-      job = await api('GET', `/api/jobs/${id}`);
+      job = await api('GET', `api/jobs/${id}`);
     } catch (e) {
       clear(head, h('h1', {}, `Job ${id}`), message(e.status === 404 ? 'No such job.' : `Cannot load the job: ${e.message}`, true));
       return;
@@ -252,7 +252,7 @@ export function jobView(root, id) {
     render();
     setupPlots();
     loadHistory();
-    api('GET', '/api/nodes').then((ns) => {
+    api('GET', 'api/nodes').then((ns) => {
       nodeNames = new Map(ns.map((n) => [n.id, n.name || `node ${n.id}`]));
       if (live) renderNodes();
     }).catch(() => {});
@@ -262,7 +262,7 @@ export function jobView(root, id) {
   // curve of a job that ran before this page was opened.
   async function loadHistory() {
     let c;
-    try { c = await api('GET', `/api/jobs/${id}/convergence`); } catch { return; }
+    try { c = await api('GET', `api/jobs/${id}/convergence`); } catch { return; }
     const names = outputs().map((o) => o.name);
     if (!live || names.length !== c.outputs) return;
     for (const p of c.points) names.forEach((name, o) => point(name, p[0], p[1 + 2 * o], p[2 + 2 * o]));
@@ -273,7 +273,7 @@ export function jobView(root, id) {
     const btn = document.getElementById('cancel');
     btn.disabled = true;
     try {
-      await api('POST', `/api/jobs/${id}/cancel`);
+      await api('POST', `api/jobs/${id}/cancel`);
       clear(status, message(`Job ${id} cancelled.`));
       await load();
     } catch (e) {

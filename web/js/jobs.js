@@ -52,7 +52,7 @@ export function jobsView(root, query) {
     const q = new URLSearchParams({ limit: '200' });
     for (const k of ['state', 'owner', 'kernel']) if (f[k]) q.set(k, f[k]);
     try {
-      jobs = await api('GET', `/api/jobs?${q}`);
+      jobs = await api('GET', `api/jobs?${q}`);
       clear(status);
       render();
     } catch (e) {

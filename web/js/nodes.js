@@ -66,7 +66,7 @@ export function nodesView(root) {
   async function load() {
     clearTimeout(timer);
     try {
-      nodes = await api('GET', '/api/nodes');
+      nodes = await api('GET', 'api/nodes');
       clear(status);
       render();
     } catch (e) {

@@ -1,7 +1,7 @@
 // Submit: a form per kernel built from GET /api/kernels (types, ranges,
 // defaults, allowed values), the job's own fields, the server's refusals
 // shown at the field they name, and the same submission as curl or CLI.
-import { ApiError, api } from './api.js';
+import { ApiError, api, coordinatorUrl } from './api.js';
 import { onEvent } from './events.js';
 import { askToken, clear, h, message } from './dom.js';
 
@@ -228,9 +228,9 @@ export function submitView(root, query) {
       variantsEl.hidden = strategySel.value === 'single';
       variantsHelp.textContent = VARIANT_HELP[strategySel.value] ?? '';
       const json = JSON.stringify(body());
-      const url = `${location.origin}/api/jobs`;
+      const url = `${coordinatorUrl()}/api/jobs`;
       curl.textContent = `curl -X POST ${url} -H 'Content-Type: application/json' -H "Authorization: Bearer $SIMFARM_TOKEN" -d ${sq(json)}`;
-      cli.textContent = `echo ${sq(json)} | simfarm submit - --server ${location.origin}`;
+      cli.textContent = `echo ${sq(json)} | simfarm submit - --server ${coordinatorUrl()}`;
     };
     const copy = async (pre, what) => {
       try {
@@ -253,7 +253,7 @@ export function submitView(root, query) {
       const ends = watchEnds();
       let end, pilot;
       try {
-        pilot = await api('POST', '/api/jobs', { ...b, items: PILOT_ITEMS, name: label });
+        pilot = await api('POST', 'api/jobs', { ...b, items: PILOT_ITEMS, name: label });
         clear(status, h('p', { class: 'msg', role: 'status' }, 'Measuring the spread with ',
           h('a', { href: `#/jobs/${pilot.id}` }, `pilot job ${pilot.id}`), '…'));
         end = await ends.ended(pilot.id);
@@ -346,7 +346,7 @@ export function submitView(root, query) {
     const btn = form.querySelector('#submit');
     btn.disabled = true;
     try {
-      const r = await api('POST', '/api/jobs', b);
+      const r = await api('POST', 'api/jobs', b);
       location.hash = `#/jobs/${r.id}`;
     } catch (e) {
       btn.disabled = false;
@@ -355,7 +355,7 @@ export function submitView(root, query) {
     }
   }
 
-  api('GET', '/api/kernels').then((r) => {
+  api('GET', 'api/kernels').then((r) => {
     kernels = r.kernels;
     strategies = r.strategies ?? strategies;
     build(query.get('kernel') ?? kernels[0]?.name);
