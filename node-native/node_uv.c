@@ -430,9 +430,10 @@ static void on_signal(uv_signal_t *h, int signum)
     nd_drain(l->node);
 }
 
-/* ws://host:port/path, or the coordinator's http://host:port[/prefix] (its
- * node endpoint is [/prefix]/ws/node, the prefix being where a reverse proxy
- * serves it) -> parts; wss:// and https:// the same over TLS. */
+/* ws://host[:port]/path, or the coordinator's http://host[:port][/prefix]
+ * (its node endpoint is [/prefix]/ws/node, the prefix being where a reverse
+ * proxy serves it) -> parts; wss:// and https:// the same over TLS. The
+ * port is the scheme's (80, or 443 for TLS) when none is given. */
 static int parse_url(const char *url, char *addr, size_t alen, int *port, char *path, size_t plen, bool *tls)
 {
     static const struct { const char *scheme; bool tls, http; } schemes[] = {
@@ -451,15 +452,21 @@ static int parse_url(const char *url, char *addr, size_t alen, int *port, char *
     const char *h = url + skip, *slash = strchr(h, '/'), *colon = strchr(h, ':');
     if (slash == NULL)
         slash = h + strlen(h);
-    if (colon == NULL || colon > slash || colon == h || (size_t)(colon - h) >= alen)
+    if (colon != NULL && colon > slash)
+        colon = NULL;
+    const char *h_end = colon != NULL ? colon : slash;
+    if (h_end == h || (size_t)(h_end - h) >= alen)
         return -1;
-    memcpy(addr, h, (size_t)(colon - h));
-    addr[colon - h] = '\0';
-    char *end;
-    long p = strtol(colon + 1, &end, 10);
-    if (end != slash || p <= 0 || p > 65535)
-        return -1;
-    *port = (int)p;
+    memcpy(addr, h, (size_t)(h_end - h));
+    addr[h_end - h] = '\0';
+    *port = *tls ? 443 : 80;
+    if (colon != NULL) {
+        char *end;
+        long p = strtol(colon + 1, &end, 10);
+        if (end != slash || colon[1] < '0' || colon[1] > '9' || p <= 0 || p > 65535)
+            return -1;
+        *port = (int)p;
+    }
     size_t n = strlen(slash);
     if (http && n > 0 && slash[n - 1] == '/')
         n--;
@@ -642,8 +649,8 @@ int nd_run(const nd_opts *opts)
     backends b;
     bool json = opts->log_json, tls = false;
     if (parse_url(opts->url, addr, sizeof addr, &port, path, sizeof path, &tls) != 0) {
-        say(json, ND_WARN, "--server wants ws://HOST:PORT/ws/node or http://HOST:PORT[/PREFIX] (wss:// or https:// for "
-            "TLS), not '%s'", opts->url);
+        say(json, ND_WARN, "--server wants ws://HOST[:PORT]/ws/node or http://HOST[:PORT][/PREFIX] (wss:// or https:// "
+            "for TLS), not '%s'", opts->url);
         return ND_EXIT_USAGE;
     }
     if (opts->ca_path != NULL) {
@@ -710,7 +717,12 @@ int nd_run(const nd_opts *opts)
     l->port = port;
     l->tls = tls;
     l->ca = opts->ca_path;
-    snprintf(l->hostport, sizeof l->hostport, "%s:%d", l->addr, l->port);
+    /* As in the Host header: the port only when it is not the scheme's
+     * (PROTOCOL.md §6), which is what a browser sends too. */
+    if (l->port == (tls ? 443 : 80))
+        snprintf(l->hostport, sizeof l->hostport, "%s", l->addr);
+    else
+        snprintf(l->hostport, sizeof l->hostport, "%s:%d", l->addr, l->port);
     for (char *p = l->hostport; *p; p++)
         if (*p >= 'A' && *p <= 'Z')
             *p = (char)(*p - 'A' + 'a');

@@ -7,6 +7,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { build, eventually, run, top, stop } from '../lib/proc.mjs';
@@ -205,9 +206,31 @@ test('a coordinator that does not know the key says so', async () => {
 });
 
 test('bad arguments are usage errors', async () => {
-  const r = await run(simfarm, ['node', '--server', 'http://nope']);
-  assert.equal(r.code, 2);
-  assert.match(r.stderr, /ws:\/\/HOST:PORT/);
+  for (const url of ['ftp://nope:21', 'http://:8080', 'ws://host:99999/ws/node', 'wss://host:x/ws/node', 'nope']) {
+    const r = await run(simfarm, ['node', '--server', url]);
+    assert.equal(r.code, 2, url);
+    assert.match(r.stderr, /--server wants ws:\/\/HOST\[:PORT\]\/ws\/node/, url);
+  }
+});
+
+test('a --server with no port takes the scheme\'s, and the host alone is what the node signs for', async () => {
+  // What `simfarm token create --kind claim` prints for https://HOST/PREFIX.
+  // Port 443 here has no coordinator: the node says whom it cannot reach,
+  // the host as its Host header and signatures carry it. As root (CI) a
+  // listener on 443 also sees the node's connection arrive there.
+  const listener = process.getuid?.() === 0 ? net.createServer((s) => { listener.hits++; s.destroy(); }) : null;
+  if (listener) {
+    listener.hits = 0;
+    await new Promise((resolve, reject) => { listener.once('error', reject); listener.listen(443, '127.0.0.1', resolve); });
+  }
+  const node = proc(['node', '--server', 'wss://127.0.0.1/farm/ws/node', '--key', path.join(tmp, 'noport.key')]);
+  try {
+    await node.until(/cannot reach 127\.0\.0\.1 \(/, 'the node tries port 443');
+    if (listener) assert.ok(listener.hits >= 1, 'a connection to port 443');
+  } finally {
+    await stop(node);
+    listener?.close();
+  }
 });
 
 test('a claim token enrols one node under its owner and tier, once', async () => {
