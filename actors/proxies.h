@@ -9,7 +9,7 @@
  * X-Forwarded-For header, walking from the right (the entry the nearest
  * proxy added) past every address that is itself a trusted proxy. The
  * header of any other connection is ignored, so a client cannot choose its
- * own address. No socket or library calls here.
+ * own address. No sockets here: tests/unit/test_proxies.c checks it alone.
  */
 #ifndef SIMFARM_ACTORS_PROXIES_H
 #define SIMFARM_ACTORS_PROXIES_H
