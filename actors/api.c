@@ -621,8 +621,7 @@ static void metrics(gateway *g, gw_request *r)
     rt_system_stats_get(rt_actor_system(g->self), &st);
     cd_store_backlog b;
     cd_store_backlog_get(g->store, &b);
-    gw_respond(g, r->session, 200, "text/plain; version=0.0.4",
-        rt_fmt("# HELP simfarm_up The coordinator is serving.\n"
+    char *m = rt_fmt("# HELP simfarm_up The coordinator is serving.\n"
                "# TYPE simfarm_up gauge\nsimfarm_up 1\n"
                "# HELP simfarm_database_up The database is reachable and migrated.\n"
                "# TYPE simfarm_database_up gauge\nsimfarm_database_up %d\n"
@@ -656,8 +655,21 @@ static void metrics(gateway *g, gw_request *r)
                "# TYPE simfarm_database_unreachable_seconds gauge\nsimfarm_database_unreachable_seconds %.1f\n",
             g->db_up, st.actors_live, st.messages, cd_sessions_count(g->nodes), g->nevc, cd_events_last(g->events),
             g->by_class[2], g->by_class[4], g->by_class[5], b.queries, b.bytes, b.limit, b.refusing ? 1 : 0,
-            b.refused, b.unreachable_ms < 0 ? -1.0 : (double)b.unreachable_ms / 1000.0),
-        NULL);
+            b.refused, b.unreachable_ms < 0 ? -1.0 : (double)b.unreachable_ms / 1000.0);
+    if (g->tls != NULL) {
+        char *t = rt_fmt("%s# HELP simfarm_tls_cert_not_after_seconds When the TLS certificate served expires "
+                         "(Unix time).\n"
+                         "# TYPE simfarm_tls_cert_not_after_seconds gauge\nsimfarm_tls_cert_not_after_seconds %" PRId64
+                         "\n"
+                         "# HELP simfarm_tls_reloads_total Reloads of the TLS certificate (SIGHUP) by result.\n"
+                         "# TYPE simfarm_tls_reloads_total counter\n"
+                         "simfarm_tls_reloads_total{result=\"done\"} %" PRIu64 "\n"
+                         "simfarm_tls_reloads_total{result=\"refused\"} %" PRIu64 "\n",
+            m, cd_tlscert_not_after(g->tls), g->tls_reloads[1], g->tls_reloads[0]);
+        free(m);
+        m = t;
+    }
+    gw_respond(g, r->session, 200, "text/plain; version=0.0.4", m, NULL);
     done(r);
 }
 

@@ -41,6 +41,13 @@ typedef struct cd_gateway_opts {
  * port is taken, the address is invalid). */
 rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *err, size_t errlen);
 
+/* Reads the TLS certificate and key again from the files given at start
+ * (a renewal: SIGHUP in `simfarm serve`) and serves them to every new
+ * handshake; open connections keep theirs. A pair that fails a check
+ * (tlscert.h) is not taken: the one served stays. Returns 0 with what is
+ * now served in msg, or -1 with why nothing changed. Loop thread only. */
+int cd_gateway_reload_tls(rt_actor *gateway, char *msg, size_t len);
+
 /* The port the gateway listens on (useful with port 0). Loop thread only. */
 int cd_gateway_port(rt_actor *gateway);
 

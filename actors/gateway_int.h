@@ -10,7 +10,9 @@
 #include "actors/events.h"
 #include "actors/gateway.h"
 #include "actors/session.h"
+#include "actors/tlscert.h"
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -80,6 +82,12 @@ typedef struct gateway {
     gw_events_conn *evc;     /* /ws/events connections */
     size_t nevc, evc_cap;
     struct lws_protocols protocols[4];
+    /* TLS: the files named at start, the pair served (NULL for plain
+     * http), the vhost's OpenSSL context, SIGHUP reloads by outcome */
+    char tls_cert[PATH_MAX], tls_key[PATH_MAX];
+    cd_tlscert *tls;
+    void *ssl_ctx;
+    uint64_t tls_reloads[2]; /* [0] refused, [1] done */
 } gateway;
 
 /* ---- gateway_uv.c ---- */

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <uv.h>
 
 #define EVENTS_PROTOCOL "simfarm.events.v1"
@@ -224,6 +225,12 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
     uint8_t buf[LWS_PRE + 1024], *start = &buf[LWS_PRE], *p = start, *end = &buf[sizeof buf - 1];
 
     switch (reason) {
+    case LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS:
+        /* the vhost's TLS context, kept for SIGHUP's reloads (the wsi is a
+         * stand-in that holds the context) */
+        if (g != NULL)
+            g->ssl_ctx = user;
+        return 0;
     case LWS_CALLBACK_HTTP: {
         memset(ps, 0, sizeof *ps);
         const char *path = in;
@@ -554,8 +561,12 @@ static void finalize(rt_actor *self)
     gateway *g = rt_state(self);
     if (g->ctx != NULL)
         lws_context_destroy(g->ctx); /* closes every connection; its handles close as the loop runs on */
+    g->ctx = NULL;
+    g->ssl_ctx = NULL; /* a SIGHUP while the runtime stops finds nothing to reload */
     cd_sessions_destroy(g->nodes);
     cd_proxies_free(&g->proxies);
+    cd_tlscert_free(g->tls);
+    g->tls = NULL;
     for (size_t i = 0; i < g->nsessions; i++)
         free(g->sessions[i].body);
     free(g->sessions);
@@ -603,6 +614,13 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *er
     if (opts->web_dir != NULL)
         snprintf(g->web_dir, sizeof g->web_dir, "%s", opts->web_dir);
     cd_proxies_copy(&g->proxies, opts->trusted_proxies);
+    if (opts->tls_cert != NULL) {
+        /* checked here first: lws says only that it could not load them */
+        snprintf(g->tls_cert, sizeof g->tls_cert, "%s", opts->tls_cert);
+        snprintf(g->tls_key, sizeof g->tls_key, "%s", opts->tls_key);
+        if ((g->tls = cd_tlscert_load(g->tls_cert, g->tls_key, (int64_t)time(NULL), err, errlen)) == NULL)
+            goto fail;
+    }
     cd_sessions_opts so = { .store = opts->store, .scheduler = opts->scheduler, .open_enrolment = opts->open_enrolment,
         .heartbeat_ms = opts->heartbeat_ms, .publish = publish_cb, .publish_ctx = g, .proxies = &g->proxies };
     g->nodes = cd_sessions_create(sys, &so);
@@ -626,8 +644,8 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *er
     }
     info.port = opts->port; /* 0: the system picks a free port */
     info.iface = opts->host ? opts->host : "127.0.0.1";
-    info.ssl_cert_filepath = opts->tls_cert;
-    info.ssl_private_key_filepath = opts->tls_key;
+    info.ssl_cert_filepath = g->tls ? g->tls_cert : NULL;
+    info.ssl_private_key_filepath = g->tls ? g->tls_key : NULL;
     /* HTTP/1.1 only: over HTTP/2 (which browsers and curl take when ALPN
      * offers it) lws 4.1 ends a file from lws_serve_http_file early, cut or
      * empty. Nothing here needs HTTP/2: WebSockets upgrade HTTP/1.1. */
@@ -658,6 +676,38 @@ fail:
     rt_send(a, rt_msg_new(M_DIE, sizeof(rt_msg)));
     rt_actor_release(a);
     return NULL;
+}
+
+int cd_gateway_reload_tls(rt_actor *a, char *msg, size_t len)
+{
+    gateway *g = rt_state(a);
+    char err[1024], when[64];
+    if (g->tls == NULL || g->ssl_ctx == NULL) {
+        snprintf(msg, len, "no certificate to reload: serving plain http");
+        return -1;
+    }
+    cd_tlscert *c = cd_tlscert_load(g->tls_cert, g->tls_key, (int64_t)time(NULL), err, sizeof err);
+    if (c != NULL && cd_tlscert_install(c, g->ssl_ctx, err, sizeof err) != 0) {
+        /* OpenSSL may have taken part of it: the pair served before goes
+         * back whole (it went in before, so it goes in again) */
+        char again[256];
+        if (cd_tlscert_install(g->tls, g->ssl_ctx, again, sizeof again) != 0)
+            fprintf(stderr, "simfarm: TLS: the certificate served before did not go back: %s\n", again);
+        cd_tlscert_free(c);
+        c = NULL;
+    }
+    if (c == NULL) {
+        g->tls_reloads[0]++;
+        cd_tlscert_date(cd_tlscert_not_after(g->tls), when, sizeof when);
+        snprintf(msg, len, "kept the certificate served (%s, until %s): %s", cd_tlscert_subject(g->tls), when, err);
+        return -1;
+    }
+    cd_tlscert_free(g->tls);
+    g->tls = c;
+    g->tls_reloads[1]++;
+    cd_tlscert_date(cd_tlscert_not_after(c), when, sizeof when);
+    snprintf(msg, len, "serving the certificate in %s (%s, until %s)", g->tls_cert, cd_tlscert_subject(c), when);
+    return 0;
 }
 
 int cd_gateway_port(rt_actor *a)

@@ -36,13 +36,16 @@ typedef struct coordinator_opts {
     uint64_t db_backlog_bytes; /* the bound on queries held while the database is away
                                   or behind (actors/store.h); 0 = the store's default */
     const cd_proxies *trusted_proxies; /* reverse proxies whose X-Forwarded-For is read; may be NULL */
+    bool hangup_stops;       /* SIGHUP stops it, as a terminal that closes sends it (up);
+                                otherwise SIGHUP reads the TLS certificate again (serve) */
     /* Called once listening, before the loop runs: the place to spawn more
      * actors (the store is borrowed). May be NULL. */
     void (*started)(rt_system *sys, rt_actor *store, const char *host, int port, void *ctx);
     void *ctx;
 } coordinator_opts;
 
-/* Runs the coordinator (store, gateway, scheduler) until SIGINT or SIGTERM.
+/* Runs the coordinator (store, gateway, scheduler) until SIGINT or SIGTERM
+ * (or SIGHUP with hangup_stops).
  * Returns 0 after a clean stop, -1 when it could not start. */
 int coordinator_run(const coordinator_opts *opts);
 

@@ -1,7 +1,8 @@
 /*
  * serve.c — `simfarm serve`: the coordinator. One process, one port: the
  * store (PostgreSQL) and the gateway (HTTP) actors on one runtime, until
- * SIGINT or SIGTERM stops it cleanly. The scheduler loads unfinished jobs
+ * SIGINT or SIGTERM stops it cleanly; SIGHUP reads a renewed TLS
+ * certificate. The scheduler loads unfinished jobs
  * from the database and resumes them from their journals.
  *
  *   simfarm serve --db "host=/tmp/pg dbname=simfarm" --listen 127.0.0.1:8080
@@ -51,21 +52,35 @@ static void serve_usage(FILE *out)
         "  --chunk-ms N           how long a chunk should take on the node it goes to,\n"
         "                         100 to 600000 (default 10000): shorter loses less work\n"
         "                         when nodes come and go, longer costs less per item\n"
-        "Stops cleanly on SIGINT or SIGTERM.\n");
+        "Stops cleanly on SIGINT or SIGTERM. SIGHUP reads the --tls-cert and --tls-key\n"
+        "files again (a renewed certificate) for the connections that follow; a pair\n"
+        "that does not check out is refused and the one served is kept.\n");
 }
 
 typedef struct signals {
-    uv_signal_t sigint, sigterm;
+    uv_signal_t sigint, sigterm, sighup;
     rt_system *sys;
+    rt_actor *gateway; /* a reference, released once the loop has stopped */
+    const char *name;
 } signals;
 
 static void on_signal(uv_signal_t *h, int signum)
 {
     signals *s = h->data;
-    fprintf(stderr, "simfarm: %s, stopping\n", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    fprintf(stderr, "simfarm: %s, stopping\n", signum == SIGINT ? "SIGINT" : signum == SIGHUP ? "SIGHUP" : "SIGTERM");
     uv_close((uv_handle_t *)&s->sigint, NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);
+    uv_close((uv_handle_t *)&s->sighup, NULL);
     rt_system_stop(s->sys);
+}
+
+static void on_sighup(uv_signal_t *h, int signum)
+{
+    (void)signum;
+    signals *s = h->data;
+    char msg[1536];
+    cd_gateway_reload_tls(s->gateway, msg, sizeof msg);
+    fprintf(stderr, "simfarm %s: SIGHUP: %s\n", s->name, msg);
 }
 
 static int parse_listen(const char *arg, char *host, size_t hlen, int *port)
@@ -222,13 +237,15 @@ int coordinator_run(const coordinator_opts *opts)
         return -1;
     }
 
-    signals s = { .sys = sys };
+    signals s = { .sys = sys, .gateway = rt_actor_retain(gateway), .name = opts->name };
     uv_loop_t *loop = rt_system_loop(sys);
     uv_signal_init(loop, &s.sigint);
     uv_signal_init(loop, &s.sigterm);
-    s.sigint.data = s.sigterm.data = &s;
+    uv_signal_init(loop, &s.sighup);
+    s.sigint.data = s.sigterm.data = s.sighup.data = &s;
     uv_signal_start(&s.sigint, on_signal, SIGINT);
     uv_signal_start(&s.sigterm, on_signal, SIGTERM);
+    uv_signal_start(&s.sighup, opts->hangup_stops ? on_signal : on_sighup, SIGHUP);
 
     int port = cd_gateway_port(gateway);
     printf("simfarm %s: listening on %s://%s:%d\n", opts->name, opts->tls_cert ? "https" : "http", opts->host, port);
@@ -241,6 +258,7 @@ int coordinator_run(const coordinator_opts *opts)
     rt_actor_release(gateway);
     rt_actor_release(scheduler);
     int rc = rt_system_run(sys);
+    rt_actor_release(s.gateway);
     rt_system_destroy(sys);
     fprintf(stderr, "simfarm %s: stopped\n", opts->name);
     return rc == 0 ? 0 : -1;

@@ -426,7 +426,7 @@ int cmd_up(int argc, char **argv)
     if (demo_job && u.submission == NULL)
         printf("simfarm up: examples/option.json not found here: no demo job\n");
     /* The local farm's own nodes join without a claim token. */
-    coordinator_opts co = { .host = host, .port = port, .db = db, .name = "up", .started = started, .ctx = &u,
+    coordinator_opts co = { .host = host, .port = port, .db = db, .name = "up", .hangup_stops = true, .started = started, .ctx = &u,
         .open_enrolment = true, .token_file = u.token_file };
     int rc = coordinator_run(&co);
     stop_nodes(&u);

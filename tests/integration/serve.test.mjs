@@ -8,6 +8,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import net from 'node:net';
 import os from 'node:os';
+import https from 'node:https';
+import tls from 'node:tls';
+import { X509Certificate } from 'node:crypto';
 import { build, eventually, run, top } from '../lib/proc.mjs';
 import { psql, startPostgres } from '../lib/pg.mjs';
 import { serve, call, tailEvents } from '../lib/coord.mjs';
@@ -181,6 +184,102 @@ test('with a certificate it serves https', async () => {
   const half = await run(simfarm, ['serve', '--db', pg.url, '--tls-cert', cert]);
   assert.equal(half.code, 2);
   assert.match(half.stderr, /both --tls-cert and --tls-key/);
+});
+
+// The common name of the certificate a new TLS handshake with port gets.
+function servedName(port) {
+  return new Promise((resolve, reject) => {
+    const s = tls.connect({ host: '127.0.0.1', port, rejectUnauthorized: false, timeout: 15000 }, () => {
+      const cn = s.getPeerCertificate().subject.CN;
+      s.end();
+      resolve(cn);
+    });
+    s.on('timeout', () => s.destroy(new Error('no TLS handshake in 15 s')));
+    s.on('error', reject);
+  });
+}
+
+// GET /health over agent (kept alive); resolves to { status, reused }.
+function healthOn(agent, port) {
+  return new Promise((resolve, reject) => {
+    const req = https.get({ host: '127.0.0.1', port, path: '/health', agent, rejectUnauthorized: false, timeout: 15000 },
+      (res) => { res.resume(); res.on('end', () => resolve({ status: res.statusCode, reused: req.reusedSocket })); });
+    req.on('timeout', () => req.destroy(new Error('GET /health: no answer in 15 s')));
+    req.on('error', reject);
+  });
+}
+
+test('SIGHUP serves a renewed certificate, and refuses a pair that does not check out', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-renew-'));
+  const first = await selfSigned(dir, 'first'), second = await selfSigned(dir, 'second');
+  const third = await selfSigned(dir, 'third');
+  const ec = await selfSigned(dir, 'elliptic', 'IP:127.0.0.1', ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1']);
+  const cert = path.join(dir, 'cert.pem'), key = path.join(dir, 'key.pem');
+  const use = (c, k) => { fs.copyFileSync(c, cert); fs.copyFileSync(k, key); };
+  const notAfter = (c) => Date.parse(new X509Certificate(fs.readFileSync(c)).validTo) / 1000;
+  use(first.cert, first.key);
+  const other = await serve(pg.url, { extra: ['--tls-cert', cert, '--tls-key', key], ca: first.cert });
+  const agent = new https.Agent({ keepAlive: true, maxSockets: 1 });
+  let hups = 0;
+  // SIGHUP, then the line it printed
+  const hup = async () => {
+    const n = ++hups;
+    process.kill(other.pid, 'SIGHUP');
+    await other.until(() => (other.stderr().match(/SIGHUP: .*\n/g) ?? []).length >= n, `SIGHUP ${n} answered`);
+    return other.stderr().match(/SIGHUP: .*\n/g)[n - 1];
+  };
+  const metric = async (name) => {
+    const m = await call(other, 'GET', '/metrics');
+    const line = m.text.split('\n').find((l) => l.startsWith(`${name} `));
+    assert.ok(line, `${name} in /metrics:\n${m.text}`);
+    return Number(line.split(' ')[1]);
+  };
+  try {
+    assert.equal(await servedName(other.port), 'first');
+    assert.equal(await metric('simfarm_tls_cert_not_after_seconds'), notAfter(first.cert));
+    assert.deepEqual(await healthOn(agent, other.port), { status: 200, reused: false });
+
+    use(second.cert, second.key);
+    assert.match(await hup(), /SIGHUP: serving the certificate in \S+cert\.pem \(second, until 20\d\d-\d\d-\d\d /);
+    assert.equal(await servedName(other.port), 'second');
+    // the connection opened before the reload goes on
+    assert.deepEqual(await healthOn(agent, other.port), { status: 200, reused: true });
+    other.ca = second.cert; // call() checks the certificate against this CA
+    assert.equal(await metric('simfarm_tls_cert_not_after_seconds'), notAfter(second.cert));
+
+    // each refused: the message says why, and 'second' is still served
+    const kept = /SIGHUP: kept the certificate served \(second, until [^)]+\): /;
+    use(third.cert, second.key);
+    const mismatch = await hup();
+    assert.match(mismatch, kept);
+    assert.match(mismatch, /key\.pem is not the key of the certificate in \S+cert\.pem \(third\)/);
+    use(ec.cert, ec.key);
+    assert.match(await hup(), /its key is EC, the one served RSA: restart the coordinator to change the key type/);
+    fs.writeFileSync(cert, 'not a certificate\n');
+    assert.match(await hup(), /cert\.pem holds no PEM certificate/);
+    use(second.cert, second.key);
+    fs.rmSync(key);
+    assert.match(await hup(), /cannot read the key \S+key\.pem: No such file or directory/);
+    assert.equal(await servedName(other.port), 'second');
+    assert.equal((await call(other, 'GET', '/health')).status, 200);
+    assert.equal(await metric('simfarm_tls_reloads_total{result="done"}'), 1);
+    assert.equal(await metric('simfarm_tls_reloads_total{result="refused"}'), 4);
+  } finally {
+    agent.destroy();
+    await other.stop();
+  }
+  // the same checks at start: it does not serve a pair that does not check out
+  use(third.cert, second.key);
+  const bad = await run(simfarm, ['serve', '--db', pg.url, '--listen', '127.0.0.1:0', '--tls-cert', cert, '--tls-key', key]);
+  assert.equal(bad.code, 1);
+  assert.match(bad.stderr, /key\.pem is not the key of the certificate in \S+cert\.pem \(third\)/);
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('SIGHUP without TLS changes nothing', async () => {
+  process.kill(srv.pid, 'SIGHUP');
+  await srv.until(() => /SIGHUP: no certificate to reload: serving plain http/.test(srv.stderr()), 'SIGHUP answered');
+  assert.equal((await call(srv, 'GET', '/health')).status, 200);
 });
 
 test('a database named by two hosts: past a standby to the primary', async () => {

@@ -15,9 +15,10 @@ fs.chmodSync(tmp, 0o755);
 const varDir = path.join(tmp, 'var');
 after(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
-// Runs `simfarm up` until `ready` matches its stdout, then Ctrl-C; returns
-// what it printed, its exit and what `during(stdout)` returned.
-async function up(args, ready, during, timeoutMs = 120000) {
+// Runs `simfarm up` until `ready` matches its stdout, then Ctrl-C (or
+// `signal`); returns what it printed, its exit and what `during(stdout)`
+// returned.
+async function up(args, ready, during, { timeoutMs = 120000, signal = 'SIGINT' } = {}) {
   const child = spawn(simfarm, ['up', '--var', varDir, '--listen', '127.0.0.1:0', ...args],
     // Its CLI config goes to a private XDG_CONFIG_HOME, not the user's.
     { cwd: top, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, XDG_CONFIG_HOME: path.join(tmp, 'config') } });
@@ -33,7 +34,7 @@ async function up(args, ready, during, timeoutMs = 120000) {
   try {
     await seen;
     const value = await during(out);
-    child.kill('SIGINT');
+    child.kill(signal);
     const e = await exited;
     return { out, err, exit: e, value };
   } catch (e) {
@@ -61,12 +62,14 @@ test('first run creates the database, starts a node and submits the demo job', a
   assert.ok(!data.includes('postmaster.pid'), 'postgres still running after up stopped');
 });
 
-test('a second run reuses the database; --no-demo --no-node start neither', async () => {
+test('a second run reuses the database; --no-demo --no-node start neither; a hangup stops it', async () => {
   const r = await up(['--no-demo', '--no-node'], /Ctrl-C stops everything/, async (out) => {
     const base = out.match(/listening on (http:\/\/\S+)/)[1];
     const res = await fetch(`${base}/api/jobs`, { signal: AbortSignal.timeout(10000) });
     return res.json();
-  });
+  }, { signal: 'SIGHUP' }); // what a terminal that closes sends
+  assert.match(r.err, /SIGHUP, stopping/);
+  assert.match(r.err, /PostgreSQL stopped/);
   assert.doesNotMatch(r.out, /creating a PostgreSQL cluster/);
   assert.doesNotMatch(r.out, /demo job/);
   assert.doesNotMatch(r.out, /connected to/);
