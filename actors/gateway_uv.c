@@ -29,7 +29,7 @@
 
 #define EVENTS_PROTOCOL "simfarm.events.v1"
 
-enum { M_REQUEST = RT_MSG_USER + 0x1200, M_DIE };
+enum { M_REQUEST = RT_MSG_USER + 0x1200, M_DIE, M_TLS_CHECK };
 enum {
     EVENTS_KEPT = 4096,         /* events a reconnecting client can catch up on */
     EVENTS_QUEUE_MAX = 8192,    /* a client further behind than this is dropped */
@@ -524,6 +524,26 @@ static void on_event(gateway *g, const cd_event *e)
         cd_sessions_cancel_job(g->nodes, e->job, "the job has ended");
 }
 
+/* Says on stderr when the certificate served expires within 30 days (at
+ * start, after a reload and once a day), for operators with no alert on
+ * simfarm_tls_cert_not_after_seconds. */
+static void tls_expiry_check(gateway *g)
+{
+    if (g->tls == NULL)
+        return;
+    int64_t left = cd_tlscert_not_after(g->tls) - (int64_t)time(NULL);
+    if (left >= 30 * 86400)
+        return;
+    char when[64], in[32];
+    cd_tlscert_date(cd_tlscert_not_after(g->tls), when, sizeof when);
+    if (left < 86400)
+        snprintf(in, sizeof in, "under a day");
+    else
+        snprintf(in, sizeof in, "%lld days", (long long)(left / 86400));
+    fprintf(stderr, "simfarm: TLS: the certificate in %s (%s) expires on %s, in %s: renew it and send SIGHUP\n",
+        g->tls_cert, cd_tlscert_subject(g->tls), when, in);
+}
+
 static void behaviour(rt_actor *self, rt_msg *m)
 {
     gateway *g = rt_state(self);
@@ -533,6 +553,9 @@ static void behaviour(rt_actor *self, rt_msg *m)
         break;
     case M_DIE:
         rt_stop(self);
+        break;
+    case M_TLS_CHECK:
+        tls_expiry_check(g);
         break;
     case CD_MSG_RESULT:
     case RT_MSG_TIMEOUT:
@@ -670,6 +693,10 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *er
         goto fail;
     cd_store_subscribe(opts->store, a);
     cd_scheduler_watch(opts->scheduler, a);
+    if (g->tls != NULL) {
+        tls_expiry_check(g);
+        rt_send_every(a, 86400 * 1000, M_TLS_CHECK, 0);
+    }
     return a;
 fail:
     /* Stop it through its own mailbox: the finalizer releases what we set. */
@@ -707,6 +734,7 @@ int cd_gateway_reload_tls(rt_actor *a, char *msg, size_t len)
     g->tls_reloads[1]++;
     cd_tlscert_date(cd_tlscert_not_after(c), when, sizeof when);
     snprintf(msg, len, "serving the certificate in %s (%s, until %s)", g->tls_cert, cd_tlscert_subject(c), when);
+    tls_expiry_check(g);
     return 0;
 }
 

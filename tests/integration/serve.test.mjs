@@ -211,9 +211,10 @@ function healthOn(agent, port) {
 
 test('SIGHUP serves a renewed certificate, and refuses a pair that does not check out', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-renew-'));
-  const first = await selfSigned(dir, 'first'), second = await selfSigned(dir, 'second');
+  const first = await selfSigned(dir, 'first'), second = await selfSigned(dir, 'second', undefined, { days: 90 });
   const third = await selfSigned(dir, 'third');
-  const ec = await selfSigned(dir, 'elliptic', 'IP:127.0.0.1', ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1']);
+  const ec = await selfSigned(dir, 'elliptic', undefined, { newKey: ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1'] });
+  const expiring = /TLS: the certificate in \S+cert\.pem \((\w+)\) expires on 20\d\d-\d\d-\d\d [^,]+, in (under a day|\d+ days): renew it and send SIGHUP/g;
   const cert = path.join(dir, 'cert.pem'), key = path.join(dir, 'key.pem');
   const use = (c, k) => { fs.copyFileSync(c, cert); fs.copyFileSync(k, key); };
   const notAfter = (c) => Date.parse(new X509Certificate(fs.readFileSync(c)).validTo) / 1000;
@@ -236,12 +237,15 @@ test('SIGHUP serves a renewed certificate, and refuses a pair that does not chec
   };
   try {
     assert.equal(await servedName(other.port), 'first');
+    // a day left: said at start
+    assert.deepEqual([...other.stderr().matchAll(expiring)].map((m) => [m[1], m[2]]), [['first', 'under a day']]);
     assert.equal(await metric('simfarm_tls_cert_not_after_seconds'), notAfter(first.cert));
     assert.deepEqual(await healthOn(agent, other.port), { status: 200, reused: false });
 
     use(second.cert, second.key);
     assert.match(await hup(), /SIGHUP: serving the certificate in \S+cert\.pem \(second, until 20\d\d-\d\d-\d\d /);
     assert.equal(await servedName(other.port), 'second');
+    assert.equal([...other.stderr().matchAll(expiring)].length, 1, 'not said of a certificate with 90 days left');
     // the connection opened before the reload goes on
     assert.deepEqual(await healthOn(agent, other.port), { status: 200, reused: true });
     other.ca = second.cert; // call() checks the certificate against this CA
