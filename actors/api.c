@@ -615,6 +615,56 @@ static void health(gateway *g, gw_request *r)
     done(r);
 }
 
+/* a then b in a new string; frees both */
+static char *cat(char *a, char *b)
+{
+    char *ab = rt_fmt("%s%s", a, b);
+    free(a);
+    free(b);
+    return ab;
+}
+
+/* The work the farm does: jobs, claims, chunk results (sessions, loop
+ * thread) and the ledger's figures (the scheduler's last sweep). */
+static char *work_metrics(gateway *g)
+{
+    cd_scheduler_stats ss;
+    cd_scheduler_stats_get(g->scheduler, &ss);
+    cd_sessions_stats ns;
+    cd_sessions_stats_get(g->nodes, &ns);
+    static const char *const outcome[CD_RESULT_KINDS] = { "accepted", "idempotent", "conflict", "stale", "invalid",
+        "unanswered" };
+    char *m = rt_fmt("# HELP simfarm_jobs_running Unfinished jobs the scheduler holds.\n"
+                     "# TYPE simfarm_jobs_running gauge\nsimfarm_jobs_running %" PRIu64 "\n"
+                     "# HELP simfarm_claims_in_flight Chunks handed out to nodes and not yet answered.\n"
+                     "# TYPE simfarm_claims_in_flight gauge\nsimfarm_claims_in_flight %" PRIu64 "\n"
+                     "# HELP simfarm_claims_reclaimed_total Claims taken back, their ranges handed out again: "
+                     "their lease ran out, or their node went away.\n"
+                     "# TYPE simfarm_claims_reclaimed_total counter\n"
+                     "simfarm_claims_reclaimed_total{why=\"lease\"} %" PRIu64 "\n"
+                     "simfarm_claims_reclaimed_total{why=\"node_gone\"} %" PRIu64 "\n"
+                     "# HELP simfarm_items_accepted_total Items of the chunk results accepted.\n"
+                     "# TYPE simfarm_items_accepted_total counter\nsimfarm_items_accepted_total %" PRIu64 "\n"
+                     "# HELP simfarm_node_sessions_cut_off_total Node sessions closed for abuse.\n"
+                     "# TYPE simfarm_node_sessions_cut_off_total counter\nsimfarm_node_sessions_cut_off_total %" PRIu64
+                     "\n"
+                     "# HELP simfarm_node_connections_refused_total Node connections refused while their address or "
+                     "key was penalised.\n"
+                     "# TYPE simfarm_node_connections_refused_total counter\n"
+                     "simfarm_node_connections_refused_total %" PRIu64 "\n"
+                     "# HELP simfarm_chunk_results_total Signed chunk results by what became of them.\n"
+                     "# TYPE simfarm_chunk_results_total counter\n",
+        ss.jobs, ss.claims, ss.expired, ss.released, ns.items_accepted, ns.cut_off, ns.refused);
+    for (int i = 0; i < CD_RESULT_KINDS; i++)
+        m = cat(m, rt_fmt("simfarm_chunk_results_total{outcome=\"%s\"} %" PRIu64 "\n", outcome[i], ns.results[i]));
+    m = cat(m, rt_fmt("# HELP simfarm_jobs_finished_total Jobs ended since the start, by state.\n"
+                      "# TYPE simfarm_jobs_finished_total counter\n"));
+    for (int i = 0; i < GW_END_STATES; i++)
+        m = cat(m, rt_fmt("simfarm_jobs_finished_total{state=\"%s\"} %" PRIu64 "\n", gw_end_states[i],
+                       g->finished[i]));
+    return m;
+}
+
 static void metrics(gateway *g, gw_request *r)
 {
     rt_system_stats st;
@@ -656,6 +706,7 @@ static void metrics(gateway *g, gw_request *r)
             g->db_up, st.actors_live, st.messages, cd_sessions_count(g->nodes), g->nevc, cd_events_last(g->events),
             g->by_class[2], g->by_class[4], g->by_class[5], b.queries, b.bytes, b.limit, b.refusing ? 1 : 0,
             b.refused, b.unreachable_ms < 0 ? -1.0 : (double)b.unreachable_ms / 1000.0);
+    m = cat(m, work_metrics(g));
     if (g->tls != NULL) {
         char *t = rt_fmt("%s# HELP simfarm_tls_cert_not_after_seconds When the TLS certificate served expires "
                          "(Unix time).\n"

@@ -20,6 +20,7 @@
 #define SIMFARM_VERSION "0.1.0"
 
 enum { GW_GET = 1, GW_POST, GW_DELETE };
+enum { GW_END_STATES = 4 };
 
 /* One HTTP request, as the lws side hands it to the gateway actor. */
 typedef struct gw_request {
@@ -88,7 +89,11 @@ typedef struct gateway {
     cd_tlscert *tls;
     void *ssl_ctx;
     uint64_t tls_reloads[2]; /* [0] refused, [1] done */
+    uint64_t finished[GW_END_STATES]; /* job.finished events by state (gw_end_states) */
 } gateway;
+
+/* The states a job ends in, as job.finished names them. */
+extern const char *const gw_end_states[GW_END_STATES];
 
 /* ---- gateway_uv.c ---- */
 

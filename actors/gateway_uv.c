@@ -516,12 +516,21 @@ static void publish_cb(void *ctx, const char *type, uint64_t job, const char *fi
 
 /* ---- the actor --------------------------------------------------------------------------------- */
 
+const char *const gw_end_states[GW_END_STATES] = { "complete", "failed", "cancelled", "expired" };
+
 static void on_event(gateway *g, const cd_event *e)
 {
     gw_publish(g, e->type, e->job, e->fields);
+    if (strcmp(e->type, "job.finished") != 0)
+        return;
     /* Nodes still holding chunks of a job that ended drop them. */
-    if (strcmp(e->type, "job.finished") == 0)
-        cd_sessions_cancel_job(g->nodes, e->job, "the job has ended");
+    cd_sessions_cancel_job(g->nodes, e->job, "the job has ended");
+    const char *st = e->fields ? strstr(e->fields, "\"state\":\"") : NULL;
+    for (int i = 0; st != NULL && i < GW_END_STATES; i++) {
+        size_t n = strlen(gw_end_states[i]);
+        if (strncmp(st + 9, gw_end_states[i], n) == 0 && st[9 + n] == '"')
+            g->finished[i]++;
+    }
 }
 
 /* Says on stderr when the certificate served expires within 30 days (at

@@ -19,6 +19,7 @@
 
 #include <inttypes.h>
 #include <sodium.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,6 +191,15 @@ typedef struct sched {
     rt_actor *watcher;        /* receives job events; may be NULL */
     parked *parked;           /* claims waiting for work, oldest first */
     size_t nparked, parked_cap;
+    /* What cd_scheduler_stats_get reads from other threads; only the
+     * behaviour writes it. Each value is printed on its own, never combined
+     * with another to decide anything, so relaxed stores and loads are
+     * enough. Away from the fields the behaviour rewrites all the time. */
+    struct {
+        char pad0[64];
+        _Atomic uint64_t jobs, claims, expired, released;
+        char pad1[64];
+    } g;
 } sched;
 
 /* ---- completions ------------------------------------------------------------------ */
@@ -1518,11 +1528,18 @@ static void behaviour(rt_actor *self, rt_msg *m)
     case M_SWEEP:
         load(s);
         break;
-    case M_TICK:
+    case M_TICK: {
         sc_reclaim(s->l, rt_mono_ms());
+        sc_ledger_stats ls;
+        sc_ledger_stats_get(s->l, &ls);
+        atomic_store_explicit(&s->g.jobs, s->njobs, memory_order_relaxed);
+        atomic_store_explicit(&s->g.claims, ls.live_claims, memory_order_relaxed);
+        atomic_store_explicit(&s->g.expired, ls.expired, memory_order_relaxed);
+        atomic_store_explicit(&s->g.released, ls.released, memory_order_relaxed);
         flush(s, NULL, 0, false);
         serve_parked(s, true);
         break;
+    }
     case M_PROGRESS:
         on_progress_tick(s);
         break;
@@ -1643,6 +1660,15 @@ void cd_scheduler_watch(rt_actor *scheduler, rt_actor *who)
     w->who = rt_actor_retain(who);
     w->hdr.release = watch_release;
     rt_send(scheduler, &w->hdr);
+}
+
+void cd_scheduler_stats_get(rt_actor *scheduler, cd_scheduler_stats *out)
+{
+    sched *s = rt_state(scheduler);
+    out->jobs = atomic_load_explicit(&s->g.jobs, memory_order_relaxed);
+    out->claims = atomic_load_explicit(&s->g.claims, memory_order_relaxed);
+    out->expired = atomic_load_explicit(&s->g.expired, memory_order_relaxed);
+    out->released = atomic_load_explicit(&s->g.released, memory_order_relaxed);
 }
 
 rt_actor *cd_scheduler_spawn(rt_system *sys, const cd_scheduler_opts *opts)

@@ -117,6 +117,18 @@ typedef struct cd_scheduler_opts {
     unsigned journal_page;    /* journal records read per query when a job is loaded (default 20,000) */
 } cd_scheduler_opts;
 
+/* The ledger's figures for /metrics, as of the scheduler's last lease
+ * sweep (every second). */
+typedef struct cd_scheduler_stats {
+    uint64_t jobs;            /* unfinished jobs the scheduler holds */
+    uint64_t claims;          /* chunks handed out and not yet answered */
+    uint64_t expired;         /* claims whose lease ran out (their ranges handed out again), since the start */
+    uint64_t released;        /* claims taken back because their node went away, since the start */
+} cd_scheduler_stats;
+
+/* Any thread. */
+void cd_scheduler_stats_get(rt_actor *scheduler, cd_scheduler_stats *out);
+
 /* Spawns the scheduler (a pool actor). Returns NULL when the runtime is
  * stopping. The handle holds one reference for the caller. */
 rt_actor *cd_scheduler_spawn(rt_system *sys, const cd_scheduler_opts *opts);

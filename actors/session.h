@@ -85,4 +85,23 @@ void cd_wsi_client(struct lws *wsi, const cd_proxies *p, struct sockaddr_storage
 /* Node sessions open now. */
 unsigned cd_sessions_count(const cd_sessions *ss);
 
+/* What the sessions have seen since the gateway started, for /metrics. */
+enum {
+    CD_RESULT_ACCEPTED,   /* counted into the job */
+    CD_RESULT_IDEMPOTENT, /* the same result again (a resend) */
+    CD_RESULT_CONFLICT,   /* different bytes for a chunk already accepted */
+    CD_RESULT_STALE,      /* its claim had expired, been reclaimed or ended */
+    CD_RESULT_INVALID,    /* the scheduler refused it (it does not decode, or does not fit the job) */
+    CD_RESULT_UNANSWERED, /* the scheduler did not answer in time */
+    CD_RESULT_KINDS
+};
+typedef struct cd_sessions_stats {
+    uint64_t results[CD_RESULT_KINDS]; /* chunk results with a good signature, by what became of them */
+    uint64_t items_accepted;           /* the items of the accepted ones */
+    uint64_t cut_off;                  /* sessions closed for abuse (docs/reliability.md, Penalties) */
+    uint64_t refused;                  /* connections refused while their address or key was penalised */
+} cd_sessions_stats;
+
+void cd_sessions_stats_get(const cd_sessions *ss, cd_sessions_stats *out);
+
 #endif

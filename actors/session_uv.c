@@ -121,6 +121,7 @@ struct cd_sessions {
     penalty *penalties;    /* keys: PENALTY_SLOTS, allocated at the first offence */
     penalty *addr_penalties; /* addresses: the same */
     unsigned nheld;        /* refused connections held (TARPIT_MS) */
+    cd_sessions_stats stats;
 };
 
 typedef struct pss {
@@ -365,6 +366,11 @@ unsigned cd_sessions_count(const cd_sessions *ss)
     return (unsigned)ss->nconns;
 }
 
+void cd_sessions_stats_get(const cd_sessions *ss, cd_sessions_stats *out)
+{
+    *out = ss->stats;
+}
+
 cd_sessions *cd_sessions_create(rt_system *sys, const cd_sessions_opts *opts)
 {
     cd_sessions *ss = calloc(1, sizeof *ss);
@@ -569,6 +575,7 @@ static void cut_off(session *s, int code, const char *why, const char *reason)
 {
     uint64_t now = now_ms_wall();
     s->offline_reason = reason;
+    s->ss->stats.cut_off++;
     penalise(&s->ss->addr_penalties, s->addr, now);
     if (s->phase == RUNNING || s->phase == ENROLLING)
         penalise(&s->ss->penalties, s->pk, now);
@@ -582,6 +589,7 @@ static void refuse(session *s, uint64_t left)
     char why[200];
     snprintf(why, sizeof why, "connections from this address are refused for %" PRIu64 " s more: a session from it "
         "was closed for abuse (the refusal doubles with each)", (left + 999) / 1000);
+    s->ss->stats.refused++;
     send_error(s, 0, E_RATE_LIMITED, why, true);
 }
 
@@ -759,6 +767,7 @@ static void on_hello(session *s, pr_msg *m)
         char why[160];
         snprintf(why, sizeof why, "this node key is refused for %" PRIu64 " s more: a session of it was closed "
             "for abuse (the refusal doubles with each)", (left + 999) / 1000);
+        s->ss->stats.refused++;
         send_error(s, m->id, E_RATE_LIMITED, why, true);
         return;
     }
@@ -1022,6 +1031,13 @@ static void on_completed(session *s, const req *r, const cd_completed *res)
 {
     batch *bt = &s->batches[r->batch];
     pr_outcome *o = &bt->outcomes[r->slot];
+    int kind = res == NULL                      ? CD_RESULT_UNANSWERED
+             : res->err != 0                    ? CD_RESULT_INVALID
+             : res->outcome == SC_ACCEPTED      ? CD_RESULT_ACCEPTED
+             : res->outcome == SC_IDEMPOTENT    ? CD_RESULT_IDEMPOTENT
+             : res->outcome == SC_CONFLICT      ? CD_RESULT_CONFLICT
+                                                : CD_RESULT_STALE;
+    s->ss->stats.results[kind]++;
     if (res != NULL && res->err == 0) {
         switch (res->outcome) {
         case SC_ACCEPTED: o->outcome = PR_OUTCOME_ACCEPTED; break;
@@ -1035,6 +1051,7 @@ static void on_completed(session *s, const req *r, const cd_completed *res)
     if (k >= 0 && o->outcome == PR_OUTCOME_ACCEPTED) {
         s->view.chunks_done++;
         s->view.items_done += s->fly[k].count;
+        s->ss->stats.items_accepted += s->fly[k].count;
     }
     if (k >= 0 && (res == NULL || res->err == 0)) /* a bad result keeps its slot for a good one */
         s->fly[k] = s->fly[--s->nfly];

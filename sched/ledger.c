@@ -141,7 +141,7 @@ struct sc_ledger {
     bool wheel_started;
     uint32_t *scratch;         /* expired claims of one sweep */
     size_t scratch_cap;
-    uint64_t swept, expired;   /* counters for sc_ledger_stats_get */
+    uint64_t swept, expired, released; /* counters for sc_ledger_stats_get */
     bool restoring;            /* replaying a journal: emit nothing */
 };
 
@@ -303,6 +303,7 @@ void sc_ledger_stats_get(const sc_ledger *l, sc_ledger_stats *out)
         out->accepted_bytes += l->jobs[i]->done_cap * sizeof(done_entry);
     out->swept = l->swept;
     out->expired = l->expired;
+    out->released = l->released;
 }
 
 static job *job_find(sc_ledger *l, uint64_t id)
@@ -1429,6 +1430,7 @@ static void lose_claim(sc_ledger *l, uint32_t idx, bool node_gone)
     range r = { c->first, c->count, node_gone && !c->proven ? c->attempt : c->attempt + 1 };
     claim_drop(l, idx);
     j->reclaims++;
+    l->released += node_gone;
     if (r.attempt >= (node_gone ? l->cfg.max_releases : l->cfg.max_attempts)) {
         ln->failed_items += r.count;
         j->failed_items += r.count;

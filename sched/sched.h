@@ -251,6 +251,7 @@ typedef struct sc_ledger_stats {
     uint64_t accepted_bytes; /* memory held for accepted chunks' resends, all jobs (bounded by accepted_window) */
     uint64_t swept;         /* claims looked at by sweeps, expired or not */
     uint64_t expired;       /* claims expired by sweeps */
+    uint64_t released;      /* claims taken back because their node went away */
 } sc_ledger_stats;
 
 void sc_ledger_stats_get(const sc_ledger *l, sc_ledger_stats *out);

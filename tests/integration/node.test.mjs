@@ -14,6 +14,7 @@ import { build, eventually, run, top, stop } from '../lib/proc.mjs';
 import { localRun, sameBits } from '../lib/reference.mjs';
 import { prefixProxy } from '../lib/prefixproxy.mjs';
 import { startPostgres } from '../lib/pg.mjs';
+import { metrics } from '../lib/coord.mjs';
 
 const simfarm = path.join(build, 'bin/simfarm');
 const optionFile = path.join(top, 'examples/option.json');
@@ -71,6 +72,7 @@ after(async () => {
 
 test('a job farmed to a node equals one local run', async () => {
   const items = 3000000, seed = 7;
+  const was = await metrics(srv);
   const res = await api(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed });
   assert.equal(res.status, 201);
   const { id } = res.json;
@@ -79,14 +81,24 @@ test('a job farmed to a node equals one local run', async () => {
   try {
     await node.until(/connected to 127\.0\.0\.1:\d+ as node \d+/, 'node connected');
     assert.equal(fs.statSync(key).mode & 0o777, 0o600, 'the key file is private');
-    const metrics = await (await fetch(`${srv.url}/metrics`)).text();
-    assert.match(metrics, /^simfarm_node_sessions 1$/m);
+    assert.equal((await metrics(srv)).simfarm_node_sessions, 1);
     const job = await eventually(async () => {
       const j = await (await fetch(`${srv.url}/api/jobs/${id}`)).json();
       return j.state === 'complete' ? j : null;
     }, 'job complete');
 
     sameBits(job, await localRun(items, seed));
+    // the farm's work in /metrics: what this job took, and nothing left in flight
+    const grew = (m, name) => m[name] - (was[name] ?? 0);
+    const m = await eventually(async () => {
+      const x = await metrics(srv);
+      return x.simfarm_claims_in_flight === 0 && x.simfarm_jobs_running === 0 ? x : null;
+    }, 'no claims in flight, no job running', 10000);
+    assert.equal(grew(m, 'simfarm_items_accepted_total'), items);
+    assert.equal(grew(m, 'simfarm_chunk_results_total{outcome="accepted"}'), job.result.chunks_accepted);
+    assert.equal(grew(m, 'simfarm_jobs_finished_total{state="complete"}'), 1);
+    for (const o of ['idempotent', 'conflict', 'stale', 'invalid', 'unanswered'])
+      assert.equal(grew(m, `simfarm_chunk_results_total{outcome="${o}"}`), 0, o);
   } finally {
     const e = await stop(node);
     assert.equal(e.code, 0, node.err);
@@ -357,6 +369,8 @@ test('a node killed mid-chunk: its claims are reclaimed and the job completes ex
     await doomed.exited;
     await eventually(async () => (await api(srv, 'GET', `/api/jobs/${id}`)).json.progress?.reclaims >= 1,
       'the killed node\'s claims reclaimed', 30000);
+    await eventually(async () => (await metrics(srv))['simfarm_claims_reclaimed_total{why="node_gone"}'] >= 1,
+      'the reclaim counted in /metrics', 5000);
     rescue = proc(['node', '--server', server(srv), '--key', path.join(tmp, 'kill-b.key'), '--cores', '2']);
     const job = await jobEnded(srv, id);
     sameBits(job, await localRun(items, seed));

@@ -72,6 +72,19 @@ export async function call(srv, method, p, body, token = srv.token) {
   return { status, text, json };
 }
 
+// /metrics as { 'name{labels}': value }.
+export async function metrics(srv) {
+  const r = await call(srv, 'GET', '/metrics', undefined, null);
+  if (r.status !== 200) throw new Error(`/metrics answered ${r.status}: ${r.text}`);
+  const m = {};
+  for (const l of r.text.split('\n')) {
+    if (l === '' || l.startsWith('#')) continue;
+    const i = l.lastIndexOf(' ');
+    m[l.slice(0, i)] = Number(l.slice(i + 1));
+  }
+  return m;
+}
+
 async function plainRequest(srv, method, p, headers, data) {
   const res = await fetch(srv.url + p, { method, headers, body: data, signal: AbortSignal.timeout(15000) });
   return { status: res.status, text: await res.text() };

@@ -22,7 +22,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { call, serve, tailEvents } from '../lib/coord.mjs';
+import { call, metrics, serve, tailEvents } from '../lib/coord.mjs';
 import { E, ScriptedNode, encode, envelope, helloBody, nodeKey } from '../lib/nodeproto.mjs';
 import { psql, startPostgres } from '../lib/pg.mjs';
 import { build, eventually, run } from '../lib/proc.mjs';
@@ -234,6 +234,7 @@ test('a node that keeps sending bad frames is cut off, and its key refused for l
     await within(n.closed, 10000, 'too many bad frames: the session closed');
     count('bad frames after welcome', STRIKES + 1);
   };
+  const was = await metrics(srv);
   let n = await ScriptedNode.connect(srv.port, { key, from: fresh() });
   await n.hello();
   await abuse(n);
@@ -245,6 +246,10 @@ test('a node that keeps sending bad frames is cut off, and its key refused for l
   const second = await refusedFor();
   assert.ok(second.s > 2 && second.s <= 4, `the second refusal lasts 4 s, not ${second.s}`);
   count('hellos of a refused key');
+  // both cuts and the refusals in /metrics
+  const m = await metrics(srv);
+  assert.equal(m.simfarm_node_sessions_cut_off_total - was.simfarm_node_sessions_cut_off_total, 2);
+  assert.ok(m.simfarm_node_connections_refused_total - was.simfarm_node_connections_refused_total >= 2);
   await healthy();
 });
 
