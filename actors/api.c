@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 enum {
-    P_AUTH = 1, P_SUBMIT, P_LIST, P_ONE, P_CANCEL_LOOK, P_CANCEL_DO, P_NODES, P_TOKEN_NEW, P_TOKENS,
+    P_AUTH = 1, P_SUBMIT, P_LIST, P_ONE, P_CANCEL_LOOK, P_CANCEL_DO, P_NODES, P_NODE, P_TOKEN_NEW, P_TOKENS,
     P_TOKEN_REVOKE, P_BOOT, P_CONVERGENCE,
 };
 
@@ -521,14 +521,6 @@ static void revoke_token(gateway *g, gw_request *r, uint64_t id)
 
 /* ---- nodes ------------------------------------------------------------------------------------ */
 
-static void list_nodes(gateway *g, gw_request *r)
-{
-    cd_query *q = cd_query_new(
-        "SELECT id, row_to_json(n)::text FROM (SELECT id, owner, tier, name, version, capabilities, created_at, "
-        "last_seen, revoked_at FROM nodes ORDER BY id LIMIT 100000) n");
-    ask(g, r, q, P_NODES);
-}
-
 typedef struct views {
     cd_node_view *v;
     size_t n, cap;
@@ -542,6 +534,35 @@ static void collect_view(void *ctx, const cd_node_view *v)
     vs->v[vs->n++] = *v;
 }
 
+/* The nodes (all, or the one with id `one`) with the work of their
+ * sessions that have ended: the live sessions' rows are left out, as
+ * nodes_json adds what those sessions count now. */
+static void ask_nodes(gateway *g, gw_request *r, uint64_t one)
+{
+    views vs = { NULL, 0, 0 };
+    cd_sessions_each(g->nodes, collect_view, &vs);
+    char *live = malloc(3 + vs.n * 33);
+    if (live == NULL)
+        rt_oom(3 + vs.n * 33);
+    size_t n = 0;
+    live[n++] = '{';
+    for (size_t i = 0; i < vs.n; i++)
+        n += (size_t)sprintf(live + n, "%s%s", i ? "," : "", vs.v[i].work_key);
+    strcpy(live + n, "}");
+    free(vs.v);
+    cd_query *q = cd_query_new(
+        "SELECT x.id, row_to_json(x)::text, coalesce(w.chunks, 0), coalesce(w.items, 0) "
+        "FROM (SELECT id, owner, tier, name, version, capabilities, created_at, last_seen, revoked_at FROM nodes "
+        "WHERE $2::bigint = 0 OR id = $2::bigint ORDER BY id LIMIT 100000) x "
+        "LEFT JOIN (SELECT node, sum(chunks) AS chunks, sum(items) AS items FROM node_work "
+        "WHERE session <> ALL($1::uuid[]) AND ($2::bigint = 0 OR node = $2::bigint) GROUP BY node) w ON w.node = x.id "
+        "ORDER BY x.id");
+    cd_query_text(q, live);
+    cd_query_int(q, (int64_t)one);
+    free(live);
+    ask(g, r, q, one ? P_NODE : P_NODES);
+}
+
 static int view_cmp(const void *a, const void *b)
 {
     uint64_t x = ((const cd_node_view *)a)->node, y = ((const cd_node_view *)b)->node;
@@ -549,8 +570,9 @@ static int view_cmp(const void *a, const void *b)
 }
 
 /* The nodes table's rows, online ones first, each with what its session
- * knows now. */
-static char *nodes_json(gateway *g, PGresult *res)
+ * knows now and its work in all (ended sessions' rows, plus the live
+ * session's count). A JSON array, or with `one` its first element alone. */
+static char *nodes_json(gateway *g, PGresult *res, bool one)
 {
     views vs = { NULL, 0, 0 };
     cd_sessions_each(g->nodes, collect_view, &vs);
@@ -577,6 +599,10 @@ static char *nodes_json(gateway *g, PGresult *res)
                 out[len++] = ',';
             memcpy(out + len, row, rl - 1); /* without its closing brace */
             len += rl - 1;
+            uint64_t chunks = strtoull(PQgetvalue(res, i, 2), NULL, 10) + (v ? v->chunks_done : 0);
+            uint64_t items = strtoull(PQgetvalue(res, i, 3), NULL, 10) + (v ? v->items_done : 0);
+            len += (size_t)snprintf(out + len, cap - len, ",\"chunks_total\":%" PRIu64 ",\"items_total\":%" PRIu64,
+                chunks, items);
             if (v == NULL)
                 len += (size_t)snprintf(out + len, cap - len, ",\"online\":false}");
             else
@@ -589,6 +615,11 @@ static char *nodes_json(gateway *g, PGresult *res)
         }
     snprintf(out + len, cap - len, "]\n");
     free(vs.v);
+    if (one) { /* the element alone: [ and ]\n off */
+        size_t n = strlen(out);
+        memmove(out, out + 1, n - 3);
+        strcpy(out + n - 3, "\n");
+    }
     return out;
 }
 
@@ -763,7 +794,12 @@ static void dispatch(gateway *g, gw_request *r)
         else
             one_job(g, r, id);
     } else if (strcmp(p, "/api/nodes") == 0) {
-        list_nodes(g, r);
+        ask_nodes(g, r, 0);
+    } else if (strncmp(p, "/api/nodes/", 11) == 0) {
+        if ((id = parse_id(p + 11)) == 0)
+            fail(g, r, 404, NULL, "no such node: ids are positive whole numbers");
+        else
+            ask_nodes(g, r, id);
     } else if (strcmp(p, "/api/kernels") == 0) {
         kernels(g, r);
     } else if (strcmp(p, "/api/tokens") == 0) {
@@ -789,7 +825,7 @@ static int allowed(const gw_request *r, bool *needs_token)
     int m = r->method;
     *needs_token = m != GW_GET;
     if (strcmp(p, "/health") == 0 || strcmp(p, "/metrics") == 0 || strcmp(p, "/api/nodes") == 0 ||
-        strcmp(p, "/api/kernels") == 0)
+        strncmp(p, "/api/nodes/", 11) == 0 || strcmp(p, "/api/kernels") == 0)
         return m == GW_GET ? 1 : -1;
     if (strcmp(p, "/api/jobs") == 0)
         return m == GW_GET || m == GW_POST ? 1 : -1;
@@ -1069,7 +1105,13 @@ void api_answer(gateway *g, rt_msg *m)
     case P_CONVERGENCE: answer_convergence(g, r, pr); break;
     case P_CANCEL_LOOK: answer_cancel_look(g, r, pr); break;
     case P_CANCEL_DO: answer_cancel_do(g, r, pr); break;
-    case P_NODES: ok_json(g, r, 200, nodes_json(g, pr)); break;
+    case P_NODES: ok_json(g, r, 200, nodes_json(g, pr, false)); break;
+    case P_NODE:
+        if (PQntuples(pr) == 0)
+            fail(g, r, 404, NULL, "no such node");
+        else
+            ok_json(g, r, 200, nodes_json(g, pr, true));
+        break;
     case P_TOKEN_NEW: ok_json(g, r, 201, rt_fmt("%s\n", PQgetvalue(pr, 0, 0))); break;
     case P_TOKEN_REVOKE:
         if (PQntuples(pr) == 0)

@@ -48,6 +48,7 @@ typedef struct cd_node_view {
     uint64_t chunks_done, items_done;
     double items_per_s;
     uint64_t connected_ms, last_seen_ms; /* unix milliseconds */
+    char work_key[33];        /* hex: the session's node_work row (sql/006_node_work.sql) */
 } cd_node_view;
 
 /* Calls fn for every welcomed node online. Loop thread only. */

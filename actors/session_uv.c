@@ -65,6 +65,9 @@ enum { PENALTY_SLOTS = 4096, TARPIT_MS = 2000, HELD_MAX = 256 };
 #define PENALTY_BASE_MS 2000u
 #define PENALTY_MAX_MS (15u * 60 * 1000)
 #define PENALTY_FORGET_MS (60u * 60 * 1000)
+/* A working session's accepted chunks go to its node_work row every this
+ * many heartbeat intervals (a minute at the default 5 s), and when it ends. */
+#define WORK_SAVE_BEATS 12u
 
 enum {
     M_START = RT_MSG_USER + 0x1400,
@@ -463,6 +466,8 @@ struct session {
     batch batches[MAX_BATCHES];
     req *reqs;
     size_t nreqs, reqs_cap;
+    uint64_t saved_chunks;  /* view.chunks_done when the work was last written */
+    uint64_t saved_ms;      /* and when (monotonic) */
 };
 
 static size_t session_size(void)
@@ -856,17 +861,54 @@ static void on_enrolled(session *s, const req *r, cd_result *res)
     snprintf(v->tier, sizeof v->tier, "%s", PQgetvalue(res->res, 0, 1));
     snprintf(v->owner, sizeof v->owner, "%s", PQgetvalue(res->res, 0, 3));
     v->connected_ms = v->last_seen_ms = now_ms_wall();
-    s->heard_ms = rt_mono_ms();
+    uint8_t key[16];
+    randombytes_buf(key, sizeof key);
+    sodium_bin2hex(v->work_key, sizeof v->work_key, key, sizeof key);
+    s->heard_ms = s->saved_ms = rt_mono_ms();
     char fields[1024];
     cd_node_view_json(v, fields, sizeof fields);
     publish(s, "node.online", fields);
     claim_more(s);
 }
 
-/* A node silent for three heartbeat intervals is offline. */
+/* Writes what the session has had accepted to its node_work row, and the
+ * node's last_seen when `ending`. The row holds totals that an update
+ * never lowers, so the store may run the statement twice. Nobody waits for
+ * the answer: a write lost with the coordinator costs the node's totals at
+ * most WORK_SAVE_BEATS heartbeat intervals of this session. */
+static void save_work(session *s, bool ending)
+{
+    const cd_node_view *v = &s->view;
+    if (s->node_id == 0 || (v->chunks_done == s->saved_chunks && !ending))
+        return;
+    cd_query *q;
+    if (v->chunks_done == 0) {
+        q = cd_query_new("UPDATE nodes SET last_seen = now() WHERE id = $1");
+        cd_query_int(q, (int64_t)s->node_id);
+    } else {
+        q = cd_query_new("WITH w AS (INSERT INTO node_work (session, node, chunks, items) VALUES ($1::uuid, $2, $3, $4) "
+                         "ON CONFLICT (session) DO UPDATE SET chunks = greatest(node_work.chunks, EXCLUDED.chunks), "
+                         "items = greatest(node_work.items, EXCLUDED.items), saved_at = now()) "
+                         "UPDATE nodes SET last_seen = now() WHERE id = $2 AND $5");
+        cd_query_text(q, v->work_key);
+        cd_query_int(q, (int64_t)s->node_id);
+        cd_query_int(q, (int64_t)v->chunks_done);
+        cd_query_int(q, (int64_t)v->items_done);
+        cd_query_text(q, ending ? "true" : "false");
+    }
+    q->group = true;
+    rt_send(s->ss->store, &q->hdr); /* freed by the runtime if it is stopping */
+    s->saved_chunks = v->chunks_done;
+    s->saved_ms = rt_mono_ms();
+}
+
+/* A node silent for three heartbeat intervals is offline. Every so often
+ * its work so far is written. */
 static void on_watch(session *s)
 {
     uint64_t limit = 3 * (uint64_t)s->ss->heartbeat_ms;
+    if (s->phase == RUNNING && rt_mono_ms() - s->saved_ms >= WORK_SAVE_BEATS * (uint64_t)s->ss->heartbeat_ms)
+        save_work(s, false);
     if (s->phase != RUNNING || rt_mono_ms() - s->heard_ms <= limit)
         return;
     s->offline_reason = "missed heartbeats";
@@ -1291,6 +1333,7 @@ static void session_behaviour(rt_actor *self, rt_msg *m)
         if (s->held)
             unhold(s);
         if (s->node_id != 0) {
+            save_work(s, true);
             cd_node_gone *g = RT_MSG_NEW(cd_node_gone, CD_MSG_NODE_GONE);
             g->node = s->node_id;
             g->session = s->conn;

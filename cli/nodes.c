@@ -11,8 +11,8 @@ static const char nodes_usage[] =
     "usage: simfarm nodes [options]\n"
     "\n"
     "Lists the nodes enrolled with the coordinator, online first (GET /api/nodes):\n"
-    "owner, tier, cores, the chunks it may hold (SLOTS), speed, the work done and\n"
-    "its system (or browser).\n" REMOTE_COMMON_FLAGS;
+    "owner, tier, cores, the chunks it may hold (SLOTS), speed, the items it has\n"
+    "had accepted in all its sessions (ITEMS) and its system (or browser).\n" REMOTE_COMMON_FLAGS;
 
 /* When the node was last heard from: its session's clock (Unix ms) while
  * online, else the nodes table's. */
@@ -41,7 +41,9 @@ static void nodes_row(const msgpack_object *n, remote_table *t)
     char id[24], name[64], owner[64], tier[24], cores[16], slots[16], speed[16], items[16], os[32], arch[32],
         browser[64], sys[72], seen[40];
     remote_count(speed, sizeof speed, remote_num(remote_get(n, "items_per_s"), 0));
-    remote_count(items, sizeof items, remote_num(remote_get(n, "items_done"), 0));
+    /* its work in all sessions; older coordinators had this session's only */
+    const msgpack_object *total = remote_get(n, "items_total");
+    remote_count(items, sizeof items, remote_num(total ? total : remote_get(n, "items_done"), 0));
     remote_text(remote_get(caps, "browser"), browser, sizeof browser, "");
     if (browser[0] != '\0')
         snprintf(sys, sizeof sys, "%s", browser);

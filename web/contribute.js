@@ -3,14 +3,16 @@
 // thread never runs a kernel. A claim token in the fragment
 // (#claim=sfc_...) enrols the node under the token's owner; without one it
 // joins as a public node. Every address is relative to the page, so the
-// page works under a proxy's path prefix too.
-import { wsUrl } from './js/api.js';
+// page works under a proxy's path prefix too. What this browser's node has
+// done in all its sessions comes from the coordinator (GET api/nodes/ID),
+// the node's id kept in localStorage once it has been welcomed.
+import { api, wsUrl } from './js/api.js';
 
 const $ = (id) => document.getElementById(id);
 const ui = {
   start: $('start'), cores: $('cores'), coresOut: $('cores-out'), pauseHidden: $('pause-hidden'),
   state: $('state'), rate: $('rate'), computed: $('computed'), chunks: $('chunks'), job: $('job'),
-  enrolment: $('enrolment'),
+  enrolment: $('enrolment'), total: $('total'),
   detail: $('detail'), log: $('log'),
 };
 
@@ -27,9 +29,23 @@ let phase = 'stopped';    // stopped | running | stopping
 let restart = false;      // start again once stopped (the cores changed)
 let samples = [];         // [time ms, items computed] for items/s over the last 10 s
 let paused = false;
+const NODE_KEY = 'simfarm.node';
+let nodeId = 0;           // this browser's node, once welcomed
+let totalTimer = null;    // refreshes the total while the node runs
+try { nodeId = Number(localStorage.getItem(NODE_KEY)) || 0; } catch { /* storage disabled */ }
 
 function log(line) {
   ui.log.textContent += `${new Date().toLocaleTimeString()} ${line}\n`;
+}
+
+// This browser's node's work in all its sessions, from the coordinator.
+async function showTotal() {
+  if (!nodeId) return;
+  try {
+    const n = await api('GET', `api/nodes/${nodeId}`);
+    ui.total.textContent = n.chunks_total === 0 ? 'nothing yet'
+      : `${n.items_total.toLocaleString('en')} items in ${n.chunks_total.toLocaleString('en')} chunks`;
+  } catch { /* a node this coordinator does not know (another farm's, or not reachable now): left as it is */ }
 }
 
 function setPhase(p) {
@@ -70,15 +86,27 @@ function stopped(code) {
   setPhase('stopped');
   if (code !== 0 && ui.state.textContent !== 'not enrolled') ui.state.textContent = 'stopped';
   ui.rate.textContent = '0';
+  clearInterval(totalTimer);
+  totalTimer = null;
+  showTotal();
   if (restart) { restart = false; start(); }
 }
 
 function onNode(m) {
   switch (m.type) {
-  case 'state':
+  case 'state': {
     ui.state.textContent = m.name;
     ui.detail.textContent = m.detail;
+    const welcomed = /^node (\d+)$/.exec(m.detail || ''); // running or paused, as welcomed
+    if (welcomed) {
+      nodeId = Number(welcomed[1]);
+      try { localStorage.setItem(NODE_KEY, String(nodeId)); } catch { /* storage disabled */ }
+      showTotal();
+      clearInterval(totalTimer);
+      totalTimer = setInterval(showTotal, 10000);
+    }
     break;
+  }
   case 'progress': {
     // computed counts the chunks under way (their workers report every
     // 100 ms or so), so the rate is live even when a chunk takes minutes
@@ -129,3 +157,4 @@ ui.cores.addEventListener('change', () => {
 });
 ui.pauseHidden.addEventListener('change', syncPause);
 document.addEventListener('visibilitychange', syncPause);
+showTotal();

@@ -131,6 +131,9 @@ test('a tab with 2 cores computes a job that equals the native single-process ru
     await tab.waitForFunction(() => Number(document.getElementById('chunks').textContent) >= 2, null,
       { timeout: 10000 });
     assert.equal(await tab.locator('#job').textContent(), `job ${id}`);
+    // what this browser has done in all, from the coordinator (refreshed every 10 s)
+    const total = `${items.toLocaleString('en')} items in ${mine.chunks.toLocaleString('en')} chunks`;
+    await tab.waitForFunction((t) => document.getElementById('total').textContent === t, total, { timeout: 20000 });
     fs.mkdirSync(artifacts, { recursive: true });
     await tab.screenshot({ path: path.join(artifacts, 'contribute.png'), fullPage: true });
 
@@ -139,6 +142,10 @@ test('a tab with 2 cores computes a job that equals the native single-process ru
     await tab.waitForFunction(() => document.getElementById('state').textContent === 'stopped', null,
       { timeout: 30000 });
     await eventually(async () => !(await browserNodes()).find((x) => x.id === node.id).online, 'node offline', 15000);
+    // kept by the coordinator: the page opened again, not started, shows it
+    const again = await context.newPage();
+    await again.goto(`${srv.url}/contribute`);
+    await again.waitForFunction((t) => document.getElementById('total').textContent === t, total, { timeout: 10000 });
     assert.deepEqual(errors, []);
   } finally {
     await context.close();

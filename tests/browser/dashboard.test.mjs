@@ -219,6 +219,11 @@ function dashboard(name) {
     const cells = await page.texts('tr[data-node] td');
     assert.match(cells[5], /^cpu/);
     assert.equal(cells[6], '2');
+    // its work in all: the API's totals, exact in the cell's title
+    const [n] = (await call(srv, 'GET', '/api/nodes')).json;
+    assert.ok(n.items_total >= 60000000, `${n.items_total} items in all`);
+    const title = await page.attr('tr[data-node] td.total', 'title');
+    assert.equal(title.replace(/[^\d ]/g, '').trim().split(/ +/).map(Number).join(' '), `${n.items_total} ${n.chunks_total}`);
     await shot('nodes');
   });
 

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { build, eventually, run, top, stop } from '../lib/proc.mjs';
 import { localRun, sameBits } from '../lib/reference.mjs';
 import { prefixProxy } from '../lib/prefixproxy.mjs';
-import { startPostgres } from '../lib/pg.mjs';
+import { psql, startPostgres } from '../lib/pg.mjs';
 import { metrics } from '../lib/coord.mjs';
 
 const simfarm = path.join(build, 'bin/simfarm');
@@ -313,6 +313,48 @@ async function submit(s, items, seed) {
   return res.json.id;
 }
 
+test('a node\'s work in all: its sessions\' accepted chunks, kept in the database', async () => {
+  const key = path.join(tmp, 'work.key');
+  const work = async (items, seed) => {
+    const id = await submit(srv, items, seed);
+    const node = proc(['node', '--server', server(srv), '--key', key, '--cores', '2']);
+    try {
+      const m = await node.until(/as node (\d+)/, 'node connected');
+      const job = await jobEnded(srv, id);
+      assert.equal(job.state, 'complete');
+      // online: the live session's count is in it at once
+      const live = (await api(srv, 'GET', `/api/nodes/${m[1]}`)).json;
+      return { node: Number(m[1]), job, live };
+    } finally {
+      assert.equal((await stop(node)).code, 0, node.err);
+    }
+  };
+  const a = await work(2000000, 31);
+  assert.equal(a.live.online, true);
+  assert.equal(a.live.items_total, 2000000);
+  assert.equal(a.live.chunks_total, a.job.result.chunks_accepted);
+  const offline = async () => eventually(async () => {
+    const n = (await api(srv, 'GET', `/api/nodes/${a.node}`)).json;
+    return n.online === false ? n : null;
+  }, 'the node offline', 20000);
+  const stopped = Date.now();
+  const after1 = await offline();
+  assert.equal(after1.items_total, 2000000, 'the ended session\'s row');
+  assert.ok(Date.parse(after1.last_seen) >= stopped - 2000, `last_seen ${after1.last_seen}: when it left`);
+  // a second session of the same key adds to it
+  const b = await work(1000000, 32);
+  assert.equal(b.node, a.node);
+  assert.equal(b.live.items_total, 3000000);
+  assert.equal(b.live.chunks_total, a.job.result.chunks_accepted + b.job.result.chunks_accepted);
+  assert.equal((await offline()).items_total, 3000000);
+  assert.equal(await psql(pg, `SELECT count(*) || ' ' || sum(items) FROM node_work WHERE node = ${a.node}`),
+    '2 3000000');
+  const list = (await api(srv, 'GET', '/api/nodes')).json;
+  assert.equal(list.find((n) => n.id === a.node).items_total, 3000000);
+  for (const bad of ['0', '99999999', 'x'])
+    assert.equal((await api(srv, 'GET', `/api/nodes/${bad}`)).status, 404, bad);
+});
+
 test('a CPU node and an OpenCL node together give one local run, to the last bit', async () => {
   const cpu = proc(['node', '--server', server(srv), '--key', path.join(tmp, 'be-cpu.key'), '--backend', 'cpu',
     '--cores', '1', '--log-format', 'json']);
@@ -408,15 +450,21 @@ test('SIGTERM drains within the grace period; past it the chunks are handed back
 });
 
 test('a coordinator killed and restarted: nodes come back by themselves and the job completes', async () => {
-  const first = await serve(['--open-enrolment']);
+  // heartbeats every 250 ms: the session writes its work every 3 s
+  const first = await serve(['--open-enrolment', '--heartbeat-ms', '250']);
   const port = first.port;
   const items = 100000000, seed = 41;
   const id = await submit(first, items, seed);
   const node = proc(['node', '--server', server(first), '--key', path.join(tmp, 'restart.key'), '--cores', '2']);
   let second;
   try {
-    await node.until(/as node \d+/, 'node connected');
+    const nodeId = Number((await node.until(/as node (\d+)/, 'node connected'))[1]);
     await inFlight(first, id);
+    // what the session wrote while it worked survives the kill
+    const saved = Number(await eventually(async () => {
+      const v = await psql(pg, `SELECT items FROM node_work WHERE node = ${nodeId}`);
+      return v !== '' && Number(v) > 0 ? v : null;
+    }, 'the session\'s work written while it works', 30000));
     first.child.kill('SIGKILL');
     await first.exited;
     await node.until(/lost 127\.0\.0\.1:\d+/, 'the node sees the coordinator go');
@@ -425,6 +473,8 @@ test('a coordinator killed and restarted: nodes come back by themselves and the 
     await eventually(async () => (node.out.match(/as node \d+/g) ?? []).length > before, 'the node reconnected', 90000);
     const job = await jobEnded(second, id);
     sameBits(job, await localRun(items, seed));
+    const total = (await api(second, 'GET', `/api/nodes/${nodeId}`)).json.items_total;
+    assert.ok(total > saved && total <= items, `${saved} written before the kill, ${total} in all, of ${items}`);
   } finally {
     assert.equal((await stop(node)).code, 0, node.err);
     if (second) await stop(second);

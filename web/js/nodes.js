@@ -1,6 +1,6 @@
 // Nodes: the fleet's totals, then each node online or offline with its
-// tier, backends and devices, cores, items/s, chunks done and last
-// heartbeat. GET /api/nodes every 5 s (a node's counters are not events),
+// tier, backends and devices, cores, items/s, chunks done, its work in all
+// sessions and last heartbeat. GET /api/nodes every 5 s (a node's counters are not events),
 // and at once when a node comes or goes.
 import { api } from './api.js';
 import { onEvent } from './events.js';
@@ -38,7 +38,8 @@ export function nodesView(root) {
       card('items/s', fmt.short(sum((n) => n.items_per_s))),
       card('chunks in flight', fmt.int(sum((n) => n.in_flight))),
       card('chunks done', fmt.int(sum((n) => n.chunks_done))),
-      card('items done', fmt.short(sum((n) => n.items_done))));
+      card('items done', fmt.short(sum((n) => n.items_done))),
+      card('items in all', fmt.short(nodes.reduce((a, n) => a + (n.items_total || 0), 0))));
     if (nodes.length === 0) {
       clear(body, message('No nodes have joined yet. Start one with simfarm node, or open the contribute page.'));
       return;
@@ -46,7 +47,7 @@ export function nodesView(root) {
     const now = Date.now();
     clear(body, table(null, [{ text: 'id', class: 'num' }, 'name', 'status', 'owner', 'tier', 'backends and devices',
       { text: 'cores', class: 'num' }, { text: 'items/s', class: 'num' }, { text: 'chunks done', class: 'num' },
-      { text: 'in flight', class: 'num' }, 'last heartbeat', 'version'],
+      { text: 'in flight', class: 'num' }, { text: 'items in all', class: 'num' }, 'last heartbeat', 'version'],
     nodes.map((n) => h('tr', { dataset: { node: n.id } },
       h('td', { class: 'num' }, n.id),
       h('td', {}, n.name || '–'),
@@ -59,6 +60,8 @@ export function nodesView(root) {
       h('td', { class: 'num' }, n.online ? fmt.short(n.items_per_s) : '–'),
       h('td', { class: 'num' }, n.online ? fmt.int(n.chunks_done) : '–'),
       h('td', { class: 'num' }, n.online ? fmt.int(n.in_flight) : '–'),
+      h('td', { class: 'num total', title: `${fmt.int(n.items_total)} items in ${fmt.int(n.chunks_total)} chunks` },
+        fmt.short(n.items_total)),
       h('td', {}, n.online ? fmt.ago(n.last_seen_ms, now) : fmt.when(n.last_seen)),
       h('td', {}, n.version ?? '–')))));
   }
