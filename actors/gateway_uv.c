@@ -548,7 +548,7 @@ static void tls_expiry_check(gateway *g)
     if (left < 86400)
         snprintf(in, sizeof in, "under a day");
     else
-        snprintf(in, sizeof in, "%lld days", (long long)(left / 86400));
+        snprintf(in, sizeof in, "%lld day%s", (long long)(left / 86400), left < 2 * 86400 ? "" : "s");
     fprintf(stderr, "simfarm: TLS: the certificate in %s (%s) expires on %s, in %s: renew it and send SIGHUP\n",
         g->tls_cert, cd_tlscert_subject(g->tls), when, in);
 }
