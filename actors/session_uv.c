@@ -872,7 +872,8 @@ static void on_enrolled(session *s, const req *r, cd_result *res)
 }
 
 /* Writes what the session has had accepted to its node_work row, and the
- * node's last_seen when `ending`. The row holds totals that an update
+ * node's last_seen (also when `ending` with nothing accepted). The row holds
+ * totals that an update
  * never lowers, so the store may run the statement twice. Nobody waits for
  * the answer: a write lost with the coordinator costs the node's totals at
  * most WORK_SAVE_BEATS heartbeat intervals of this session. */
@@ -889,15 +890,15 @@ static void save_work(session *s, bool ending)
         q = cd_query_new("WITH w AS (INSERT INTO node_work (session, node, chunks, items) VALUES ($1::uuid, $2, $3, $4) "
                          "ON CONFLICT (session) DO UPDATE SET chunks = greatest(node_work.chunks, EXCLUDED.chunks), "
                          "items = greatest(node_work.items, EXCLUDED.items), saved_at = now()) "
-                         "UPDATE nodes SET last_seen = now() WHERE id = $2 AND $5");
+                         "UPDATE nodes SET last_seen = now() WHERE id = $2");
         cd_query_text(q, v->work_key);
         cd_query_int(q, (int64_t)s->node_id);
         cd_query_int(q, (int64_t)v->chunks_done);
         cd_query_int(q, (int64_t)v->items_done);
-        cd_query_text(q, ending ? "true" : "false");
     }
     q->group = true;
-    rt_send(s->ss->store, &q->hdr); /* freed by the runtime if it is stopping */
+    if (rt_send(s->ss->store, &q->hdr) == RT_EOVERLOAD) /* otherwise it is the store's, or freed */
+        rt_msg_free(&q->hdr);
     s->saved_chunks = v->chunks_done;
     s->saved_ms = rt_mono_ms();
 }

@@ -450,10 +450,11 @@ test('SIGTERM drains within the grace period; past it the chunks are handed back
 });
 
 test('a coordinator killed and restarted: nodes come back by themselves and the job completes', async () => {
-  // heartbeats every 250 ms: the session writes its work every 3 s
-  const first = await serve(['--open-enrolment', '--heartbeat-ms', '250']);
+  // heartbeats every 100 ms: the session writes its work every 1.2 s, long
+  // before the job is done
+  const first = await serve(['--open-enrolment', '--heartbeat-ms', '100']);
   const port = first.port;
-  const items = 100000000, seed = 41;
+  const items = 300000000, seed = 41;
   const id = await submit(first, items, seed);
   const node = proc(['node', '--server', server(first), '--key', path.join(tmp, 'restart.key'), '--cores', '2']);
   let second;
@@ -466,6 +467,7 @@ test('a coordinator killed and restarted: nodes come back by themselves and the 
       return v !== '' && Number(v) > 0 ? v : null;
     }, 'the session\'s work written while it works', 30000));
     first.child.kill('SIGKILL');
+    assert.ok(saved < items, `the job was done (${saved} items) before the coordinator was killed`);
     await first.exited;
     await node.until(/lost 127\.0\.0\.1:\d+/, 'the node sees the coordinator go');
     second = await serve(['--open-enrolment', '--listen', `127.0.0.1:${port}`]);
