@@ -747,6 +747,19 @@ int cd_gateway_reload_tls(rt_actor *a, char *msg, size_t len)
     return 0;
 }
 
+void cd_gateway_save_work(rt_actor *a)
+{
+    gateway *g = rt_state(a);
+    if (g->nodes != NULL)
+        cd_sessions_save_all(g->nodes);
+}
+
+unsigned cd_gateway_saves_pending(rt_actor *a)
+{
+    gateway *g = rt_state(a);
+    return g->nodes != NULL ? cd_sessions_saves_pending(g->nodes) : 0;
+}
+
 int cd_gateway_port(rt_actor *a)
 {
     gateway *g = rt_state(a);

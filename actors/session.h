@@ -86,6 +86,12 @@ void cd_wsi_client(struct lws *wsi, const cd_proxies *p, struct sockaddr_storage
 /* Node sessions open now. */
 unsigned cd_sessions_count(const cd_sessions *ss);
 
+/* Asks every node session to write its work to the store now (the
+ * coordinator is about to stop), and how many welcomed ones have not yet
+ * handed it to the store since. Loop thread only. */
+void cd_sessions_save_all(cd_sessions *ss);
+unsigned cd_sessions_saves_pending(const cd_sessions *ss);
+
 /* What the sessions have seen since the gateway started, for /metrics. */
 enum {
     CD_RESULT_ACCEPTED,   /* counted into the job */

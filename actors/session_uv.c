@@ -78,6 +78,7 @@ enum {
     M_CANCEL,
     M_OVERSIZE,
     M_REFUSE,
+    M_SAVE,                /* save_msg: write the work now (the coordinator stops) */
     MAX_BATCHES = 64,
     MAX_INFLIGHT = 1024,
     CLOSE_LINGER_S = 5,    /* how long a closed session waits for the node to close */
@@ -125,11 +126,17 @@ struct cd_sessions {
     penalty *addr_penalties; /* addresses: the same */
     unsigned nheld;        /* refused connections held (TARPIT_MS) */
     cd_sessions_stats stats;
+    uint64_t save_round;   /* cd_sessions_save_all's calls */
 };
 
 typedef struct pss {
     uint64_t id;
 } pss;
+
+typedef struct save_msg {
+    rt_msg hdr;
+    uint64_t round;
+} save_msg;
 
 typedef struct frame_msg {
     rt_msg hdr;
@@ -425,14 +432,14 @@ typedef struct batch {
     bool job_complete, used;
 } batch;
 
-typedef enum req_kind { R_ENROL = 1, R_CTX, R_CLAIM, R_COMPLETE } req_kind;
+typedef enum req_kind { R_ENROL = 1, R_CTX, R_CLAIM, R_COMPLETE, R_SAVE } req_kind;
 
 typedef struct req {
     int64_t id;
     req_kind kind;
     uint64_t frame_id;     /* the node's frame this answers */
     int batch, slot;       /* R_COMPLETE: which batch, which outcome */
-    uint64_t job;
+    uint64_t job;          /* R_SAVE: the save round */
     uint8_t hash[32];
 } req;
 
@@ -468,6 +475,7 @@ struct session {
     size_t nreqs, reqs_cap;
     uint64_t saved_chunks;  /* view.chunks_done when the work was last written */
     uint64_t saved_ms;      /* and when (monotonic) */
+    uint64_t save_round;    /* the last M_SAVE round whose write the store answered */
 };
 
 static size_t session_size(void)
@@ -873,11 +881,11 @@ static void on_enrolled(session *s, const req *r, cd_result *res)
 
 /* Writes what the session has had accepted to its node_work row, and the
  * node's last_seen (also when `ending` with nothing accepted). The row holds
- * totals that an update
- * never lowers, so the store may run the statement twice. Nobody waits for
- * the answer: a write lost with the coordinator costs the node's totals at
- * most WORK_SAVE_BEATS heartbeat intervals of this session. */
-static void save_work(session *s, bool ending)
+ * totals that an update never lowers, so the store may run the statement
+ * twice. Only a stopping coordinator waits for the answer (round > 0: M_SAVE);
+ * a write lost with a coordinator killed costs the node's totals at most
+ * WORK_SAVE_BEATS heartbeat intervals of this session. */
+static void save_work(session *s, bool ending, uint64_t round)
 {
     const cd_node_view *v = &s->view;
     if (s->node_id == 0 || (v->chunks_done == s->saved_chunks && !ending))
@@ -897,8 +905,15 @@ static void save_work(session *s, bool ending)
         cd_query_int(q, (int64_t)v->items_done);
     }
     q->group = true;
-    if (rt_send(s->ss->store, &q->hdr) == RT_EOVERLOAD) /* otherwise it is the store's, or freed */
+    if (round > 0) {
+        int64_t id = rt_request(s->self, s->ss->store, &q->hdr, 10000);
+        if (id > 0)
+            req_add(s, id, R_SAVE)->job = round;
+        else
+            s->save_round = round; /* nothing will come: not waited for */
+    } else if (rt_send(s->ss->store, &q->hdr) == RT_EOVERLOAD) { /* otherwise it is the store's, or freed */
         rt_msg_free(&q->hdr);
+    }
     s->saved_chunks = v->chunks_done;
     s->saved_ms = rt_mono_ms();
 }
@@ -909,7 +924,7 @@ static void on_watch(session *s)
 {
     uint64_t limit = 3 * (uint64_t)s->ss->heartbeat_ms;
     if (s->phase == RUNNING && rt_mono_ms() - s->saved_ms >= WORK_SAVE_BEATS * (uint64_t)s->ss->heartbeat_ms)
-        save_work(s, false);
+        save_work(s, false, 0);
     if (s->phase != RUNNING || rt_mono_ms() - s->heard_ms <= limit)
         return;
     s->offline_reason = "missed heartbeats";
@@ -1244,6 +1259,7 @@ static void on_reply(session *s, rt_msg *msg)
             on_claimed(s, (cd_claimed *)msg);
         break;
     case R_COMPLETE: on_completed(s, &r, timeout ? NULL : (cd_completed *)msg); break;
+    case R_SAVE: s->save_round = r.job; break; /* written, or not in time: either way done waiting */
     }
 }
 
@@ -1324,6 +1340,10 @@ static void session_behaviour(rt_actor *self, rt_msg *m)
     case M_CANCEL:
         on_cancel(s, (cancel_msg *)m);
         break;
+    case M_SAVE:
+        if (s->node_id != 0)
+            save_work(s, true, ((save_msg *)m)->round);
+        break;
     case M_OVERSIZE:
         if (s->phase != CLOSED && !s->held)
             cut_off(s, PR_EFRAMESIZE, "a frame larger than 4194304 bytes (the frame limit): the session is closed",
@@ -1334,7 +1354,7 @@ static void session_behaviour(rt_actor *self, rt_msg *m)
         if (s->held)
             unhold(s);
         if (s->node_id != 0) {
-            save_work(s, true);
+            save_work(s, true, 0);
             cd_node_gone *g = RT_MSG_NEW(cd_node_gone, CD_MSG_NODE_GONE);
             g->node = s->node_id;
             g->session = s->conn;
@@ -1400,6 +1420,27 @@ int cd_node_view_json(const cd_node_view *v, char *buf, size_t cap)
         cd_json_quote(sum, sizeof sum, v->checksum), PR_VERSION, cd_json_quote(os, sizeof os, v->os), cd_json_quote(arch, sizeof arch, v->arch), v->cores,
         v->max_parallel, v->slots, v->in_flight, v->chunks_done, v->items_done, v->items_per_s, v->connected_ms,
         v->last_seen_ms);
+}
+
+void cd_sessions_save_all(cd_sessions *ss)
+{
+    ss->save_round++;
+    for (size_t i = 0; i < ss->nconns; i++) {
+        save_msg *m = RT_MSG_NEW(save_msg, M_SAVE);
+        m->round = ss->save_round;
+        if (rt_send(ss->conns[i].actor, &m->hdr) == RT_EOVERLOAD)
+            rt_msg_free(&m->hdr);
+    }
+}
+
+unsigned cd_sessions_saves_pending(const cd_sessions *ss)
+{
+    unsigned n = 0;
+    for (size_t i = 0; i < ss->nconns; i++) {
+        const session *s = rt_state(ss->conns[i].actor);
+        n += s->node_id != 0 && s->save_round < ss->save_round;
+    }
+    return n;
 }
 
 void cd_sessions_cancel_job(cd_sessions *ss, uint64_t job, const char *reason)

@@ -1,7 +1,8 @@
 /*
  * serve.c — `simfarm serve`: the coordinator. One process, one port: the
  * store (PostgreSQL) and the gateway (HTTP) actors on one runtime, until
- * SIGINT or SIGTERM stops it cleanly; SIGHUP reads a renewed TLS
+ * SIGINT or SIGTERM stops it cleanly, once the node sessions' work is
+ * written (a second signal stops it at once); SIGHUP reads a renewed TLS
  * certificate. The scheduler loads unfinished jobs
  * from the database and resumes them from their journals.
  *
@@ -57,21 +58,69 @@ static void serve_usage(FILE *out)
         "that does not check out is refused and the one served is kept.\n");
 }
 
+/* How long a stop waits for the node sessions' work to reach the database. */
+enum { DRAIN_MS = 10000, DRAIN_POLL_MS = 20 };
+
 typedef struct signals {
     uv_signal_t sigint, sigterm, sighup;
+    uv_timer_t drain;
     rt_system *sys;
-    rt_actor *gateway; /* a reference, released once the loop has stopped */
+    rt_actor *gateway, *store; /* references, released once the loop has stopped */
     const char *name;
+    enum { RUNNING, DRAINING, STOPPED } state;
+    uint64_t drain_ms;       /* when the drain began (uv_now) */
+    unsigned quiet;          /* drain polls in a row that found nothing left */
 } signals;
+
+static void stop_now(signals *s)
+{
+    if (s->state == STOPPED)
+        return;
+    s->state = STOPPED;
+    uv_close((uv_handle_t *)&s->sigint, NULL);
+    uv_close((uv_handle_t *)&s->sigterm, NULL);
+    uv_close((uv_handle_t *)&s->sighup, NULL);
+    uv_close((uv_handle_t *)&s->drain, NULL);
+    rt_system_stop(s->sys);
+}
+
+/* The runtime stops once the store has answered every node session's
+ * write (twice in a row: a session that closed just now is out of the
+ * table, its last write a message away), at once while the database is
+ * away, or after DRAIN_MS. Completions need no wait: a node's result is
+ * acknowledged only once its journal row is committed, so the node sends
+ * again what was not. */
+static void on_drain(uv_timer_t *t)
+{
+    signals *s = t->data;
+    cd_store_backlog b;
+    cd_store_backlog_get(s->store, &b);
+    unsigned pending = cd_gateway_saves_pending(s->gateway);
+    s->quiet = pending == 0 ? s->quiet + 1 : 0;
+    if (s->quiet >= 2) {
+        stop_now(s);
+    } else if (!b.up || uv_now(t->loop) - s->drain_ms >= DRAIN_MS) {
+        fprintf(stderr, "simfarm: stopping without the work of %u node sessions since their last save: %s\n", pending,
+            b.up ? "the database did not answer in 10 s" : "the database is down");
+        stop_now(s);
+    }
+}
 
 static void on_signal(uv_signal_t *h, int signum)
 {
     signals *s = h->data;
-    fprintf(stderr, "simfarm: %s, stopping\n", signum == SIGINT ? "SIGINT" : signum == SIGHUP ? "SIGHUP" : "SIGTERM");
-    uv_close((uv_handle_t *)&s->sigint, NULL);
-    uv_close((uv_handle_t *)&s->sigterm, NULL);
-    uv_close((uv_handle_t *)&s->sighup, NULL);
-    rt_system_stop(s->sys);
+    const char *name = signum == SIGINT ? "SIGINT" : signum == SIGHUP ? "SIGHUP" : "SIGTERM";
+    if (s->state == DRAINING) {
+        fprintf(stderr, "simfarm: %s again, stopping now\n", name);
+        stop_now(s);
+        return;
+    }
+    fprintf(stderr, "simfarm: %s, stopping\n", name);
+    /* what the node sessions have had accepted goes to the database first */
+    s->state = DRAINING;
+    cd_gateway_save_work(s->gateway);
+    s->drain_ms = uv_now(h->loop);
+    uv_timer_start(&s->drain, on_drain, 0, DRAIN_POLL_MS);
 }
 
 static void on_sighup(uv_signal_t *h, int signum)
@@ -237,12 +286,13 @@ int coordinator_run(const coordinator_opts *opts)
         return -1;
     }
 
-    signals s = { .sys = sys, .gateway = rt_actor_retain(gateway), .name = opts->name };
+    signals s = { .sys = sys, .gateway = rt_actor_retain(gateway), .store = rt_actor_retain(store), .name = opts->name };
     uv_loop_t *loop = rt_system_loop(sys);
     uv_signal_init(loop, &s.sigint);
     uv_signal_init(loop, &s.sigterm);
     uv_signal_init(loop, &s.sighup);
-    s.sigint.data = s.sigterm.data = s.sighup.data = &s;
+    uv_timer_init(loop, &s.drain);
+    s.sigint.data = s.sigterm.data = s.sighup.data = s.drain.data = &s;
     uv_signal_start(&s.sigint, on_signal, SIGINT);
     uv_signal_start(&s.sigterm, on_signal, SIGTERM);
     uv_signal_start(&s.sighup, opts->hangup_stops ? on_signal : on_sighup, SIGHUP);
@@ -259,6 +309,7 @@ int coordinator_run(const coordinator_opts *opts)
     rt_actor_release(scheduler);
     int rc = rt_system_run(sys);
     rt_actor_release(s.gateway);
+    rt_actor_release(s.store);
     rt_system_destroy(sys);
     fprintf(stderr, "simfarm %s: stopped\n", opts->name);
     return rc == 0 ? 0 : -1;

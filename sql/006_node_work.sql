@@ -6,9 +6,9 @@
 -- ends. The row holds the
 -- session's totals, not an increment, and an update never lowers them, so a
 -- statement the store sends again after a broken connection counts nothing
--- twice. A node's work is the sum of its sessions' rows (GET /api/nodes);
--- a coordinator that stops without ending its sessions loses at most the
--- last 12 heartbeat intervals of each.
+-- twice. A node's work is the sum of its sessions' rows (GET /api/nodes).
+-- A coordinator that stops writes every session's row first; one killed
+-- loses at most the last 12 heartbeat intervals of each.
 
 CREATE TABLE node_work (
     session     uuid PRIMARY KEY,

@@ -355,6 +355,30 @@ test('a node\'s work in all: its sessions\' accepted chunks, kept in the databas
     assert.equal((await api(srv, 'GET', `/api/nodes/${bad}`)).status, 404, bad);
 });
 
+test('a coordinator that stops writes the work of the nodes still online first', async () => {
+  const first = await serve(['--open-enrolment']);
+  const items = 2000000;
+  const id = await submit(first, items, 33);
+  const node = proc(['node', '--server', server(first), '--key', path.join(tmp, 'stopwork.key'), '--cores', '2']);
+  let second;
+  try {
+    const nodeId = Number((await node.until(/as node (\d+)/, 'node connected'))[1]);
+    assert.equal((await jobEnded(first, id)).state, 'complete');
+    // nothing written yet: a session writes every 12 heartbeats (a minute)
+    assert.equal(await psql(pg, `SELECT count(*) FROM node_work WHERE node = ${nodeId}`), '0');
+    const e = await stop(first);
+    assert.equal(e.code, 0, first.err);
+    assert.doesNotMatch(first.err, /stopping without/);
+    second = await serve(['--open-enrolment']);
+    const n = (await api(second, 'GET', `/api/nodes/${nodeId}`)).json;
+    assert.equal(n.items_total, items);
+    assert.equal(n.online, false);
+  } finally {
+    assert.equal((await stop(node)).code, 0, node.err);
+    if (second) await stop(second);
+  }
+});
+
 test('a CPU node and an OpenCL node together give one local run, to the last bit', async () => {
   const cpu = proc(['node', '--server', server(srv), '--key', path.join(tmp, 'be-cpu.key'), '--backend', 'cpu',
     '--cores', '1', '--log-format', 'json']);
