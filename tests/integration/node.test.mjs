@@ -351,6 +351,11 @@ test('a node\'s work in all: its sessions\' accepted chunks, kept in the databas
     '2 3000000');
   const list = (await api(srv, 'GET', '/api/nodes')).json;
   assert.equal(list.find((n) => n.id === a.node).items_total, 3000000);
+  // and `simfarm nodes` shows it offline with its items in all
+  const table = await run(simfarm, ['nodes', '--server', srv.url]);
+  assert.equal(table.code, 0, table.stderr);
+  const row = table.stdout.split('\n').find((l) => l.startsWith(`${a.node} `));
+  assert.match(row, /\boffline\b.*\s3M\s/, table.stdout);
   for (const bad of ['0', '99999999', 'x'])
     assert.equal((await api(srv, 'GET', `/api/nodes/${bad}`)).status, 404, bad);
 });
