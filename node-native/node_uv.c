@@ -19,6 +19,8 @@
 
 #include <errno.h>
 #include <libwebsockets.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <signal.h>
 #include <sodium.h>
 #include <stdatomic.h>
@@ -27,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/sysinfo.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -62,6 +65,8 @@ typedef struct conn {
     int port;
     bool tls;              /* wss:// */
     const char *ca;        /* --ca, or NULL */
+    struct stat ca_st;     /* the --ca file as last read */
+    void *client_ssl_ctx;  /* the client's OpenSSL SSL_CTX, whose store --ca fills */
     bool untrusted;        /* this attempt's server certificate failed the check */
     struct lws_context *ctx;
     struct lws_protocols protocols[2];
@@ -111,7 +116,13 @@ static void drop_frames(conn *l)
 
 static int client_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
 {
-    (void)user;
+    if (reason == LWS_CALLBACK_OPENSSL_LOAD_EXTRA_CLIENT_VERIFY_CERTS) {
+        /* the wsi is a stand-in that holds the context, whose user is ours */
+        conn *c = lws_context_user(lws_get_context(wsi));
+        if (c != NULL)
+            c->client_ssl_ctx = user;
+        return 0;
+    }
     const struct lws_protocols *p = lws_get_protocol(wsi);
     conn *l = p ? p->user : NULL;
     if (l == NULL)
@@ -180,9 +191,40 @@ static int client_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
 
 /* ---- what the node actor asks of its host ------------------------------------------ */
 
+static void say(bool json, nd_level level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+        a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* Reads --ca again when the file changed since it was read (a coordinator's
+ * renewed self-signed certificate copied over it, say): its certificates
+ * check the connections that follow. A file that holds none keeps the
+ * ones read before. */
+static void ca_refresh(conn *l)
+{
+    struct stat st;
+    if (!l->tls || l->ca == NULL || l->client_ssl_ctx == NULL || stat(l->ca, &st) != 0 || same_file(&st, &l->ca_st))
+        return;
+    l->ca_st = st; /* said once per change, whatever it holds */
+    X509_STORE *store = X509_STORE_new();
+    if (store == NULL || X509_STORE_load_file(store, l->ca) != 1) {
+        X509_STORE_free(store);
+        ERR_clear_error();
+        say(l->log_json, ND_WARN, "--ca %s changed, but holds no PEM certificate: the certificates read before stay",
+            l->ca);
+        return;
+    }
+    SSL_CTX_set_cert_store(l->client_ssl_ctx, store); /* takes it, frees the old one */
+    say(l->log_json, ND_INFO, "--ca %s changed: its certificates check the connections from now on", l->ca);
+}
+
 static void host_connect(void *ctx)
 {
     conn *l = ctx;
+    ca_refresh(l);
     struct lws_client_connect_info ci;
     memset(&ci, 0, sizeof ci);
     ci.context = l->ctx;
@@ -500,6 +542,9 @@ static int start_lws(conn *l, const char *ca)
     info.foreign_loops = loops;
     info.port = CONTEXT_PORT_NO_LISTEN;
     info.protocols = l->protocols;
+    info.user = l;
+    if (l->tls && ca != NULL && stat(ca, &l->ca_st) != 0)
+        memset(&l->ca_st, 0, sizeof l->ca_st);
     lws_log_json = l->log_json;
     lws_set_log_level(LLL_ERR, lws_log);
     l->ctx = lws_create_context(&info);

@@ -235,12 +235,22 @@ test('wss: the node checks the coordinator\'s certificate and computes over TLS'
   try {
     // A CA that did not sign the coordinator's certificate, and the
     // system's CAs (which know nothing of it): refused, with the reason.
-    refused.push(node(['--server', wss, '--key', path.join(tmp, 'tls-wrong.key'), '--ca', other.cert]));
+    const caFile = path.join(tmp, 'tls-ca.pem');
+    fs.copyFileSync(other.cert, caFile);
+    refused.push(node(['--server', wss, '--key', path.join(tmp, 'tls-wrong.key'), '--ca', caFile]));
     refused.push(node(['--server', wss, '--key', path.join(tmp, 'tls-system.key')]));
     for (const r of refused) {
       await r.until(/cannot reach 127\.0\.0\.1:\d+ \(.*certificate.*\); trying again/i, 'refused: the certificate');
       assert.doesNotMatch(r.out, /connected to/);
     }
+    // The coordinator's certificate copied over the --ca file (as after a
+    // renewal): the next attempt reads it again and gets in.
+    fs.writeFileSync(caFile, 'not a certificate\n');
+    await refused[0].until(/--ca \S+tls-ca\.pem changed, but holds no PEM certificate/, 'a bad --ca file said');
+    fs.copyFileSync(good.cert, caFile);
+    await refused[0].until(/--ca \S+tls-ca\.pem changed: its certificates check the connections from now on/,
+      'the --ca file read again');
+    await refused[0].until(/connected to 127\.0\.0\.1:\d+ as node \d+/, 'connected with the new --ca');
 
     // The right CA, through SIMFARM_CA: the job completes over wss, and
     // the node's signatures name the same host:port as over ws.
