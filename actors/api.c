@@ -738,19 +738,16 @@ static void metrics(gateway *g, gw_request *r)
             g->by_class[2], g->by_class[4], g->by_class[5], b.queries, b.bytes, b.limit, b.refusing ? 1 : 0,
             b.refused, b.unreachable_ms < 0 ? -1.0 : (double)b.unreachable_ms / 1000.0);
     m = cat(m, work_metrics(g));
-    if (g->tls != NULL) {
-        char *t = rt_fmt("%s# HELP simfarm_tls_cert_not_after_seconds When the TLS certificate served expires "
-                         "(Unix time).\n"
-                         "# TYPE simfarm_tls_cert_not_after_seconds gauge\nsimfarm_tls_cert_not_after_seconds %" PRId64
-                         "\n"
-                         "# HELP simfarm_tls_reloads_total Reloads of the TLS certificate (SIGHUP) by result.\n"
-                         "# TYPE simfarm_tls_reloads_total counter\n"
-                         "simfarm_tls_reloads_total{result=\"done\"} %" PRIu64 "\n"
-                         "simfarm_tls_reloads_total{result=\"refused\"} %" PRIu64 "\n",
-            m, cd_tlscert_not_after(g->tls), g->tls_reloads[1], g->tls_reloads[0]);
-        free(m);
-        m = t;
-    }
+    if (g->tls != NULL)
+        m = cat(m, rt_fmt("# HELP simfarm_tls_cert_not_after_seconds When the TLS certificate served expires "
+                          "(Unix time).\n"
+                          "# TYPE simfarm_tls_cert_not_after_seconds gauge\nsimfarm_tls_cert_not_after_seconds %" PRId64
+                          "\n"
+                          "# HELP simfarm_tls_reloads_total Reloads of the TLS certificate (SIGHUP) by result.\n"
+                          "# TYPE simfarm_tls_reloads_total counter\n"
+                          "simfarm_tls_reloads_total{result=\"done\"} %" PRIu64 "\n"
+                          "simfarm_tls_reloads_total{result=\"refused\"} %" PRIu64 "\n",
+                       cd_tlscert_not_after(g->tls), g->tls_reloaded, g->tls_refused));
     gw_respond(g, r->session, 200, "text/plain; version=0.0.4", m, NULL);
     done(r);
 }

@@ -48,10 +48,10 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *er
  * now served in msg, or -1 with why nothing changed. Loop thread only. */
 int cd_gateway_reload_tls(rt_actor *gateway, char *msg, size_t len);
 
-/* A coordinator about to stop: asks every node session to write its work
- * (loop thread only), and how many have not yet handed it
- * to the store. Stop the runtime once that is 0 and the store holds no
- * query, or the work since each session's last save is lost. */
+/* A coordinator about to stop: asks every node session to write its work,
+ * and how many have not yet had the store's answer. Stop the runtime once
+ * that is 0, or the work since each session's last save is lost. Loop
+ * thread only. */
 void cd_gateway_save_work(rt_actor *gateway);
 unsigned cd_gateway_saves_pending(rt_actor *gateway);
 

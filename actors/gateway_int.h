@@ -88,7 +88,7 @@ typedef struct gateway {
     char tls_cert[PATH_MAX], tls_key[PATH_MAX];
     cd_tlscert *tls;
     void *ssl_ctx;
-    uint64_t tls_reloads[2]; /* [0] refused, [1] done */
+    uint64_t tls_reloaded, tls_refused;
     uint64_t finished[GW_END_STATES]; /* job.finished events by state (gw_end_states) */
 } gateway;
 

@@ -733,14 +733,14 @@ int cd_gateway_reload_tls(rt_actor *a, char *msg, size_t len)
         c = NULL;
     }
     if (c == NULL) {
-        g->tls_reloads[0]++;
+        g->tls_refused++;
         cd_tlscert_date(cd_tlscert_not_after(g->tls), when, sizeof when);
         snprintf(msg, len, "kept the certificate served (%s, until %s): %s", cd_tlscert_subject(g->tls), when, err);
         return -1;
     }
     cd_tlscert_free(g->tls);
     g->tls = c;
-    g->tls_reloads[1]++;
+    g->tls_reloaded++;
     cd_tlscert_date(cd_tlscert_not_after(c), when, sizeof when);
     snprintf(msg, len, "serving the certificate in %s (%s, until %s)", g->tls_cert, cd_tlscert_subject(c), when);
     tls_expiry_check(g);

@@ -1089,22 +1089,20 @@ static void on_completed(session *s, const req *r, const cd_completed *res)
 {
     batch *bt = &s->batches[r->batch];
     pr_outcome *o = &bt->outcomes[r->slot];
-    int kind = res == NULL                      ? CD_RESULT_UNANSWERED
-             : res->err != 0                    ? CD_RESULT_INVALID
-             : res->outcome == SC_ACCEPTED      ? CD_RESULT_ACCEPTED
-             : res->outcome == SC_IDEMPOTENT    ? CD_RESULT_IDEMPOTENT
-             : res->outcome == SC_CONFLICT      ? CD_RESULT_CONFLICT
-                                                : CD_RESULT_STALE;
+    /* what the node is told of each kind: an unanswered or refused result
+     * is stale to it */
+    static const int told[CD_RESULT_KINDS] = { PR_OUTCOME_ACCEPTED, PR_OUTCOME_IDEMPOTENT, PR_OUTCOME_CONFLICT,
+        PR_OUTCOME_STALE, PR_OUTCOME_STALE, PR_OUTCOME_STALE };
+    int kind = res == NULL                   ? CD_RESULT_UNANSWERED
+             : res->err != 0                 ? CD_RESULT_INVALID
+             : res->outcome == SC_ACCEPTED   ? CD_RESULT_ACCEPTED
+             : res->outcome == SC_IDEMPOTENT ? CD_RESULT_IDEMPOTENT
+             : res->outcome == SC_CONFLICT   ? CD_RESULT_CONFLICT
+                                             : CD_RESULT_STALE;
     s->ss->stats.results[kind]++;
-    if (res != NULL && res->err == 0) {
-        switch (res->outcome) {
-        case SC_ACCEPTED: o->outcome = PR_OUTCOME_ACCEPTED; break;
-        case SC_IDEMPOTENT: o->outcome = PR_OUTCOME_IDEMPOTENT; break;
-        case SC_CONFLICT: o->outcome = PR_OUTCOME_CONFLICT; break;
-        default: o->outcome = PR_OUTCOME_STALE; break;
-        }
+    o->outcome = told[kind];
+    if (res != NULL && res->err == 0)
         bt->job_complete |= res->job_complete;
-    }
     int k = fly_find(s, bt->job, o->chunk);
     if (k >= 0 && o->outcome == PR_OUTCOME_ACCEPTED) {
         s->view.chunks_done++;
@@ -1341,8 +1339,7 @@ static void session_behaviour(rt_actor *self, rt_msg *m)
         on_cancel(s, (cancel_msg *)m);
         break;
     case M_SAVE:
-        if (s->node_id != 0)
-            save_work(s, true, ((save_msg *)m)->round);
+        save_work(s, true, ((save_msg *)m)->round); /* a session not welcomed has none */
         break;
     case M_OVERSIZE:
         if (s->phase != CLOSED && !s->held)
