@@ -462,6 +462,9 @@ test('SIGTERM drains within the grace period; past it the chunks are handed back
   try {
     await node.until(/as node \d+/, 'node connected');
     await inFlight(srv, id);
+    // the node computing, not just the coordinator's claim on its way: its
+    // report (every 10 s) counts the items of the chunks in hand
+    await node.until(/\d+ chunks, \d+ items, [1-9]\d* items\/s/, 'the node computing');
     node.child.kill('SIGTERM');
     const e = await node.exited;
     assert.equal(e.code, 0, node.err);
