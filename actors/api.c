@@ -534,9 +534,13 @@ static void collect_view(void *ctx, const cd_node_view *v)
     vs->v[vs->n++] = *v;
 }
 
-/* The nodes (all, or the one with id `one`) with the work of their
- * sessions that have ended: the live sessions' rows are left out, as
- * nodes_json adds what those sessions count now. */
+/* The nodes (all, or the one with id `one`) with their work in all
+ * (sql/007_node_totals.sql) less what their live sessions last wrote, as
+ * nodes_json adds what those sessions count now: one snapshot of the
+ * database, so a write landing meanwhile is counted once either way. Only a
+ * session that has had chunks accepted can have written a row; each is
+ * looked up by its key alone (the LIMIT keeps the planner from scanning
+ * all of node_work to hash it, which it prefers for thousands of keys). */
 static void ask_nodes(gateway *g, gw_request *r, uint64_t one)
 {
     views vs = { NULL, 0, 0 };
@@ -547,16 +551,19 @@ static void ask_nodes(gateway *g, gw_request *r, uint64_t one)
     size_t n = 0;
     live[n++] = '{';
     for (size_t i = 0; i < vs.n; i++)
-        n += (size_t)sprintf(live + n, "%s%s", i ? "," : "", vs.v[i].work_key);
+        if (vs.v[i].chunks_done > 0 && (one == 0 || vs.v[i].node == one))
+            n += (size_t)sprintf(live + n, "%s%s", n > 1 ? "," : "", vs.v[i].work_key);
     strcpy(live + n, "}");
     free(vs.v);
     cd_query *q = cd_query_new(
-        "SELECT x.id, row_to_json(x)::text, coalesce(w.chunks, 0), coalesce(w.items, 0) "
-        "FROM (SELECT id, owner, tier, name, version, capabilities, created_at, last_seen, revoked_at FROM nodes "
-        "WHERE $2::bigint = 0 OR id = $2::bigint ORDER BY id LIMIT 100000) x "
-        "LEFT JOIN (SELECT node, sum(chunks) AS chunks, sum(items) AS items FROM node_work "
-        "WHERE session <> ALL($1::uuid[]) AND ($2::bigint = 0 OR node = $2::bigint) GROUP BY node) w ON w.node = x.id "
-        "ORDER BY x.id");
+        "SELECT n.id, row_to_json(x)::text, n.chunks_total - coalesce(w.chunks, 0), n.items_total - coalesce(w.items, 0) "
+        "FROM (SELECT * FROM nodes WHERE $2::bigint = 0 OR id = $2::bigint ORDER BY id LIMIT 100000) n "
+        "CROSS JOIN LATERAL (SELECT n.id, n.owner, n.tier, n.name, n.version, n.capabilities, n.created_at, n.last_seen, "
+        "n.revoked_at) x "
+        "LEFT JOIN (SELECT w.node, sum(w.chunks) AS chunks, sum(w.items) AS items FROM unnest($1::uuid[]) AS l (session) "
+        "CROSS JOIN LATERAL (SELECT node, chunks, items FROM node_work WHERE session = l.session LIMIT 1) w "
+        "GROUP BY w.node) w ON w.node = n.id "
+        "ORDER BY n.id");
     cd_query_text(q, live);
     cd_query_int(q, (int64_t)one);
     free(live);

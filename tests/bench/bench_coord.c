@@ -15,6 +15,9 @@
  *                                   its end before the next
  *   coord_sessions_rss              the coordinator's VmRSS with IDLE_NODES
  *                                   idle sessions (welcomed, heartbeating)
+ *   coord_api_nodes                 GET /api/nodes with those sessions online
+ *   coord_api_nodes_history         the same with HISTORY ended sessions per
+ *                                   node written to node_work first
  *   coord_completions               accepted chunk results per second, with
  *                                   TP_NODES nodes sending batches of BATCH
  *                                   results: each batch signature-checked,
@@ -75,6 +78,7 @@ enum {
     LAT_SAMPLES = 30,
     LAT_ITEMS = 2000,     /* two chunks of 1,000 items */
     IDLE_NODES = 10000,
+    HISTORY = 100,        /* ended sessions per node behind the node listing */
     TP_NODES = 256,
     TP_SLOTS = 48,        /* three batches in flight per node */
     BATCH = 16,
@@ -1095,6 +1099,46 @@ static bool no_sessions(void)
     return metric("simfarm_node_sessions") == 0;
 }
 
+/* GET /api/nodes, the best of five, in ms; checks that the listing has
+ * `want` online nodes. */
+static double api_nodes_ms(size_t want)
+{
+    size_t cap = 64u << 20;
+    char *body = malloc(cap);
+    if (body == NULL)
+        die("out of memory");
+    double best = 1e9;
+    for (int i = 0; i < 5; i++) {
+        double t0 = now_s();
+        int status = http_get(coord_port, "/api/nodes", body, cap);
+        double ms = (now_s() - t0) * 1000;
+        size_t online = 0;
+        for (const char *p = body; (p = strstr(p, "\"online\":true")) != NULL; p++)
+            online++;
+        if (status != 200 || online != want)
+            die("GET /api/nodes: status %d, %zu nodes online of %zu", status, online, want);
+        best = ms < best ? ms : best;
+        run_for(0.2); /* the nodes' heartbeats */
+    }
+    free(body);
+    return best;
+}
+
+/* Runs sql on the benchmark's connection while the simulated nodes go on. */
+static void exec_live(const char *sql)
+{
+    if (!PQsendQuery(db, sql))
+        die("libpq: %s", PQerrorMessage(db));
+    while (PQconsumeInput(db) && PQisBusy(db))
+        run_for(0.1);
+    PGresult *r;
+    while ((r = PQgetResult(db)) != NULL) {
+        if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+            die("%s: %s", sql, PQresultErrorMessage(r));
+        PQclear(r);
+    }
+}
+
 static void sessions_rss(size_t count)
 {
     B.mode = MODE_IDLE;
@@ -1109,6 +1153,19 @@ static void sessions_rss(size_t count)
         "%.1f MB with them (%.1f KiB per session); /metrics says %ld sessions\n", count, took, count / took,
         before / 1024.0, after / 1024.0, (double)(after - before) / (double)count, sessions);
     printf("BENCH coord_sessions_rss %.1f MB\n", after / 1024.0);
+    fflush(stdout);
+    /* The node listing with every node online, then with the rows of
+     * HISTORY ended sessions per node behind it. */
+    printf("BENCH coord_api_nodes %.1f ms\n", api_nodes_ms(count));
+    double h0 = now_s();
+    for (int round = 1; round <= HISTORY; round++) { /* a session of every node ends */
+        char sql[256];
+        snprintf(sql, sizeof sql, "INSERT INTO node_work (session, node, chunks, items) "
+            "SELECT gen_random_uuid(), id, %d, %d FROM nodes", 1 + round % 7, 1000 * (1 + round % 7));
+        exec_live(sql);
+    }
+    fprintf(stderr, "bench_coord: %d ended sessions per node written in %.1f s\n", HISTORY, now_s() - h0);
+    printf("BENCH coord_api_nodes_history %.1f ms\n", api_nodes_ms(count));
     fflush(stdout);
     close_and_wait(0, count);
     double end = now_s() + 30;

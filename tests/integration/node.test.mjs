@@ -349,6 +349,16 @@ test('a node\'s work in all: its sessions\' accepted chunks, kept in the databas
   assert.equal((await offline()).items_total, 3000000);
   assert.equal(await psql(pg, `SELECT count(*) || ' ' || sum(items) FROM node_work WHERE node = ${a.node}`),
     '2 3000000');
+  assert.equal(await psql(pg, `SELECT items_total FROM nodes WHERE id = ${a.node}`), '3000000');
+  // the sessions' writes again, as a store sends them after a broken
+  // connection, and one with lower counts: neither adds anything
+  for (const less of [0, 1000])
+    await psql(pg, `INSERT INTO node_work (session, node, chunks, items)
+      SELECT session, node, chunks - ${less ? 1 : 0}, items - ${less} FROM node_work WHERE node = ${a.node}
+      ON CONFLICT (session) DO UPDATE SET chunks = greatest(node_work.chunks, EXCLUDED.chunks),
+      items = greatest(node_work.items, EXCLUDED.items), saved_at = now()`);
+  assert.equal(await psql(pg, `SELECT items_total || ' ' || chunks_total FROM nodes WHERE id = ${a.node}`),
+    `3000000 ${a.job.result.chunks_accepted + b.job.result.chunks_accepted}`);
   const list = (await api(srv, 'GET', '/api/nodes')).json;
   assert.equal(list.find((n) => n.id === a.node).items_total, 3000000);
   // and `simfarm nodes` shows it offline with its items in all
@@ -381,6 +391,37 @@ test('a coordinator that stops writes the work of the nodes still online first',
   } finally {
     assert.equal((await stop(node)).code, 0, node.err);
     if (second) await stop(second);
+  }
+});
+
+test('a database from before the nodes\' totals gets them from its session rows', async () => {
+  await psql(pg, 'CREATE DATABASE upgrade');
+  const db = pg.url.replace('dbname=postgres', 'dbname=upgrade');
+  const q = (sql) => psql(pg, sql, { db: 'upgrade' });
+  await stop(await serve([], db));
+  // back to the schema of 006_node_work, with two nodes' sessions in it
+  await q(`DROP TRIGGER node_work_totals ON node_work; DROP FUNCTION node_work_count();
+    ALTER TABLE nodes DROP COLUMN chunks_total, DROP COLUMN items_total;
+    DELETE FROM schema_migrations WHERE name = '007_node_totals'`);
+  await q(`INSERT INTO nodes (public_key, tier) VALUES (decode(repeat('01', 32), 'hex'), 'public'),
+    (decode(repeat('02', 32), 'hex'), 'public'), (decode(repeat('03', 32), 'hex'), 'public')`);
+  await q(`INSERT INTO node_work (session, node, chunks, items)
+    SELECT gen_random_uuid(), id, id * 10 + s, id * 1000 + s
+    FROM nodes, generate_series(1, 3) s WHERE id < 3`);
+  const s = await serve([], db);
+  try {
+    const nodes = (await api(s, 'GET', '/api/nodes')).json.sort((x, y) => x.id - y.id);
+    assert.deepEqual(nodes.map((n) => [n.id, n.chunks_total, n.items_total]),
+      [[1, 36, 3006], [2, 66, 6006], [3, 0, 0]]);
+    // and what comes after counts on: a session's row, raised twice
+    const key = "'00000000-0000-4000-8000-000000000001'";
+    for (const items of [500, 700, 600])
+      await q(`INSERT INTO node_work (session, node, chunks, items) VALUES (${key}, 3, 1, ${items})
+        ON CONFLICT (session) DO UPDATE SET chunks = greatest(node_work.chunks, EXCLUDED.chunks),
+        items = greatest(node_work.items, EXCLUDED.items)`);
+    assert.equal((await api(s, 'GET', '/api/nodes/3')).json.items_total, 700);
+  } finally {
+    await stop(s);
   }
 });
 
@@ -502,13 +543,22 @@ test('a coordinator killed and restarted: nodes come back by themselves and the 
     assert.ok(saved < items, `the job was done (${saved} items) before the coordinator was killed`);
     await first.exited;
     await node.until(/lost 127\.0\.0\.1:\d+/, 'the node sees the coordinator go');
-    second = await serve(['--open-enrolment', '--listen', `127.0.0.1:${port}`]);
+    second = await serve(['--open-enrolment', '--heartbeat-ms', '100', '--listen', `127.0.0.1:${port}`]);
     const before = (node.out.match(/as node \d+/g) ?? []).length;
     await eventually(async () => (node.out.match(/as node \d+/g) ?? []).length > before, 'the node reconnected', 90000);
     const job = await jobEnded(second, id);
     sameBits(job, await localRun(items, seed));
     const total = (await api(second, 'GET', `/api/nodes/${nodeId}`)).json.items_total;
     assert.ok(total > saved && total <= items, `${saved} written before the kill, ${total} in all, of ${items}`);
+    // once the live session has written its count too, it is still in the
+    // total once: the first session's row plus the live count
+    const n = await eventually(async () => {
+      const v = (await api(second, 'GET', `/api/nodes/${nodeId}`)).json;
+      const rows = await psql(pg, `SELECT count(*) FROM node_work WHERE node = ${nodeId} AND items = ${v.items_done}`);
+      return rows === '1' ? v : null;
+    }, 'the live session\'s count written', 30000);
+    assert.equal(n.items_total, Number(await psql(pg, `SELECT sum(items) FROM node_work WHERE node = ${nodeId}`)));
+    assert.equal(n.items_total, saved + n.items_done);
   } finally {
     assert.equal((await stop(node)).code, 0, node.err);
     if (second) await stop(second);
