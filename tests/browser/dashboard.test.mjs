@@ -14,7 +14,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { build, top } from '../lib/proc.mjs';
-import { startPostgres } from '../lib/pg.mjs';
+import { psql, startPostgres } from '../lib/pg.mjs';
 import { serve, call } from '../lib/coord.mjs';
 import { browsers, open } from './browsers.mjs';
 import { estimate } from '../../web/js/format.js';
@@ -313,6 +313,36 @@ function dashboard(name) {
     assert.equal((await call(srv, 'GET', `/api/jobs/${sub.json.id}`)).json.state, 'cancelled');
     assert.equal(await page.visible('#cancel'), false);
     await shot('job-cancelled');
+    assert.deepEqual(pageErrors(), []);
+  });
+
+  test('a fleet of hundreds: the nodes page shows 200 at a time, narrowed by status or text', async () => {
+    await psql(pg, `INSERT INTO nodes (public_key, tier, name, owner)
+      SELECT decode(lpad(to_hex(i), 64, '0'), 'hex'), 'community', 'rack-' || i, 'ops' FROM generate_series(1, 450) i`);
+    await page.goto(`${srv.url}/#/nodes`);
+    const row = 'tr[data-node]';
+    await page.waitFor(() => document.querySelector('#fleet .card')?.textContent === 'online1 of 451');
+    assert.equal(await page.count(row), 200);
+    assert.equal(await page.count(`${row} .online`), 1, 'the node online first');
+    assert.equal(await page.text('#n-count'), '200 shown of 451 matching (451 in all)');
+    await page.click('#n-more');
+    await page.waitFor((s) => document.querySelectorAll(s).length === 400, row);
+    assert.equal(await page.text('#n-more'), 'Show 51 more');
+    await page.click('#n-more');
+    await page.waitFor((s) => document.querySelectorAll(s).length === 451, row);
+    assert.equal(await page.visible('#n-more'), false);
+    await page.select('#n-show', 'online');
+    await page.waitFor((s) => document.querySelectorAll(s).length === 1, row);
+    assert.equal(await page.count(`${row} .online`), 1);
+    await page.select('#n-show', 'offline');
+    await page.waitFor((s) => document.querySelectorAll(s).length === 200, row);
+    await page.fill('#n-find', 'rack-317');
+    await page.waitFor((s) => document.querySelectorAll(s).length === 1, row);
+    assert.equal((await page.texts(`${row} td`))[1], 'rack-317');
+    assert.equal(await page.text('#n-count'), '1 of 451 nodes match');
+    await shot('nodes-fleet');
+    await page.fill('#n-find', 'no such node');
+    await page.waitFor(() => document.querySelector('main').textContent.includes('No nodes match.'));
     assert.deepEqual(pageErrors(), []);
   });
 }

@@ -18,7 +18,8 @@ export function jobView(root, id) {
   const history = new Map(); // output name -> Map(items done -> [mean, stderr])
   const rate = [[], []];     // seconds since the first progress, items/s
   let t0 = null;
-  let nodeNames = new Map();
+  const nodeNames = new Map(); // node id -> name, for the contribution table
+  const namesAsked = new Set();
   let plots = [];
   let live = true;
   let end = null;            // the job.finished event: its state and result
@@ -194,6 +195,7 @@ export function jobView(root, id) {
     const src = job.result?.nodes ? job.result : prog;
     const list = src?.nodes ?? [];
     if (list.length === 0) { clear(nodesBox); return; }
+    askNames(list);
     const total = list.reduce((a, n) => a + n.items, 0) || 1;
     const more = (src.nodes_total ?? list.length) - list.length;
     clear(nodesBox, h('h2', { id: 'h-nodes' }, 'Contribution by node'),
@@ -252,10 +254,19 @@ export function jobView(root, id) {
     render();
     setupPlots();
     loadHistory();
-    api('GET', 'api/nodes').then((ns) => {
-      nodeNames = new Map(ns.map((n) => [n.id, n.name || `node ${n.id}`]));
-      if (live) renderNodes();
-    }).catch(() => {});
+  }
+
+  // The names of the nodes listed, each asked for once (GET api/nodes/ID:
+  // the list is short, the fleet may not be).
+  function askNames(list) {
+    for (const n of list) {
+      if (nodeNames.has(n.node) || namesAsked.has(n.node)) continue;
+      namesAsked.add(n.node);
+      api('GET', `api/nodes/${n.node}`).then((x) => {
+        nodeNames.set(x.id, x.name || `node ${x.id}`);
+        if (live) renderNodes();
+      }).catch(() => {});
+    }
   }
 
   // The estimate after each accepted chunk so far, from the journal: the

@@ -1,13 +1,17 @@
 // Nodes: the fleet's totals, then each node online or offline with its
 // tier, backends and devices, cores, items/s, chunks done, its work in all
-// sessions and last heartbeat. GET /api/nodes every 5 s (a node's counters are not events),
-// and at once when a node comes or goes.
+// sessions and last heartbeat. GET /api/nodes every 5 s (a node's counters are
+// not events), and when a node comes or goes, at most once a second. A fleet
+// of thousands shows ROWS rows at a time (online first), more on request,
+// narrowed by status or by text in the id, name, owner, tier or version.
 import { api } from './api.js';
 import { onEvent } from './events.js';
 import { clear, h, message, table } from './dom.js';
 import * as fmt from './format.js';
 
 const REFRESH_MS = 5000;
+const EVENT_GAP_MS = 1000;
+const ROWS = 200;
 
 export function nodesView(root) {
   const totals = h('div', { class: 'cards', id: 'fleet', 'aria-label': 'fleet totals', role: 'group' });
@@ -16,8 +20,35 @@ export function nodesView(root) {
   const offlineWhy = new Map(); // node id -> reason from node.offline
   let nodes = [];
   let timer = null;
+  let live = true, loading = false, again = false, lastLoad = 0;
+  let shown = ROWS;
 
-  root.append(h('h1', {}, 'Nodes'), totals, status, body);
+  const showSel = h('select', { id: 'n-show', name: 'show' },
+    h('option', { value: '' }, 'all'), h('option', { value: 'online' }, 'online'),
+    h('option', { value: 'offline' }, 'offline'));
+  const findIn = h('input', { id: 'n-find', name: 'find', type: 'search', autocomplete: 'off',
+    placeholder: 'id, name, owner, tier, version' });
+  const filters = h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter nodes',
+    onsubmit: (e) => { e.preventDefault(); narrow(); } },
+  h('div', {}, h('label', { for: 'n-show' }, 'Status'), showSel),
+  h('div', {}, h('label', { for: 'n-find' }, 'Find'), findIn));
+  showSel.addEventListener('change', narrow);
+  findIn.addEventListener('input', narrow);
+
+  root.append(h('h1', {}, 'Nodes'), totals, filters, status, body);
+
+  function narrow() {
+    shown = ROWS;
+    render();
+  }
+
+  function matches(n) {
+    if (showSel.value === 'online' && !n.online) return false;
+    if (showSel.value === 'offline' && n.online) return false;
+    const t = findIn.value.trim().toLowerCase();
+    if (t === '') return true;
+    return [String(n.id), n.name, n.owner, n.tier, n.version].some((v) => v && v.toLowerCase().includes(t));
+  }
 
   function card(k, v) {
     return h('div', { class: 'card' }, h('div', { class: 'k' }, k), h('div', { class: 'v' }, v));
@@ -45,10 +76,21 @@ export function nodesView(root) {
       return;
     }
     const now = Date.now();
-    clear(body, table(null, [{ text: 'id', class: 'num' }, 'name', 'status', 'owner', 'tier', 'backends and devices',
+    const match = nodes.filter(matches);
+    if (match.length === 0) {
+      clear(body, message('No nodes match.'));
+      return;
+    }
+    const rows = match.slice(0, shown);
+    const more = match.length - rows.length;
+    clear(body, h('p', { class: 'muted', id: 'n-count' },
+      more > 0 ? `${fmt.int(rows.length)} shown of ${fmt.int(match.length)} matching (${fmt.int(nodes.length)} in all)`
+        : match.length === nodes.length ? `${fmt.int(nodes.length)} nodes`
+          : `${fmt.int(match.length)} of ${fmt.int(nodes.length)} nodes match`),
+    table(null, [{ text: 'id', class: 'num' }, 'name', 'status', 'owner', 'tier', 'backends and devices',
       { text: 'cores', class: 'num' }, { text: 'items/s', class: 'num' }, { text: 'chunks done', class: 'num' },
       { text: 'in flight', class: 'num' }, { text: 'items in all', class: 'num' }, 'last heartbeat', 'version'],
-    nodes.map((n) => h('tr', { dataset: { node: n.id } },
+    rows.map((n) => h('tr', { dataset: { node: n.id } },
       h('td', { class: 'num' }, n.id),
       h('td', {}, n.name || '–'),
       h('td', {}, n.online ? h('span', { class: 'online' }, 'online')
@@ -63,11 +105,18 @@ export function nodesView(root) {
       h('td', { class: 'num total', title: `${fmt.int(n.items_total)} items in ${fmt.int(n.chunks_total)} chunks` },
         fmt.short(n.items_total)),
       h('td', {}, n.online ? fmt.ago(n.last_seen_ms, now) : fmt.when(n.last_seen)),
-      h('td', {}, n.version ?? '–')))));
+      h('td', {}, n.version ?? '–')))),
+    more > 0 ? h('button', { type: 'button', class: 'secondary', id: 'n-more',
+      onclick: () => { shown += ROWS; render(); } }, `Show ${fmt.int(Math.min(ROWS, more))} more`) : null);
   }
 
+  // One listing at a time; one asked for meanwhile follows it.
   async function load() {
     clearTimeout(timer);
+    if (!live) return;
+    if (loading) { again = true; return; }
+    loading = true;
+    lastLoad = Date.now();
     try {
       nodes = await api('GET', 'api/nodes');
       clear(status);
@@ -75,13 +124,25 @@ export function nodesView(root) {
     } catch (e) {
       clear(status, message(`Cannot list nodes: ${e.message}`, true));
     }
-    timer = setTimeout(load, REFRESH_MS);
+    loading = false;
+    if (!live) return;
+    if (again) { again = false; soon(); } else timer = setTimeout(load, REFRESH_MS);
+  }
+
+  // A node came or went: the listing again, but not sooner than
+  // EVENT_GAP_MS after the last (a fleet that churns sends many).
+  function soon() {
+    clearTimeout(timer);
+    timer = setTimeout(load, Math.max(0, lastLoad + EVENT_GAP_MS - Date.now()));
   }
 
   const off = onEvent((e) => {
     if (e.type === 'node.offline') offlineWhy.set(e.node, e.reason);
-    if (e.type === 'node.online' || e.type === 'node.offline') load();
+    if (e.type === 'node.online' || e.type === 'node.offline') {
+      if (loading) again = true;
+      else soon();
+    }
   });
   load();
-  return { stop() { off(); clearTimeout(timer); } };
+  return { stop() { live = false; off(); clearTimeout(timer); } };
 }
