@@ -254,7 +254,7 @@ $(SYSROOT)/.complete:
 	scripts/wasm-sysroot.sh
 
 # ---- targets ------------------------------------------------------------------
-.PHONY: all test run wasm web bench bench-compare fuzz gpu-bundle soak asan tsan clean help deps
+.PHONY: all test run wasm web bench bench-compare fuzz gpu-bundle soak asan tsan clean help deps install uninstall
 
 all: $(DEPS_MK) $(BIN) $(UNIT_BIN) $(CHECK_BIN) $(ITEST_BIN) $(WASM_NATIVE) $(BENCH_BIN) $(NODE_WASM_OUT) ## build the simfarm binary, tests, benchmarks and the browser node
 
@@ -306,13 +306,36 @@ tsan: $(DEPS_MK) ## build the check tests with ThreadSanitizer into build/tsan
 unit-tests: $(UNIT_BIN)
 check-tests: $(CHECK_BIN)
 
+# ---- install -------------------------------------------------------------------
+# The binary, and the files the coordinator serves at / (the dashboard, the
+# contribute page, the browser node and the parts of uPlot they load, with
+# its licence): `simfarm serve` finds them beside its binary
+# (PREFIX/share/simfarm/web) when it runs where there is no ./web.
+PREFIX ?= /usr/local
+WEB_DEST = $(DESTDIR)$(PREFIX)/share/simfarm/web
+WEB_FILES := $(filter-out web/README.md web/package.json web/package-lock.json,$(wildcard web/*.*)) $(wildcard web/js/*.js)
+
+install: $(BIN) $(NODE_WASM_OUT) web ## install bin/simfarm and share/simfarm/web under $(DESTDIR)$(PREFIX) (PREFIX=/usr/local)
+	install -D -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/simfarm
+	install -d $(WEB_DEST)/js $(WEB_DEST)/node $(WEB_DEST)/node_modules/uplot/dist
+	install -m 644 $(filter-out web/js/%,$(WEB_FILES)) $(WEB_DEST)/
+	install -m 644 $(filter web/js/%,$(WEB_FILES)) $(WEB_DEST)/js/
+	install -m 644 $(NODE_WASM_OUT) web/node/simfarm-node.wasm $(WEB_DEST)/node/
+	install -m 644 web/node_modules/uplot/LICENSE $(WEB_DEST)/node_modules/uplot/
+	install -m 644 web/node_modules/uplot/dist/uPlot.esm.js web/node_modules/uplot/dist/uPlot.min.css \
+		$(WEB_DEST)/node_modules/uplot/dist/
+
+uninstall: ## remove what `make install` put under $(DESTDIR)$(PREFIX)
+	rm -f $(DESTDIR)$(PREFIX)/bin/simfarm
+	rm -rf $(DESTDIR)$(PREFIX)/share/simfarm
+
 clean: ## remove build/ and web/node/ (the WebAssembly sysroot cache outside the clone stays)
 	rm -rf $(BUILD) web/node
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
 		sed -E 's/^([a-z-]+):.*## (.*)/\1\t\2/' | \
-		awk -F'\t' '{ printf "  make %-7s %s\n", $$1, $$2 }'
-	@echo "  variables: CI=true (warnings are errors), ONLY=<bench>, SUITES=\"unit wasm ...\", FUZZ_SECONDS=N"
+		awk -F'\t' '{ printf "  make %-9s %s\n", $$1, $$2 }'
+	@echo "  variables: CI=true (warnings are errors), ONLY=<bench>, SUITES=\"unit wasm ...\", FUZZ_SECONDS=N, PREFIX=DIR DESTDIR=DIR"
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -17,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <uv.h>
 
 enum { SERVE_OK = 0, SERVE_FAIL = 1, SERVE_USAGE = 2 };
@@ -42,7 +44,8 @@ static void serve_usage(FILE *out)
         "                         PATH does not exist, and made valid in this database\n"
         "  --allow-public-nodes   let unknown node keys join as public nodes (also\n"
         "                         --open-enrolment); otherwise a node needs a claim token\n"
-        "  --web DIR              serve the files of DIR at / (default: ./web when it exists)\n"
+        "  --web DIR              serve the files of DIR at / (default: ./web when it exists,\n"
+        "                         else ../share/simfarm/web beside the binary: make install)\n"
         "  --tls-cert PEM --tls-key PEM   serve https and wss\n"
         "  --trusted-proxy NET    a reverse proxy in front of the coordinator: an IPv4 or\n"
         "                         IPv6 address, or ADDRESS/BITS (repeatable). For its\n"
@@ -254,6 +257,30 @@ int cmd_serve(int argc, char **argv)
     return rc;
 }
 
+/* The web files when --web names none: ./web (a source tree), else those
+ * `make install` put beside the binary (PREFIX/bin/simfarm and
+ * PREFIX/share/simfarm/web), else none. */
+static const char *default_web(char *buf, size_t cap)
+{
+    struct stat st;
+    if (stat("web", &st) == 0 && S_ISDIR(st.st_mode))
+        return "web";
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return NULL;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash == NULL)
+        return NULL;
+    *slash = '\0';
+    char installed[PATH_MAX + 32];
+    snprintf(installed, sizeof installed, "%s/../share/simfarm/web", exe);
+    if (cap < PATH_MAX || realpath(installed, buf) == NULL)
+        return NULL;
+    return stat(buf, &st) == 0 && S_ISDIR(st.st_mode) ? buf : NULL;
+}
+
 int coordinator_run(const coordinator_opts *opts)
 {
     int err = 0;
@@ -268,8 +295,8 @@ int coordinator_run(const coordinator_opts *opts)
     char msg[256];
     cd_scheduler_opts cs = { .store = store, .ledger = { .target_chunk_ms = opts->chunk_ms } };
     rt_actor *scheduler = store ? cd_scheduler_spawn(sys, &cs) : NULL;
-    struct stat st;
-    const char *web = opts->web_dir ? opts->web_dir : stat("web", &st) == 0 && S_ISDIR(st.st_mode) ? "web" : NULL;
+    char web_buf[PATH_MAX];
+    const char *web = opts->web_dir ? opts->web_dir : default_web(web_buf, sizeof web_buf);
     cd_gateway_opts go = { .host = opts->host, .port = opts->port, .store = store, .scheduler = scheduler,
         .open_enrolment = opts->open_enrolment, .token_file = opts->token_file, .web_dir = web,
         .tls_cert = opts->tls_cert, .tls_key = opts->tls_key, .heartbeat_ms = opts->heartbeat_ms,
@@ -299,6 +326,8 @@ int coordinator_run(const coordinator_opts *opts)
 
     int port = cd_gateway_port(gateway);
     printf("simfarm %s: listening on %s://%s:%d\n", opts->name, opts->tls_cert ? "https" : "http", opts->host, port);
+    if (web != NULL)
+        printf("simfarm %s: serving the web files in %s at /\n", opts->name, web);
     if (opts->token_file != NULL)
         printf("simfarm %s: the admin API token is in %s\n", opts->name, opts->token_file);
     fflush(stdout);

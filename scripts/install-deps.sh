@@ -5,6 +5,10 @@
 #
 #   scripts/install-deps.sh            packages + npm + wasm sysroot
 #   scripts/install-deps.sh --check    exit 0 when everything is present
+#   scripts/install-deps.sh --runtime [--check]
+#                                      only the libraries an installed
+#                                      simfarm runs on (a node or coordinator
+#                                      machine that does not build it)
 #
 # Runs apt-get as root, or through sudo when invoked as another user.
 set -euo pipefail
@@ -24,6 +28,12 @@ PACKAGES=(
     nodejs npm
     clang llvm libclang-rt-14-dev valgrind
     python3-numpy python3-distributed
+)
+
+# What build/bin/simfarm links (tests/integration/install.test.mjs checks
+# this list against the binary's NEEDED entries).
+RUNTIME_PACKAGES=(
+    libuv1 libmsgpackc2 libsodium23 libwebsockets17 libssl3 libpq5 ocl-icd-libopencl1
 )
 
 die() { echo "install-deps: $*" >&2; exit 1; }
@@ -99,8 +109,26 @@ npm_install() {
     done
 }
 
-check=0
-[ "${1:-}" = --check ] && check=1
+check=0 runtime=0
+for arg in "$@"; do
+    case "$arg" in
+    --check) check=1 ;;
+    --runtime) runtime=1 ;;
+    *) die "unknown option '$arg' (--check, --runtime)" ;;
+    esac
+done
+
+if [ "$runtime" = 1 ]; then
+    PACKAGES=("${RUNTIME_PACKAGES[@]}")
+    if [ "$check" = 1 ]; then
+        [ -z "$(missing_packages)" ]
+        exit
+    fi
+    need_update=0
+    install_packages
+    echo "install-deps: the runtime libraries are present"
+    exit 0
+fi
 
 if [ "$check" = 1 ]; then
     [ -z "$(missing_packages | filter_node)" ] || exit 1

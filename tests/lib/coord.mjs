@@ -11,12 +11,13 @@ const simfarm = path.join(build, 'bin/simfarm');
 
 // Starts `simfarm serve`; resolves once it listens and the database is up.
 // `extra` are more arguments for serve. The admin token is srv.token. With
-// `--tls-cert`, `ca` is the PEM file that call() trusts for it.
-export function serve(db, { extra = [], ca, timeoutMs = 30000 } = {}) {
+// `--tls-cert`, `ca` is the PEM file that call() trusts for it. `bin` and
+// `cwd`: another simfarm binary (an installed one), run in another directory.
+export function serve(db, { extra = [], ca, timeoutMs = 30000, bin = simfarm, cwd } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-serve-'));
   const tokenFile = path.join(dir, 'token');
-  const child = spawn(simfarm, ['serve', '--db', db, '--listen', '127.0.0.1:0', '--token-file', tokenFile, ...extra],
-    { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(bin, ['serve', '--db', db, '--listen', '127.0.0.1:0', '--token-file', tokenFile, ...extra],
+    { stdio: ['ignore', 'pipe', 'pipe'], cwd });
   let out = '', err = '';
   const lines = new Set();
   const waiters = [];
@@ -46,6 +47,7 @@ export function serve(db, { extra = [], ca, timeoutMs = 30000 } = {}) {
       tokenFile,
       ca,
       pid: child.pid,
+      stdout: () => out,
       stderr: () => err,
       until,
       async stop() {
