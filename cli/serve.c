@@ -13,11 +13,11 @@
 #include "actors/store.h"
 #include "cli/cli.h"
 
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
