@@ -73,7 +73,17 @@ typedef struct cd_store_opts {
     rt_actor *notify_to;    /* a first subscriber (see cd_store_subscribe); may be NULL */
     uint64_t backlog_bytes; /* the bound on what the store holds (see above);
                                0 = CD_STORE_BACKLOG_DEFAULT */
+    /* One coordinator per database: the listener connection (listen must be
+     * set) holds a session advisory lock, taken before the store says it is
+     * up, and again after each reconnect. While another session holds it
+     * the store asks again for CD_STORE_LOCK_WAIT_MS, then calls taken
+     * (on the loop thread) with a line saying who holds it, and is never up. */
+    bool exclusive;
+    void (*taken)(void *ctx, const char *why);
+    void *taken_ctx;
 } cd_store_opts;
+
+#define CD_STORE_LOCK_WAIT_MS 5000
 
 #define CD_STORE_BACKLOG_DEFAULT ((uint64_t)256 << 20)
 

@@ -39,7 +39,13 @@ enum {
     M_START = CD_MSG__STORE_PRIVATE,
     M_IO,
     M_RECONNECT,
+    M_RELOCK,   /* reconnect_msg: ask for the coordinator's lock again */
 };
+
+/* The session advisory lock of the one coordinator of a database (the
+ * migrations' transaction lock is 7216057). */
+#define COORDINATOR_LOCK 7216058
+enum { RELOCK_MS = 200 };
 
 enum { BACKOFF_MIN_MS = 100, BACKOFF_MAX_MS = 5000, MAX_ATTEMPTS = 3, MAX_PREPARED = 8 };
 
@@ -117,6 +123,10 @@ typedef struct store {
     uint64_t limit;          /* the backlog's bound, in bytes */
     uint64_t held, held_bytes; /* queries taken and not yet answered, and their size */
     bool refusing;
+    bool exclusive, locked, gave_up; /* cd_store_opts.exclusive; the lock is held; taken was called */
+    uint64_t lock_since;     /* when asking for the lock began to fail (mono ms), 0 when it did not */
+    void (*taken)(void *ctx, const char *why);
+    void *taken_ctx;
     gauges g;
 } store;
 
@@ -484,9 +494,11 @@ static void requeue(store *st, cd_query *q)
  * of the queue, in its order, and it reconnects after a backoff. A group
  * cut off before its sync point may or may not have committed: like a lone
  * query, it is sent again, and the writes are idempotent. */
-static void lost(rt_actor *self, store *st, int i, const char *why)
+static void lost(rt_actor *self, store *st, int i, const char *reason)
 {
     conn *c = &st->conns[i];
+    char why[256]; /* reason may be libpq's, freed with the connection below */
+    snprintf(why, sizeof why, "%s", reason);
     bool quiet = c->state == C_CONNECTING && c->backoff_ms != 0; /* said at the first try */
     if (c->kind == K_QUERY && c->q != NULL)
         requeue(st, c->q);
@@ -502,6 +514,8 @@ static void lost(rt_actor *self, store *st, int i, const char *why)
     }
     if (c->kind == K_MIGRATE)
         st->migrating = false;
+    if (c->listener)
+        st->locked = false; /* the lock went with the session */
     c->q = NULL;
     c->kind = K_NONE;
     detach(c);
@@ -717,9 +731,24 @@ static void ready(rt_actor *self, store *st, int i)
     if (st->migrated && !c->listener)
         c->backoff_ms = 0;
     if (c->listener) {
-        char sql[128];
+        /* With the coordinator's lock: the SELECT's answer comes last, the
+         * one finished() keeps; the holder's line when it is another. */
+        char sql[1024];
         char *chan = PQescapeIdentifier(c->pg, st->listen, strlen(st->listen));
-        snprintf(sql, sizeof sql, "LISTEN %s", chan ? chan : "\"\"");
+        if (st->exclusive)
+            snprintf(sql, sizeof sql,
+                "SET application_name = 'simfarm coordinator'; LISTEN %s; "
+                "WITH h AS (SELECT a.pid, format('PostgreSQL session %%s (%%s, from %%s, since %%s)', a.pid, "
+                "coalesce(nullif(a.application_name, ''), 'no application name'), "
+                "coalesce(host(a.client_addr), 'a local socket'), date_trunc('second', a.backend_start)) AS line "
+                "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' "
+                "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "AND l.classid = 0 AND l.objid = %d AND l.objsubid = 1 AND l.granted AND l.pid <> pg_backend_pid() "
+                "LIMIT 1) "
+                "SELECT pg_try_advisory_lock(%d), (SELECT line FROM h), (SELECT pid FROM h)",
+                chan ? chan : "\"\"", COORDINATOR_LOCK, COORDINATOR_LOCK);
+        else
+            snprintf(sql, sizeof sql, "LISTEN %s", chan ? chan : "\"\"");
         PQfreemem(chan);
         if (!PQsendQuery(c->pg, sql)) {
             lost(self, st, i, PQerrorMessage(c->pg));
@@ -738,12 +767,57 @@ static void ready(rt_actor *self, store *st, int i)
         }
         return; /* another connection migrates; this one waits for dispatch */
     }
-    if (!st->up) {
+    if (!st->up && (!st->exclusive || st->locked)) {
         set_up(st, true);
         notify(st, CD_MSG_STORE_UP);
     }
     watch(c, UV_READABLE); /* an idle connection reads only to notice EOF */
     dispatch(self, st);
+}
+
+/* The answer to the listener's request for the coordinator's lock (res:
+ * lock taken, and the holder's line and pid when another holds it). Taken: the store may be up.
+ * Held by another session: asked again every RELOCK_MS, and after
+ * CD_STORE_LOCK_WAIT_MS of that, taken() hears who holds it. */
+static void lock_answer(rt_actor *self, store *st, int i, const PGresult *res)
+{
+    if (PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0) {
+        if (st->lock_since != 0)
+            say("the coordinator's lock on the database is free again: taken");
+        st->locked = true;
+        st->lock_since = 0;
+        bool pool_up = false;
+        for (unsigned k = 0; k < st->npool; k++)
+            pool_up |= st->conns[k].state == C_IDLE || st->conns[k].state == C_BUSY;
+        if (st->migrated && pool_up && !st->up) {
+            set_up(st, true);
+            notify(st, CD_MSG_STORE_UP);
+        }
+        return;
+    }
+    bool known = PQntuples(res) == 1 && !PQgetisnull(res, 0, 1);
+    const char *holder = known ? PQgetvalue(res, 0, 1) : "a session";
+    uint64_t now = rt_mono_ms();
+    if (st->lock_since == 0) {
+        st->lock_since = now;
+        say("another coordinator holds this database: %s; waiting up to %d s for it to let go", holder,
+            CD_STORE_LOCK_WAIT_MS / 1000);
+    }
+    if (now - st->lock_since < CD_STORE_LOCK_WAIT_MS) {
+        reconnect_msg *m = RT_MSG_NEW(reconnect_msg, M_RELOCK);
+        m->conn = i;
+        rt_send_after(self, RELOCK_MS, &m->hdr);
+        return;
+    }
+    if (!st->gave_up && st->taken != NULL) {
+        char why[768];
+        snprintf(why, sizeof why,
+            "another coordinator uses this database: %s holds its lock; two coordinators on one database would "
+            "both run its jobs. Stop that one, or if it is gone, end its session: SELECT pg_terminate_backend(%s)",
+            holder, known ? PQgetvalue(res, 0, 2) : "PID");
+        st->gave_up = true;
+        st->taken(st->taken_ctx, why);
+    }
 }
 
 static bool result_ok(const PGresult *res)
@@ -877,6 +951,11 @@ static void finished(rt_actor *self, store *st, int i)
     if (!ok)
         say("%s failed: %s", k == K_MIGRATE ? cd_migrations[c->migration].name : "LISTEN",
             c->res ? PQresultErrorMessage(c->res) : "no result");
+    PGresult *lock = NULL;
+    if (k == K_LISTEN && ok && st->exclusive) {
+        lock = c->res;
+        c->res = NULL;
+    }
     if (c->res != NULL) {
         PQclear(c->res);
         c->res = NULL;
@@ -888,7 +967,12 @@ static void finished(rt_actor *self, store *st, int i)
         }
         c->backoff_ms = 0;
         watch(c, UV_READABLE);
-        notify(st, CD_MSG_LISTENING);
+        if (lock != NULL) {
+            lock_answer(self, st, i, lock);
+            PQclear(lock);
+        }
+        if (!st->exclusive || st->locked)
+            notify(st, CD_MSG_LISTENING);
         return;
     }
     /* K_MIGRATE */
@@ -1028,6 +1112,12 @@ static void behaviour(rt_actor *self, rt_msg *m)
             connect_conn(self, st, i);
         break;
     }
+    case M_RELOCK: {
+        int i = ((reconnect_msg *)m)->conn;
+        if (i >= 0 && (unsigned)i < st->nconns && st->conns[i].listener && st->conns[i].state == C_IDLE && !st->locked)
+            ready(self, st, i);
+        break;
+    }
     case CD_MSG_SUBSCRIBE: {
         cd_subscribe *sub = (cd_subscribe *)m;
         if (st->nsubs < sizeof st->subs / sizeof st->subs[0]) {
@@ -1098,6 +1188,9 @@ rt_actor *cd_store_spawn(rt_system *sys, const cd_store_opts *opts)
     }
     if (opts->notify_to != NULL)
         st->subs[st->nsubs++] = rt_actor_retain(opts->notify_to);
+    st->exclusive = opts->exclusive && opts->listen != NULL;
+    st->taken = opts->taken;
+    st->taken_ctx = opts->taken_ctx;
     rt_send(a, rt_msg_new(M_START, sizeof(rt_msg)));
     return a;
 }

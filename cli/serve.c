@@ -73,6 +73,7 @@ typedef struct signals {
     enum { RUNNING, DRAINING, STOPPED } state;
     uint64_t drain_ms;       /* when the drain began (uv_now) */
     unsigned quiet;          /* drain polls in a row that found nothing left */
+    bool taken;              /* another coordinator holds the database */
 } signals;
 
 static void stop_now(signals *s)
@@ -124,6 +125,16 @@ static void on_signal(uv_signal_t *h, int signum)
     cd_gateway_save_work(s->gateway);
     s->drain_ms = uv_now(h->loop);
     uv_timer_start(&s->drain, on_drain, 0, DRAIN_POLL_MS);
+}
+
+/* The store could not take the database from another coordinator: this
+ * one stops at once, with nothing of its own to write. */
+static void on_taken(void *ctx, const char *why)
+{
+    signals *s = ctx;
+    fprintf(stderr, "simfarm %s: %s\n", s->name, why);
+    s->taken = true;
+    stop_now(s);
 }
 
 static void on_sighup(uv_signal_t *h, int signum)
@@ -289,8 +300,9 @@ int coordinator_run(const coordinator_opts *opts)
         fprintf(stderr, "simfarm %s: cannot start the runtime: %s\n", opts->name, rt_strerror(err));
         return -1;
     }
+    signals s = { .sys = sys, .name = opts->name };
     cd_store_opts so = { .conninfo = opts->db, .connections = opts->pool ? opts->pool : 2, .listen = "pending_job",
-        .backlog_bytes = opts->db_backlog_bytes };
+        .backlog_bytes = opts->db_backlog_bytes, .exclusive = true, .taken = on_taken, .taken_ctx = &s };
     rt_actor *store = cd_store_spawn(sys, &so);
     char msg[256];
     cd_scheduler_opts cs = { .store = store, .ledger = { .target_chunk_ms = opts->chunk_ms } };
@@ -313,7 +325,8 @@ int coordinator_run(const coordinator_opts *opts)
         return -1;
     }
 
-    signals s = { .sys = sys, .gateway = rt_actor_retain(gateway), .store = rt_actor_retain(store), .name = opts->name };
+    s.gateway = rt_actor_retain(gateway);
+    s.store = rt_actor_retain(store);
     uv_loop_t *loop = rt_system_loop(sys);
     uv_signal_init(loop, &s.sigint);
     uv_signal_init(loop, &s.sigterm);
@@ -341,5 +354,5 @@ int coordinator_run(const coordinator_opts *opts)
     rt_actor_release(s.store);
     rt_system_destroy(sys);
     fprintf(stderr, "simfarm %s: stopped\n", opts->name);
-    return rc == 0 ? 0 : -1;
+    return rc == 0 && !s.taken ? 0 : -1;
 }

@@ -10,7 +10,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { build, top } from '../lib/proc.mjs';
-import { startPostgres } from '../lib/pg.mjs';
+import { createDatabase, startPostgres } from '../lib/pg.mjs';
 import { serve, call, tailEvents } from '../lib/coord.mjs';
 import { faultProxy } from '../lib/faultproxy.mjs';
 
@@ -309,7 +309,7 @@ test('events of a cancelled job: submitted, started, and one job.finished', asyn
 });
 
 test('a node silent for three heartbeat intervals goes offline', async () => {
-  const other = await serve(pg.url, { extra: ['--allow-public-nodes', '--heartbeat-ms', '300'] });
+  const other = await serve(await createDatabase(pg, 'silent'), { extra: ['--allow-public-nodes', '--heartbeat-ms', '300'] });
   const ev = tailEvents(other);
   await ev.until((e) => e.type === 'snapshot', 'snapshot');
   const node = spawn(simfarm, ['node', '--server', `ws://127.0.0.1:${other.port}/ws/node`, '--key',
@@ -437,7 +437,7 @@ test('a node that floods the coordinator with frames is cut off; the others carr
 });
 
 test('failed logins from one address are rate-limited', async () => {
-  const other = await serve(pg.url);
+  const other = await serve(await createDatabase(pg, 'logins'));
   try {
     for (let i = 0; i < 10; i++)
       assert.equal((await call(other, 'POST', '/api/jobs', job(1000), 'sf_' + 'B'.repeat(43))).status, 401);

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { build, eventually, run, top, stop } from '../lib/proc.mjs';
 import { localRun, sameBits } from '../lib/reference.mjs';
 import { prefixProxy } from '../lib/prefixproxy.mjs';
-import { psql, startPostgres } from '../lib/pg.mjs';
+import { createDatabase, psql, startPostgres } from '../lib/pg.mjs';
 import { metrics } from '../lib/coord.mjs';
 
 const simfarm = path.join(build, 'bin/simfarm');
@@ -38,6 +38,14 @@ function proc(args, { timeoutMs = 60000, env = process.env } = {}) {
     exited.then((e) => { clearTimeout(timer); if (!check()) reject(new Error(`${what}: exited ${e.code ?? e.signal}\n${p.out}\n${p.err}`)); });
   });
   return p;
+}
+
+// A database of its own, for a coordinator beside the shared one (one
+// coordinator per database): { url, q } with q(sql) run in it.
+let dbs = 0;
+async function ownDb() {
+  const name = `own${++dbs}`;
+  return { url: await createDatabase(pg, name), q: (sql) => psql(pg, sql, { db: name }) };
 }
 
 let serves = 0;
@@ -206,7 +214,7 @@ test('a key file others can read is refused', async () => {
 });
 
 test('a coordinator that does not know the key says so', async () => {
-  const closed = await serve();
+  const closed = await serve([], (await ownDb()).url);
   try {
     const node = proc(['node', '--server', `ws://127.0.0.1:${closed.port}/ws/node`, '--key', path.join(tmp, 'c.key')]);
     const e = await node.exited;
@@ -246,7 +254,7 @@ test('a --server with no port takes the scheme\'s, and the host alone is what th
 });
 
 test('a claim token enrols one node under its owner and tier, once', async () => {
-  const closed = await serve();
+  const closed = await serve([], (await ownDb()).url);
   try {
     const t = await api(closed, 'POST', '/api/tokens', { kind: 'claim', owner: 'ops', tier: 'team', expires_in: 600 });
     assert.equal(t.status, 201, JSON.stringify(t.json));
@@ -371,7 +379,8 @@ test('a node\'s work in all: its sessions\' accepted chunks, kept in the databas
 });
 
 test('a coordinator that stops writes the work of the nodes still online first', async () => {
-  const first = await serve(['--open-enrolment']);
+  const db = await ownDb();
+  const first = await serve(['--open-enrolment'], db.url);
   const items = 2000000;
   const id = await submit(first, items, 33);
   const node = proc(['node', '--server', server(first), '--key', path.join(tmp, 'stopwork.key'), '--cores', '2']);
@@ -380,11 +389,11 @@ test('a coordinator that stops writes the work of the nodes still online first',
     const nodeId = Number((await node.until(/as node (\d+)/, 'node connected'))[1]);
     assert.equal((await jobEnded(first, id)).state, 'complete');
     // nothing written yet: a session writes every 12 heartbeats (a minute)
-    assert.equal(await psql(pg, `SELECT count(*) FROM node_work WHERE node = ${nodeId}`), '0');
+    assert.equal(await db.q(`SELECT count(*) FROM node_work WHERE node = ${nodeId}`), '0');
     const e = await stop(first);
     assert.equal(e.code, 0, first.err);
     assert.doesNotMatch(first.err, /stopping without/);
-    second = await serve(['--open-enrolment']);
+    second = await serve(['--open-enrolment'], db.url);
     const n = (await api(second, 'GET', `/api/nodes/${nodeId}`)).json;
     assert.equal(n.items_total, items);
     assert.equal(n.online, false);
@@ -525,7 +534,8 @@ test('SIGTERM drains within the grace period; past it the chunks are handed back
 test('a coordinator killed and restarted: nodes come back by themselves and the job completes', async () => {
   // heartbeats every 100 ms: the session writes its work every 1.2 s, long
   // before the job is done
-  const first = await serve(['--open-enrolment', '--heartbeat-ms', '100']);
+  const db = await ownDb();
+  const first = await serve(['--open-enrolment', '--heartbeat-ms', '100'], db.url);
   const port = first.port;
   const items = 300000000, seed = 41;
   const id = await submit(first, items, seed);
@@ -536,14 +546,14 @@ test('a coordinator killed and restarted: nodes come back by themselves and the 
     await inFlight(first, id);
     // what the session wrote while it worked survives the kill
     const saved = Number(await eventually(async () => {
-      const v = await psql(pg, `SELECT items FROM node_work WHERE node = ${nodeId}`);
+      const v = await db.q(`SELECT items FROM node_work WHERE node = ${nodeId}`);
       return v !== '' && Number(v) > 0 ? v : null;
     }, 'the session\'s work written while it works', 30000));
     first.child.kill('SIGKILL');
     assert.ok(saved < items, `the job was done (${saved} items) before the coordinator was killed`);
     await first.exited;
     await node.until(/lost 127\.0\.0\.1:\d+/, 'the node sees the coordinator go');
-    second = await serve(['--open-enrolment', '--heartbeat-ms', '100', '--listen', `127.0.0.1:${port}`]);
+    second = await serve(['--open-enrolment', '--heartbeat-ms', '100', '--listen', `127.0.0.1:${port}`], db.url);
     const before = (node.out.match(/as node \d+/g) ?? []).length;
     await eventually(async () => (node.out.match(/as node \d+/g) ?? []).length > before, 'the node reconnected', 90000);
     const job = await jobEnded(second, id);
@@ -554,10 +564,10 @@ test('a coordinator killed and restarted: nodes come back by themselves and the 
     // total once: the first session's row plus the live count
     const n = await eventually(async () => {
       const v = (await api(second, 'GET', `/api/nodes/${nodeId}`)).json;
-      const rows = await psql(pg, `SELECT count(*) FROM node_work WHERE node = ${nodeId} AND items = ${v.items_done}`);
+      const rows = await db.q(`SELECT count(*) FROM node_work WHERE node = ${nodeId} AND items = ${v.items_done}`);
       return rows === '1' ? v : null;
     }, 'the live session\'s count written', 30000);
-    assert.equal(n.items_total, Number(await psql(pg, `SELECT sum(items) FROM node_work WHERE node = ${nodeId}`)));
+    assert.equal(n.items_total, Number(await db.q(`SELECT sum(items) FROM node_work WHERE node = ${nodeId}`)));
     assert.equal(n.items_total, saved + n.items_done);
   } finally {
     assert.equal((await stop(node)).code, 0, node.err);
@@ -566,7 +576,7 @@ test('a coordinator killed and restarted: nodes come back by themselves and the 
 });
 
 test('an expired claim token enrols nobody', async () => {
-  const closed = await serve();
+  const closed = await serve([], (await ownDb()).url);
   try {
     const t = await api(closed, 'POST', '/api/tokens', { kind: 'claim', owner: 'ops', tier: 'team', expires_in: 1 });
     assert.equal(t.status, 201, JSON.stringify(t.json));

@@ -12,7 +12,7 @@ import https from 'node:https';
 import tls from 'node:tls';
 import { X509Certificate } from 'node:crypto';
 import { build, eventually, run, top } from '../lib/proc.mjs';
-import { psql, startPostgres } from '../lib/pg.mjs';
+import { createDatabase, psql, startPostgres } from '../lib/pg.mjs';
 import { serve, call, tailEvents } from '../lib/coord.mjs';
 import { selfSigned } from '../lib/tls.mjs';
 
@@ -27,6 +27,43 @@ before(async () => {
 after(async () => {
   await srv?.stop();
   await pg?.stop();
+});
+
+test('one coordinator per database: a second is refused, naming the session of the first', async () => {
+  const t0 = Date.now();
+  const second = await run(simfarm, ['serve', '--db', pg.url, '--listen', '127.0.0.1:0'], { timeoutMs: 30000 });
+  assert.equal(second.code, 1, second.stderr);
+  assert.match(second.stderr, /waiting up to 5 s for it to let go/);
+  assert.match(second.stderr, /another coordinator uses this database: PostgreSQL session (\d+) \(simfarm coordinator, from a local socket, since [^)]+\) holds its lock;.* SELECT pg_terminate_backend\(\1\)/);
+  assert.ok(Date.now() - t0 >= 5000, 'it waited for the lock first');
+  // the first goes on
+  assert.equal((await call(srv, 'GET', '/health')).status, 200);
+  assert.equal((await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items: 5 })).status, 201);
+});
+
+test('a coordinator that loses its database to another session stops', async () => {
+  const db = await createDatabase(pg, 'takeover');
+  const lone = await serve(db);
+  // a session ends the coordinator's and takes the lock before it is back
+  const holder = spawn('psql', ['-X', '-q', '-h', pg.host, '-p', String(pg.port), '-U', pg.user, '-d', 'takeover'],
+    { stdio: ['pipe', 'pipe', 'pipe'] });
+  let out = '';
+  holder.stdout.on('data', (d) => { out += d; });
+  holder.stdin.write("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'simfarm coordinator' " +
+    "AND datname = 'takeover'; SELECT pg_advisory_lock(7216058); SELECT 'locked';\n");
+  try {
+    await eventually(() => out.includes('locked'), 'the lock taken', 10000);
+    await lone.until(() => /another coordinator uses this database: PostgreSQL session \d+ \(psql,/.test(lone.stderr()),
+      'the coordinator giving up');
+    assert.equal((await lone.exited).code, 1, lone.stderr());
+    await lone.stop();
+  } finally {
+    holder.stdin.end();
+    await new Promise((resolve) => holder.on('exit', resolve));
+  }
+  // with the session gone, a coordinator starts on it again
+  const back = await serve(db);
+  assert.equal((await back.stop()).code, 0, back.stderr());
 });
 
 test('health says the database is up', async () => {
@@ -138,7 +175,7 @@ test('the web directory is served at /, and nothing outside it', async () => {
   fs.writeFileSync(path.join(web, 'index.html'), '<title>simfarm</title>');
   fs.writeFileSync(path.join(web, 'contribute.html'), '<title>contribute</title>');
   fs.writeFileSync(path.join(web, 'app.js'), 'export {};');
-  const other = await serve(pg.url, { extra: ['--web', web] });
+  const other = await serve(await createDatabase(pg, 'webdir'), { extra: ['--web', web] });
   try {
     const index = await fetch(other.url + '/');
     assert.equal(index.status, 200);
@@ -159,7 +196,8 @@ test('with a certificate it serves https', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-tls-'));
   const { cert, key } = await selfSigned(dir, 'coordinator');
   const web = path.join(top, 'web');
-  const other = await serve(pg.url, { extra: ['--tls-cert', cert, '--tls-key', key, '--web', web], ca: cert });
+  const other = await serve(await createDatabase(pg, 'https'), { extra: ['--tls-cert', cert, '--tls-key', key, '--web', web],
+    ca: cert });
   try {
     assert.match(other.url, /^https:/);
     const health = await call(other, 'GET', '/health');
@@ -219,7 +257,8 @@ test('SIGHUP serves a renewed certificate, and refuses a pair that does not chec
   const use = (c, k) => { fs.copyFileSync(c, cert); fs.copyFileSync(k, key); };
   const notAfter = (c) => Date.parse(new X509Certificate(fs.readFileSync(c)).validTo) / 1000;
   use(first.cert, first.key);
-  const other = await serve(pg.url, { extra: ['--tls-cert', cert, '--tls-key', key], ca: first.cert });
+  const other = await serve(await createDatabase(pg, 'renewed'), { extra: ['--tls-cert', cert, '--tls-key', key],
+    ca: first.cert });
   const agent = new https.Agent({ keepAlive: true, maxSockets: 1 });
   let hups = 0;
   // SIGHUP, then the line it printed
@@ -322,8 +361,9 @@ test('a database named by two hosts: past a standby to the primary', async () =>
     sock.on('error', () => {});
   });
   await new Promise((resolve) => fake.listen(0, '127.0.0.1', resolve));
+  await createDatabase(pg, 'twohosts');
   const two = await serve(`host=127.0.0.1,${pg.host} port=${fake.address().port},${pg.port} user=postgres ` +
-    'dbname=postgres target_session_attrs=read-write connect_timeout=10');
+    'dbname=twohosts target_session_attrs=read-write connect_timeout=10');
   try {
     const r = await call(two, 'POST', '/api/jobs', { kernel: 'option', params: option, items: 5 });
     assert.equal(r.status, 201, r.text);

@@ -49,6 +49,7 @@ export function serve(db, { extra = [], ca, timeoutMs = 30000, bin = simfarm, cw
       pid: child.pid,
       stdout: () => out,
       stderr: () => err,
+      exited, // resolves to { code, signal } when it exits by itself
       until,
       async stop() {
         child.kill('SIGTERM');

@@ -110,6 +110,15 @@ async function launch(data, dir, timeoutMs) {
   return { child, exited: new Promise((resolve) => child.on('exit', resolve)) };
 }
 
+// Creates database `name` in the cluster; resolves to its libpq connection
+// string. A coordinator holds its database alone (actors/store.h,
+// `exclusive`): a test that runs a second coordinator beside another gives
+// it a database of its own.
+export async function createDatabase(pg, name) {
+  await psql(pg, `CREATE DATABASE ${name}`);
+  return pg.url.replace('dbname=postgres', `dbname=${name}`);
+}
+
 // Runs SQL through psql against a cluster's database db; resolves to its stdout.
 export function psql(pg, sql, { timeoutMs = 30000, db = 'postgres' } = {}) {
   return new Promise((resolve, reject) => {
