@@ -463,6 +463,25 @@ void cd_store_subscribe(rt_actor *store_actor, rt_actor *who)
 
 static void connect_conn(rt_actor *self, store *st, int i);
 
+/* Whether a connection of the pool is open (the listener aside). */
+static bool pool_connected(const store *st)
+{
+    for (unsigned k = 0; k < st->npool; k++)
+        if (st->conns[k].state == C_IDLE || st->conns[k].state == C_BUSY)
+            return true;
+    return false;
+}
+
+/* The store is up once the schema is migrated, a connection of the pool is
+ * open and, for a coordinator, its lock is held. */
+static void maybe_up(store *st)
+{
+    if (!st->up && st->migrated && pool_connected(st) && (!st->exclusive || st->locked)) {
+        set_up(st, true);
+        notify(st, CD_MSG_STORE_UP);
+    }
+}
+
 static void schedule_reconnect(rt_actor *self, conn *c, int i)
 {
     c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : BACKOFF_MIN_MS;
@@ -521,10 +540,7 @@ static void lost(rt_actor *self, store *st, int i, const char *reason)
     detach(c);
     c->state = C_DOWN;
 
-    bool any_up = false;
-    for (unsigned k = 0; k < st->npool; k++)
-        any_up |= st->conns[k].state == C_IDLE || st->conns[k].state == C_BUSY;
-    if (st->up && !any_up) {
+    if (st->up && !pool_connected(st)) {
         set_up(st, false);
         notify(st, CD_MSG_STORE_DOWN);
     }
@@ -767,16 +783,14 @@ static void ready(rt_actor *self, store *st, int i)
         }
         return; /* another connection migrates; this one waits for dispatch */
     }
-    if (!st->up && (!st->exclusive || st->locked)) {
-        set_up(st, true);
-        notify(st, CD_MSG_STORE_UP);
-    }
+    maybe_up(st);
     watch(c, UV_READABLE); /* an idle connection reads only to notice EOF */
     dispatch(self, st);
 }
 
 /* The answer to the listener's request for the coordinator's lock (res:
- * lock taken, and the holder's line and pid when another holds it). Taken: the store may be up.
+ * lock taken, and the holder's line and pid when another holds it).
+ * Taken: the store may be up.
  * Held by another session: asked again every RELOCK_MS, and after
  * CD_STORE_LOCK_WAIT_MS of that, taken() hears who holds it. */
 static void lock_answer(rt_actor *self, store *st, int i, const PGresult *res)
@@ -786,13 +800,7 @@ static void lock_answer(rt_actor *self, store *st, int i, const PGresult *res)
             say("the coordinator's lock on the database is free again: taken");
         st->locked = true;
         st->lock_since = 0;
-        bool pool_up = false;
-        for (unsigned k = 0; k < st->npool; k++)
-            pool_up |= st->conns[k].state == C_IDLE || st->conns[k].state == C_BUSY;
-        if (st->migrated && pool_up && !st->up) {
-            set_up(st, true);
-            notify(st, CD_MSG_STORE_UP);
-        }
+        maybe_up(st);
         return;
     }
     bool known = PQntuples(res) == 1 && !PQgetisnull(res, 0, 1);

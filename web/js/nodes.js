@@ -138,10 +138,7 @@ export function nodesView(root) {
 
   const off = onEvent((e) => {
     if (e.type === 'node.offline') offlineWhy.set(e.node, e.reason);
-    if (e.type === 'node.online' || e.type === 'node.offline') {
-      if (loading) again = true;
-      else soon();
-    }
+    if (e.type === 'node.online' || e.type === 'node.offline') soon();
   });
   load();
   return { stop() { live = false; off(); clearTimeout(timer); } };
