@@ -632,22 +632,25 @@ static char *nodes_json(gateway *g, PGresult *res, bool one)
 
 /* ---- routing ---------------------------------------------------------------------------------- */
 
-/* 200 while the database is up and the store takes queries; 503 while it
- * is away (requests that need it wait, then fail) or while the backlog is
- * full (writes are refused), with the backlog's gauges either way. */
+/* 200 while the database is up, the coordinator's lock held and the store
+ * takes queries; 503 while the database is away (requests that need it
+ * wait, then fail), while the lock is not held (no work is handed out), or
+ * while the backlog is full (writes are refused), with the backlog's gauges
+ * either way. */
 static void health(gateway *g, gw_request *r)
 {
     cd_store_backlog b;
     cd_store_backlog_get(g->store, &b);
-    bool ok = g->db_up && !b.refusing;
+    bool ok = g->db_up && !g->unlocked && !b.refusing;
     char ago[32] = "null";
     if (b.unreachable_ms >= 0)
         snprintf(ago, sizeof ago, "%.1f", (double)b.unreachable_ms / 1000.0);
     gw_respond(g, r->session, ok ? 200 : 503, "application/json",
-        rt_fmt("{\"status\":\"%s\",\"database\":\"%s\",\"version\":\"%s\",\"database_unreachable_s\":%s,"
+        rt_fmt("{\"status\":\"%s\",\"database\":\"%s\",\"lock\":\"%s\",\"version\":\"%s\",\"database_unreachable_s\":%s,"
                "\"backlog\":{\"state\":\"%s\",\"queries\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"limit_bytes\":%" PRIu64
                ",\"refused\":%" PRIu64 "}}\n",
-            b.refusing ? "refusing" : ok ? "ok" : "degraded", g->db_up ? "up" : "down", SIMFARM_VERSION, ago,
+            b.refusing ? "refusing" : ok ? "ok" : "degraded", g->db_up ? "up" : "down",
+            g->db_up && !g->unlocked ? "held" : "not held", SIMFARM_VERSION, ago,
             b.refusing ? "refusing" : "accepting", b.queries, b.bytes, b.limit, b.refused),
         NULL);
     done(r);
@@ -713,6 +716,8 @@ static void metrics(gateway *g, gw_request *r)
                "# TYPE simfarm_up gauge\nsimfarm_up 1\n"
                "# HELP simfarm_database_up The database is reachable and migrated.\n"
                "# TYPE simfarm_database_up gauge\nsimfarm_database_up %d\n"
+               "# HELP simfarm_coordinator_lock_held The coordinator holds its database's lock and hands out work.\n"
+               "# TYPE simfarm_coordinator_lock_held gauge\nsimfarm_coordinator_lock_held %d\n"
                "# HELP simfarm_actors Live actors.\n"
                "# TYPE simfarm_actors gauge\nsimfarm_actors %" PRIu64 "\n"
                "# HELP simfarm_actor_messages_total Messages handled by actors.\n"
@@ -741,7 +746,7 @@ static void metrics(gateway *g, gw_request *r)
                "# HELP simfarm_database_unreachable_seconds Seconds since the database was last reachable "
                "(0 while up, -1 if it never was).\n"
                "# TYPE simfarm_database_unreachable_seconds gauge\nsimfarm_database_unreachable_seconds %.1f\n",
-            g->db_up, st.actors_live, st.messages, cd_sessions_count(g->nodes), g->nevc, cd_events_last(g->events),
+            g->db_up, g->db_up && !g->unlocked, st.actors_live, st.messages, cd_sessions_count(g->nodes), g->nevc, cd_events_last(g->events),
             g->by_class[2], g->by_class[4], g->by_class[5], b.queries, b.bytes, b.limit, b.refusing ? 1 : 0,
             b.refused, b.unreachable_ms < 0 ? -1.0 : (double)b.unreachable_ms / 1000.0);
     m = cat(m, work_metrics(g));

@@ -67,6 +67,7 @@ typedef struct gateway {
     size_t max_body;
     uint64_t db_timeout_ms;
     bool db_up;
+    bool unlocked; /* the coordinator's lock went with the store's LISTEN session, not held again yet */
     char web_dir[512];
     gw_session *sessions;    /* HTTP transactions waiting for their answer */
     size_t nsessions, sessions_cap;

@@ -578,6 +578,12 @@ static void behaviour(rt_actor *self, rt_msg *m)
             fprintf(stderr, "simfarm: database up\n");
         g->db_up = true;
         break;
+    case CD_MSG_LOCK_LOST:
+        g->unlocked = true;
+        break;
+    case CD_MSG_LISTENING:
+        g->unlocked = false;
+        break;
     case CD_MSG_STORE_DOWN:
         if (g->db_up)
             fprintf(stderr, "simfarm: database down; requests that need it wait, then get 503\n");

@@ -157,6 +157,7 @@ typedef struct sched {
     sc_ledger *l;
     uint64_t sweep_ms;
     bool db_up, loading;
+    bool unlocked;            /* the coordinator's lock was lost and is not held again yet */
     bool load_again;          /* asked to load while a load was under way */
     unsigned journals_pending;
     unsigned journal_page;    /* journal records read per query */
@@ -1393,8 +1394,10 @@ static unsigned answer_claim(sched *s, rt_msg *m, bool always, unsigned retry_ms
     unsigned n = 0;
     unsigned slots = c->slots > CD_MAX_CLAIMS ? CD_MAX_CLAIMS : c->slots;
     /* Nothing while the database is away: the results of chunks handed
-     * out now could not be journaled, and would pile up in memory. */
-    if (s->db_up)
+     * out now could not be journaled, and would pile up in memory. Nothing
+     * without the coordinator's lock: another coordinator may hold it and
+     * hand out the same chunks. */
+    if (s->db_up && !s->unlocked)
         sc_claim(s->l, &c->node, slots, rt_mono_ms(), out, &n);
     if (n == 0 && !always)
         return 0;
@@ -1523,7 +1526,16 @@ static void behaviour(rt_actor *self, rt_msg *m)
     case CD_MSG_STORE_DOWN:
         s->db_up = false;
         break;
+    case CD_MSG_LOCK_LOST:
+        s->unlocked = true;
+        break;
     case CD_MSG_LISTENING:
+        load(s);
+        if (s->unlocked) {
+            s->unlocked = false;
+            serve_parked(s, false);
+        }
+        break;
     case CD_MSG_NOTIFY:
     case M_SWEEP:
         load(s);

@@ -63,6 +63,9 @@ enum {
                                             queries are refused (CD_STORE_EFULL) */
     CD_MSG_STORE_ROOM,                   /* rt_msg: the backlog fell to half its bound;
                                             queries are taken again */
+    CD_MSG_LOCK_LOST,                    /* rt_msg: the coordinator's lock went with the
+                                            LISTEN session; CD_MSG_LISTENING says it is
+                                            held again */
     CD_MSG__STORE_PRIVATE = RT_MSG_USER + 0x1100,
 };
 

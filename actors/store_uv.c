@@ -124,6 +124,7 @@ typedef struct store {
     uint64_t held, held_bytes; /* queries taken and not yet answered, and their size */
     bool refusing;
     bool exclusive, locked, gave_up; /* cd_store_opts.exclusive; the lock is held; taken was called */
+    bool relocking;          /* the lock went with the LISTEN session; not held again yet */
     uint64_t lock_since;     /* when asking for the lock began to fail (mono ms), 0 when it did not */
     void (*taken)(void *ctx, const char *why);
     void *taken_ctx;
@@ -533,7 +534,8 @@ static void lost(rt_actor *self, store *st, int i, const char *reason)
     }
     if (c->kind == K_MIGRATE)
         st->migrating = false;
-    if (c->listener)
+    bool unlocked = c->listener && st->locked;
+    if (unlocked)
         st->locked = false; /* the lock went with the session */
     c->q = NULL;
     c->kind = K_NONE;
@@ -547,6 +549,13 @@ static void lost(rt_actor *self, store *st, int i, const char *reason)
     schedule_reconnect(self, c, i);
     if (!quiet)
         say("connection %d lost: %s (connecting again in %u ms)", i, why, c->backoff_ms);
+    if (unlocked) {
+        /* Another coordinator could take the lock before this one is back:
+         * no work is handed out in between. */
+        st->relocking = true;
+        say("the coordinator's lock went with connection %d: no work is handed out until it is held again", i);
+        notify(st, CD_MSG_LOCK_LOST);
+    }
 }
 
 static void connect_conn(rt_actor *self, store *st, int i)
@@ -798,7 +807,10 @@ static void lock_answer(rt_actor *self, store *st, int i, const PGresult *res)
     if (PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "t") == 0) {
         if (st->lock_since != 0)
             say("the coordinator's lock on the database is free again: taken");
+        else if (st->relocking)
+            say("the coordinator's lock is held again");
         st->locked = true;
+        st->relocking = false;
         st->lock_since = 0;
         maybe_up(st);
         return;

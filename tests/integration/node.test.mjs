@@ -41,11 +41,11 @@ function proc(args, { timeoutMs = 60000, env = process.env } = {}) {
 }
 
 // A database of its own, for a coordinator beside the shared one (one
-// coordinator per database): { url, q } with q(sql) run in it.
+// coordinator per database): { name, url, q } with q(sql) run in it.
 let dbs = 0;
 async function ownDb() {
   const name = `own${++dbs}`;
-  return { url: await createDatabase(pg, name), q: (sql) => psql(pg, sql, { db: name }) };
+  return { name, url: await createDatabase(pg, name), q: (sql) => psql(pg, sql, { db: name }) };
 }
 
 let serves = 0;
@@ -572,6 +572,62 @@ test('a coordinator killed and restarted: nodes come back by themselves and the 
   } finally {
     assert.equal((await stop(node)).code, 0, node.err);
     if (second) await stop(second);
+  }
+});
+
+test('a coordinator whose LISTEN session ends hands out no work until it holds its lock again', async () => {
+  const db = await ownDb();
+  const s = await serve(['--open-enrolment', '--chunk-ms', '100'], db.url);
+  const id = await submit(s, 1e12, 43);
+  const node = proc(['node', '--server', server(s), '--key', path.join(tmp, 'relock.key'), '--cores', '1']);
+  const accepted = async () => Number(await db.q(`SELECT count(*) FROM journal WHERE job_id = ${id} AND type = 1`));
+  const end = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'simfarm coordinator' " +
+    'AND datname = current_database()';
+  const lost = () => (s.err.match(/the coordinator's lock went with connection \d+: no work is handed out until it is held again/g) ?? []).length;
+  let holder;
+  try {
+    await node.until(/as node \d+/, 'node connected');
+    await eventually(async () => (await accepted()) >= 3, 'chunks accepted', 60000);
+
+    // the session ended and the lock free: the coordinator takes it again
+    // as it reconnects, and the work goes on
+    await db.q(end);
+    await s.until(/the coordinator's lock is held again/, 'the lock held again');
+    assert.equal(lost(), 1, s.err);
+    const n = await accepted();
+    await eventually(async () => (await accepted()) >= n + 3, 'chunks accepted with the lock back', 30000);
+    const h = await api(s, 'GET', '/health');
+    assert.deepEqual([h.status, h.json.lock], [200, 'held']);
+    assert.equal((await metrics(s)).simfarm_coordinator_lock_held, 1);
+
+    // the session ended and the lock taken by another before the
+    // coordinator is back: not one chunk more is handed out while it asks
+    // for the lock, and then it stops
+    holder = spawn('psql', ['-X', '-q', '-h', pg.host, '-p', String(pg.port), '-U', pg.user, '-d', db.name],
+      { stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    holder.stdout.on('data', (d) => { out += d; });
+    holder.stdin.write(`${end}; SELECT pg_advisory_lock(7216058); SELECT 'locked';\n`);
+    await eventually(() => out.includes('locked') && lost() === 2, 'the lock lost and taken', 10000);
+    const was = await accepted();
+    const wait = await eventually(async () => {
+      const r = await api(s, 'GET', '/health');
+      return r.status === 503 ? r : null;
+    }, 'health while the lock is not held', 5000);
+    assert.deepEqual([wait.json.status, wait.json.database, wait.json.lock], ['degraded', 'up', 'not held']);
+    assert.equal((await metrics(s)).simfarm_coordinator_lock_held, 0);
+    await s.until(/another coordinator uses this database: PostgreSQL session \d+ \(psql,/, 'the coordinator giving up');
+    assert.equal((await s.exited).code, 1, s.err);
+    // only what the node (one core) had in hand when the lock went came in
+    // after it; had the coordinator gone on handing out 100 ms chunks, it
+    // would be dozens
+    const more = (await accepted()) - was;
+    assert.ok(more <= 2, `${more} chunks accepted while the lock was not held\n${s.err}`);
+  } finally {
+    holder?.stdin.end();
+    if (holder) await new Promise((resolve) => holder.on('exit', resolve));
+    await stop(node);
+    await stop(s);
   }
 });
 
