@@ -534,39 +534,126 @@ static void collect_view(void *ctx, const cd_node_view *v)
     vs->v[vs->n++] = *v;
 }
 
-/* The nodes (all, or the one with id `one`) with their work in all
- * (sql/007_node_totals.sql) less what their live sessions last wrote, as
- * nodes_json adds what those sessions count now: one snapshot of the
- * database, so a write landing meanwhile is counted once either way. Only a
- * session that has had chunks accepted can have written a row; each is
- * looked up by its key alone (the LIMIT keeps the planner from scanning
- * all of node_work to hash it, which it prefers for thousands of keys). */
+/* GET /api/nodes's filters: status (online, offline or revoked, as
+ * nodes_json tells them apart), owner, tier, and a page (limit, offset).
+ * Returns false, having answered 400, for a bad one. */
+typedef struct node_filter {
+    char status[16], owner[130], tier[16];
+    bool has_status, has_owner, has_tier;
+    int64_t limit, offset; /* limit 0: all */
+} node_filter;
+
+static bool node_filter_parse(gateway *g, gw_request *r, node_filter *f)
+{
+    static const char *const statuses[] = { "online", "offline", "revoked" };
+    static const char *const tiers[] = { "own", "team", "community", "public" };
+    char num[24];
+    memset(f, 0, sizeof *f);
+    f->has_status = arg(r, "status", f->status, sizeof f->status) != NULL;
+    f->has_owner = arg(r, "owner", f->owner, sizeof f->owner) != NULL;
+    f->has_tier = arg(r, "tier", f->tier, sizeof f->tier) != NULL;
+    bool ok = !f->has_status;
+    for (size_t i = 0; !ok && i < sizeof statuses / sizeof statuses[0]; i++)
+        ok = strcmp(f->status, statuses[i]) == 0;
+    if (!ok) {
+        fail(g, r, 400, "status", "must be online, offline or revoked");
+        return false;
+    }
+    ok = !f->has_tier;
+    for (size_t i = 0; !ok && i < sizeof tiers / sizeof tiers[0]; i++)
+        ok = strcmp(f->tier, tiers[i]) == 0;
+    if (!ok) {
+        fail(g, r, 400, "tier", "must be own, team, community or public");
+        return false;
+    }
+    if (arg(r, "limit", num, sizeof num) != NULL) {
+        uint64_t v = parse_id(num);
+        if (v < 1 || v > 1000) {
+            fail(g, r, 400, "limit", "must be a whole number from 1 to 1000");
+            return false;
+        }
+        f->limit = (int64_t)v;
+    }
+    if (arg(r, "offset", num, sizeof num) != NULL) {
+        uint64_t v = parse_id(num);
+        if (v == 0 && strcmp(num, "0") != 0) {
+            fail(g, r, 400, "offset", "must be a whole number, 0 or more");
+            return false;
+        }
+        f->offset = (int64_t)v;
+    }
+    return true;
+}
+
+/* The nodes (all, those the filters pass, or the one with id `one`) with
+ * their work in all (sql/007_node_totals.sql) less what their live
+ * sessions last wrote, as nodes_json adds what those sessions count now:
+ * one snapshot of the database, so a write landing meanwhile is counted
+ * once either way. Only a session that has had chunks accepted can have
+ * written a row; each is looked up by its key alone (the LIMIT keeps the
+ * planner from scanning all of node_work to hash it, which it prefers for
+ * thousands of keys). Online nodes first, as nodes_json lists them, so a
+ * page is a page of that list. */
 static void ask_nodes(gateway *g, gw_request *r, uint64_t one)
 {
+    node_filter f;
+    if (one == 0 && !node_filter_parse(g, r, &f))
+        return;
+    if (one != 0)
+        memset(&f, 0, sizeof f);
     views vs = { NULL, 0, 0 };
     cd_sessions_each(g->nodes, collect_view, &vs);
-    char *live = malloc(3 + vs.n * 33);
-    if (live == NULL)
+    char *live = malloc(3 + vs.n * 33), *ids = malloc(3 + vs.n * 21);
+    if (live == NULL || ids == NULL)
         rt_oom(3 + vs.n * 33);
-    size_t n = 0;
+    size_t n = 0, k = 0;
     live[n++] = '{';
-    for (size_t i = 0; i < vs.n; i++)
+    ids[k++] = '{';
+    for (size_t i = 0; i < vs.n; i++) {
         if (vs.v[i].chunks_done > 0 && (one == 0 || vs.v[i].node == one))
             n += (size_t)sprintf(live + n, "%s%s", n > 1 ? "," : "", vs.v[i].work_key);
+        k += (size_t)sprintf(ids + k, "%s%" PRIu64, k > 1 ? "," : "", vs.v[i].node);
+    }
     strcpy(live + n, "}");
+    strcpy(ids + k, "}");
     free(vs.v);
-    cd_query *q = cd_query_new(
+    /* The live sessions' nodes are joined in only for a status or a page:
+     * the whole list is a walk of the primary key, ordered in nodes_json. */
+    bool page = f.limit > 0 || f.offset > 0;
+    bool up = page || (f.has_status && strcmp(f.status, "revoked") != 0);
+    const char *status = !f.has_status                      ? ""
+        : strcmp(f.status, "revoked") == 0                  ? "AND revoked_at IS NOT NULL "
+        : strcmp(f.status, "online") == 0                   ? "AND revoked_at IS NULL AND online.id IS NOT NULL "
+                                                            : "AND revoked_at IS NULL AND online.id IS NULL ";
+    char *sql = rt_fmt(
+        "WITH online AS (SELECT DISTINCT id FROM unnest($3::bigint[]) AS o (id)) "
         "SELECT n.id, row_to_json(x)::text, n.chunks_total - coalesce(w.chunks, 0), n.items_total - coalesce(w.items, 0) "
-        "FROM (SELECT * FROM nodes WHERE $2::bigint = 0 OR id = $2::bigint ORDER BY id LIMIT 100000) n "
+        "FROM (SELECT nodes.* FROM nodes %s"
+        "WHERE ($2::bigint = 0 OR nodes.id = $2::bigint) AND ($4::text IS NULL OR owner = $4) "
+        "AND ($5::text IS NULL OR tier = $5) %s"
+        "ORDER BY %s LIMIT coalesce($6::bigint, 100000) OFFSET $7::bigint) n "
         "CROSS JOIN LATERAL (SELECT n.id, n.owner, n.tier, n.name, n.version, n.capabilities, n.created_at, n.last_seen, "
         "n.revoked_at) x "
         "LEFT JOIN (SELECT w.node, sum(w.chunks) AS chunks, sum(w.items) AS items FROM unnest($1::uuid[]) AS l (session) "
         "CROSS JOIN LATERAL (SELECT node, chunks, items FROM node_work WHERE session = l.session LIMIT 1) w "
         "GROUP BY w.node) w ON w.node = n.id "
-        "ORDER BY n.id");
+        "ORDER BY n.id",
+        up ? "LEFT JOIN online ON online.id = nodes.id " : "", status,
+        page ? "online.id IS NULL, nodes.id" : "nodes.id");
+    cd_query *q = cd_query_new(sql);
+    free(sql);
     cd_query_text(q, live);
     cd_query_int(q, (int64_t)one);
+    cd_query_text(q, ids);
+    cd_query_text(q, f.has_owner ? f.owner : NULL);
+    cd_query_text(q, f.has_tier ? f.tier : NULL);
+    if (f.limit > 0)
+        cd_query_int(q, f.limit);
+    else
+        cd_query_text(q, NULL);
+    cd_query_int(q, f.offset);
     free(live);
+    free(ids);
     ask(g, r, q, one ? P_NODE : P_NODES);
 }
 
@@ -578,9 +665,12 @@ static int view_cmp(const void *a, const void *b)
 
 /* The nodes table's rows, online ones first, each with what its session
  * knows now and its work in all (ended sessions' rows, plus the live
- * session's count). A JSON array, or with `one` its first element alone. */
-static char *nodes_json(gateway *g, PGresult *res, bool one)
+ * session's count). A JSON array, or with `one` its first element alone.
+ * With status "online" or "offline", a node whose session began or ended
+ * since the query was asked is left out. */
+static char *nodes_json(gateway *g, PGresult *res, bool one, const char *status)
 {
+    int only = status == NULL ? -1 : strcmp(status, "online") == 0 ? 1 : strcmp(status, "offline") == 0 ? 0 : -1;
     views vs = { NULL, 0, 0 };
     cd_sessions_each(g->nodes, collect_view, &vs);
     if (vs.n > 1)
@@ -598,7 +688,7 @@ static char *nodes_json(gateway *g, PGresult *res, bool one)
             uint64_t id = strtoull(PQgetvalue(res, i, 0), NULL, 10);
             cd_node_view key = { .node = id };
             const cd_node_view *v = vs.n ? bsearch(&key, vs.v, vs.n, sizeof *vs.v, view_cmp) : NULL;
-            if ((pass == 0) != (v != NULL))
+            if ((pass == 0) != (v != NULL) || (only >= 0 && only != (v != NULL)))
                 continue;
             const char *row = PQgetvalue(res, i, 1);
             size_t rl = strlen(row);
@@ -1114,12 +1204,16 @@ void api_answer(gateway *g, rt_msg *m)
     case P_CONVERGENCE: answer_convergence(g, r, pr); break;
     case P_CANCEL_LOOK: answer_cancel_look(g, r, pr); break;
     case P_CANCEL_DO: answer_cancel_do(g, r, pr); break;
-    case P_NODES: ok_json(g, r, 200, nodes_json(g, pr, false)); break;
+    case P_NODES: {
+        char status[16];
+        ok_json(g, r, 200, nodes_json(g, pr, false, arg(r, "status", status, sizeof status)));
+        break;
+    }
     case P_NODE:
         if (PQntuples(pr) == 0)
             fail(g, r, 404, NULL, "no such node");
         else
-            ok_json(g, r, 200, nodes_json(g, pr, true));
+            ok_json(g, r, 200, nodes_json(g, pr, true, NULL));
         break;
     case P_TOKEN_NEW: ok_json(g, r, 201, rt_fmt("%s\n", PQgetvalue(pr, 0, 0))); break;
     case P_TOKEN_REVOKE:

@@ -583,18 +583,10 @@ int cmd_jobs(int argc, char **argv)
         if (*end != '\0' || end == limit || n < 1 || n > 1000)
             return remote_fail(&r, REMOTE_USAGE, "--limit wants a number from 1 to 1000, not '%s'", limit);
     }
-    char target[1024] = "/api/jobs";
+    char target[1024];
     const char *names[] = { "state", "owner", "kernel", "limit" }, *values[] = { state, owner, kernel, limit };
-    char sep = '?';
-    for (int i = 0; i < 4; i++) {
-        if (values[i] == NULL)
-            continue;
-        size_t n = strlen(target);
-        snprintf(target + n, sizeof target - n, "%c%s=", sep, names[i]);
-        if (http_query_escape(target, sizeof target, values[i]) != 0)
-            return remote_fail(&r, REMOTE_USAGE, "--%s is too long", names[i]);
-        sep = '&';
-    }
+    if ((rc = remote_target(&r, target, sizeof target, "/api/jobs", names, values, 4)) != 0)
+        return rc;
     return remote_list(&r, target, "jobs", jobs_head, 8, jobs_row);
 }
 

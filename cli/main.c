@@ -51,7 +51,7 @@ static void usage(FILE *out)
         "  job        one job's state, progress and result: job ID\n"
         "  watch      follow a job until it ends: watch ID\n"
         "  cancel     cancel a job: cancel ID\n"
-        "  nodes      list the nodes\n"
+        "  nodes      list the nodes: nodes [--status S] [--owner O] [--tier T] [--limit N]\n"
         "  token      API and claim tokens: token create --kind api|claim | token list | token revoke ID\n"
         "\n"
         "on this machine:\n"

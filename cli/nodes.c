@@ -4,15 +4,30 @@
 #include "cli/cli.h"
 #include "cli/remote.h"
 
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 static const char nodes_usage[] =
-    "usage: simfarm nodes [options]\n"
+    "usage: simfarm nodes [--status S] [--owner O] [--tier T] [--limit N] [--offset K] [options]\n"
     "\n"
     "Lists the nodes enrolled with the coordinator, online first (GET /api/nodes):\n"
     "owner, tier, cores, the chunks it may hold (SLOTS), speed, the items it has\n"
-    "had accepted in all its sessions (ITEMS) and its system (or browser).\n" REMOTE_COMMON_FLAGS;
+    "had accepted in all its sessions (ITEMS) and its system (or browser).\n"
+    "  --status S       only nodes online, offline or revoked\n"
+    "  --owner O        only O's nodes\n"
+    "  --tier T         only nodes of tier T: own, team, community or public\n"
+    "  --limit N        at most N nodes, 1 to 1000 (default: all)\n"
+    "  --offset K       after the first K nodes of the list (default 0)\n" REMOTE_COMMON_FLAGS;
+
+/* A whole number in [lo, hi] */
+static bool in_range(const char *s, long lo, long hi)
+{
+    char *end;
+    long n = strtol(s, &end, 10);
+    return *s != '\0' && *end == '\0' && n >= lo && n <= hi;
+}
 
 /* When the node was last heard from: its session's clock (Unix ms) while
  * online, else the nodes table's. */
@@ -66,9 +81,29 @@ static void nodes_row(const msgpack_object *n, remote_table *t)
 
 int cmd_nodes(int argc, char **argv)
 {
+    const char *status = NULL, *owner = NULL, *tier = NULL, *limit = NULL, *offset = NULL;
+    const remote_opt opts[] = {
+        { "--status", &status, NULL }, { "--owner", &owner, NULL }, { "--tier", &tier, NULL },
+        { "--limit", &limit, NULL }, { "--offset", &offset, NULL }, { NULL, NULL, NULL },
+    };
     remote r;
-    int rc = remote_init(&r, "nodes", nodes_usage, argc, argv, NULL, 0, 0, "");
+    int rc = remote_init(&r, "nodes", nodes_usage, argc, argv, opts, 0, 0, "");
     if (rc != REMOTE_GO_ON)
         return rc;
-    return remote_list(&r, "/api/nodes", "nodes", nodes_head, 11, nodes_row);
+    if (status != NULL && strcmp(status, "online") != 0 && strcmp(status, "offline") != 0 &&
+        strcmp(status, "revoked") != 0)
+        return remote_fail(&r, REMOTE_USAGE, "--status is one of online, offline, revoked; not '%s'", status);
+    if (tier != NULL && strcmp(tier, "own") != 0 && strcmp(tier, "team") != 0 && strcmp(tier, "community") != 0 &&
+        strcmp(tier, "public") != 0)
+        return remote_fail(&r, REMOTE_USAGE, "--tier is one of own, team, community, public; not '%s'", tier);
+    if (limit != NULL && !in_range(limit, 1, 1000))
+        return remote_fail(&r, REMOTE_USAGE, "--limit wants a number from 1 to 1000, not '%s'", limit);
+    if (offset != NULL && !in_range(offset, 0, LONG_MAX))
+        return remote_fail(&r, REMOTE_USAGE, "--offset wants a whole number, 0 or more, not '%s'", offset);
+    char target[1024];
+    const char *names[] = { "status", "owner", "tier", "limit", "offset" },
+               *values[] = { status, owner, tier, limit, offset };
+    if ((rc = remote_target(&r, target, sizeof target, "/api/nodes", names, values, 5)) != 0)
+        return rc;
+    return remote_list(&r, target, "nodes", nodes_head, 11, nodes_row);
 }

@@ -36,6 +36,23 @@ int remote_fail(const remote *r, int status, const char *fmt, ...)
     return status;
 }
 
+int remote_target(const remote *r, char *target, size_t cap, const char *path, const char *const *names,
+    const char *const *values, int n)
+{
+    snprintf(target, cap, "%s", path);
+    char sep = '?';
+    for (int i = 0; i < n; i++) {
+        if (values[i] == NULL)
+            continue;
+        size_t len = strlen(target);
+        snprintf(target + len, cap - len, "%c%s=", sep, names[i]);
+        if (http_query_escape(target, cap, values[i]) != 0)
+            return remote_fail(r, REMOTE_USAGE, "--%s is too long", names[i]);
+        sep = '&';
+    }
+    return 0;
+}
+
 /* ---- the config file ---------------------------------------------------------------- */
 
 static char *trim(char *s)

@@ -70,6 +70,12 @@ int remote_init(remote *r, const char *cmd, const char *usage, int argc, char **
  * message become spaces); returns status. */
 int remote_fail(const remote *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* Writes path and, for each of the n names whose value is not NULL,
+ * "?name=value" then "&name=value" (the value escaped) into target.
+ * Returns 0, or prints that --NAME is too long and returns REMOTE_USAGE. */
+int remote_target(const remote *r, char *target, size_t cap, const char *path, const char *const *names,
+    const char *const *values, int n);
+
 /* Sends a request to the coordinator (target: the path and query, such as
  * "/api/jobs?limit=5"; body JSON or NULL) with the token when there is one.
  * Returns 0 with a 2xx answer in *res (the caller frees it with

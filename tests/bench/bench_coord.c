@@ -16,6 +16,8 @@
  *   coord_sessions_rss              the coordinator's VmRSS with IDLE_NODES
  *                                   idle sessions (welcomed, heartbeating)
  *   coord_api_nodes                 GET /api/nodes with those sessions online
+ *   coord_api_nodes_page            GET /api/nodes?status=online&limit=100,
+ *                                   the same sessions online
  *   coord_api_nodes_history         the same with HISTORY ended sessions per
  *                                   node written to node_work first
  *   coord_completions               accepted chunk results per second, with
@@ -1099,9 +1101,9 @@ static bool no_sessions(void)
     return metric("simfarm_node_sessions") == 0;
 }
 
-/* GET /api/nodes, the best of five, in ms; checks that the listing has
- * `want` online nodes. */
-static double api_nodes_ms(size_t want)
+/* GET target (/api/nodes...), the best of five, in ms; checks that the
+ * listing has `want` online nodes. */
+static double api_nodes_ms(const char *target, size_t want)
 {
     size_t cap = 64u << 20;
     char *body = malloc(cap);
@@ -1110,13 +1112,13 @@ static double api_nodes_ms(size_t want)
     double best = 1e9;
     for (int i = 0; i < 5; i++) {
         double t0 = now_s();
-        int status = http_get(coord_port, "/api/nodes", body, cap);
+        int status = http_get(coord_port, target, body, cap);
         double ms = (now_s() - t0) * 1000;
         size_t online = 0;
         for (const char *p = body; (p = strstr(p, "\"online\":true")) != NULL; p++)
             online++;
         if (status != 200 || online != want)
-            die("GET /api/nodes: status %d, %zu nodes online of %zu", status, online, want);
+            die("GET %s: status %d, %zu nodes online of %zu", target, status, online, want);
         best = ms < best ? ms : best;
         run_for(0.2); /* the nodes' heartbeats */
     }
@@ -1156,7 +1158,8 @@ static void sessions_rss(size_t count)
     fflush(stdout);
     /* The node listing with every node online, then with the rows of
      * HISTORY ended sessions per node behind it. */
-    printf("BENCH coord_api_nodes %.1f ms\n", api_nodes_ms(count));
+    printf("BENCH coord_api_nodes %.1f ms\n", api_nodes_ms("/api/nodes", count));
+    printf("BENCH coord_api_nodes_page %.1f ms\n", api_nodes_ms("/api/nodes?status=online&limit=100", 100));
     double h0 = now_s();
     for (int round = 1; round <= HISTORY; round++) { /* a session of every node ends */
         char sql[256];
@@ -1165,7 +1168,7 @@ static void sessions_rss(size_t count)
         exec_live(sql);
     }
     fprintf(stderr, "bench_coord: %d ended sessions per node written in %.1f s\n", HISTORY, now_s() - h0);
-    printf("BENCH coord_api_nodes_history %.1f ms\n", api_nodes_ms(count));
+    printf("BENCH coord_api_nodes_history %.1f ms\n", api_nodes_ms("/api/nodes", count));
     fflush(stdout);
     close_and_wait(0, count);
     double end = now_s() + 30;

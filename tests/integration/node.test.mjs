@@ -434,6 +434,74 @@ test('a database from before the nodes\' totals gets them from its session rows'
   }
 });
 
+test('the nodes list filtered by status, owner and tier, a page at a time (API and `simfarm nodes`)', async () => {
+  const db = await ownDb();
+  const s = await serve(['--open-enrolment'], db.url);
+  // offline nodes of several owners and tiers, one of them revoked, with
+  // lower ids than the two nodes online
+  await db.q(`INSERT INTO nodes (public_key, owner, tier, revoked_at)
+    SELECT decode(lpad(to_hex(k), 64, '0'), 'hex'), CASE WHEN k % 2 = 0 THEN 'alice' ELSE 'bob' END,
+      (ARRAY['own', 'team', 'community'])[k % 3 + 1], CASE WHEN k = 5 THEN now() END
+    FROM generate_series(1, 7) k`);
+  const a = proc(['node', '--server', server(s), '--key', path.join(tmp, 'list-a.key'), '--cores', '1']);
+  const b = proc(['node', '--server', server(s), '--key', path.join(tmp, 'list-b.key'), '--cores', '1']);
+  try {
+    const online = [Number((await a.until(/as node (\d+)/, 'node a'))[1]), Number((await b.until(/as node (\d+)/, 'node b'))[1])]
+      .sort((x, y) => x - y);
+    const rows = await db.q('SELECT id, owner, tier, revoked_at IS NOT NULL FROM nodes ORDER BY id');
+    const table = rows.split('\n').map((l) => l.split('|')).map(([id, owner, tier, revoked]) =>
+      ({ id: Number(id), owner, tier, revoked: revoked === 't', online: online.includes(Number(id)) }));
+    const status = (n) => (n.revoked ? 'revoked' : n.online ? 'online' : 'offline');
+    const ids = async (query) => {
+      const r = await api(s, 'GET', `/api/nodes${query}`);
+      assert.equal(r.status, 200, `${query}: ${JSON.stringify(r.json)}`);
+      return r.json.map((n) => n.id);
+    };
+    // the whole list: online first, then by id
+    const all = [...online, ...table.filter((n) => !n.online).map((n) => n.id)];
+    assert.deepEqual(await ids(''), all);
+    for (const st of ['online', 'offline', 'revoked'])
+      assert.deepEqual(await ids(`?status=${st}`), table.filter((n) => status(n) === st).map((n) => n.id), st);
+    assert.deepEqual(await ids('?owner=alice'), table.filter((n) => n.owner === 'alice').map((n) => n.id));
+    assert.deepEqual(await ids('?tier=team&status=offline'),
+      table.filter((n) => n.tier === 'team' && status(n) === 'offline').map((n) => n.id));
+    assert.deepEqual(await ids('?status=online&owner=alice'), []);
+    // pages of 4 make up the list, online nodes on the first
+    const pages = [];
+    for (let off = 0; off < all.length; off += 4) pages.push(...await ids(`?limit=4&offset=${off}`));
+    assert.deepEqual(pages, all);
+    assert.deepEqual(await ids(`?limit=1&offset=${all.length}`), []);
+    for (const [query, field] of [['status=lost', 'status'], ['tier=gold', 'tier'], ['limit=0', 'limit'],
+      ['limit=1001', 'limit'], ['offset=-1', 'offset'], ['offset=x', 'offset']]) {
+      const r = await api(s, 'GET', `/api/nodes?${query}`);
+      assert.equal(r.status, 400, query);
+      assert.equal(r.json.field, field, query);
+    }
+
+    const cli = (args) => run(simfarm, ['nodes', '--server', s.url, ...args]);
+    const t = await cli(['--status', 'online']);
+    assert.equal(t.code, 0, t.stderr);
+    assert.deepEqual(t.stdout.trim().split('\n').slice(1).map((l) => Number(l.split(/ +/)[0])), online);
+    assert.match(t.stdout, /^ID +NAME/);
+    const j = await cli(['--owner', 'bob', '--tier', 'community', '--limit', '1', '--json']);
+    assert.equal(j.code, 0, j.stderr);
+    assert.deepEqual(JSON.parse(j.stdout).map((n) => n.id),
+      table.filter((n) => n.owner === 'bob' && n.tier === 'community').map((n) => n.id).slice(0, 1));
+    assert.equal((await cli(['--status', 'revoked', '--offset', '1'])).stdout, 'no nodes\n');
+    for (const [args, message] of [[['--status', 'gone'], /--status is one of online, offline, revoked; not 'gone'/],
+      [['--tier', 'gold'], /--tier is one of own, team, community, public/], [['--limit', '0'], /--limit wants/],
+      [['--offset', '-2'], /--offset wants a whole number/]]) {
+      const r = await cli(args);
+      assert.equal(r.code, 2, args.join(' '));
+      assert.match(r.stderr, message);
+    }
+  } finally {
+    await stop(a);
+    await stop(b);
+    await stop(s);
+  }
+});
+
 test('a CPU node and an OpenCL node together give one local run, to the last bit', async () => {
   const cpu = proc(['node', '--server', server(srv), '--key', path.join(tmp, 'be-cpu.key'), '--backend', 'cpu',
     '--cores', '1', '--log-format', 'json']);
