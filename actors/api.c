@@ -125,15 +125,19 @@ static unsigned blocked_for(gateway *g, const char *peer)
     return (unsigned)((f->since_ms + FAIL_WINDOW_MS - now) / 1000) + 1;
 }
 
-static void auth_failed(gateway *g, gw_request *r, const char *why)
+/* Answers 401. counted: a token was given and did not check out, which
+ * counts against the address (FAIL_LIMIT in FAIL_WINDOW_MS block it). */
+static void auth_failed(gateway *g, gw_request *r, const char *why, bool counted)
 {
-    gw_fail *f = fail_slot(g, r->peer, true);
-    uint64_t now = wall_ms();
-    if (now - f->since_ms >= FAIL_WINDOW_MS) {
-        f->since_ms = now;
-        f->count = 0;
+    if (counted) {
+        gw_fail *f = fail_slot(g, r->peer, true);
+        uint64_t now = wall_ms();
+        if (now - f->since_ms >= FAIL_WINDOW_MS) {
+            f->since_ms = now;
+            f->count = 0;
+        }
+        f->count++;
     }
-    f->count++;
     char q[512];
     gw_respond(g, r->session, 401, "application/json", rt_fmt("{\"error\":%s}\n", cd_json_quote(q, sizeof q, why)),
         "WWW-Authenticate: Bearer realm=\"simfarm\"");
@@ -155,12 +159,17 @@ static void authenticate(gateway *g, gw_request *r)
         return;
     }
     if (r->auth[0] == '\0') {
-        auth_failed(g, r, "this needs an API token: Authorization: Bearer sf_...");
+        /* not a guess: no count against the address */
+        auth_failed(g, r,
+            r->method == GW_GET ? "this coordinator is private: reading needs an API token too: "
+                                  "Authorization: Bearer sf_..."
+                                : "this needs an API token: Authorization: Bearer sf_...",
+            false);
         return;
     }
     const char *t = r->auth;
     if (strncasecmp(t, "Bearer ", 7) != 0 || !api_token_shape(t + 7)) {
-        auth_failed(g, r, "the Authorization header must be 'Bearer sf_...' with an API token");
+        auth_failed(g, r, "the Authorization header must be 'Bearer sf_...' with an API token", true);
         return;
     }
     unsigned char hash[32];
@@ -873,6 +882,45 @@ static void kernels(gateway *g, gw_request *r)
 }
 
 /* After authentication (when needed): the work itself. */
+/* ---- /ws/events tickets ------------------------------------------------------------------------ */
+
+/* POST /api/events/ticket: a ticket that opens one /ws/events connection
+ * within GW_TICKET_MS (ws/events?ticket=...), for a browser, which cannot
+ * send its token with a WebSocket. The oldest ticket makes room. */
+static void events_ticket(gateway *g, gw_request *r)
+{
+    uint64_t now = rt_mono_ms();
+    gw_ticket *t = &g->tickets[0];
+    for (size_t i = 0; i < GW_TICKETS; i++) {
+        if (g->tickets[i].expires_ms <= now) {
+            t = &g->tickets[i];
+            break;
+        }
+        if (g->tickets[i].expires_ms < t->expires_ms)
+            t = &g->tickets[i];
+    }
+    unsigned char raw[16];
+    randombytes_buf(raw, sizeof raw);
+    sodium_bin2hex(t->hex, sizeof t->hex, raw, sizeof raw);
+    t->expires_ms = now + GW_TICKET_MS;
+    ok_json(g, r, 201, rt_fmt("{\"ticket\":\"%s\",\"expires_in_s\":%d}\n", t->hex, GW_TICKET_MS / 1000));
+}
+
+bool gw_ticket_take(gateway *g, const char *hex)
+{
+    uint64_t now = rt_mono_ms();
+    if (strlen(hex) != 32)
+        return false;
+    for (size_t i = 0; i < GW_TICKETS; i++) {
+        gw_ticket *t = &g->tickets[i];
+        if (t->expires_ms > now && sodium_memcmp(t->hex, hex, 32) == 0) {
+            t->expires_ms = 0; /* once */
+            return true;
+        }
+    }
+    return false;
+}
+
 static void dispatch(gateway *g, gw_request *r)
 {
     const char *p = r->path;
@@ -901,6 +949,10 @@ static void dispatch(gateway *g, gw_request *r)
             ask_nodes(g, r, id);
     } else if (strcmp(p, "/api/kernels") == 0) {
         kernels(g, r);
+    } else if (strcmp(p, "/api/events/ticket") == 0) {
+        events_ticket(g, r);
+    } else if (strcmp(p, "/metrics") == 0) {
+        metrics(g, r);
     } else if (strcmp(p, "/api/tokens") == 0) {
         if (r->method == GW_POST)
             create_token(g, r);
@@ -942,6 +994,8 @@ static int allowed(const gw_request *r, bool *needs_token)
     }
     if (strncmp(p, "/api/tokens/", 12) == 0)
         return m == GW_DELETE ? 1 : -1;
+    if (strcmp(p, "/api/events/ticket") == 0)
+        return m == GW_POST ? 1 : -1;
     return 0;
 }
 
@@ -958,9 +1012,7 @@ void api_route(gateway *g, gw_request *r)
         fail(g, r, 414, NULL, "the query string is longer than 511 bytes decoded");
     } else if (strcmp(r->path, "/health") == 0) {
         health(g, r);
-    } else if (strcmp(r->path, "/metrics") == 0) {
-        metrics(g, r);
-    } else if (needs_token) {
+    } else if (needs_token || g->private_reads) {
         authenticate(g, r);
     } else {
         dispatch(g, r);
@@ -1190,7 +1242,7 @@ void api_answer(gateway *g, rt_msg *m)
     switch (pd.kind) {
     case P_AUTH:
         if (PQntuples(pr) == 0) {
-            auth_failed(g, r, "unknown, revoked or expired API token");
+            auth_failed(g, r, "unknown, revoked or expired API token", true);
             return;
         }
         snprintf(r->owner, sizeof r->owner, "%s", PQgetvalue(pr, 0, 0));

@@ -26,6 +26,7 @@ typedef struct cd_gateway_opts {
     rt_actor *store;         /* the store actor (retained) */
     rt_actor *scheduler;     /* the scheduler (retained): node sessions on /ws/node */
     bool open_enrolment;     /* unknown node keys join as public nodes */
+    bool private_reads;      /* reads of the API and /metrics need an API token, /ws/events a ticket */
     size_t max_body;         /* largest request body; default 1 MiB */
     uint64_t db_timeout_ms;  /* an answer from the store within this, else 503; default 5000 */
     uint32_t heartbeat_ms;   /* nodes' heartbeat interval; default 5000 */

@@ -57,6 +57,15 @@ typedef struct gw_fail {
 
 enum { GW_FAILS = 256 };
 
+/* A one-use ticket to open /ws/events, for a browser, which cannot send a
+ * token with a WebSocket: 32 hex digits, good for GW_TICKET_MS. */
+typedef struct gw_ticket {
+    char hex[33];
+    uint64_t expires_ms; /* monotonic; 0: a free slot */
+} gw_ticket;
+
+enum { GW_TICKETS = 256, GW_TICKET_MS = 30000 };
+
 typedef struct gw_session gw_session;
 typedef struct gw_events_conn gw_events_conn;
 
@@ -68,6 +77,8 @@ typedef struct gateway {
     uint64_t db_timeout_ms;
     bool db_up;
     bool unlocked; /* the coordinator's lock went with the store's LISTEN session, not held again yet */
+    bool private_reads;      /* cd_gateway_opts.private_reads */
+    gw_ticket tickets[GW_TICKETS]; /* for /ws/events, handed out by POST /api/events/ticket */
     char web_dir[512];
     gw_session *sessions;    /* HTTP transactions waiting for their answer */
     size_t nsessions, sessions_cap;
@@ -109,6 +120,10 @@ void gw_respond_error(gateway *g, uint64_t session, int status, const char *fiel
 /* Handles a request; the gateway's behaviour hands over r, which the API
  * keeps (rt_take) or frees. */
 void api_route(gateway *g, gw_request *r);
+
+/* Whether hex is a ticket handed out and not yet used or expired; a ticket
+ * found is used up. Loop thread only. */
+bool gw_ticket_take(gateway *g, const char *hex);
 
 /* An answer from the store (cd_result or rt_timeout) to one of the API's
  * requests. */

@@ -445,6 +445,12 @@ static int events_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
     gw_events_conn *c;
 
     switch (reason) {
+    case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION: {
+        /* --private: the upgrade only with a ticket (POST /api/events/ticket) */
+        char v[40];
+        const char *tv = lws_get_urlarg_by_name(wsi, "ticket=", v, sizeof v);
+        return g != NULL && g->private_reads && (tv == NULL || !gw_ticket_take(g, tv)) ? -1 : 0;
+    }
     case LWS_CALLBACK_ESTABLISHED: {
         char uri[64] = "", v[32];
         lws_hdr_copy(wsi, uri, sizeof uri, WSI_TOKEN_GET_URI);
@@ -646,6 +652,7 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *er
     g->scheduler = rt_actor_retain(opts->scheduler);
     g->max_body = opts->max_body ? opts->max_body : (1u << 20);
     g->db_timeout_ms = opts->db_timeout_ms ? opts->db_timeout_ms : 5000;
+    g->private_reads = opts->private_reads;
     uv_timeval64_t now;
     g->events = cd_events_create(EVENTS_KEPT, uv_gettimeofday(&now) == 0 && now.tv_sec > 0
                                                   ? (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_usec : 0);

@@ -27,6 +27,7 @@ typedef struct coordinator_opts {
     unsigned pool;           /* database connections; 0 = 2 */
     const char *name;        /* the subcommand, for messages */
     bool open_enrolment;     /* unknown node keys join as public nodes */
+    bool private_reads;      /* reads of the API, /metrics and /ws/events need a token */
     const char *token_file;  /* an admin API token kept here (created when absent); may be NULL */
     const char *web_dir;     /* static files served at /; NULL = none */
     const char *tls_cert;    /* https/wss with this PEM certificate and key; NULL = plain */

@@ -44,6 +44,9 @@ static void serve_usage(FILE *out)
         "                         PATH does not exist, and made valid in this database\n"
         "  --allow-public-nodes   let unknown node keys join as public nodes (also\n"
         "                         --open-enrolment); otherwise a node needs a claim token\n"
+        "  --private              reads need an API token too: the API, /metrics and\n"
+        "                         /ws/events (with a ticket, POST /api/events/ticket);\n"
+        "                         /health, the web files and /ws/node stay open\n"
         "  --web DIR              serve the files of DIR at / (default: ./web when it exists,\n"
         "                         else ../share/simfarm/web beside the binary: make install)\n"
         "  --tls-cert PEM --tls-key PEM   serve https and wss\n"
@@ -168,7 +171,7 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
     const char *db = getenv("SIMFARM_DB");
     unsigned pool = 2;
     uint64_t chunk_ms = 0;
-    bool open = false;
+    bool open = false, private_reads = false;
     const char *token_file = NULL, *web = NULL, *cert = NULL, *key = NULL;
     unsigned heartbeat_ms = 0;
     uint64_t backlog = 0;
@@ -181,6 +184,10 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
         }
         if (strcmp(a, "--open-enrolment") == 0 || strcmp(a, "--allow-public-nodes") == 0) {
             open = true;
+            continue;
+        }
+        if (strcmp(a, "--private") == 0) {
+            private_reads = true;
             continue;
         }
         if (i + 1 >= argc) {
@@ -255,6 +262,7 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
         return SERVE_USAGE;
     }
     coordinator_opts co = { .host = host, .port = port, .db = db, .pool = pool, .name = "serve", .open_enrolment = open,
+        .private_reads = private_reads,
         .token_file = token_file, .web_dir = web, .tls_cert = cert, .tls_key = key, .heartbeat_ms = heartbeat_ms,
         .chunk_ms = chunk_ms, .db_backlog_bytes = backlog, .trusted_proxies = proxies };
     return coordinator_run(&co) == 0 ? SERVE_OK : SERVE_FAIL;
@@ -310,7 +318,7 @@ int coordinator_run(const coordinator_opts *opts)
     char web_buf[PATH_MAX];
     const char *web = opts->web_dir ? opts->web_dir : default_web(web_buf, sizeof web_buf);
     cd_gateway_opts go = { .host = opts->host, .port = opts->port, .store = store, .scheduler = scheduler,
-        .open_enrolment = opts->open_enrolment, .token_file = opts->token_file, .web_dir = web,
+        .open_enrolment = opts->open_enrolment, .private_reads = opts->private_reads, .token_file = opts->token_file, .web_dir = web,
         .tls_cert = opts->tls_cert, .tls_key = opts->tls_key, .heartbeat_ms = opts->heartbeat_ms,
         .trusted_proxies = opts->trusted_proxies };
     rt_actor *gateway = scheduler ? cd_gateway_spawn(sys, &go, msg, sizeof msg) : NULL;

@@ -345,4 +345,36 @@ function dashboard(name) {
     await page.waitFor(() => document.querySelector('main').textContent.includes('No nodes match.'));
     assert.deepEqual(pageErrors(), []);
   });
+
+  test('a private farm: the token box asks for a token, and with it the jobs and the live events show', async () => {
+    await psql(pg, 'CREATE DATABASE private');
+    const priv = await serve(pg.url.replace('dbname=postgres', 'dbname=private'),
+      { extra: ['--private', '--web', path.join(top, 'web')] });
+    try {
+      const { id } = (await call(priv, 'POST', '/api/jobs', { kernel: 'option', params: { S0: 100, K: 100, r: 0.05,
+        sigma: 0.2, T: 1 }, items: 1000, seed: 4 })).json;
+      // another origin (port): no token kept for it yet
+      await page.goto(`${priv.url}/#/jobs`);
+      await page.waitFor(() => document.querySelector('#token-box').open);
+      assert.equal(await page.text('#token-note'), 'This farm is private: viewing it needs an API token.');
+      await page.waitFor(() => document.querySelector('#live').textContent === 'needs an API token');
+      assert.equal(await page.count('tbody tr[data-job]'), 0);
+      await shot('private-token');
+      await page.fill('#token-input', priv.token);
+      await page.click('#token-form button[type="submit"]');
+      await page.waitVisible(`tbody tr[data-job="${id}"]`);
+      await page.waitFor(() => document.querySelector('#live').textContent === 'live');
+      assert.equal(await page.text('#token-summary'), 'API token ✓');
+      // the events come through the ticketed connection: a job submitted now shows up by itself
+      const second = (await call(priv, 'POST', '/api/jobs', { kernel: 'option', params: { S0: 100, K: 100, r: 0.05,
+        sigma: 0.2, T: 1 }, items: 1000, seed: 5 })).json.id;
+      await page.waitVisible(`tbody tr[data-job="${second}"]`);
+      // what the browser logged: the reads refused before the token, and the
+      // one events connection tried before the page knew the farm is private
+      const errors = pageErrors().filter((e) => !e.includes('status of 401'));
+      assert.ok(errors.length <= 1 && errors.every((e) => /\/ws\/events\b/.test(e)), errors.join('\n'));
+    } finally {
+      await priv.stop();
+    }
+  });
 }

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { build, top } from '../lib/proc.mjs';
+import { build, run, top } from '../lib/proc.mjs';
 import { createDatabase, startPostgres } from '../lib/pg.mjs';
 import { serve, call, tailEvents } from '../lib/coord.mjs';
 import { faultProxy } from '../lib/faultproxy.mjs';
@@ -448,5 +448,84 @@ test('failed logins from one address are rate-limited', async () => {
     assert.equal((await call(other, 'GET', '/api/jobs', undefined, null)).status, 200, 'reads go on');
   } finally {
     await other.stop();
+  }
+});
+
+test('a private coordinator: reads need a token, /ws/events a ticket; /health, the web files and nodes stay open', async () => {
+  const p = await serve(await createDatabase(pg, 'private'), { extra: ['--private', '--open-enrolment'] });
+  try {
+    for (const q of ['/api/jobs', '/api/jobs/1', '/api/jobs/1/convergence', '/api/nodes', '/api/nodes/1', '/api/kernels',
+      '/metrics']) {
+      const r = await call(p, 'GET', q, undefined, null);
+      assert.equal(r.status, 401, q);
+      assert.match(r.json.error, /this coordinator is private: reading needs an API token too/, q);
+    }
+    // a missing token is no failed login: past the limit of 10, still 401
+    for (let i = 0; i < 12; i++) assert.equal((await call(p, 'GET', '/api/jobs', undefined, null)).status, 401);
+    assert.equal((await call(p, 'GET', '/api/jobs', undefined, 'sf_' + 'C'.repeat(43))).status, 401, 'a wrong token');
+    for (const q of ['/api/jobs', '/api/nodes', '/api/kernels', '/metrics'])
+      assert.equal((await call(p, 'GET', q)).status, 200, q);
+    assert.equal((await call(p, 'POST', '/api/jobs', job(1000))).status, 201);
+    assert.equal((await call(p, 'GET', '/health', undefined, null)).status, 200);
+    for (const q of ['/', '/contribute', '/js/api.js'])
+      assert.equal((await fetch(p.url + q)).status, 200, q);
+
+    // /ws/events: not without a ticket, nor with a made-up one
+    for (const q of ['', '?ticket=' + '0'.repeat(32)]) {
+      const t = tailEvents(p, q);
+      assert.equal(await t.exited, 3, `ws/events${q} refused`);
+      assert.equal(t.events.length, 0);
+    }
+    assert.equal((await call(p, 'POST', '/api/events/ticket', undefined, null)).status, 401);
+    const tk = await call(p, 'POST', '/api/events/ticket');
+    assert.equal(tk.status, 201, tk.text);
+    assert.match(tk.json.ticket, /^[0-9a-f]{32}$/);
+    assert.equal(tk.json.expires_in_s, 30);
+    const ev = tailEvents(p, `?ticket=${tk.json.ticket}`);
+    try {
+      await ev.until((e) => e.type === 'snapshot', 'snapshot with the ticket');
+      // once only
+      const again = tailEvents(p, `?ticket=${tk.json.ticket}`);
+      assert.equal(await again.exited, 3, 'a ticket opens one connection');
+      // a node enrols and the events say so: /ws/node needs no API token
+      const node = spawn(simfarm, ['node', '--server', `ws://127.0.0.1:${p.port}/ws/node`, '--key',
+        path.join(os.tmpdir(), `simfarm-private-${process.pid}.key`), '--cores', '1'], { stdio: 'ignore' });
+      try {
+        await ev.until((e) => e.type === 'node.online', 'node.online');
+      } finally {
+        node.kill('SIGKILL');
+        fs.rmSync(path.join(os.tmpdir(), `simfarm-private-${process.pid}.key`), { force: true });
+      }
+    } finally {
+      await ev.close();
+    }
+
+    // the CLI: the server's words without a token, the table with one
+    const config = path.join(os.tmpdir(), `simfarm-private-${process.pid}.conf`);
+    fs.writeFileSync(config, '');
+    const env = { ...process.env, SIMFARM_TOKEN: '', SIMFARM_CONFIG: config };
+    const no = await run(simfarm, ['jobs', '--server', p.url], { env });
+    assert.equal(no.code, 1);
+    assert.match(no.stderr, /^simfarm jobs: this coordinator is private: reading needs an API token too/m);
+    const yes = await run(simfarm, ['jobs', '--server', p.url, '--token', p.token], { env });
+    assert.equal(yes.code, 0, yes.stderr);
+    assert.match(yes.stdout, /^ID +STATE/);
+    fs.rmSync(config);
+  } finally {
+    await p.stop();
+  }
+});
+
+test('a coordinator that is not private takes a ticket, and needs none', async () => {
+  assert.equal((await call(srv, 'GET', '/api/jobs', undefined, null)).status, 200);
+  const tk = await call(srv, 'POST', '/api/events/ticket');
+  assert.equal(tk.status, 201);
+  for (const q of [`?ticket=${tk.json.ticket}`, '?ticket=nonsense', '']) {
+    const ev = tailEvents(srv, q);
+    try {
+      await ev.until((e) => e.type === 'snapshot', `snapshot (${q})`);
+    } finally {
+      await ev.close();
+    }
   }
 });

@@ -140,6 +140,7 @@ export function tailEvents(srv, query = '', { timeoutMs = 60000 } = {}) {
     waiters.push(w);
     w();
   });
+  t.exited = exited; // resolves to its exit code: 3 when the connection failed
   t.close = async () => { child.kill('SIGTERM'); await exited; };
   return t;
 }

@@ -38,7 +38,9 @@ export function wsUrl(p) {
 
 // Calls the API at path, relative to the page ('api/jobs'); resolves to the
 // parsed JSON answer, rejects with ApiError. The token goes along when there
-// is one (reads need none).
+// is one (reads need none, but on a coordinator run with --private). A 401
+// to a read also fires 'simfarm:token-needed' on window, with the server's
+// message.
 export async function api(method, path, body) {
   const headers = {};
   const t = token();
@@ -55,6 +57,7 @@ export async function api(method, path, body) {
   try { json = text ? JSON.parse(text) : null; } catch { json = null; }
   if (!res.ok) {
     const msg = json?.error ?? `${res.status} ${res.statusText}`;
+    if (res.status === 401 && method === 'GET') window.dispatchEvent(new CustomEvent('simfarm:token-needed', { detail: msg }));
     throw new ApiError(res.status, msg, json?.field);
   }
   return json;

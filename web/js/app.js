@@ -1,7 +1,7 @@
 // The dashboard: a hash router over the views (jobs, one job, submit,
 // nodes), the API token box, and the live events connection.
 import { setToken, token } from './api.js';
-import { onStatus, start } from './events.js';
+import { onStatus, reconnect, start } from './events.js';
 import { jobsView } from './jobs.js';
 import { jobView } from './job.js';
 import { submitView } from './submit.js';
@@ -28,16 +28,34 @@ function route() {
 }
 
 function tokenBox() {
+  const box = document.getElementById('token-box');
   const form = document.getElementById('token-form');
   const input = document.getElementById('token-input');
   const summary = document.getElementById('token-summary');
+  const note = document.getElementById('token-note');
   const show = () => { summary.textContent = token() ? 'API token ✓' : 'API token'; };
   form.addEventListener('submit', (e) => {
     e.preventDefault();
     setToken(input.value.trim());
     input.value = '';
     show();
-    document.getElementById('token-box').open = false;
+    box.open = false;
+    // what a private coordinator refused is asked again with the token
+    if (box.dataset.needed) {
+      delete box.dataset.needed;
+      reconnect();
+      route();
+    }
+  });
+  // a coordinator run with --private: viewing needs the token too
+  window.addEventListener('simfarm:token-needed', (e) => {
+    if (box.dataset.needed) return;
+    box.dataset.needed = '1';
+    note.textContent = token() ? `This token was refused (${e.detail}): viewing this farm needs a valid API token.`
+      : 'This farm is private: viewing it needs an API token.';
+    note.classList.add('needed');
+    box.open = true;
+    input.focus();
   });
   document.getElementById('token-forget').addEventListener('click', () => {
     setToken('');

@@ -1,7 +1,9 @@
 // /ws/events (docs/api.md): one connection for the whole page. Listeners
 // get every event; a dropped connection comes back with since= so nothing
 // is missed, or with a fresh snapshot when the server's buffer has moved on.
-import { wsUrl } from './api.js';
+// With an API token, each connection takes a ticket first (POST
+// api/events/ticket), which a coordinator run with --private asks for.
+import { api, token, wsUrl } from './api.js';
 
 const listeners = new Set();
 let ws = null;
@@ -18,9 +20,27 @@ export function onStatus(fn) {
   statusCb = fn;
 }
 
-function connect() {
-  const q = lastSeq === null ? '' : `?since=${lastSeq}`;
-  ws = new WebSocket(wsUrl(`ws/events${q}`), 'simfarm.events.v1');
+// A private farm refused this page's reads: no more tries until a token
+// comes (reconnect()).
+let held = false;
+let timer = null;
+window.addEventListener('simfarm:token-needed', () => {
+  held = true;
+  if (ws === null || ws.readyState !== WebSocket.OPEN) statusCb('needs an API token');
+});
+
+async function connect() {
+  if (held) {
+    statusCb('needs an API token');
+    return;
+  }
+  const q = new URLSearchParams();
+  if (lastSeq !== null) q.set('since', String(lastSeq));
+  if (token()) {
+    try { q.set('ticket', (await api('POST', 'api/events/ticket')).ticket); } catch { /* try without */ }
+  }
+  const qs = q.toString();
+  ws = new WebSocket(wsUrl(`ws/events${qs ? `?${qs}` : ''}`), 'simfarm.events.v1');
   ws.onopen = () => { retryMs = 500; statusCb('live'); };
   ws.onmessage = (m) => {
     let e;
@@ -32,11 +52,22 @@ function connect() {
   };
   ws.onclose = () => {
     statusCb('reconnecting…');
-    setTimeout(connect, retryMs);
+    timer = setTimeout(() => { timer = null; connect(); }, retryMs);
     retryMs = Math.min(retryMs * 2, 10000);
   };
 }
 
 export function start() {
   if (ws === null) connect();
+}
+
+// Opens the connection again, with the token now kept.
+export function reconnect() {
+  held = false;
+  retryMs = 500;
+  if (ws !== null && ws.readyState <= WebSocket.OPEN) {
+    ws.close(); // its onclose connects again
+  } else if (timer === null) {
+    connect();
+  }
 }
