@@ -845,7 +845,8 @@ static void metrics(gateway *g, gw_request *r)
                "# HELP simfarm_database_unreachable_seconds Seconds since the database was last reachable "
                "(0 while up, -1 if it never was).\n"
                "# TYPE simfarm_database_unreachable_seconds gauge\nsimfarm_database_unreachable_seconds %.1f\n",
-            g->db_up, g->db_up && !g->unlocked, st.actors_live, st.messages, cd_sessions_count(g->nodes), g->nevc, cd_events_last(g->events),
+            g->db_up, g->db_up && !g->unlocked, st.actors_live, st.messages, cd_sessions_count(g->nodes), g->nevc,
+            cd_events_last(g->events),
             g->by_class[2], g->by_class[4], g->by_class[5], b.queries, b.bytes, b.limit, b.refusing ? 1 : 0,
             b.refused, b.unreachable_ms < 0 ? -1.0 : (double)b.unreachable_ms / 1000.0);
     m = cat(m, work_metrics(g));
@@ -881,7 +882,6 @@ static void kernels(gateway *g, gw_request *r)
     free(desc);
 }
 
-/* After authentication (when needed): the work itself. */
 /* ---- /ws/events tickets ------------------------------------------------------------------------ */
 
 /* POST /api/events/ticket: a ticket that opens one /ws/events connection
@@ -921,6 +921,7 @@ bool gw_ticket_take(gateway *g, const char *hex)
     return false;
 }
 
+/* After authentication (when needed): the work itself. */
 static void dispatch(gateway *g, gw_request *r)
 {
     const char *p = r->path;
