@@ -570,7 +570,11 @@ test('a node killed mid-chunk: its claims are reclaimed and the job completes ex
 });
 
 test('SIGTERM drains within the grace period; past it the chunks are handed back', async () => {
-  // Slow items (5000 time steps each): a chunk outlasts the one-second grace.
+  // Chunks sized to take a minute (after the first, a probe), on a
+  // coordinator of their own: the chunks in hand outlast the one-second
+  // grace whenever the signal comes. (With 10 s chunks the node's first
+  // report, 10 s in, could come just as they end.)
+  const srv = await serve(['--open-enrolment', '--chunk-ms', '60000'], (await ownDb()).url);
   const res = await api(srv, 'POST', '/api/jobs', { kernel: 'option', params: { ...option, steps: 5000 },
     items: 1000000000, seed: 31 });
   assert.equal(res.status, 201, JSON.stringify(res.json));
@@ -595,7 +599,7 @@ test('SIGTERM drains within the grace period; past it the chunks are handed back
     assert.ok(p.reclaims >= 1);
   } finally {
     if (node.child.exitCode === null) node.child.kill('SIGKILL');
-    await api(srv, 'POST', `/api/jobs/${id}/cancel`);
+    await stop(srv);
   }
 });
 
