@@ -40,6 +40,8 @@ enum {
     M_IO,
     M_RECONNECT,
     M_RELOCK,   /* reconnect_msg: ask for the coordinator's lock again */
+    M_PROBE,    /* reconnect_msg: the listener's next probe is due */
+    M_DEADLINE, /* reconnect_msg: a connection's start, or the listener's probe, is answered by now */
 };
 
 /* The session advisory lock of the one coordinator of a database (the
@@ -47,10 +49,16 @@ enum {
 #define COORDINATOR_LOCK 7216058
 enum { RELOCK_MS = 200 };
 
+/* A database that stops answering leaves its sockets open: the listener
+ * (idle but for notices) asks `SELECT 1` every PROBE_EVERY_MS and counts
+ * the session lost when no answer comes within ANSWER_WAIT_MS, as it does
+ * any connection whose start takes longer. */
+enum { PROBE_EVERY_MS = 5000, ANSWER_WAIT_MS = 10000 };
+
 enum { BACKOFF_MIN_MS = 100, BACKOFF_MAX_MS = 5000, MAX_ATTEMPTS = 3, MAX_PREPARED = 8 };
 
 typedef enum cstate { C_DOWN, C_CONNECTING, C_IDLE, C_BUSY } cstate;
-typedef enum job_kind { K_NONE, K_QUERY, K_GROUP, K_MIGRATE, K_LISTEN } job_kind;
+typedef enum job_kind { K_NONE, K_QUERY, K_GROUP, K_MIGRATE, K_LISTEN, K_PROBE } job_kind;
 
 typedef struct box {
     uv_poll_t poll;
@@ -141,7 +149,18 @@ typedef struct io_msg {
 typedef struct reconnect_msg {
     rt_msg hdr;
     int conn;
+    uint64_t gen, sends; /* M_PROBE, M_DEADLINE: the connection and statement meant */
 } reconnect_msg;
+
+/* Sends type (M_PROBE, M_DEADLINE) about connection i as it is now, after ms. */
+static void conn_timer(rt_actor *self, const store *st, int i, uint32_t type, uint64_t ms)
+{
+    reconnect_msg *m = RT_MSG_NEW(reconnect_msg, type);
+    m->conn = i;
+    m->gen = st->conns[i].gen;
+    m->sends = st->conns[i].sends;
+    rt_send_after(self, ms, &m->hdr);
+}
 
 static void say(const char *fmt, ...)
 {
@@ -574,6 +593,7 @@ static void connect_conn(rt_actor *self, store *st, int i)
     }
     c->state = C_CONNECTING;
     watch(c, UV_WRITABLE); /* libpq: start as if polling said "writing" */
+    conn_timer(self, st, i, M_DEADLINE, ANSWER_WAIT_MS);
 }
 
 /* ---- running statements -------------------------------------------------------------- */
@@ -783,6 +803,8 @@ static void ready(rt_actor *self, store *st, int i)
         c->state = C_BUSY;
         c->sends++;
         flush_and_watch(self, st, i);
+        if (c->kind == K_LISTEN)
+            conn_timer(self, st, i, M_DEADLINE, ANSWER_WAIT_MS);
         return;
     }
     if (!st->migrated) {
@@ -966,6 +988,14 @@ static void finished(rt_actor *self, store *st, int i)
         dispatch(self, st);
         return;
     }
+    if (k == K_PROBE) { /* answered, whatever it says: the server is there */
+        if (c->res != NULL)
+            PQclear(c->res);
+        c->res = NULL;
+        watch(c, UV_READABLE);
+        conn_timer(self, st, i, M_PROBE, PROBE_EVERY_MS);
+        return;
+    }
     ExecStatusType s = c->res ? PQresultStatus(c->res) : PGRES_FATAL_ERROR;
     bool ok = s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK;
     if (!ok)
@@ -991,8 +1021,10 @@ static void finished(rt_actor *self, store *st, int i)
             lock_answer(self, st, i, lock);
             PQclear(lock);
         }
-        if (!st->exclusive || st->locked)
+        if (!st->exclusive || st->locked) {
             notify(st, CD_MSG_LISTENING);
+            conn_timer(self, st, i, M_PROBE, PROBE_EVERY_MS);
+        }
         return;
     }
     /* K_MIGRATE */
@@ -1031,6 +1063,7 @@ static void on_io(rt_actor *self, store *st, const io_msg *m)
                 lost(self, st, i, "cannot watch the connection's socket");
                 return;
             }
+            conn_timer(self, st, i, M_DEADLINE, ANSWER_WAIT_MS);
         }
         switch (ps) {
         case PGRES_POLLING_READING: watch(c, UV_READABLE); return;
@@ -1102,6 +1135,27 @@ static void on_io(rt_actor *self, store *st, const io_msg *m)
 
 /* ---- the actor ------------------------------------------------------------------------- */
 
+/* The listener's probe (PROBE_EVERY_MS), while it is idle on the same
+ * connection and, for a coordinator, holds the lock (while it waits for
+ * the lock, its requests for it say the server answers). */
+static void probe(rt_actor *self, store *st, const reconnect_msg *m)
+{
+    conn *c = &st->conns[m->conn];
+    if (m->gen != c->gen || c->box == NULL || !c->listener || c->state != C_IDLE || c->kind != K_NONE ||
+        (st->exclusive && !st->locked))
+        return;
+    if (!PQsendQuery(c->pg, "SELECT 1")) {
+        lost(self, st, m->conn, PQerrorMessage(c->pg));
+        return;
+    }
+    c->kind = K_PROBE;
+    c->state = C_BUSY;
+    c->sends++;
+    flush_and_watch(self, st, m->conn);
+    if (c->kind == K_PROBE)
+        conn_timer(self, st, m->conn, M_DEADLINE, ANSWER_WAIT_MS);
+}
+
 /* Answers a query the bound refused (the message stays the runtime's). */
 static void refuse(const store *st, rt_msg *m)
 {
@@ -1136,6 +1190,21 @@ static void behaviour(rt_actor *self, rt_msg *m)
         int i = ((reconnect_msg *)m)->conn;
         if (i >= 0 && (unsigned)i < st->nconns && st->conns[i].listener && st->conns[i].state == C_IDLE && !st->locked)
             ready(self, st, i);
+        break;
+    }
+    case M_PROBE:
+        probe(self, st, (const reconnect_msg *)m);
+        break;
+    case M_DEADLINE: {
+        const reconnect_msg *d = (const reconnect_msg *)m;
+        conn *c = d->conn >= 0 && (unsigned)d->conn < st->nconns ? &st->conns[d->conn] : NULL;
+        if (c == NULL || d->gen != c->gen || c->box == NULL)
+            break; /* a connection made since */
+        if (c->state == C_CONNECTING)
+            lost(self, st, d->conn, "no answer from the database within 10 s of connecting");
+        else if ((c->kind == K_PROBE || c->kind == K_LISTEN) && c->sends == d->sends)
+            lost(self, st, d->conn, c->kind == K_PROBE ? "no answer from the database to SELECT 1 within 10 s"
+                                                       : "no answer from the database to LISTEN within 10 s");
         break;
     }
     case CD_MSG_SUBSCRIBE: {

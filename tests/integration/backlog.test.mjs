@@ -194,3 +194,42 @@ test('past a small bound, queries are refused, and nothing taken is lost', async
   assert.ok(after.json.backlog.refused >= refused.length);
   await stop(s);
 });
+
+test('a database that stops answering: the coordinator sees it within seconds (its lock given up, health 503) and goes on once it answers', async () => {
+  const own = await startPostgres();
+  const tokenFile = path.join(tmp, 'frozen-token');
+  const s = proc(['serve', '--db', own.url, '--listen', '127.0.0.1:0', '--token-file', tokenFile, '--open-enrolment',
+    '--chunk-ms', '200']);
+  let node;
+  try {
+    const m = await eventually(() => s.out.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/), 'listening', 30000);
+    await eventually(() => /database up/.test(s.out), 'database up', 30000);
+    s.url = `http://127.0.0.1:${m[1]}`;
+    const token = fs.readFileSync(tokenFile, 'utf8').trim();
+    const res = await fetch(`${s.url}/api/jobs`, { method: 'POST', headers: { authorization: `Bearer ${token}` },
+      body: JSON.stringify({ kernel: 'option', params: option, items: 1e12, seed: 9 }) });
+    assert.equal(res.status, 201);
+    const { id } = await res.json();
+    node = proc(['node', '--server', `ws://127.0.0.1:${m[1]}/ws/node`, '--key', path.join(tmp, 'frozen.key'), '--cores', '1']);
+    await eventually(async () => (await job(s, id)).progress?.items_done > 0, 'work accepted', 60000);
+    assert.equal((await health(s)).status, 200);
+
+    own.freeze(); // its sockets stay open; nothing answers
+    try {
+      await eventually(() => /no answer from the database to SELECT 1 within 10 s/.test(s.out), 'the probe unanswered', 30000);
+      assert.match(s.out, /the coordinator's lock went with connection \d+: no work is handed out until it is held again/);
+      const h = await health(s);
+      assert.deepEqual([h.status, h.json.status, h.json.lock], [503, 'degraded', 'not held']);
+    } finally {
+      own.thaw();
+    }
+    await eventually(() => /the coordinator's lock is held again/.test(s.out), 'the lock held again', 60000);
+    await eventually(async () => (await health(s)).status === 200, 'health 200 again', 30000);
+    const before = (await job(s, id)).progress.items_done;
+    await eventually(async () => (await job(s, id)).progress.items_done > before, 'work accepted again', 60000);
+  } finally {
+    if (node) await stop(node);
+    await stop(s);
+    await own.stop();
+  }
+});

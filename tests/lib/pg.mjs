@@ -77,7 +77,24 @@ export async function startPostgres({ timeoutMs = 60000 } = {}) {
     async resume() {
       server = await launch(data, dir, timeoutMs);
     },
+    // SIGSTOP to the server and every process it started: its sockets stay
+    // open and nothing answers, as with a host that hangs. thaw() ends it.
+    freeze() { signalAll(server.child.pid, 'SIGSTOP'); },
+    thaw() { signalAll(server.child.pid, 'SIGCONT'); },
   };
+}
+
+// Sends signal to pid and its children (from /proc), the parent first.
+function signalAll(pid, signal) {
+  process.kill(pid, signal);
+  for (const e of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(e)) continue;
+    let stat;
+    try { stat = fs.readFileSync(`/proc/${e}/stat`, 'utf8'); } catch { continue; } // gone meanwhile
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    if (ppid !== pid) continue;
+    try { process.kill(Number(e), signal); } catch { /* gone meanwhile */ }
+  }
 }
 
 // Starts postgres on a data directory; resolves to { child, exited } once it
