@@ -309,26 +309,41 @@ static void submit(gateway *g, gw_request *r)
     ask(g, r, q, P_SUBMIT);
 }
 
+static bool one_of(const char *s, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(s, list[i]) == 0)
+            return true;
+    return false;
+}
+
+/* The query's limit (1 to 1000) into *out, left as it is when there is
+ * none. Returns false, having answered 400, for a bad one. */
+static bool arg_limit(gateway *g, gw_request *r, int64_t *out)
+{
+    char limit[16];
+    if (arg(r, "limit", limit, sizeof limit) == NULL)
+        return true;
+    uint64_t v = parse_id(limit);
+    if (v < 1 || v > 1000) {
+        fail(g, r, 400, "limit", "must be a whole number from 1 to 1000");
+        return false;
+    }
+    *out = (int64_t)v;
+    return true;
+}
+
 static void list_jobs(gateway *g, gw_request *r)
 {
-    char state[32], owner[130], kernel[40], limit[16], before[24];
-    static const char *states[] = { "pending", "running", "complete", "failed", "cancelled", "expired" };
-    bool state_ok = arg(r, "state", state, sizeof state) == NULL;
-    for (size_t i = 0; !state_ok && i < sizeof states / sizeof states[0]; i++)
-        state_ok = strcmp(state, states[i]) == 0;
-    if (!state_ok) {
+    char state[32], owner[130], kernel[40], before[24];
+    static const char *const states[] = { "pending", "running", "complete", "failed", "cancelled", "expired" };
+    if (arg(r, "state", state, sizeof state) != NULL && !one_of(state, states, 6)) {
         fail(g, r, 400, "state", "must be pending, running, complete, failed, cancelled or expired");
         return;
     }
     int64_t lim = 100;
-    if (arg(r, "limit", limit, sizeof limit) != NULL) {
-        uint64_t v = parse_id(limit);
-        if (v < 1 || v > 1000) {
-            fail(g, r, 400, "limit", "must be a whole number from 1 to 1000");
-            return;
-        }
-        lim = (int64_t)v;
-    }
+    if (!arg_limit(g, r, &lim))
+        return;
     uint64_t bef = 0;
     if (arg(r, "before", before, sizeof before) != NULL && (bef = parse_id(before)) == 0) {
         fail(g, r, 400, "before", "must be a job id");
@@ -561,28 +576,16 @@ static bool node_filter_parse(gateway *g, gw_request *r, node_filter *f)
     f->has_status = arg(r, "status", f->status, sizeof f->status) != NULL;
     f->has_owner = arg(r, "owner", f->owner, sizeof f->owner) != NULL;
     f->has_tier = arg(r, "tier", f->tier, sizeof f->tier) != NULL;
-    bool ok = !f->has_status;
-    for (size_t i = 0; !ok && i < sizeof statuses / sizeof statuses[0]; i++)
-        ok = strcmp(f->status, statuses[i]) == 0;
-    if (!ok) {
+    if (f->has_status && !one_of(f->status, statuses, 3)) {
         fail(g, r, 400, "status", "must be online, offline or revoked");
         return false;
     }
-    ok = !f->has_tier;
-    for (size_t i = 0; !ok && i < sizeof tiers / sizeof tiers[0]; i++)
-        ok = strcmp(f->tier, tiers[i]) == 0;
-    if (!ok) {
+    if (f->has_tier && !one_of(f->tier, tiers, 4)) {
         fail(g, r, 400, "tier", "must be own, team, community or public");
         return false;
     }
-    if (arg(r, "limit", num, sizeof num) != NULL) {
-        uint64_t v = parse_id(num);
-        if (v < 1 || v > 1000) {
-            fail(g, r, 400, "limit", "must be a whole number from 1 to 1000");
-            return false;
-        }
-        f->limit = (int64_t)v;
-    }
+    if (!arg_limit(g, r, &f->limit))
+        return false;
     if (arg(r, "offset", num, sizeof num) != NULL) {
         uint64_t v = parse_id(num);
         if (v == 0 && strcmp(num, "0") != 0) {
@@ -605,11 +608,9 @@ static bool node_filter_parse(gateway *g, gw_request *r, node_filter *f)
  * page is a page of that list. */
 static void ask_nodes(gateway *g, gw_request *r, uint64_t one)
 {
-    node_filter f;
+    node_filter f = { 0 };
     if (one == 0 && !node_filter_parse(g, r, &f))
         return;
-    if (one != 0)
-        memset(&f, 0, sizeof f);
     views vs = { NULL, 0, 0 };
     cd_sessions_each(g->nodes, collect_view, &vs);
     char *live = malloc(3 + vs.n * 33), *ids = malloc(3 + vs.n * 21);

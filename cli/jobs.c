@@ -577,12 +577,8 @@ int cmd_jobs(int argc, char **argv)
     if (state != NULL && !one_of(state, all_states, 6))
         return remote_fail(&r, REMOTE_USAGE, "--state is one of pending, running, complete, failed, cancelled, "
             "expired; not '%s'", state);
-    if (limit != NULL) {
-        char *end;
-        long n = strtol(limit, &end, 10);
-        if (*end != '\0' || end == limit || n < 1 || n > 1000)
-            return remote_fail(&r, REMOTE_USAGE, "--limit wants a number from 1 to 1000, not '%s'", limit);
-    }
+    if (limit != NULL && !remote_whole(limit, 1, 1000))
+        return remote_fail(&r, REMOTE_USAGE, "--limit wants a number from 1 to 1000, not '%s'", limit);
     char target[1024];
     const char *names[] = { "state", "owner", "kernel", "limit" }, *values[] = { state, owner, kernel, limit };
     if ((rc = remote_target(&r, target, sizeof target, "/api/jobs", names, values, 4)) != 0)

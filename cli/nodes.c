@@ -5,7 +5,6 @@
 #include "cli/remote.h"
 
 #include <limits.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -21,13 +20,6 @@ static const char nodes_usage[] =
     "  --limit N        at most N nodes, 1 to 1000 (default: all)\n"
     "  --offset K       after the first K nodes of the list (default 0)\n" REMOTE_COMMON_FLAGS;
 
-/* A whole number in [lo, hi] */
-static bool in_range(const char *s, long lo, long hi)
-{
-    char *end;
-    long n = strtol(s, &end, 10);
-    return *s != '\0' && *end == '\0' && n >= lo && n <= hi;
-}
 
 /* When the node was last heard from: its session's clock (Unix ms) while
  * online, else the nodes table's. */
@@ -93,12 +85,11 @@ int cmd_nodes(int argc, char **argv)
     if (status != NULL && strcmp(status, "online") != 0 && strcmp(status, "offline") != 0 &&
         strcmp(status, "revoked") != 0)
         return remote_fail(&r, REMOTE_USAGE, "--status is one of online, offline, revoked; not '%s'", status);
-    if (tier != NULL && strcmp(tier, "own") != 0 && strcmp(tier, "team") != 0 && strcmp(tier, "community") != 0 &&
-        strcmp(tier, "public") != 0)
+    if (tier != NULL && !remote_tier(tier))
         return remote_fail(&r, REMOTE_USAGE, "--tier is one of own, team, community, public; not '%s'", tier);
-    if (limit != NULL && !in_range(limit, 1, 1000))
+    if (limit != NULL && !remote_whole(limit, 1, 1000))
         return remote_fail(&r, REMOTE_USAGE, "--limit wants a number from 1 to 1000, not '%s'", limit);
-    if (offset != NULL && !in_range(offset, 0, LONG_MAX))
+    if (offset != NULL && !remote_whole(offset, 0, LONG_MAX))
         return remote_fail(&r, REMOTE_USAGE, "--offset wants a whole number, 0 or more, not '%s'", offset);
     char target[1024];
     const char *names[] = { "status", "owner", "tier", "limit", "offset" },

@@ -36,6 +36,20 @@ int remote_fail(const remote *r, int status, const char *fmt, ...)
     return status;
 }
 
+bool remote_whole(const char *s, long lo, long hi)
+{
+    char *end;
+    errno = 0;
+    long n = strtol(s, &end, 10);
+    return end != s && *end == '\0' && errno == 0 && n >= lo && n <= hi;
+}
+
+bool remote_tier(const char *s)
+{
+    return strcmp(s, "own") == 0 || strcmp(s, "team") == 0 || strcmp(s, "community") == 0 ||
+        strcmp(s, "public") == 0;
+}
+
 int remote_target(const remote *r, char *target, size_t cap, const char *path, const char *const *names,
     const char *const *values, int n)
 {

@@ -70,6 +70,12 @@ int remote_init(remote *r, const char *cmd, const char *usage, int argc, char **
  * message become spaces); returns status. */
 int remote_fail(const remote *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* Whether s is a whole number from lo to hi. */
+bool remote_whole(const char *s, long lo, long hi);
+
+/* Whether s is a node tier: own, team, community or public. */
+bool remote_tier(const char *s);
+
 /* Writes path and, for each of the n names whose value is not NULL,
  * "?name=value" then "&name=value" (the value escaped) into target.
  * Returns 0, or prints that --NAME is too long and returns REMOTE_USAGE. */

@@ -60,8 +60,7 @@ static int token_create(int argc, char **argv)
         return remote_fail(&r, REMOTE_USAGE, "--kind api or --kind claim is required");
     if (strcmp(kind, "api") != 0 && strcmp(kind, "claim") != 0)
         return remote_fail(&r, REMOTE_USAGE, "--kind is api or claim, not '%s'", kind);
-    if (tier != NULL && strcmp(tier, "own") != 0 && strcmp(tier, "team") != 0 && strcmp(tier, "community") != 0 &&
-        strcmp(tier, "public") != 0)
+    if (tier != NULL && !remote_tier(tier))
         return remote_fail(&r, REMOTE_USAGE, "--tier is own, team, community or public, not '%s'", tier);
     long long secs = 0;
     if (expires != NULL) {
