@@ -714,10 +714,10 @@ static char *nodes_json(gateway *g, PGresult *res, bool one, const char *status)
                 len += (size_t)snprintf(out + len, cap - len, ",\"online\":false}");
             else
                 len += (size_t)snprintf(out + len, cap - len,
-                    ",\"online\":true,\"slots\":%u,"
+                    ",\"online\":true,\"max_parallel\":%u,\"slots\":%u,"
                     "\"in_flight\":%u,\"chunks_done\":%" PRIu64 ",\"items_done\":%" PRIu64 ",\"items_per_s\":%.0f,"
                     "\"connected_ms\":%" PRIu64 ",\"last_seen_ms\":%" PRIu64 "}",
-                    v->slots, v->in_flight, v->chunks_done, v->items_done,
+                    v->max_parallel, v->slots, v->in_flight, v->chunks_done, v->items_done,
                     v->items_per_s, v->connected_ms, v->last_seen_ms);
         }
     snprintf(out + len, cap - len, "]\n");

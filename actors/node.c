@@ -27,6 +27,7 @@ enum {
     M_DONE,
     M_PAUSE,
     M_FLUSH,
+    M_WORKERS,
     MAX_JOBS = 16,
     BATCH_MAX = 32,        /* results sealed together at most */
     BATCH_MS = 50,         /* how long a result waits for others to share its batch */
@@ -56,6 +57,18 @@ typedef struct pause_msg {
     rt_msg hdr;
     bool on;
 } pause_msg;
+
+typedef struct workers_msg {
+    rt_msg hdr;
+    unsigned workers;
+} workers_msg;
+
+/* One of the host's workers. */
+typedef struct worker {
+    nd_chunk chunk;        /* what it computes, while busy */
+    bool busy;
+    bool cancel;           /* its result is not wanted any more */
+} worker;
 
 /* A computed result waiting to be sealed into a batch. */
 typedef struct unsealed {
@@ -103,10 +116,9 @@ typedef struct node {
     uint32_t heartbeat_ms;
     int64_t tick_timer;
     unsigned backoff_ms;
-    unsigned nworkers;
-    bool *busy;
-    nd_chunk *wchunk;      /* what each busy worker computes */
-    bool *wcancel;         /* its result is not wanted any more */
+    unsigned nworkers;     /* workers that take chunks: 0 .. nworkers - 1 */
+    worker *work;          /* by number; those from nworkers up only finish their chunk */
+    unsigned wcap;         /* entries of work: the most workers the node has had */
     unsigned computing;
     nd_chunk *queue;       /* assigned, waiting for a worker or a context */
     size_t nqueue, queue_cap;
@@ -172,7 +184,7 @@ static void set_state(node *n, nd_state st, const char *detail)
 /* Asks the host to stop worker w's chunk: its result is not wanted. */
 static void cancel_worker(node *n, unsigned w)
 {
-    n->wcancel[w] = true;
+    n->work[w].cancel = true;
     if (n->host.cancel != NULL)
         n->host.cancel(n->host.ctx, w);
 }
@@ -182,8 +194,8 @@ static void stop(node *n, nd_state st, int code)
     if (n->stopped)
         return;
     n->stopped = true;
-    for (unsigned w = 0; w < n->nworkers; w++) /* leaving: nothing more is sent */
-        if (n->busy[w] && !n->wcancel[w])
+    for (unsigned w = 0; w < n->wcap; w++) /* leaving: nothing more is sent */
+        if (n->work[w].busy && !n->work[w].cancel)
             cancel_worker(n, w);
     if (n->tick_timer > 0) {
         rt_timer_cancel(n->sys, n->tick_timer);
@@ -299,7 +311,7 @@ static void dispatch(node *n)
 {
     for (size_t i = 0; i < n->nqueue;) {
         unsigned w = 0;
-        while (w < n->nworkers && n->busy[w])
+        while (w < n->nworkers && n->work[w].busy)
             w++;
         if (w == n->nworkers)
             return;
@@ -308,12 +320,12 @@ static void dispatch(node *n)
             i++;
             continue;
         }
-        n->busy[w] = true;
-        n->wcancel[w] = false;
-        n->wchunk[w] = n->queue[i];
+        n->work[w].busy = true;
+        n->work[w].cancel = false;
+        n->work[w].chunk = n->queue[i];
         n->computing++;
         n->queue[i] = n->queue[--n->nqueue];
-        n->host.compute(n->host.ctx, w, &n->wchunk[w], &j->sim, j->work, j->work_len);
+        n->host.compute(n->host.ctx, w, &n->work[w].chunk, &j->sim, j->work, j->work_len);
     }
 }
 
@@ -424,8 +436,8 @@ static void on_cancel(node *n, const pr_msg *m)
             i++;
         }
     }
-    for (unsigned w = 0; w < n->nworkers; w++)
-        if (n->busy[w] && !n->wcancel[w] && cancel_hits(c, n->wchunk[w].job, n->wchunk[w].id)) {
+    for (unsigned w = 0; w < n->wcap; w++)
+        if (n->work[w].busy && !n->work[w].cancel && cancel_hits(c, n->work[w].chunk.job, n->work[w].chunk.id)) {
             cancel_worker(n, w);
             dropped++;
         }
@@ -606,13 +618,13 @@ static void batch_result(node *n, const nd_chunk *c, done_msg *d)
 
 static void on_done(node *n, done_msg *d)
 {
-    if (d->worker >= n->nworkers || !n->busy[d->worker])
+    if (d->worker >= n->wcap || !n->work[d->worker].busy)
         return;
     unsigned w = d->worker;
-    nd_chunk c = n->wchunk[w];
-    n->busy[w] = false;
+    nd_chunk c = n->work[w].chunk;
+    n->work[w].busy = false;
     n->computing--;
-    if (n->wcancel[w]) {
+    if (n->work[w].cancel) {
         /* the coordinator no longer wants it: nothing to send */
         if (d->err == ND_ECANCELLED)
             say(n, ND_INFO, "chunk %llu of job %llu stopped after %u ms", (unsigned long long)c.id,
@@ -646,15 +658,16 @@ static void heartbeat(node *n)
     uint32_t k = 0;
     for (size_t i = 0; i < n->nqueue && k < 256; i++)
         ids[k++] = n->queue[i].id;
-    for (unsigned w = 0; w < n->nworkers && k < 256; w++)
-        if (n->busy[w])
-            ids[k++] = n->wchunk[w].id;
+    for (unsigned w = 0; w < n->wcap && k < 256; w++)
+        if (n->work[w].busy)
+            ids[k++] = n->work[w].chunk.id;
     pr_msg m;
     memset(&m, 0, sizeof m);
     m.type = PR_MSG_HEARTBEAT;
     n->host.stats(n->host.ctx, &m.body.heartbeat);
     m.body.heartbeat.in_flight = k ? ids : NULL;
     m.body.heartbeat.nin_flight = k;
+    m.body.heartbeat.max_parallel = n->nworkers;
     send_msg(n, &m);
 
     if (now - n->report_ms >= REPORT_MS) {
@@ -839,6 +852,35 @@ static void on_pause(node *n, bool on)
     }
 }
 
+/* Room for workers 0 .. count - 1 (new ones idle); nworkers becomes count. */
+static void grow_workers(node *n, unsigned count)
+{
+    if (count > n->wcap) {
+        worker *w = realloc(n->work, count * sizeof *w);
+        if (w == NULL)
+            rt_oom(count * sizeof *w);
+        memset(w + n->wcap, 0, (count - n->wcap) * sizeof *w);
+        n->work = w;
+        n->wcap = count;
+    }
+    n->nworkers = count;
+}
+
+/* The host computes `count` chunks at once from now on: more get chunks
+ * from the queue at once; with fewer, the workers past the count finish
+ * the chunk they hold and get no other. The coordinator hears it in a
+ * heartbeat sent now, and sizes what it hands out to it. */
+static void on_workers(node *n, unsigned count)
+{
+    if (count == 0 || count > ND_MAX_WORKERS || count == n->nworkers)
+        return;
+    unsigned was = n->nworkers;
+    grow_workers(n, count);
+    say(n, ND_INFO, "%u worker%s, from %u", count, count == 1 ? "" : "s", was);
+    heartbeat(n);
+    dispatch(n);
+}
+
 /* ---- the actor -------------------------------------------------------------------------- */
 
 static void node_behaviour(rt_actor *self, rt_msg *m)
@@ -882,6 +924,9 @@ static void node_behaviour(rt_actor *self, rt_msg *m)
     case M_PAUSE:
         on_pause(n, ((pause_msg *)m)->on);
         break;
+    case M_WORKERS:
+        on_workers(n, ((workers_msg *)m)->workers);
+        break;
     default:
         break;
     }
@@ -901,9 +946,7 @@ static void node_final(rt_actor *self)
     free(n->queue);
     for (int i = 0; i < MAX_JOBS; i++)
         job_clear(&n->jobs[i]);
-    free(n->busy);
-    free(n->wchunk);
-    free(n->wcancel);
+    free(n->work);
     free(n->audience);
     free(n->claim_token);
     free(n->version);
@@ -934,13 +977,8 @@ rt_actor *nd_spawn(rt_system *sys, const nd_config *cfg, const nd_host *host)
     n->claim_token = cfg->claim_token && cfg->claim_token[0] ? dup_or_null(cfg->claim_token) : NULL;
     n->version = dup_or_null(cfg->version ? cfg->version : "simfarm-node " ND_VERSION);
     n->checksum = dup_or_null(cfg->checksum);
-    n->nworkers = cfg->workers ? cfg->workers : 1;
     n->batch_max = cfg->batch >= 1 && cfg->batch <= BATCH_MAX ? cfg->batch : BATCH_MAX;
-    n->busy = calloc(n->nworkers, sizeof *n->busy);
-    n->wchunk = calloc(n->nworkers, sizeof *n->wchunk);
-    n->wcancel = calloc(n->nworkers, sizeof *n->wcancel);
-    if (n->busy == NULL || n->wchunk == NULL || n->wcancel == NULL)
-        rt_oom(n->nworkers * sizeof *n->wchunk);
+    grow_workers(n, cfg->workers == 0 ? 1 : cfg->workers > ND_MAX_WORKERS ? ND_MAX_WORKERS : cfg->workers);
     set_state(n, ND_SETUP, NULL);
     rt_send(a, rt_msg_new(M_CONNECT, sizeof(rt_msg)));
     return a;
@@ -1005,6 +1043,13 @@ void nd_pause(rt_actor *to, bool on)
     pause_msg *p = RT_MSG_NEW(pause_msg, M_PAUSE);
     p->on = on;
     rt_send(to, &p->hdr);
+}
+
+void nd_set_workers(rt_actor *to, unsigned workers)
+{
+    workers_msg *w = RT_MSG_NEW(workers_msg, M_WORKERS);
+    w->workers = workers;
+    rt_send(to, &w->hdr);
 }
 
 /* Slices of a chunk: the first is SLICE_FIRST items; one that took less than

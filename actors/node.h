@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #define ND_VERSION "0.1.0"
+#define ND_MAX_WORKERS 256u  /* chunks a node computes at once, at most */
 
 /* nd_compute's answer when its stop function asked it to stop (not a
  * SIM_E* code). */
@@ -109,7 +110,7 @@ typedef struct nd_config {
     const char *claim_token;  /* enrol with this token; may be NULL */
     const char *version;      /* the software version reported in hello */
     const char *checksum;     /* hex SHA-256 of the node's program; may be NULL */
-    unsigned workers;         /* how many chunks the host computes at once */
+    unsigned workers;         /* how many chunks the host computes at once (1 .. ND_MAX_WORKERS) */
     unsigned batch;           /* results sealed together at most (1 .. 32); 0 = 32. Results wait
                                  up to 50 ms for others, and not when nothing else is computing */
 } nd_config;
@@ -136,6 +137,15 @@ void nd_drain(rt_actor *node);
  * `bye draining` gets no more work; the new session starts 1 s after the
  * old one ends. */
 void nd_pause(rt_actor *node, bool on);
+
+/* The host computes `workers` chunks at once from now on (1 ..
+ * ND_MAX_WORKERS; other values are ignored), without leaving the session:
+ * more, and the new workers (numbered from the old count up) get queued
+ * chunks at once; fewer, and the workers numbered `workers` and up finish
+ * the chunk they hold and are given no other, so the host may end each
+ * once it has answered nd_done. The coordinator is told at once (a
+ * heartbeat's max_parallel) and hands out no more than that. */
+void nd_set_workers(rt_actor *node, unsigned workers);
 
 /* Runs one variant of a chunk on a backend: sim_run_cpu's contract. */
 typedef int (*nd_runner)(void *ctx, const sim_job *sim, uint64_t first, uint64_t count, sim_stats *out);

@@ -464,7 +464,8 @@ struct session {
     double strikes;         /* bad frames it may still send (a token bucket) */
     uint64_t strikes_ms;
     pr_replay *guard;
-    unsigned max_slots;
+    unsigned cores;         /* as hello says (1 when it says 0) */
+    unsigned max_slots;     /* chunks at once: hello's or a heartbeat's max_parallel, within cores */
     uint64_t heard_ms;      /* the last frame, monotonic (for the heartbeat watch) */
     bool claiming, retry_pending, draining;
     uint64_t next_frame;
@@ -639,6 +640,17 @@ static req *req_add(session *s, int64_t id, req_kind kind)
     return r;
 }
 
+/* The chunks the node computes at once, as hello or a later heartbeat
+ * says: within its cores and 256. True when that is more than before. */
+static bool set_slots(session *s, unsigned max_parallel)
+{
+    unsigned slots = max_parallel && max_parallel < s->cores ? max_parallel : s->cores, was = s->max_slots;
+    s->max_slots = slots > 256 ? 256 : slots;
+    s->view.max_parallel = max_parallel;
+    s->view.slots = s->max_slots;
+    return s->max_slots > was;
+}
+
 /* Asks the scheduler for as many chunks as the node has free slots. */
 static void claim_more(session *s)
 {
@@ -790,18 +802,14 @@ static void on_hello(session *s, pr_msg *m)
         return;
     }
     memcpy(s->pk, h->pk, 32);
-    unsigned cores = h->caps.cores ? h->caps.cores : 1;
-    s->max_slots = h->caps.max_parallel && h->caps.max_parallel < cores ? h->caps.max_parallel : cores;
-    if (s->max_slots > 256)
-        s->max_slots = 256;
+    s->cores = h->caps.cores ? h->caps.cores : 1;
+    set_slots(s, h->caps.max_parallel);
     cd_node_view *v = &s->view;
     snprintf(v->version, sizeof v->version, "%s", h->version ? h->version : "");
     snprintf(v->os, sizeof v->os, "%s", h->caps.os ? h->caps.os : "");
     snprintf(v->arch, sizeof v->arch, "%s", h->caps.arch ? h->caps.arch : "");
     snprintf(v->checksum, sizeof v->checksum, "%s", h->checksum ? h->checksum : "");
     v->cores = h->caps.cores;
-    v->max_parallel = h->caps.max_parallel;
-    v->slots = s->max_slots;
     /* A claim token enrols the key under the token's owner and tier;
      * known keys come back with theirs; unknown ones join as public nodes
      * only when enrolment is open. */
@@ -1125,10 +1133,12 @@ static void on_completed(session *s, const req *r, const cd_completed *res)
  * assigned is renewed until the node has had time to list it. */
 static void on_heartbeat(session *s, pr_msg *m)
 {
+    const pr_heartbeat *hb = &m->body.heartbeat;
+    if (hb->max_parallel != 0 && set_slots(s, hb->max_parallel))
+        claim_more(s); /* more slots: work for them now, if any */
     if (s->nfly == 0) /* nothing to renew: the scheduler need not hear of it */
         return;
     uint64_t now = rt_mono_ms(), grace = 2 * (uint64_t)s->ss->heartbeat_ms;
-    const pr_heartbeat *hb = &m->body.heartbeat;
     cd_renew *r = RT_MSG_NEW(cd_renew, CD_MSG_RENEW);
     r->node = s->node_id;
     for (size_t k = 0; k < s->nfly;) {

@@ -2,7 +2,9 @@
 // native node, actors/node.c) on the runtime's WebAssembly port, its
 // WebSocket, the key seed in IndexedDB, and one compute worker per core
 // the contributor allows. The page talks to it with messages:
-//   in:  { type: 'start', cores, audience, url, claimToken, os, browser, memory }
+//   in:  { type: 'start', cores, hardwareCores, audience, url, claimToken, os, browser, memory }
+//        { type: 'cores', cores }    compute with this many workers from now
+//                                    on, in the same session
 //        { type: 'stop' }            drain (twice: leave now)
 //        { type: 'pause', on }
 //   out: { type: 'state', state, name, detail }   (name: in plain words)
@@ -20,7 +22,9 @@ const WS_PROTOCOL = 'simfarm.node.v1';
 const ND_ECANCELLED = -200; // actors/node.h
 let M = null;
 let ws = null;
-let workers = [];
+let workers = [];         // by number; null: none (past the count, or ended)
+let cores = 0;            // workers 0 .. cores - 1 take chunks
+let wantCores = 0;        // the last count asked for while the node was starting
 let busySince = [];
 let busyMs = 0;
 let statsTimer = 0;
@@ -102,6 +106,7 @@ const host = {
     if (ws && ws.readyState === WebSocket.OPEN) ws.send(bytes);
   },
   compute(w, c) {
+    workers[w] ||= computeWorker(w); // the count may have been lowered since the node chose w
     busySince[w] = performance.now();
     progress.job = c.job;
     workers[w].postMessage(c);
@@ -113,9 +118,9 @@ const host = {
   cancel(w) {
     const c = workers[w]?.pending;
     if (!c) return;
-    workers[w].terminate();
-    workers[w] = computeWorker(w);
     computedBefore += workers[w].partial || 0;
+    workers[w].terminate();
+    workers[w] = w < cores ? computeWorker(w) : null;
     const ms = Math.round(performance.now() - busySince[w]);
     busyMs += performance.now() - busySince[w];
     busySince[w] = 0;
@@ -139,8 +144,9 @@ const host = {
   },
   stopped(code) {
     clearInterval(statsTimer);
-    for (const w of workers) w.terminate();
+    for (const w of workers) w?.terminate();
     workers = [];
+    cores = 0;
     const sock = ws;
     ws = null;
     if (sock) sock.close(1000, 'stopped');
@@ -159,8 +165,8 @@ function computeWorker(w) {
 
 function postProgress() {
   let computed = computedBefore;
-  for (const x of workers) computed += x.partial || 0;
-  self.postMessage({ type: 'progress', ...progress, computed, busy: workers.filter((x) => x.pending).length });
+  for (const x of workers) computed += x?.partial || 0;
+  self.postMessage({ type: 'progress', ...progress, computed, busy: workers.filter((x) => x?.pending).length });
 }
 
 function onWorkerDone(w, e) {
@@ -186,7 +192,30 @@ function onWorkerDone(w, e) {
     computedBefore += partial;
     M._ndw_done(w, r.err, 0, 0, r.ms);
   }
+  if (w >= cores) { // fewer cores now: this one has finished its last chunk
+    workers[w].terminate();
+    workers[w] = null;
+  }
   postProgress();
+}
+
+// More cores: the new workers first, then the node is told. Fewer: the
+// node is told; idle workers past the count end now, busy ones once their
+// chunk is done (onWorkerDone).
+function setCores(k) {
+  if (!run || !(k >= 1 && k <= run.hardwareCores) || k === cores) return;
+  for (let w = cores; w < k; w++) {
+    workers[w] ||= computeWorker(w);
+    busySince[w] ||= 0;
+  }
+  cores = k;
+  M._ndw_set_workers(k);
+  for (let w = k; w < workers.length; w++) {
+    if (workers[w] && !workers[w].pending) {
+      workers[w].terminate();
+      workers[w] = null;
+    }
+  }
 }
 
 // CPU use for heartbeats: the workers' busy time over the last interval, of
@@ -225,24 +254,29 @@ async function start(msg) {
   M.ndHost = host;
   const key = await loadKey();
   const token = key.enrolled ? '' : (msg.claimToken || '');
-  run = { url: msg.url, registering: token !== '' };
+  const hardwareCores = Math.max(msg.hardwareCores || 0, msg.cores);
+  run = { url: msg.url, registering: token !== '', hardwareCores };
   progress = { chunks: 0, items: 0, job: null };
   computedBefore = 0;
   workers = [];
   busySince = [];
-  for (let w = 0; w < msg.cores; w++) {
+  cores = msg.cores;
+  for (let w = 0; w < cores; w++) {
     workers.push(computeWorker(w));
     busySince.push(0);
   }
-  statsTimer = reportStats(msg.hardwareCores || msg.cores);
+  statsTimer = reportStats(hardwareCores);
   const args = [msg.audience, token, msg.os, msg.browser, 'wasm-simd128', M.checksum].map(cstr);
   const seed = bytesIn(key.seed);
-  const rc = M._ndw_start(seed, args[0], args[1], msg.cores, args[2], args[3], args[4], msg.memory || 0, args[5]);
+  const rc = M._ndw_start(seed, args[0], args[1], cores, hardwareCores, args[2], args[3], args[4], msg.memory || 0,
+    args[5]);
   M._ndw_free(seed);
   args.forEach((p) => M._ndw_free(p));
   if (rc !== 0) {
     self.postMessage({ type: 'log', level: 1, line: `cannot start the node (${rc})` });
     host.stopped(1);
+  } else if (wantCores) {
+    setCores(wantCores);
   }
 }
 
@@ -254,6 +288,9 @@ self.onmessage = (e) => {
       self.postMessage({ type: 'stopped', code: 1 });
       run = null;
     });
+  } else if (msg.type === 'cores') {
+    wantCores = msg.cores;
+    if (cores > 0) setCores(msg.cores);
   } else if (msg.type === 'stop' && M) {
     M._ndw_drain();
   } else if (msg.type === 'pause' && M) {

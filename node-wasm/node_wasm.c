@@ -48,7 +48,7 @@ EM_JS(void, js_stopped, (int code), { Module.ndHost.stopped(code); });
 typedef struct host {
     rt_system *sys;
     rt_actor *node;
-    unsigned workers;
+    unsigned workers, cores;
     char os[32], browser[128], device[128];
     uint64_t memory;
     pr_backend backend;
@@ -92,8 +92,8 @@ static void host_caps(void *ctx, pr_caps *caps)
 {
     host *h = ctx;
     h->backend = (pr_backend){ .kind = PR_BACKEND_WASM, .device = h->device, .memory = h->memory,
-        .units = h->workers };
-    *caps = (pr_caps){ .cores = h->workers, .max_parallel = h->workers, .os = h->os[0] ? h->os : NULL,
+        .units = h->cores };
+    *caps = (pr_caps){ .cores = h->cores, .max_parallel = h->workers, .os = h->os[0] ? h->os : NULL,
         .arch = "wasm32", .browser = h->browser[0] ? h->browser : NULL, .backends = &h->backend, .nbackends = 1 };
 }
 
@@ -128,12 +128,14 @@ static void host_stopped(void *ctx, int code)
 }
 
 EMSCRIPTEN_KEEPALIVE int ndw_start(uint8_t *seed, const char *audience, const char *claim_token, unsigned workers,
-    const char *os, const char *browser, const char *device, double memory, const char *checksum)
+    unsigned cores, const char *os, const char *browser, const char *device, double memory, const char *checksum)
 {
     if (H.node != NULL)
         return -1;
-    if (audience == NULL || audience[0] == '\0' || workers == 0 || workers > 256)
+    if (audience == NULL || audience[0] == '\0' || workers == 0 || workers > ND_MAX_WORKERS || cores > ND_MAX_WORKERS) {
+        sodium_memzero(seed, 32);
         return -2;
+    }
     if (pr_init() != 0) { /* libsodium's randomness comes from the worker's crypto.getRandomValues */
         sodium_memzero(seed, 32);
         return -2;
@@ -154,6 +156,7 @@ EMSCRIPTEN_KEEPALIVE int ndw_start(uint8_t *seed, const char *audience, const ch
         rt_system_run(H.sys); /* returns at once: the worker's event loop drives it */
     }
     H.workers = workers;
+    H.cores = cores > workers ? cores : workers;
     snprintf(H.os, sizeof H.os, "%s", os ? os : "");
     snprintf(H.browser, sizeof H.browser, "%s", browser ? browser : "");
     snprintf(H.device, sizeof H.device, "%s", device && device[0] ? device : "wasm-simd128");
@@ -203,6 +206,16 @@ EMSCRIPTEN_KEEPALIVE void ndw_pause(int on)
 {
     if (H.node != NULL)
         nd_pause(H.node, on != 0);
+}
+
+EMSCRIPTEN_KEEPALIVE int ndw_set_workers(unsigned workers)
+{
+    if (workers == 0 || workers > H.cores)
+        return -2;
+    H.workers = workers;
+    if (H.node != NULL)
+        nd_set_workers(H.node, workers);
+    return 0;
 }
 
 EMSCRIPTEN_KEEPALIVE void ndw_stats(uint32_t cpu_permille, double mem_used, double mem_total)

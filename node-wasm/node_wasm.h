@@ -16,11 +16,19 @@
 /* Starts the node: seed is the 32-byte key seed (wiped here after use),
  * audience the coordinator's host:port as the page reached it, claim_token
  * NULL or empty for a public node, workers the compute workers the page
- * started, os/browser/device/memory what hello reports, checksum the hex
- * SHA-256 of the WebAssembly module (NULL or empty: none). Returns 0, -1
- * when a node already runs, -2 for a bad seed or argument. */
-int ndw_start(uint8_t *seed, const char *audience, const char *claim_token, unsigned workers, const char *os,
-    const char *browser, const char *device, double memory, const char *checksum);
+ * started (1 .. 256), cores the machine's (navigator.hardwareConcurrency;
+ * the most workers ndw_set_workers allows), os/browser/device/memory what
+ * hello reports, checksum the hex SHA-256 of the WebAssembly module (NULL
+ * or empty: none). Returns 0, -1 when a node already runs, -2 for a bad
+ * seed or argument. */
+int ndw_start(uint8_t *seed, const char *audience, const char *claim_token, unsigned workers, unsigned cores,
+    const char *os, const char *browser, const char *device, double memory, const char *checksum);
+/* The compute workers are `workers` (1 .. the cores given to ndw_start)
+ * from now on, without leaving the session: see nd_set_workers(). More:
+ * the page has started the new ones (numbered from the old count up)
+ * first. Fewer: those numbered `workers` and up finish their chunk and
+ * get no other. Returns 0, or -2 for a count out of range. */
+int ndw_set_workers(unsigned workers);
 /* The WebSocket opened. */
 void ndw_up(void);
 /* The WebSocket failed or closed, for the reason why. */

@@ -163,6 +163,7 @@ static const field heartbeat_f[] = {
     U64(pr_heartbeat, "mem_total", mem_total),
     ARRAY(pr_heartbeat, "devices", 1, devices, ndevices, 16, device_s),
     U64LIST_OPT(pr_heartbeat, "in_flight", in_flight, nin_flight, 4096),
+    U32_OPT(pr_heartbeat, "max_parallel", max_parallel),
 };
 static const schema heartbeat_s = SCHEMA(pr_heartbeat, "heartbeat", heartbeat_f, NULL);
 

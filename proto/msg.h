@@ -133,6 +133,7 @@ typedef struct pr_heartbeat {
     uint32_t ndevices;
     uint64_t *in_flight;            /* chunk ids; optional */
     uint32_t nin_flight;
+    uint32_t max_parallel;          /* optional; chunks at once now (0: as in hello) */
 } pr_heartbeat;
 
 typedef struct pr_chunk {

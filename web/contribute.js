@@ -26,7 +26,6 @@ if (claimToken) ui.enrolment.textContent = 'enrolling with a claim token';
 
 let node = null;          // the node worker while a node runs
 let phase = 'stopped';    // stopped | running | stopping
-let restart = false;      // start again once stopped (the cores changed)
 let samples = [];         // [time ms, items computed] for items/s over the last 10 s
 let paused = false;
 const NODE_KEY = 'simfarm.node';
@@ -89,7 +88,6 @@ function stopped(code) {
   clearInterval(totalTimer);
   totalTimer = null;
   showTotal();
-  if (restart) { restart = false; start(); }
 }
 
 function onNode(m) {
@@ -145,15 +143,16 @@ function syncPause() {
 
 ui.start.addEventListener('click', () => {
   if (phase === 'stopped') start();
-  else { restart = false; setPhase('stopping'); node.postMessage({ type: 'stop' }); }
+  else { setPhase('stopping'); node.postMessage({ type: 'stop' }); }
 });
 ui.cores.addEventListener('input', () => { ui.coresOut.textContent = ui.cores.value; });
 ui.cores.addEventListener('change', () => {
-  if (phase === 'running') { // a node's worker count is fixed: finish the chunks in hand, start again
-    restart = true;
-    setPhase('stopping');
-    node.postMessage({ type: 'stop' });
-  }
+  if (phase !== 'running') return;
+  // the same session goes on: new workers start now, ones past the count
+  // finish the chunk they hold first
+  const cores = Number(ui.cores.value);
+  node.postMessage({ type: 'cores', cores });
+  log(`${cores} core${cores > 1 ? 's' : ''} from now on`);
 });
 ui.pauseHidden.addEventListener('change', syncPause);
 document.addEventListener('visibilitychange', syncPause);

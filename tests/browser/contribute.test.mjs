@@ -3,7 +3,8 @@
 // Chromium opening /contribute. Started with 2 cores, the tab enrols as a
 // public node; the job it computes is accepted chunk by chunk (each
 // completion's signature checked by the coordinator) and equals the native
-// single-process result bit for bit. A tab closed in the middle of a chunk
+// single-process result bit for bit. Its cores slider adds and removes
+// workers without leaving the session. A tab closed in the middle of a chunk
 // gives its chunks back, and the job still completes. The page also works
 // over https and under a proxy's path prefix.
 import { test, before, after } from 'node:test';
@@ -149,6 +150,59 @@ test('a tab with 2 cores computes a job that equals the native single-process ru
     assert.deepEqual(errors, []);
   } finally {
     await context.close();
+  }
+});
+
+test('the cores slider changes the workers within the session: more at once, fewer once their chunks end', async () => {
+  // A coordinator of its own (a database of its own) with one-second
+  // chunks, so the tab's chunks end often.
+  await psql(pg, 'CREATE DATABASE cores');
+  const quick = await serve(pg.url.replace('dbname=postgres', 'dbname=cores'),
+    { extra: ['--allow-public-nodes', '--web', path.join(top, 'web'), '--chunk-ms', '1000'] });
+  const { context, tab, errors } = await contribute(1, { server: quick });
+  try {
+    const me = async () => (await call(quick, 'GET', '/api/nodes')).json.find((n) => n.online);
+    const first = await eventually(me, 'the browser node online', 15000);
+    const cores = await tab.evaluate(() => navigator.hardwareConcurrency);
+    assert.ok(cores >= 2, `the slider needs 2 cores here, the browser has ${cores}`);
+    assert.deepEqual([first.capabilities.cores, first.capabilities.max_parallel, first.slots], [cores, 1, 1]);
+    const items = 150000000, seed = 21;
+    const created = await call(quick, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option), items, seed });
+    assert.equal(created.status, 201, created.text);
+    const { id } = created.json;
+    const live = (what, pred) => eventually(async () => { const n = await me(); return n && pred(n) ? n : null; },
+      what, 30000);
+    await live('one chunk in hand', (n) => n.in_flight === 1 && n.chunks_done >= 2);
+
+    await tab.locator('#cores').fill('2');
+    const two = await live('two chunks in hand at once', (n) => n.slots === 2 && n.in_flight === 2);
+    assert.equal(two.id, first.id);
+    assert.equal(two.connected_ms, first.connected_ms, 'the same session');
+    assert.equal(two.max_parallel, 2);
+
+    await tab.locator('#cores').fill('1');
+    await live('one slot', (n) => n.slots === 1);
+    // the second worker's chunk ends and is not followed by another
+    const one = await live('one chunk in hand', (n) => n.in_flight <= 1);
+    assert.equal(one.connected_ms, first.connected_ms, 'the same session');
+
+    const done = await eventually(async () => {
+      const j = (await call(quick, 'GET', `/api/jobs/${id}`)).json;
+      return j.state === 'complete' ? j : null;
+    }, 'job complete', 240000);
+    assert.equal(done.result.nodes.length, 1);
+    assert.equal(done.result.items_done, items);
+    assert.equal(done.result.items_failed, 0);
+    await sameAsNative(done, items, seed);
+    const log = await tab.locator('#log').textContent();
+    assert.match(log, /2 cores from now on/);
+    assert.match(log, /1 core from now on/);
+    assert.doesNotMatch(log, /stopped/);
+    assert.equal((await me()).connected_ms, first.connected_ms, 'one session all along');
+    assert.deepEqual(errors, []);
+  } finally {
+    await context.close();
+    await quick.stop();
   }
 });
 

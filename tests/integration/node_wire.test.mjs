@@ -319,6 +319,60 @@ test('a chunk the node no longer lists is let go: its slot takes other work', as
   }
 });
 
+test('a heartbeat changes how many chunks the node is given at once, within its cores', async () => {
+  // A node of 4 cores starts with one slot, as a browser tab with its
+  // slider at 1; it then says 3, 9 (held to its 4 cores) and 1 in its
+  // heartbeats (every 100 ms, against the coordinator's 200 ms interval,
+  // so a chunk it stops listing is let go within 400 ms).
+  const srv = await serve(pg.url, { extra: ['--open-enrolment', '--heartbeat-ms', '200'] });
+  const n = await ScriptedNode.connect(srv.port);
+  let want = 1;
+  const dropped = new Set();
+  let id = 0;
+  const held = () => n.msgs.filter((m) => m.type === 'assign' && m.body.job === id).flatMap((m) => m.body.chunks);
+  const listed = () => held().map((c) => c.chunk).filter((c) => !dropped.has(c));
+  const beat = setInterval(() => n.heartbeat(listed(), { maxParallel: want }), 100);
+  const live = async () => (await call(srv, 'GET', `/api/nodes/${n.nodeId}`)).json;
+  const settled = async (what, pred) => eventually(async () => { const v = await live(); return pred(v) ? v : null; },
+    what, 10000);
+  try {
+    await n.hello({ cores: 4, maxParallel: 1 });
+    id = await submit(srv, option, 1e9, 5);
+    await eventually(() => held().length === 1, 'one chunk for one slot', 30000);
+    let v = await live();
+    assert.deepEqual([v.max_parallel, v.slots, v.in_flight], [1, 1, 1]);
+
+    want = 3;
+    await eventually(() => held().length === 3, 'three chunks for three slots', 10000);
+    v = await settled('3 slots', (x) => x.slots === 3);
+    assert.deepEqual([v.max_parallel, v.in_flight], [3, 3]);
+
+    want = 9;
+    await eventually(() => held().length === 4, 'a fourth chunk: as many as its cores', 10000);
+    v = await settled('4 slots', (x) => x.max_parallel === 9);
+    assert.equal(v.slots, 4);
+
+    // Down to one: nothing is taken back. Three chunks end (the node
+    // stops listing them); with one still held, no new chunk comes in ten
+    // heartbeats, and one comes once that one ends too.
+    want = 1;
+    await settled('one slot', (x) => x.slots === 1);
+    for (const c of held().slice(0, 3)) dropped.add(c.chunk);
+    await settled('one chunk held', (x) => x.in_flight === 1);
+    const sent = n.nextId;
+    await eventually(() => n.nextId >= sent + 10, 'ten heartbeats', 10000);
+    assert.equal(held().length, 4, 'no new chunk while one is held');
+    dropped.add(held()[3].chunk);
+    await eventually(() => held().length === 5, 'a chunk once none is held', 10000);
+    assert.equal(n.msgs.filter((m) => m.type === 'cancel').length, 0, 'none taken back');
+    assert.equal((await call(srv, 'POST', `/api/jobs/${id}/cancel`)).status, 200);
+  } finally {
+    clearInterval(beat);
+    await n.close();
+    await srv.stop();
+  }
+});
+
 test('a node back on a new connection keeps its new claims when the old connection ends', async () => {
   // A node whose connection went half-open says hello again on a new one
   // before the coordinator has closed the old. Ending the old session

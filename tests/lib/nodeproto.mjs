@@ -392,8 +392,10 @@ export class ScriptedNode {
     return m.body;
   }
 
-  heartbeat(inFlight) {
-    return this.send('heartbeat', { cpu: 0, mem_used: 0, mem_total: 1 << 30, in_flight: inFlight?.length ? inFlight : undefined });
+  // maxParallel: the chunks the node computes at once from now on.
+  heartbeat(inFlight, { maxParallel } = {}) {
+    return this.send('heartbeat', { cpu: 0, mem_used: 0, mem_total: 1 << 30,
+      in_flight: inFlight?.length ? inFlight : undefined, max_parallel: maxParallel });
   }
 
   // Sends a signed batch; returns {id, frame} (frame: the exact bytes sent,

@@ -127,7 +127,7 @@ Test(proto_codec, round_trip_every_type)
             m.body.hello.caps = (pr_caps){ 16, 12, "linux", "arm64", "Firefox", be, 2 };
             break;
         case PR_MSG_WELCOME: m.body.welcome = (pr_welcome){ UINT64_MAX, UINT32_MAX, { 1, 2, true } }; break;
-        case PR_MSG_HEARTBEAT: m.body.heartbeat = (pr_heartbeat){ 1000, 5, 6, ds, 1, ids, 2 }; break;
+        case PR_MSG_HEARTBEAT: m.body.heartbeat = (pr_heartbeat){ 1000, 5, 6, ds, 1, ids, 2, 7 }; break;
         case PR_MSG_ASSIGN: m.body.assign = (pr_assign){ 4, "option", { 0 }, ch, 1 }; break;
         case PR_MSG_CTX_REQ: m.body.ctx_req.job = 4; break;
         case PR_MSG_CTX:

@@ -11,8 +11,11 @@
  *     sent into the dropped connection is not resent), a pause
  *     with a chunk in hand (`bye draining`, the chunk still finished), a
  *     resume (`bye leaving`, a new session at once), a completion refused
- *     with EREPLAYOLD (its results signed again, later, and sent), chunks of a job whose context
- *     does not open (dropped, so that their leases end), a drain;
+ *     with EREPLAYOLD (its results signed again, later, and sent), more
+ *     workers and then fewer within a session (a heartbeat says so at
+ *     once; a worker past the new count finishes its chunk and gets no
+ *     other), chunks of a job whose context does not open (dropped, so
+ *     that their leases end), a drain;
  *   - the kernels: each chunk's result bytes in hex.
  *
  * Other modes, for the browser tests and the benchmark:
@@ -190,7 +193,8 @@ static void on_complete(const pr_msg *m)
         deliver(&e, m->id);
         return;
     }
-    if (F.session == 3)
+    uint64_t chunk = b->nresults ? b->results[0].chunk : 0;
+    if (F.session == 3 && chunk == 14)
         printf("signed again, later: %s\n", c->ts > F.refused_ts ? "yes" : "no");
     pr_outcome out[4];
     uint32_t n = b->nresults < 4 ? b->nresults : 4;
@@ -199,7 +203,6 @@ static void on_complete(const pr_msg *m)
     pr_msg a = { .type = PR_MSG_COMPLETE_ACK };
     a.body.complete_ack = (pr_complete_ack){ .job = b->job, .outcomes = out, .noutcomes = n };
     deliver(&a, m->id);
-    uint64_t chunk = n ? b->results[0].chunk : 0;
     if (F.session == 1 && chunk == 10) {
         printf("coordinator: the connection drops\n");
         F.down = true;
@@ -212,7 +215,17 @@ static void on_complete(const pr_msg *m)
     } else if (F.session == 2 && chunk == 13) {
         printf("host: resume\n");
         nd_pause(F.node, false);
-    } else if (F.session == 3) {
+    } else if (F.session == 3 && chunk == 14) {
+        /* More workers, three chunks on them; then fewer while those
+         * three are computed: each is finished, and the next chunk waits
+         * for worker 0. */
+        printf("host: 3 workers\n");
+        nd_set_workers(F.node, 3);
+        assign(3);
+        printf("host: 1 worker\n");
+        nd_set_workers(F.node, 1);
+        assign(1);
+    } else if (F.session == 3 && chunk == 18) {
         assign_unrunnable(); /* then the drain, once its context is answered */
     }
 }
@@ -258,6 +271,10 @@ static void host_send(void *ctx, const uint8_t *frame, size_t len)
     switch (m.type) {
     case PR_MSG_HELLO:
         on_hello(&m);
+        break;
+    case PR_MSG_HEARTBEAT:
+        printf("heartbeat max_parallel %u, %u in flight\n", m.body.heartbeat.max_parallel,
+            m.body.heartbeat.nin_flight);
         break;
     case PR_MSG_CTX_REQ: {
         pr_msg c = { .type = PR_MSG_CTX };

@@ -50,7 +50,7 @@ test('the transcript shows signatures, the state machine and the results', async
   const count = (re) => (out.match(re) || []).length;
   assert.equal(count(/^hello success, for another host signature does not verify$/mg), 3, 'three signed hellos');
   assert.equal(count(/^complete job 3 chunk \d+ .* signature success, tampered signature does not verify, context ok$/mg),
-    5, 'five signed completions (one signed twice)');
+    9, 'nine signed completions (one signed twice)');
   assert.match(out, /^node> complete lost with the connection$/m);
   assert.match(out, /^state coordinator unavailable: test drop$/m);
   assert.match(out, /^connect \(session 2\) after the backoff: 1 s \+- 25 %$/m);
@@ -68,8 +68,16 @@ test('the transcript shows signatures, the state machine and the results', async
     `complete job 3 ${again[1]} .* signature success, tampered signature does not verify, context ok\\n` +
     `${again[2]}\\nsigned again, later: yes\\n`));
   assert.match(out, /^log warn job 4 cannot run here: .*; 2 chunks left to other nodes\n/m);
-  assert.match(out, /bye draining\nnode> bye\nbye leaving\n.*drained, leaving \(5 chunks computed\)\nstate stopped\nstopped 0\n$/);
-  for (const c of [10, 11, 13]) assert.match(out, new RegExp(`^result ${c} [0-9a-f]{64,}$`, 'm'));
+  // Three workers, then one while the three compute: each says so in a
+  // heartbeat at once; the third worker takes a chunk, and the chunk after
+  // the drop waits for worker 0 while workers 1 and 2 finish theirs.
+  assert.match(out, /^log info 3 workers, from 2\nnode> heartbeat\nheartbeat max_parallel 3, 0 in flight\n/m);
+  assert.match(out, /^compute worker 2 chunk 1[567], /m);
+  assert.match(out, /^log info 1 worker, from 3\nnode> heartbeat\nheartbeat max_parallel 1, 3 in flight\n/m);
+  assert.match(out, /^compute worker 0 chunk 18, /m);
+  for (const c of [15, 16, 17, 18]) assert.match(out, new RegExp(`^complete job 3 chunk ${c} .* signature success`, 'm'));
+  assert.match(out, /bye draining\nnode> bye\nbye leaving\n.*drained, leaving \(9 chunks computed\)\nstate stopped\nstopped 0\n$/);
+  for (const c of [10, 11, 13, 18]) assert.match(out, new RegExp(`^result ${c} [0-9a-f]{64,}$`, 'm'));
   assert.doesNotMatch(out, /wrong/);
   // The work context is fetched once: later chunks of the job, in later
   // sessions too, use the cached one.

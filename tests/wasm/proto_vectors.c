@@ -199,8 +199,15 @@ static int gen(const pr_key *k)
     pr_device_stat ds[1] = { { "NVIDIA GeForce RTX 4090", 870, 3221225472u, 25757220864u } };
     uint64_t inflight[3] = { 700, 701, 702 };
     m.type = PR_MSG_HEARTBEAT, m.id = 2, m.ts = TS_MS + 5000;
-    m.body.heartbeat = (pr_heartbeat){ 912, 8589934592u, 34359738368u, ds, 1, inflight, 3 };
+    m.body.heartbeat = (pr_heartbeat){ 912, 8589934592u, 34359738368u, ds, 1, inflight, 3, 0 };
     if ((rc = emit_msg("heartbeat", "node -> coordinator: heartbeat with one GPU and three chunks in flight", &m)) != 0)
+        return rc;
+
+    memset(&m, 0, sizeof m);
+    m.type = PR_MSG_HEARTBEAT, m.id = 3, m.ts = TS_MS + 5500;
+    m.body.heartbeat = (pr_heartbeat){ 250, 33554432u, 0, NULL, 0, inflight, 3, 1 };
+    if ((rc = emit_msg("heartbeat_browser",
+             "browser node -> coordinator: its contributor lowered the cores to 1 with three chunks in hand", &m)) != 0)
         return rc;
 
     memset(&m, 0, sizeof m);
