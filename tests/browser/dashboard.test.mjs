@@ -219,6 +219,7 @@ function dashboard(name) {
     const cells = await page.texts('tr[data-node] td');
     assert.match(cells[5], /^cpu/);
     assert.equal(cells[6], '2');
+    assert.match(cells[9], /^[0-2] \/ 2$/, 'chunks in flight of the 2 it takes at once');
     // its work in all: the API's totals, exact in the cell's title
     const [n] = (await call(srv, 'GET', '/api/nodes')).json;
     assert.ok(n.items_total >= 60000000, `${n.items_total} items in all`);
