@@ -5,21 +5,35 @@
 // joins as a public node. Every address is relative to the page, so the
 // page works under a proxy's path prefix too. What this browser's node has
 // done in all its sessions comes from the coordinator (GET api/nodes/ID),
-// the node's id kept in localStorage once it has been welcomed.
+// the node's id kept in localStorage once it has been welcomed, and so are
+// the contributor's choices (cores, when to pause).
 import { api, wsUrl } from './js/api.js';
 
 const $ = (id) => document.getElementById(id);
 const ui = {
   start: $('start'), cores: $('cores'), coresOut: $('cores-out'), pauseHidden: $('pause-hidden'),
+  pauseBattery: $('pause-battery'),
   state: $('state'), rate: $('rate'), computed: $('computed'), chunks: $('chunks'), job: $('job'),
   enrolment: $('enrolment'), total: $('total'),
   detail: $('detail'), log: $('log'),
 };
 
+const PREFS_KEY = 'simfarm.contribute';
 const maxCores = Math.max(1, navigator.hardwareConcurrency || 1);
+const prefs = (() => {
+  try { return JSON.parse(localStorage.getItem(PREFS_KEY)) || {}; } catch { return {}; } // storage disabled, or junk
+})();
 ui.cores.max = String(maxCores);
-ui.cores.value = String(Math.max(1, Math.min(maxCores, Math.floor(maxCores / 2) || 1)));
+ui.cores.value = String(Number.isInteger(prefs.cores) ? Math.max(1, Math.min(maxCores, prefs.cores))
+  : Math.max(1, Math.min(maxCores, Math.floor(maxCores / 2) || 1)));
 ui.coresOut.textContent = ui.cores.value;
+if (typeof prefs.pauseHidden === 'boolean') ui.pauseHidden.checked = prefs.pauseHidden;
+if (typeof prefs.pauseBattery === 'boolean') ui.pauseBattery.checked = prefs.pauseBattery;
+
+function savePrefs() {
+  const p = { cores: Number(ui.cores.value), pauseHidden: ui.pauseHidden.checked, pauseBattery: ui.pauseBattery.checked };
+  try { localStorage.setItem(PREFS_KEY, JSON.stringify(p)); } catch { /* storage disabled: not kept */ }
+}
 
 const claimToken = new URLSearchParams(location.hash.slice(1)).get('claim') || '';
 if (claimToken) ui.enrolment.textContent = 'enrolling with a claim token';
@@ -28,6 +42,7 @@ let node = null;          // the node worker while a node runs
 let phase = 'stopped';    // stopped | running | stopping
 let samples = [];         // [time ms, items computed] for items/s over the last 10 s
 let paused = false;
+let battery = null;       // the BatteryManager, where the browser has one
 const NODE_KEY = 'simfarm.node';
 let nodeId = 0;           // this browser's node, once welcomed
 let totalTimer = null;    // refreshes the total while the node runs
@@ -132,13 +147,28 @@ function onNode(m) {
   }
 }
 
-// Pause when hidden only if the contributor asked for it.
+// Pause while hidden, or while on battery power, only if the contributor
+// asked for it.
 function syncPause() {
-  const want = ui.pauseHidden.checked && document.visibilityState === 'hidden';
+  const why = ui.pauseHidden.checked && document.visibilityState === 'hidden' ? 'this tab is hidden'
+    : ui.pauseBattery.checked && battery && !battery.charging ? 'on battery power' : '';
+  const want = why !== '';
   if (node && want !== paused) {
     paused = want;
     node.postMessage({ type: 'pause', on: want });
+    log(want ? `pausing: ${why}` : 'resuming');
   }
+}
+
+if (navigator.getBattery) {
+  navigator.getBattery().then((b) => {
+    battery = b;
+    b.addEventListener('chargingchange', syncPause);
+    syncPause();
+  }).catch(() => { /* not allowed here: as if there were none */ });
+} else {
+  ui.pauseBattery.disabled = true;
+  ui.pauseBattery.parentElement.title = 'This browser does not tell pages whether it runs on battery.';
 }
 
 ui.start.addEventListener('click', () => {
@@ -147,6 +177,7 @@ ui.start.addEventListener('click', () => {
 });
 ui.cores.addEventListener('input', () => { ui.coresOut.textContent = ui.cores.value; });
 ui.cores.addEventListener('change', () => {
+  savePrefs();
   if (phase !== 'running') return;
   // the same session goes on: new workers start now, ones past the count
   // finish the chunk they hold first
@@ -154,6 +185,7 @@ ui.cores.addEventListener('change', () => {
   node.postMessage({ type: 'cores', cores });
   log(`${cores} core${cores > 1 ? 's' : ''} from now on`);
 });
-ui.pauseHidden.addEventListener('change', syncPause);
+ui.pauseHidden.addEventListener('change', () => { savePrefs(); syncPause(); });
+ui.pauseBattery.addEventListener('change', () => { savePrefs(); syncPause(); });
 document.addEventListener('visibilitychange', syncPause);
 showTotal();

@@ -76,8 +76,9 @@ async function sameAsNative(done, items, seed) {
 // Opens /contribute (fragment: after #) in a fresh context (its own
 // IndexedDB: a new key), sets the cores and starts; resolves once the page
 // says it is running.
-async function contribute(cores, { fragment = '', pauseHidden = false, server = srv, via = browser } = {}) {
+async function contribute(cores, { fragment = '', pauseHidden = false, server = srv, via = browser, init } = {}) {
   const context = await via.newContext();
+  if (init) await context.addInitScript(init);
   const tab = await context.newPage();
   const errors = [];
   tab.on('pageerror', (e) => errors.push(e.message));
@@ -343,6 +344,51 @@ test('a claim token in the fragment enrols the tab under its owner and tier; hid
       throw e;
     });
     assert.deepEqual(done.result.nodes.map((n) => n.node), [node.id]);
+  } finally {
+    await context.close();
+  }
+});
+
+test('on battery power the tab pauses, and resumes on mains power; the contributor\'s choices are kept', async () => {
+  // The browser's battery, as the page sees it: Chromium here has none and
+  // says it is charging, so the test stands in for it and says when the
+  // power changes.
+  const init = () => {
+    const b = new EventTarget();
+    b.charging = true;
+    b.level = 0.5;
+    Object.defineProperty(navigator, 'getBattery', { configurable: true, value: () => Promise.resolve(b) });
+    window.testBattery = (charging) => { b.charging = charging; b.dispatchEvent(new Event('chargingchange')); };
+  };
+  const { context, tab, errors } = await contribute(2, { init }); // not the default (half the cores) here
+  try {
+    assert.equal(await tab.locator('#pause-battery').isChecked(), true, 'on by default');
+    const me = await eventually(async () => (await browserNodes()).find((n) => n.online), 'the tab online', 15000);
+    await tab.evaluate(() => window.testBattery(false));
+    await pageState(tab, 'paused');
+    assert.match(await tab.locator('#log').textContent(), /pausing: on battery power/);
+    await tab.evaluate(() => window.testBattery(true));
+    await pageState(tab, 'running');
+    await eventually(async () => {
+      const n = (await browserNodes()).find((x) => x.id === me.id);
+      return n.online && n.connected_ms > me.connected_ms;
+    }, 'a new session on mains power', 15000);
+
+    // Unticked, the battery is no reason to pause.
+    await tab.locator('#pause-battery').uncheck();
+    await tab.evaluate(() => window.testBattery(false));
+    const log = await tab.locator('#log').textContent();
+    assert.equal(log.match(/pausing/g).length, 1, log);
+    assert.equal(await tab.locator('#state').textContent(), 'running');
+
+    // The same browser profile opening the page again finds its choices.
+    await tab.locator('#pause-hidden').check();
+    const again = await context.newPage();
+    await again.goto(`${srv.url}/contribute`);
+    assert.equal(await again.locator('#pause-battery').isChecked(), false);
+    assert.equal(await again.locator('#pause-hidden').isChecked(), true);
+    assert.equal(await again.locator('#cores').inputValue(), '2');
+    assert.deepEqual(errors, []);
   } finally {
     await context.close();
   }
