@@ -464,8 +464,8 @@ struct session {
     double strikes;         /* bad frames it may still send (a token bucket) */
     uint64_t strikes_ms;
     pr_replay *guard;
-    unsigned cores;         /* as hello says (1 when it says 0) */
-    unsigned max_slots;     /* chunks at once: hello's or a heartbeat's max_parallel, within cores */
+    unsigned workers_max;   /* hello's cores (1 when it says 0) and device backends */
+    unsigned max_slots;     /* chunks at once: hello's or a heartbeat's max_parallel, within workers_max */
     uint64_t heard_ms;      /* the last frame, monotonic (for the heartbeat watch) */
     bool claiming, retry_pending, draining;
     uint64_t next_frame;
@@ -641,10 +641,11 @@ static req *req_add(session *s, int64_t id, req_kind kind)
 }
 
 /* The chunks the node computes at once, as hello or a later heartbeat
- * says: within its cores and 256. True when that is more than before. */
+ * says: within workers_max and 256. True when that is more than before. */
 static bool set_slots(session *s, unsigned max_parallel)
 {
-    unsigned slots = max_parallel && max_parallel < s->cores ? max_parallel : s->cores, was = s->max_slots;
+    unsigned was = s->max_slots;
+    unsigned slots = max_parallel && max_parallel < s->workers_max ? max_parallel : s->workers_max;
     s->max_slots = slots > 256 ? 256 : slots;
     s->view.max_parallel = max_parallel;
     s->view.slots = s->max_slots;
@@ -802,7 +803,12 @@ static void on_hello(session *s, pr_msg *m)
         return;
     }
     memcpy(s->pk, h->pk, 32);
-    s->cores = h->caps.cores ? h->caps.cores : 1;
+    /* A worker per core, and one per device (a GPU's worker beside as many
+     * CPU workers as cores): that many chunks at once at most. */
+    s->workers_max = h->caps.cores ? h->caps.cores : 1;
+    for (uint32_t i = 0; i < h->caps.nbackends; i++)
+        if (h->caps.backends[i].kind == PR_BACKEND_OPENCL || h->caps.backends[i].kind == PR_BACKEND_CUDA)
+            s->workers_max++;
     set_slots(s, h->caps.max_parallel);
     cd_node_view *v = &s->view;
     snprintf(v->version, sizeof v->version, "%s", h->version ? h->version : "");

@@ -533,6 +533,30 @@ test('a CPU node and an OpenCL node together give one local run, to the last bit
   }
 });
 
+test('a node with a device worker beside a CPU worker per core has every worker computing', async () => {
+  // --backend cpu,opencl: a CPU worker per core, and one more for pocl's
+  // OpenCL device. The coordinator hands out as many chunks at once as
+  // there are workers, not only as many as there are cores.
+  const node = proc(['node', '--server', server(srv), '--key', path.join(tmp, 'mixed.key'), '--backend', 'cpu,opencl']);
+  let id = 0;
+  try {
+    const w = await node.until(/(\d+) workers \((\d+) CPU, (\d+) device\)/, 'the workers');
+    const [workers, cpus, devices] = w.slice(1).map(Number);
+    assert.ok(devices >= 1 && workers === cpus + devices, w[0]);
+    const me = Number((await node.until(/as node (\d+)/, 'node connected'))[1]);
+    id = await submit(srv, 1e10, 17);
+    const live = await eventually(async () => {
+      const n = (await api(srv, 'GET', `/api/nodes/${me}`)).json;
+      return n.in_flight === workers ? n : null;
+    }, `${workers} chunks in hand at once`, 30000);
+    assert.equal(live.slots, workers);
+    assert.equal(live.capabilities.cores, cpus);
+  } finally {
+    if (id) assert.equal((await api(srv, 'POST', `/api/jobs/${id}/cancel`)).status, 200);
+    assert.equal((await stop(node)).code, 0, node.err);
+  }
+});
+
 test('a backend with no device is refused at start', async () => {
   const probe = await run(simfarm, ['sim', 'option', optionFile, '--items', '1000', '--backend', 'cuda']);
   const node = proc(['node', '--server', server(srv), '--key', path.join(tmp, 'cuda.key'), '--backend', 'cuda']);
