@@ -132,7 +132,7 @@ EMSCRIPTEN_KEEPALIVE int ndw_start(uint8_t *seed, const char *audience, const ch
 {
     if (H.node != NULL)
         return -1;
-    if (audience == NULL || audience[0] == '\0' || workers == 0 || workers > ND_MAX_WORKERS || cores > ND_MAX_WORKERS) {
+    if (audience == NULL || audience[0] == '\0' || workers == 0 || workers > ND_MAX_WORKERS) {
         sodium_memzero(seed, 32);
         return -2;
     }
@@ -156,7 +156,7 @@ EMSCRIPTEN_KEEPALIVE int ndw_start(uint8_t *seed, const char *audience, const ch
         rt_system_run(H.sys); /* returns at once: the worker's event loop drives it */
     }
     H.workers = workers;
-    H.cores = cores > workers ? cores : workers;
+    H.cores = cores < workers ? workers : cores > ND_MAX_WORKERS ? ND_MAX_WORKERS : cores;
     snprintf(H.os, sizeof H.os, "%s", os ? os : "");
     snprintf(H.browser, sizeof H.browser, "%s", browser ? browser : "");
     snprintf(H.device, sizeof H.device, "%s", device && device[0] ? device : "wasm-simd128");

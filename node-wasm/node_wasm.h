@@ -17,7 +17,7 @@
  * audience the coordinator's host:port as the page reached it, claim_token
  * NULL or empty for a public node, workers the compute workers the page
  * started (1 .. 256), cores the machine's (navigator.hardwareConcurrency;
- * the most workers ndw_set_workers allows), os/browser/device/memory what
+ * the most workers ndw_set_workers allows, 256 at most), os/browser/device/memory what
  * hello reports, checksum the hex SHA-256 of the WebAssembly module (NULL
  * or empty: none). Returns 0, -1 when a node already runs, -2 for a bad
  * seed or argument. */

@@ -19,7 +19,7 @@ const ui = {
 };
 
 const PREFS_KEY = 'simfarm.contribute';
-const maxCores = Math.max(1, navigator.hardwareConcurrency || 1);
+const maxCores = Math.max(1, Math.min(256, navigator.hardwareConcurrency || 1)); // a node's most workers
 const prefs = (() => {
   try { return JSON.parse(localStorage.getItem(PREFS_KEY)) || {}; } catch { return {}; } // storage disabled, or junk
 })();
