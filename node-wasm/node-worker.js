@@ -220,7 +220,7 @@ function setCores(k) {
 
 // CPU use for heartbeats: the workers' busy time over the last interval, of
 // all the machine's cores.
-function reportStats(cores) {
+function reportStats(machineCores) {
   let last = performance.now();
   return setInterval(() => {
     const now = performance.now();
@@ -229,7 +229,7 @@ function reportStats(cores) {
     for (let w = 0; w < busySince.length; w++) {
       if (busySince[w]) { busy += now - busySince[w]; busySince[w] = now; }
     }
-    const permille = Math.min(1000, Math.round(1000 * busy / ((now - last) * cores)));
+    const permille = Math.min(1000, Math.round(1000 * busy / ((now - last) * machineCores)));
     last = now;
     M._ndw_stats(permille, M.HEAPU8.length, 0);
     postProgress();
