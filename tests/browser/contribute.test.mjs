@@ -186,6 +186,10 @@ test('the cores slider changes the workers within the session: more at once, few
     // the second worker's chunk ends and is not followed by another
     const one = await live('one chunk in hand', (n) => n.in_flight <= 1);
     assert.equal(one.connected_ms, first.connected_ms, 'the same session');
+    // Back and forth faster than chunks end: no chunk is lost on the way
+    // (the job below completes, every item accounted for).
+    for (const c of ['2', '1', '2', '1']) await tab.locator('#cores').fill(c);
+    await live('one slot again', (n) => n.slots === 1 && n.max_parallel === 1);
 
     const done = await eventually(async () => {
       const j = (await call(quick, 'GET', `/api/jobs/${id}`)).json;
