@@ -306,13 +306,32 @@ static void release_job(node *n, uint64_t job, const uint8_t hash[32])
         j->users--;
 }
 
+static unsigned worker_backend(const node *n, unsigned w)
+{
+    return n->host.worker_backend != NULL ? n->host.worker_backend(n->host.ctx, w) : 0;
+}
+
+/* An idle worker for chunk c: one of the backend c is sized for, else any;
+ * nworkers when none is idle. */
+static unsigned idle_worker(const node *n, const nd_chunk *c)
+{
+    unsigned any = n->nworkers;
+    for (unsigned w = 0; w < n->nworkers; w++) {
+        if (n->work[w].busy)
+            continue;
+        if (worker_backend(n, w) == c->backend)
+            return w;
+        if (any == n->nworkers)
+            any = w;
+    }
+    return any;
+}
+
 /* Hands queued chunks whose context is ready to idle workers. */
 static void dispatch(node *n)
 {
     for (size_t i = 0; i < n->nqueue;) {
-        unsigned w = 0;
-        while (w < n->nworkers && n->work[w].busy)
-            w++;
+        unsigned w = idle_worker(n, &n->queue[i]);
         if (w == n->nworkers)
             return;
         jobctx *j = job_find(n, n->queue[i].job, n->queue[i].hash);
@@ -323,6 +342,7 @@ static void dispatch(node *n)
         n->work[w].busy = true;
         n->work[w].cancel = false;
         n->work[w].chunk = n->queue[i];
+        n->work[w].chunk.backend = worker_backend(n, w);
         n->computing++;
         n->queue[i] = n->queue[--n->nqueue];
         n->host.compute(n->host.ctx, w, &n->work[w].chunk, &j->sim, j->work, j->work_len);
@@ -366,6 +386,7 @@ static void on_assign(node *n, const pr_msg *m)
         c->start = a->chunks[i].start;
         c->count = a->chunks[i].count;
         c->variant = a->chunks[i].variant;
+        c->backend = a->chunks[i].backend;
         memcpy(c->token, a->chunks[i].token, 16);
         memcpy(c->hash, a->ctx_hash, 32);
         j->users++;
@@ -528,7 +549,7 @@ static void seal(node *n, unsealed *res, unsigned k, unsigned signings)
     for (unsigned i = 0; i < k; i++) {
         const unsealed *u = &res[i];
         r[i] = (pr_result){ .chunk = u->c.id, .start = u->c.start, .count = u->c.count,
-            .elapsed_ms = u->elapsed_ms, .data = { u->data, (uint32_t)u->len } };
+            .elapsed_ms = u->elapsed_ms, .data = { u->data, (uint32_t)u->len }, .backend = u->c.backend };
         memcpy(r[i].token, u->c.token, 16);
     }
     uint64_t now = (uint64_t)time(NULL);

@@ -66,6 +66,8 @@ const char *nd_state_name(nd_state st);
 typedef struct nd_chunk {
     uint64_t job, id, start, count;
     uint32_t variant;         /* which of the work context's variants (tournament) */
+    uint32_t backend;         /* the entry of hello's backends it is sized for; once
+                                 computed, the one that computed it */
     uint8_t token[16];
     uint8_t hash[32];         /* the job's work context */
 } nd_chunk;
@@ -87,6 +89,10 @@ typedef struct nd_host {
      * nd_compute's halt function say so, and still answers nd_done. May
      * be NULL: the chunk then runs to its end and its result is dropped. */
     void (*cancel)(void *ctx, unsigned w);
+    /* Which entry of hello's backends worker `w` computes with. May be
+     * NULL: every worker is backends[0]. A chunk goes to an idle worker of
+     * the backend the coordinator sized it for, or to any idle one. */
+    unsigned (*worker_backend)(void *ctx, unsigned w);
     /* Fills the capabilities sent in hello (strings live as long as the host). */
     void (*caps)(void *ctx, pr_caps *caps);
     /* Fills a heartbeat's machine figures (CPU, memory). */

@@ -417,7 +417,19 @@ typedef struct inflight {
     uint64_t chunk, job, first, count;
     uint8_t token[16];
     uint64_t listed_ms;    /* assigned, or last listed in a heartbeat (monotonic) */
+    unsigned cls;          /* the workers it was sized for */
 } inflight;
+
+/* The workers of one entry of hello's backends, on a node with more than
+ * one (a CPU worker per core beside a GPU's): chunks are sized to their
+ * own speed, not to the node's mix of speeds. */
+enum { MAX_CLASSES = 16 };
+typedef struct wclass {
+    unsigned units;        /* its workers: a device's 1, the CPU entry's units (or cores) */
+    unsigned slots;        /* chunks of it at once */
+    double items_per_s;    /* per chunk, as its results say (0: not known yet) */
+    bool device;           /* OpenCL or CUDA */
+} wclass;
 
 typedef struct cancel_msg {
     rt_msg hdr;
@@ -466,6 +478,10 @@ struct session {
     pr_replay *guard;
     unsigned workers_max;   /* hello's cores (1 when it says 0) and device backends */
     unsigned max_slots;     /* chunks at once: hello's or a heartbeat's max_parallel, within workers_max */
+    wclass cls[MAX_CLASSES];
+    unsigned nbk;           /* hello's backends (MAX_CLASSES at most) */
+    unsigned ncls;          /* classes in use: nbk when their units make max_slots, else 1 (all alike) */
+    unsigned claim_cls;     /* what the claim under way is for */
     uint64_t heard_ms;      /* the last frame, monotonic (for the heartbeat watch) */
     bool claiming, retry_pending, draining;
     uint64_t next_frame;
@@ -641,7 +657,9 @@ static req *req_add(session *s, int64_t id, req_kind kind)
 }
 
 /* The chunks the node computes at once, as hello or a later heartbeat
- * says: within workers_max and 256. True when that is more than before. */
+ * says: within workers_max and 256. True when that is more than before.
+ * Its backends' workers are sized apart when each has its own slots, that
+ * is when their units add up to the slots; otherwise all are alike. */
 static bool set_slots(session *s, unsigned max_parallel)
 {
     unsigned was = s->max_slots;
@@ -649,7 +667,37 @@ static bool set_slots(session *s, unsigned max_parallel)
     s->max_slots = slots > 256 ? 256 : slots;
     s->view.max_parallel = max_parallel;
     s->view.slots = s->max_slots;
+    unsigned sum = 0;
+    for (unsigned c = 0; c < s->nbk; c++)
+        sum += s->cls[c].units;
+    s->ncls = s->nbk > 1 && sum == s->max_slots ? s->nbk : 1;
+    for (unsigned c = 0; c < s->ncls; c++)
+        s->cls[c].slots = s->ncls > 1 ? s->cls[c].units : s->max_slots;
     return s->max_slots > was;
+}
+
+static unsigned fly_in(const session *s, unsigned cls)
+{
+    unsigned n = 0;
+    for (size_t k = 0; k < s->nfly; k++)
+        n += s->fly[k].cls == cls;
+    return n;
+}
+
+/* The class to claim for: of those with a free slot, the fastest, and
+ * devices before CPUs while speeds are unknown; ncls when none is free. */
+static unsigned claim_class(const session *s)
+{
+    unsigned best = s->ncls;
+    for (unsigned c = 0; c < s->ncls; c++) {
+        const wclass *w = &s->cls[c];
+        if (fly_in(s, c) >= w->slots)
+            continue;
+        if (best == s->ncls || w->items_per_s > s->cls[best].items_per_s ||
+            (w->items_per_s == s->cls[best].items_per_s && w->device && !s->cls[best].device))
+            best = c;
+    }
+    return best;
 }
 
 /* Asks the scheduler for as many chunks as the node has free slots. */
@@ -657,10 +705,16 @@ static void claim_more(session *s)
 {
     if (s->phase != RUNNING || s->claiming || s->draining || s->nfly >= s->max_slots)
         return;
+    unsigned k = claim_class(s);
+    if (k == s->ncls)
+        return;
     cd_claim *c = RT_MSG_NEW(cd_claim, CD_MSG_CLAIM);
     c->node = (sc_node_info){ .id = s->node_id, .session = s->conn, .tier = s->tier, .backends = 1, .mem_bytes = UINT64_MAX,
-        .items_per_s = s->view.items_per_s };
-    unsigned free_slots = s->max_slots - (unsigned)s->nfly;
+        .items_per_s = s->ncls > 1 ? s->cls[k].items_per_s : s->view.items_per_s };
+    unsigned free_slots = s->max_slots - (unsigned)s->nfly, free_cls = s->cls[k].slots - fly_in(s, k);
+    if (free_cls < free_slots)
+        free_slots = free_cls;
+    s->claim_cls = k;
     c->slots = free_slots > CD_MAX_CLAIMS ? CD_MAX_CLAIMS : free_slots;
     int64_t id = rt_request(s->self, s->ss->scheduler, &c->hdr, 10000);
     if (id > 0) {
@@ -701,6 +755,7 @@ static void on_claimed(session *s, const cd_claimed *r)
             chunks[n].count = a->claim.count;
             chunks[n].lease_ms = 60000;
             chunks[n].variant = a->claim.variant;
+            chunks[n].backend = s->ncls > 1 ? s->claim_cls : 0;
             n++;
             if (s->nfly == s->fly_cap) {
                 s->fly = rt_grow(s->fly, &s->fly_cap, sizeof *s->fly);
@@ -711,6 +766,7 @@ static void on_claimed(session *s, const cd_claimed *r)
             s->fly[s->nfly].count = a->claim.count;
             memcpy(s->fly[s->nfly].token, a->claim.token, 16);
             s->fly[s->nfly].listed_ms = rt_mono_ms();
+            s->fly[s->nfly].cls = s->claim_cls;
             s->nfly++;
         }
         pr_msg m;
@@ -806,9 +862,16 @@ static void on_hello(session *s, pr_msg *m)
     /* A worker per core, and one per device (a GPU's worker beside as many
      * CPU workers as cores): that many chunks at once at most. */
     s->workers_max = h->caps.cores ? h->caps.cores : 1;
-    for (uint32_t i = 0; i < h->caps.nbackends; i++)
-        if (h->caps.backends[i].kind == PR_BACKEND_OPENCL || h->caps.backends[i].kind == PR_BACKEND_CUDA)
+    s->nbk = h->caps.nbackends < MAX_CLASSES ? h->caps.nbackends : MAX_CLASSES;
+    for (uint32_t i = 0; i < h->caps.nbackends; i++) {
+        const pr_backend *b = &h->caps.backends[i];
+        bool device = b->kind == PR_BACKEND_OPENCL || b->kind == PR_BACKEND_CUDA;
+        if (device)
             s->workers_max++;
+        if (i < MAX_CLASSES)
+            s->cls[i] = (wclass){ .units = device ? 1 : b->units ? b->units : h->caps.cores ? h->caps.cores : 1,
+                .device = device };
+    }
     set_slots(s, h->caps.max_parallel);
     cd_node_view *v = &s->view;
     snprintf(v->version, sizeof v->version, "%s", h->version ? h->version : "");
@@ -1084,6 +1147,10 @@ static void on_complete(session *s, pr_msg *m)
         if (r->elapsed_ms > 0 && r->count > 0) {
             double rate = (double)r->count * 1000.0 / r->elapsed_ms;
             s->view.items_per_s = s->view.items_per_s > 0 ? 0.7 * s->view.items_per_s + 0.3 * rate : rate;
+            if (s->ncls > 1 && r->backend < s->ncls) {
+                double *v = &s->cls[r->backend].items_per_s;
+                *v = *v > 0 ? 0.7 * *v + 0.3 * rate : rate;
+            }
         }
         cd_complete *q = cd_complete_new(c->batch.job, r->chunk, r->token, s->node_id, r->data.ptr, r->data.len);
         int64_t id = rt_request(s->self, s->ss->scheduler, &q->hdr, 70000);

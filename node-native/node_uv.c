@@ -305,6 +305,14 @@ static void host_caps(void *ctx, pr_caps *caps)
         .arch = l->arch[0] ? l->arch : NULL, .backends = l->backends, .nbackends = n };
 }
 
+/* host_caps' order: the CPU entry (when there are CPU workers), then one
+ * entry per device worker. */
+static unsigned host_worker_backend(void *ctx, unsigned w)
+{
+    const conn *l = ctx;
+    return l->ncpu == 0 ? w : w < l->ncpu ? 0 : 1 + (w - l->ncpu);
+}
+
 static void host_stats(void *ctx, pr_heartbeat *hb)
 {
     conn *l = ctx;
@@ -791,8 +799,8 @@ int nd_run(const nd_opts *opts)
     cfg.audience = l->hostport;
     cfg.workers = ncpu + (unsigned)ndevs;
     nd_host host = { .ctx = l, .connect = host_connect, .send = host_send, .compute = host_compute,
-        .cancel = host_cancel, .caps = host_caps, .stats = host_stats, .items_in_hand = host_items_in_hand,
-        .log = host_log, .stopped = host_stopped };
+        .cancel = host_cancel, .worker_backend = host_worker_backend, .caps = host_caps, .stats = host_stats,
+        .items_in_hand = host_items_in_hand, .log = host_log, .stopped = host_stopped };
     l->node = nd_spawn(sys, &cfg, &host);
     spawn_workers(l, sys, devs, (unsigned)ndevs);
     for (unsigned w = 0; w < l->nworkers; w++) {

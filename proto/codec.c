@@ -174,6 +174,7 @@ static const field chunk_f[] = {
     U64(pr_chunk, "count", count),
     U32(pr_chunk, "lease_ms", lease_ms),
     U32_OPT(pr_chunk, "variant", variant),
+    U32_OPT(pr_chunk, "backend", backend),
 };
 static const schema chunk_s = SCHEMA(pr_chunk, "chunk", chunk_f, check_chunk);
 
@@ -205,6 +206,7 @@ static const field result_f[] = {
     U64(pr_result, "count", count),
     U32_OPT(pr_result, "elapsed_ms", elapsed_ms),
     BYTES(pr_result, "data", data, 65536),
+    U32_OPT(pr_result, "backend", backend),
 };
 static const schema result_s = SCHEMA(pr_result, "result", result_f, check_result);
 

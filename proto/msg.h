@@ -143,6 +143,7 @@ typedef struct pr_chunk {
     uint64_t count;                 /* items; start + count must not overflow */
     uint32_t lease_ms;
     uint32_t variant;               /* optional; tournament: the candidate to run */
+    uint32_t backend;               /* optional; hello's backends[] entry it is sized for */
 } pr_chunk;
 
 typedef struct pr_assign {
@@ -171,6 +172,7 @@ typedef struct pr_result {
     uint64_t count;
     uint32_t elapsed_ms;            /* optional */
     pr_bytes data;                  /* kernel statistics, opaque to proto */
+    uint32_t backend;               /* optional; hello's backends[] entry that computed it */
 } pr_result;
 
 /* The signed part of a completion (PROTOCOL.md, "Signed completions"). */

@@ -373,6 +373,51 @@ test('a heartbeat changes how many chunks the node is given at once, within its 
   }
 });
 
+test('a node with a GPU beside its CPU workers gets chunks sized for each', async () => {
+  // A scripted node of 2 cores and one OpenCL device. Its results say which
+  // backend computed them, and they say the device is 1,000 times as fast
+  // as a CPU worker; each assign says which backend its chunks are sized for.
+  const srv = await serve(pg.url, { extra: ['--open-enrolment'] });
+  const n = await ScriptedNode.connect(srv.port);
+  const harness = path.join(build, 'tests/wasm/node_actor');
+  const seed = 23;
+  try {
+    await n.hello({ cores: 2, maxParallel: 3, backends: [
+      { kind: 'cpu', device: 'cpu', memory: 1 << 30, units: 2 },
+      { kind: 'opencl', device: 'a test GPU', memory: 1 << 30, units: 1 }] });
+    const id = await submit(srv, option, 1e12, seed);
+    const chunks = () => n.msgs.filter((m) => m.type === 'assign' && m.body.job === id)
+      .flatMap((m) => m.body.chunks.map((c) => ({ ...c, backend: c.backend ?? 0, ctxHash: m.body.ctx_hash })));
+    await eventually(() => chunks().length === 3, 'a chunk for each worker', 30000);
+    // while speeds are unknown: probes, the device's first
+    assert.deepEqual(chunks().map((c) => c.backend), [1, 0, 0]);
+    const probes = chunks();
+    for (const c of probes) {
+      const r = await run(harness, ['chunk', 'option', JSON.stringify(option), String(seed), String(c.start),
+        String(c.count)]);
+      assert.equal(r.code, 0, r.stderr);
+      const data = Buffer.from(r.stdout.trim().split(' ')[1], 'hex');
+      const ms = c.backend === 1 ? 1 : 1000; // the same items: the device in a thousandth of the time
+      const { id: frame } = n.complete({ job: id, ctxHash: c.ctxHash, results: [{ chunk: c.chunk, token: c.token,
+        start: c.start, count: c.count, elapsedMs: ms, data, backend: c.backend }] });
+      const ack = await n.until((m) => m.id === frame && m.type !== 'assign', `the answer to chunk ${c.chunk}`);
+      assert.equal(ack.type, 'complete_ack', JSON.stringify(ack.body));
+      assert.equal(ack.body.outcomes[0].outcome, 'accepted');
+    }
+    await eventually(() => chunks().length === 6, 'a chunk for each worker again', 30000);
+    const next = chunks().slice(3);
+    const gpu = next.filter((c) => c.backend === 1), cpu = next.filter((c) => c.backend === 0);
+    assert.equal(gpu.length, 1);
+    assert.equal(cpu.length, 2);
+    for (const c of cpu)
+      assert.ok(Number(gpu[0].count) >= 100 * Number(c.count), `device chunk ${gpu[0].count}, CPU chunk ${c.count}`);
+    assert.equal((await call(srv, 'POST', `/api/jobs/${id}/cancel`)).status, 200);
+  } finally {
+    await n.close();
+    await srv.stop();
+  }
+});
+
 test('a node back on a new connection keeps its new claims when the old connection ends', async () => {
   // A node whose connection went half-open says hello again on a new one
   // before the coordinator has closed the old. Ending the old session

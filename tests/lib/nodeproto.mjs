@@ -169,10 +169,10 @@ export function canonical(ts, host, path, body) {
 
 // The body of a hello answering a challenge nonce.
 export function helloBody(key, host, nonce, { ts = Math.floor(Date.now() / 1000), version = 'nodeproto',
-  claimToken, cores = 1, maxParallel = 1 } = {}) {
+  claimToken, cores = 1, maxParallel = 1, backends = [] } = {}) {
   return {
     pk: key.pk, ts, sig: key.sign(canonical(ts, host, '/v1/node/hello', nonce)), version,
-    claim_token: claimToken, caps: { cores, max_parallel: maxParallel, os: 'linux', arch: 'x86_64', backends: [] },
+    claim_token: claimToken, caps: { cores, max_parallel: maxParallel, os: 'linux', arch: 'x86_64', backends },
   };
 }
 
@@ -183,7 +183,7 @@ export function sealBody(key, host, { job, ctxHash, results }, { ts = Math.floor
   const payload = encode({
     nonce, job, ctx_hash: ctxHash,
     results: results.map((x) => ({ chunk: x.chunk, token: x.token, start: x.start, count: x.count,
-      elapsed_ms: x.elapsedMs, data: x.data })),
+      elapsed_ms: x.elapsedMs, data: x.data, backend: x.backend || undefined })),
   });
   return { ts, payload, sig: key.sign(canonical(ts, host, '/v1/node/complete', payload)) };
 }

@@ -107,7 +107,7 @@ Test(proto_codec, round_trip_every_type)
     pr_backend be[2] = { { PR_BACKEND_CPU, "cpu0", 1u << 30, 8 }, { PR_BACKEND_CUDA, "gpu0", 1ull << 34, 0 } };
     pr_device_stat ds[1] = { { "gpu0", 500, 1, 2 } };
     uint64_t ids[2] = { 1, UINT64_MAX };
-    pr_chunk ch[1] = { { 9, { 1 }, 10, 20, 30, 2 } };
+    pr_chunk ch[1] = { { 9, { 1 }, 10, 20, 30, 2, 1 } };
     pr_outcome oc[4] = { { 1, PR_OUTCOME_ACCEPTED }, { 2, PR_OUTCOME_IDEMPOTENT },
         { 3, PR_OUTCOME_CONFLICT }, { 4, PR_OUTCOME_STALE } };
     uint8_t payload[3] = { 0x80 };

@@ -24,6 +24,8 @@
  *       (%.17g, so a JSON number from the coordinator compares exactly)
  *   node_actor ctx KERNEL PARAMS_JSON SEED
  *       the job's work context, in hex
+ *   node_actor chunk KERNEL PARAMS_JSON SEED START COUNT
+ *       a chunk's result as a node sends it (nd_compute_cpu), in hex
  *   node_actor bench SECONDS [CHUNK_MS]
  *       the European option through nd_compute_cpu on one thread:
  *       "BENCH sim_european_<cpu|wasm> <paths/s> paths/s"; chunks of
@@ -71,6 +73,7 @@ typedef struct fake {
     uint64_t down_ms;
     uint64_t next_chunk;
     uint64_t refused_ts;     /* session 3: the refused completion's signature time */
+    bool device_last;        /* assign(): the last chunk is sized for backends[1], worker 2's */
     int code;
 } fake;
 
@@ -115,7 +118,7 @@ static void assign(uint32_t n)
     for (uint32_t i = 0; i < n; i++) {
         uint64_t id = F.next_chunk++;
         chunks[i] = (pr_chunk){ .chunk = id, .start = (id - 10) * CHUNK_ITEMS, .count = CHUNK_ITEMS,
-            .lease_ms = 60000 };
+            .lease_ms = 60000, .backend = F.device_last && i == n - 1 };
         memset(chunks[i].token, (int)id, sizeof chunks[i].token);
     }
     pr_msg m = { .type = PR_MSG_ASSIGN };
@@ -177,9 +180,12 @@ static void on_complete(const pr_msg *m)
     const pr_batch *b = &c->batch;
     for (uint32_t i = 0; i < b->nresults; i++) {
         const pr_result *r = &b->results[i];
-        printf("complete job %llu chunk %llu [%llu, +%llu) signature %s, tampered %s, context %s\n",
+        char on[32] = "";
+        if (r->backend != 0)
+            snprintf(on, sizeof on, " on backend %u", r->backend);
+        printf("complete job %llu chunk %llu [%llu, +%llu)%s signature %s, tampered %s, context %s\n",
             (unsigned long long)b->job, (unsigned long long)r->chunk, (unsigned long long)r->start,
-            (unsigned long long)r->count, pr_strerror(ok), pr_strerror(tampered),
+            (unsigned long long)r->count, on, pr_strerror(ok), pr_strerror(tampered),
             memcmp(b->ctx_hash, F.ctx_hash, 32) == 0 ? "ok" : "wrong");
         char label[64];
         snprintf(label, sizeof label, "result %llu", (unsigned long long)r->chunk);
@@ -216,12 +222,14 @@ static void on_complete(const pr_msg *m)
         printf("host: resume\n");
         nd_pause(F.node, false);
     } else if (F.session == 3 && chunk == 14) {
-        /* More workers, three chunks on them; then fewer while those
-         * three are computed: each is finished, and the next chunk waits
-         * for worker 0. */
+        /* More workers, three chunks on them (the last sized for worker
+         * 2's backend, which it goes to); then fewer while those three are
+         * computed: each is finished, and the next chunk waits for worker 0. */
         printf("host: 3 workers\n");
         nd_set_workers(F.node, 3);
+        F.device_last = true;
         assign(3);
+        F.device_last = false;
         printf("host: 1 worker\n");
         nd_set_workers(F.node, 1);
         assign(1);
@@ -329,6 +337,13 @@ static void host_compute(void *ctx, unsigned w, const nd_chunk *c, const sim_wor
     nd_done(F.node, w, rc, data, dlen, 1);
 }
 
+/* Workers 0 and 1 compute on backends[0], worker 2 on backends[1]. */
+static unsigned host_worker_backend(void *ctx, unsigned w)
+{
+    (void)ctx;
+    return w == 2;
+}
+
 static void host_caps(void *ctx, pr_caps *caps)
 {
     (void)ctx;
@@ -391,7 +406,8 @@ static int session_script(void)
     F.sys = rt_system_create(&(rt_system_opts){ .workers = 1 }, &rc);
     if (F.sys == NULL)
         return 1;
-    nd_host host = { .connect = host_connect, .send = host_send, .compute = host_compute, .caps = host_caps,
+    nd_host host = { .connect = host_connect, .send = host_send, .compute = host_compute,
+        .worker_backend = host_worker_backend, .caps = host_caps,
         .stats = host_stats, .state = host_state, .log = host_log, .stopped = host_stopped };
     F.node = nd_spawn(F.sys, &cfg, &host);
     pr_key_wipe(&cfg.key);
@@ -465,6 +481,38 @@ static int ctx_mode(const char *kernel, const char *json, const char *seed_s)
     return rc == 0 ? 0 : 2;
 }
 
+static int chunk_mode(const char *kernel, const char *json, const char *seed_s, const char *start_s,
+    const char *count_s)
+{
+    char *e1, *e2, *e3, err[256] = "";
+    unsigned long long seed = strtoull(seed_s, &e1, 10), start = strtoull(start_s, &e2, 10),
+                       count = strtoull(count_s, &e3, 10);
+    if (*e1 || *e2 || *e3) {
+        fprintf(stderr, "node_actor chunk: SEED, START and COUNT are integers\n");
+        return 2;
+    }
+    msgpack_sbuffer params, ctx;
+    msgpack_sbuffer_init(&params);
+    msgpack_sbuffer_init(&ctx);
+    sim_work job = { 0 };
+    uint8_t *data = NULL;
+    size_t len = 0;
+    int rc = sim_json_to_msgpack(json, strlen(json), &params, err, sizeof err);
+    if (rc == 0) {
+        sim_ctx_encode(&ctx, kernel, seed, params.data, params.size);
+        rc = sim_work_open(&job, (const uint8_t *)ctx.data, ctx.size, err, sizeof err);
+    }
+    if (rc == 0 && (rc = nd_compute_cpu(&job, &(nd_chunk){ .start = start, .count = count }, &data, &len)) == 0)
+        hex("result", data, len);
+    else
+        fprintf(stderr, "node_actor chunk: %s\n", err[0] ? err : sim_strerror(rc));
+    free(data);
+    sim_work_close(&job);
+    msgpack_sbuffer_destroy(&params);
+    msgpack_sbuffer_destroy(&ctx);
+    return rc == 0 ? 0 : 1;
+}
+
 static int bench_mode(const char *seconds_s, const char *chunk_ms_s)
 {
     double seconds = atof(seconds_s), chunk_ms = chunk_ms_s != NULL ? atof(chunk_ms_s) : 0;
@@ -503,11 +551,14 @@ int main(int argc, char **argv)
         return sim_mode(argv[2], argv[3], argv[4], argv[5]);
     if (argc == 5 && strcmp(argv[1], "ctx") == 0)
         return ctx_mode(argv[2], argv[3], argv[4]);
+    if (argc == 7 && strcmp(argv[1], "chunk") == 0)
+        return chunk_mode(argv[2], argv[3], argv[4], argv[5], argv[6]);
     if ((argc == 3 || argc == 4) && strcmp(argv[1], "bench") == 0)
         return bench_mode(argv[2], argc == 4 ? argv[3] : NULL);
     if (argc != 1) {
         fprintf(stderr, "usage: node_actor | node_actor sim KERNEL PARAMS_JSON ITEMS SEED |\n"
-                        "       node_actor ctx KERNEL PARAMS_JSON SEED | node_actor bench SECONDS [CHUNK_MS]\n");
+                        "       node_actor ctx KERNEL PARAMS_JSON SEED | node_actor bench SECONDS [CHUNK_MS] |\n"
+                        "       node_actor chunk KERNEL PARAMS_JSON SEED START COUNT\n");
         return 2;
     }
     return session_script();

@@ -72,7 +72,11 @@ test('the transcript shows signatures, the state machine and the results', async
   // heartbeat at once; the third worker takes a chunk, and the chunk after
   // the drop waits for worker 0 while workers 1 and 2 finish theirs.
   assert.match(out, /^log info 3 workers, from 2\nnode> heartbeat\nheartbeat max_parallel 3, 0 in flight\n/m);
-  assert.match(out, /^compute worker 2 chunk 1[567], /m);
+  // the chunk sized for backends[1] goes to worker 2, that backend's, and
+  // its result says so
+  assert.match(out, /^compute worker 2 chunk 17, /m);
+  assert.match(out, /^complete job 3 chunk 17 \[7000, \+1000\) on backend 1 signature success/m);
+  assert.equal((out.match(/ on backend 1 /g) || []).length, 1, 'only that chunk on backend 1');
   assert.match(out, /^log info 1 worker, from 3\nnode> heartbeat\nheartbeat max_parallel 1, 3 in flight\n/m);
   assert.match(out, /^compute worker 0 chunk 18, /m);
   for (const c of [15, 16, 17, 18]) assert.match(out, new RegExp(`^complete job 3 chunk ${c} .* signature success`, 'm'));
