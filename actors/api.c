@@ -688,7 +688,7 @@ static char *nodes_json(gateway *g, PGresult *res, bool one, const char *status)
     int rows = PQntuples(res);
     size_t cap = 16, len = 0;
     for (int i = 0; i < rows; i++)
-        cap += (size_t)PQgetlength(res, i, 1) + 400;
+        cap += (size_t)PQgetlength(res, i, 1) + 800; /* the live fields, up to 16 backend speeds */
     char *out = malloc(cap);
     if (out == NULL)
         rt_oom(cap);
@@ -710,15 +710,21 @@ static char *nodes_json(gateway *g, PGresult *res, bool one, const char *status)
             uint64_t items = strtoull(PQgetvalue(res, i, 3), NULL, 10) + (v ? v->items_done : 0);
             len += (size_t)snprintf(out + len, cap - len, ",\"chunks_total\":%" PRIu64 ",\"items_total\":%" PRIu64,
                 chunks, items);
-            if (v == NULL)
+            if (v == NULL) {
                 len += (size_t)snprintf(out + len, cap - len, ",\"online\":false}");
-            else
-                len += (size_t)snprintf(out + len, cap - len,
-                    ",\"online\":true,\"max_parallel\":%u,\"slots\":%u,"
-                    "\"in_flight\":%u,\"chunks_done\":%" PRIu64 ",\"items_done\":%" PRIu64 ",\"items_per_s\":%.0f,"
-                    "\"connected_ms\":%" PRIu64 ",\"last_seen_ms\":%" PRIu64 "}",
-                    v->max_parallel, v->slots, v->in_flight, v->chunks_done, v->items_done,
-                    v->items_per_s, v->connected_ms, v->last_seen_ms);
+                continue;
+            }
+            for (unsigned b = 0; b < v->nbackend_speeds; b++)
+                len += (size_t)snprintf(out + len, cap - len, "%s%.0f", b ? "," : ",\"backend_items_per_s\":[",
+                    v->backend_items_per_s[b]);
+            if (v->nbackend_speeds > 0)
+                out[len++] = ']';
+            len += (size_t)snprintf(out + len, cap - len,
+                ",\"online\":true,\"max_parallel\":%u,\"slots\":%u,"
+                "\"in_flight\":%u,\"chunks_done\":%" PRIu64 ",\"items_done\":%" PRIu64 ",\"items_per_s\":%.0f,"
+                "\"connected_ms\":%" PRIu64 ",\"last_seen_ms\":%" PRIu64 "}",
+                v->max_parallel, v->slots, v->in_flight, v->chunks_done, v->items_done,
+                v->items_per_s, v->connected_ms, v->last_seen_ms);
         }
     snprintf(out + len, cap - len, "]\n");
     free(vs.v);

@@ -47,6 +47,8 @@ typedef struct cd_node_view {
     unsigned cores, max_parallel, slots, in_flight;
     uint64_t chunks_done, items_done;
     double items_per_s;
+    double backend_items_per_s[16]; /* per entry of hello's backends, when chunks are sized per backend */
+    unsigned nbackend_speeds;       /* 0: one speed for the node */
     uint64_t connected_ms, last_seen_ms; /* unix milliseconds */
     char work_key[33];        /* hex: the session's node_work row (sql/006_node_work.sql) */
 } cd_node_view;

@@ -423,7 +423,7 @@ typedef struct inflight {
 /* The workers of one entry of hello's backends, on a node with more than
  * one (a CPU worker per core beside a GPU's): chunks are sized to their
  * own speed, not to the node's mix of speeds. */
-enum { MAX_CLASSES = 16 };
+enum { MAX_CLASSES = 16 }; /* cd_node_view.backend_items_per_s */
 typedef struct wclass {
     unsigned units;        /* its workers: a device's 1, the CPU entry's units (or cores) */
     unsigned slots;        /* chunks of it at once */
@@ -671,6 +671,7 @@ static bool set_slots(session *s, unsigned max_parallel)
     for (unsigned c = 0; c < s->nbk; c++)
         sum += s->cls[c].units;
     s->ncls = s->nbk > 1 && sum == s->max_slots ? s->nbk : 1;
+    s->view.nbackend_speeds = s->ncls > 1 ? s->ncls : 0;
     for (unsigned c = 0; c < s->ncls; c++)
         s->cls[c].slots = s->ncls > 1 ? s->cls[c].units : s->max_slots;
     return s->max_slots > was;
@@ -1150,6 +1151,7 @@ static void on_complete(session *s, pr_msg *m)
             if (s->ncls > 1 && r->backend < s->ncls) {
                 double *v = &s->cls[r->backend].items_per_s;
                 *v = *v > 0 ? 0.7 * *v + 0.3 * rate : rate;
+                s->view.backend_items_per_s[r->backend] = *v;
             }
         }
         cd_complete *q = cd_complete_new(c->batch.job, r->chunk, r->token, s->node_id, r->data.ptr, r->data.len);

@@ -551,6 +551,13 @@ test('a node with a device worker beside a CPU worker per core has every worker 
     }, `${workers} chunks in hand at once`, 30000);
     assert.equal(live.slots, workers);
     assert.equal(live.capabilities.cores, cpus);
+    // its results name the backend that computed them: each backend has a
+    // speed of its own (the CPU entry, then pocl's)
+    const speeds = await eventually(async () => {
+      const v = (await api(srv, 'GET', `/api/nodes/${me}`)).json.backend_items_per_s;
+      return v && v.length === 1 + devices && v.every((x) => x > 0) ? v : null;
+    }, 'a speed for each backend', 30000);
+    assert.equal(speeds.length, live.capabilities.backends.length);
   } finally {
     if (id) assert.equal((await api(srv, 'POST', `/api/jobs/${id}/cancel`)).status, 200);
     assert.equal((await stop(node)).code, 0, node.err);

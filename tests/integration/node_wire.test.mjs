@@ -411,6 +411,9 @@ test('a node with a GPU beside its CPU workers gets chunks sized for each', asyn
     assert.equal(cpu.length, 2);
     for (const c of cpu)
       assert.ok(Number(gpu[0].count) >= 100 * Number(c.count), `device chunk ${gpu[0].count}, CPU chunk ${c.count}`);
+    // the speeds the coordinator keeps, one per backend, in the nodes list
+    const live = (await call(srv, 'GET', `/api/nodes/${n.nodeId}`)).json;
+    assert.deepEqual(live.backend_items_per_s, [1000, 1000000]);
     assert.equal((await call(srv, 'POST', `/api/jobs/${id}/cancel`)).status, 200);
   } finally {
     await n.close();
