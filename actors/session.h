@@ -39,6 +39,8 @@ typedef struct cd_sessions_opts {
     const cd_proxies *proxies; /* trusted reverse proxies (borrowed, outlives the sessions); may be NULL */
 } cd_sessions_opts;
 
+enum { CD_NODE_BACKENDS = 16 }; /* hello's backends a node may have (PROTOCOL.md) */
+
 /* What the coordinator knows of a node online, kept up to date by its
  * session (the registry's live half; the nodes table is the other). */
 typedef struct cd_node_view {
@@ -47,7 +49,8 @@ typedef struct cd_node_view {
     unsigned cores, max_parallel, slots, in_flight;
     uint64_t chunks_done, items_done;
     double items_per_s;
-    double backend_items_per_s[16]; /* per entry of hello's backends, when chunks are sized per backend */
+    double backend_items_per_s[CD_NODE_BACKENDS]; /* per entry of hello's backends, per chunk, when
+                                                     chunks are sized per backend (0: not known yet) */
     unsigned nbackend_speeds;       /* 0: one speed for the node */
     uint64_t connected_ms, last_seen_ms; /* unix milliseconds */
     char work_key[33];        /* hex: the session's node_work row (sql/006_node_work.sql) */

@@ -422,12 +422,9 @@ typedef struct inflight {
 
 /* The workers of one entry of hello's backends, on a node with more than
  * one (a CPU worker per core beside a GPU's): chunks are sized to their
- * own speed, not to the node's mix of speeds. */
-enum { MAX_CLASSES = 16 }; /* cd_node_view.backend_items_per_s */
+ * own speed (view.backend_items_per_s), not to the node's mix of speeds. */
 typedef struct wclass {
-    unsigned units;        /* its workers: a device's 1, the CPU entry's units (or cores) */
-    unsigned slots;        /* chunks of it at once */
-    double items_per_s;    /* per chunk, as its results say (0: not known yet) */
+    unsigned units;        /* its workers, and its slots when sized apart: a device's 1, the CPU entry's units */
     bool device;           /* OpenCL or CUDA */
 } wclass;
 
@@ -478,8 +475,8 @@ struct session {
     pr_replay *guard;
     unsigned workers_max;   /* hello's cores (1 when it says 0) and device backends */
     unsigned max_slots;     /* chunks at once: hello's or a heartbeat's max_parallel, within workers_max */
-    wclass cls[MAX_CLASSES];
-    unsigned nbk;           /* hello's backends (MAX_CLASSES at most) */
+    wclass cls[CD_NODE_BACKENDS];
+    unsigned nbk;           /* hello's backends (CD_NODE_BACKENDS at most) */
     unsigned ncls;          /* classes in use: nbk when their units make max_slots, else 1 (all alike) */
     unsigned claim_cls;     /* what the claim under way is for */
     uint64_t heard_ms;      /* the last frame, monotonic (for the heartbeat watch) */
@@ -672,8 +669,6 @@ static bool set_slots(session *s, unsigned max_parallel)
         sum += s->cls[c].units;
     s->ncls = s->nbk > 1 && sum == s->max_slots ? s->nbk : 1;
     s->view.nbackend_speeds = s->ncls > 1 ? s->ncls : 0;
-    for (unsigned c = 0; c < s->ncls; c++)
-        s->cls[c].slots = s->ncls > 1 ? s->cls[c].units : s->max_slots;
     return s->max_slots > was;
 }
 
@@ -685,17 +680,18 @@ static unsigned fly_in(const session *s, unsigned cls)
     return n;
 }
 
-/* The class to claim for: of those with a free slot, the fastest, and
- * devices before CPUs while speeds are unknown; ncls when none is free. */
+/* With chunks sized per backend, the class to claim for: of those with a
+ * free slot, the fastest, and devices before CPUs while speeds are
+ * unknown; ncls when none is free. */
 static unsigned claim_class(const session *s)
 {
+    const double *speed = s->view.backend_items_per_s;
     unsigned best = s->ncls;
     for (unsigned c = 0; c < s->ncls; c++) {
-        const wclass *w = &s->cls[c];
-        if (fly_in(s, c) >= w->slots)
+        if (fly_in(s, c) >= s->cls[c].units)
             continue;
-        if (best == s->ncls || w->items_per_s > s->cls[best].items_per_s ||
-            (w->items_per_s == s->cls[best].items_per_s && w->device && !s->cls[best].device))
+        if (best == s->ncls || speed[c] > speed[best] ||
+            (speed[c] == speed[best] && s->cls[c].device && !s->cls[best].device))
             best = c;
     }
     return best;
@@ -706,15 +702,18 @@ static void claim_more(session *s)
 {
     if (s->phase != RUNNING || s->claiming || s->draining || s->nfly >= s->max_slots)
         return;
-    unsigned k = claim_class(s);
-    if (k == s->ncls)
-        return;
+    unsigned k = 0, free_slots = s->max_slots - (unsigned)s->nfly;
+    double speed = s->view.items_per_s;
+    if (s->ncls > 1) {
+        if ((k = claim_class(s)) == s->ncls)
+            return;
+        unsigned free_cls = s->cls[k].units - fly_in(s, k);
+        free_slots = free_cls < free_slots ? free_cls : free_slots;
+        speed = s->view.backend_items_per_s[k];
+    }
     cd_claim *c = RT_MSG_NEW(cd_claim, CD_MSG_CLAIM);
     c->node = (sc_node_info){ .id = s->node_id, .session = s->conn, .tier = s->tier, .backends = 1, .mem_bytes = UINT64_MAX,
-        .items_per_s = s->ncls > 1 ? s->cls[k].items_per_s : s->view.items_per_s };
-    unsigned free_slots = s->max_slots - (unsigned)s->nfly, free_cls = s->cls[k].slots - fly_in(s, k);
-    if (free_cls < free_slots)
-        free_slots = free_cls;
+        .items_per_s = speed };
     s->claim_cls = k;
     c->slots = free_slots > CD_MAX_CLAIMS ? CD_MAX_CLAIMS : free_slots;
     int64_t id = rt_request(s->self, s->ss->scheduler, &c->hdr, 10000);
@@ -863,13 +862,13 @@ static void on_hello(session *s, pr_msg *m)
     /* A worker per core, and one per device (a GPU's worker beside as many
      * CPU workers as cores): that many chunks at once at most. */
     s->workers_max = h->caps.cores ? h->caps.cores : 1;
-    s->nbk = h->caps.nbackends < MAX_CLASSES ? h->caps.nbackends : MAX_CLASSES;
+    s->nbk = h->caps.nbackends < CD_NODE_BACKENDS ? h->caps.nbackends : CD_NODE_BACKENDS;
     for (uint32_t i = 0; i < h->caps.nbackends; i++) {
         const pr_backend *b = &h->caps.backends[i];
         bool device = b->kind == PR_BACKEND_OPENCL || b->kind == PR_BACKEND_CUDA;
         if (device)
             s->workers_max++;
-        if (i < MAX_CLASSES)
+        if (i < CD_NODE_BACKENDS)
             s->cls[i] = (wclass){ .units = device ? 1 : b->units ? b->units : h->caps.cores ? h->caps.cores : 1,
                 .device = device };
     }
@@ -1149,9 +1148,8 @@ static void on_complete(session *s, pr_msg *m)
             double rate = (double)r->count * 1000.0 / r->elapsed_ms;
             s->view.items_per_s = s->view.items_per_s > 0 ? 0.7 * s->view.items_per_s + 0.3 * rate : rate;
             if (s->ncls > 1 && r->backend < s->ncls) {
-                double *v = &s->cls[r->backend].items_per_s;
+                double *v = &s->view.backend_items_per_s[r->backend];
                 *v = *v > 0 ? 0.7 * *v + 0.3 * rate : rate;
-                s->view.backend_items_per_s[r->backend] = *v;
             }
         }
         cd_complete *q = cd_complete_new(c->batch.job, r->chunk, r->token, s->node_id, r->data.ptr, r->data.len);
