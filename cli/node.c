@@ -3,6 +3,7 @@
  *
  *   simfarm node --server ws://127.0.0.1:8080/ws/node [--cores N] [--backend B] [--key PATH]
  *                [--claim-token T] [--grace S] [--log-format text|json] [--ca PEM]
+ *                [--priority low|idle|normal]
  */
 #include "cli/cli.h"
 #include "node-native/node.h"
@@ -16,7 +17,7 @@ static void node_usage(FILE *out)
     fprintf(out,
         "usage: simfarm node [--server URL] [--cores N] [--backend B] [--key PATH]\n"
         "                    [--claim-token TOKEN] [--grace SECONDS] [--log-format text|json]\n"
-        "                    [--ca PEM]\n"
+        "                    [--ca PEM] [--priority low|idle|normal]\n"
         "\n"
         "Lends this machine to a coordinator: connects to URL (ws://HOST:PORT/ws/node,\n"
         "or the coordinator's http://HOST:PORT with the path prefix a proxy serves it\n"
@@ -29,7 +30,9 @@ static void node_usage(FILE *out)
         "opencl (every OpenCL device, CPU devices too) and cuda name backends, and a\n"
         "list such as cpu,opencl combines them. The key is created on first start in\n"
         "PATH (default $XDG_DATA_HOME/simfarm/node.key), mode 0600. A new key enrols\n"
-        "with a claim token (--claim-token, or $NODE_CLAIM_TOKEN).\n"
+        "with a claim token (--claim-token, or $NODE_CLAIM_TOKEN). The workers compute\n"
+        "at --priority low (default: nice 19), idle (only what the machine's other\n"
+        "work leaves, SCHED_IDLE) or normal; the connection keeps normal priority.\n"
         "SIGINT or SIGTERM finishes the chunks in hand, then leaves; chunks not done\n"
         "after the grace period (default 30 s; 0 waits without limit) are handed\n"
         "back, and a second signal leaves at once. Exit status: 0 stopped, 1 could\n"
@@ -77,6 +80,17 @@ int cmd_node(int argc, char **argv)
                 return ND_EXIT_USAGE;
             }
             o.grace_s = (unsigned)n;
+        } else if (strcmp(a, "--priority") == 0) {
+            if (strcmp(v, "low") == 0)
+                o.priority = ND_PRIORITY_LOW;
+            else if (strcmp(v, "idle") == 0)
+                o.priority = ND_PRIORITY_IDLE;
+            else if (strcmp(v, "normal") == 0)
+                o.priority = ND_PRIORITY_NORMAL;
+            else {
+                fprintf(stderr, "simfarm node: --priority wants low, idle or normal, not '%s'\n", v);
+                return ND_EXIT_USAGE;
+            }
         } else if (strcmp(a, "--log-format") == 0) {
             if (strcmp(v, "json") != 0 && strcmp(v, "text") != 0) {
                 fprintf(stderr, "simfarm node: --log-format wants text or json, not '%s'\n", v);

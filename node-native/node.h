@@ -18,6 +18,14 @@
 
 #include <stdbool.h>
 
+/* How the compute threads share the machine with its other work (the
+ * loop thread, which talks to the coordinator, keeps the process's). */
+typedef enum nd_priority {
+    ND_PRIORITY_LOW,    /* nice 19 */
+    ND_PRIORITY_IDLE,   /* SCHED_IDLE: only what nothing else wants */
+    ND_PRIORITY_NORMAL  /* the process's own */
+} nd_priority;
+
 typedef struct nd_opts {
     const char *url;          /* ws://host:port/ws/node, wss:// over TLS */
     const char *ca_path;      /* PEM CA certificates for wss://; NULL = the system's */
@@ -26,6 +34,7 @@ typedef struct nd_opts {
     const char *claim_token;  /* enrol with this token; may be NULL */
     const char *backend;      /* auto (NULL), cpu, opencl, cuda, or a list "cpu,opencl" */
     unsigned grace_s;         /* a drain leaves after this long; 0 = no limit */
+    nd_priority priority;     /* of the compute threads */
     bool log_json;            /* log lines as JSON objects */
 } nd_opts;
 

@@ -7,6 +7,7 @@
  * node. The connection's state lives in a pinned "link" actor, so that
  * libwebsockets is torn down on the loop when the system stops.
  */
+#define _GNU_SOURCE /* gettid, SCHED_IDLE */
 #include "node-native/node.h"
 
 #include "actors/node.h"
@@ -19,6 +20,7 @@
 
 #include <errno.h>
 #include <libwebsockets.h>
+#include <pthread.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <signal.h>
@@ -28,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
@@ -435,6 +438,31 @@ static void worker_behaviour(rt_actor *self, rt_msg *m)
     nd_done(w->node, w->index, err, data, len, (uint32_t)spent);
 }
 
+/* What each pool thread does as it starts (rt_system_opts.thread_start):
+ * the pool runs only the workers, so lowering its threads lowers the
+ * compute and leaves the loop thread, which talks to the coordinator, as
+ * it was. Linux keeps a nice value per thread. */
+typedef struct thread_prio {
+    nd_priority level;
+    bool log_json;
+    atomic_flag warned;
+} thread_prio;
+
+static void worker_thread_start(void *arg)
+{
+    thread_prio *p = arg;
+    int rc = 0;
+    if (p->level == ND_PRIORITY_LOW) {
+        rc = setpriority(PRIO_PROCESS, (id_t)gettid(), 19) == 0 ? 0 : errno;
+    } else if (p->level == ND_PRIORITY_IDLE) {
+        struct sched_param sp = { .sched_priority = 0 };
+        rc = pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+    }
+    if (rc != 0 && !atomic_flag_test_and_set(&p->warned))
+        say(p->log_json, ND_WARN, "cannot lower the compute threads' priority (%s): they run at the process's",
+            strerror(rc));
+}
+
 static void worker_final(rt_actor *self)
 {
     worker *w = rt_state(self);
@@ -745,7 +773,9 @@ int nd_run(const nd_opts *opts)
         return ND_EXIT_FAIL;
     }
     unsigned ncpu = b.cpu ? (opts->cores ? opts->cores : (unsigned)uv_available_parallelism()) : 0;
-    rt_system_opts so = { .workers = ncpu + (unsigned)ndevs };
+    thread_prio prio = { .level = opts->priority, .log_json = json, .warned = ATOMIC_FLAG_INIT };
+    rt_system_opts so = { .workers = ncpu + (unsigned)ndevs,
+        .thread_start = opts->priority == ND_PRIORITY_NORMAL ? NULL : worker_thread_start, .thread_arg = &prio };
     int e = 0;
     rt_system *sys = rt_system_create(&so, &e);
     if (sys == NULL) {
@@ -808,7 +838,9 @@ int nd_run(const nd_opts *opts)
         if (k->kind != PR_BACKEND_CPU)
             say(json, ND_INFO, "worker %u: %s on %s", w, k->kind == PR_BACKEND_CUDA ? "CUDA" : "OpenCL", k->device);
     }
-    say(json, ND_INFO, "%u workers (%u CPU, %d device), connecting to %s", l->nworkers, ncpu, ndevs, opts->url);
+    say(json, ND_INFO, "%u workers (%u CPU, %d device)%s, connecting to %s", l->nworkers, ncpu, ndevs,
+        opts->priority == ND_PRIORITY_LOW ? " at nice 19" : opts->priority == ND_PRIORITY_IDLE ? " at idle priority" : "",
+        opts->url);
     uv_signal_init(rt_system_loop(sys), &l->sigint);
     uv_signal_init(rt_system_loop(sys), &l->sigterm);
     uv_timer_init(rt_system_loop(sys), &l->grace);

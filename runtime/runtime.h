@@ -245,6 +245,11 @@ typedef struct rt_system_opts {
     void *loop;         /* a uv_loop_t to run on (for example one that
                            libwebsockets also uses); NULL = the runtime owns
                            one. Ignored by the WebAssembly port. */
+    void (*thread_start)(void *arg); /* run by each worker thread as it starts,
+                                        before any actor (for example to set the
+                                        thread's priority); NULL = none. The
+                                        WebAssembly port has no threads to run it. */
+    void *thread_arg;
 } rt_system_opts;
 
 /* Starts the worker threads. Pinned actors and timers run when the loop

@@ -72,6 +72,8 @@ struct rt_system {
 
     unsigned nworkers;
     worker *workers;
+    void (*thread_start)(void *arg);
+    void *thread_arg;
     pthread_mutex_t global_lock;
     rt_actor *global_head, *global_tail;
     _Atomic size_t global_count;
@@ -318,6 +320,8 @@ static void *worker_main(void *arg)
     worker *w = arg;
     rt_system *sys = w->sys;
     tl_worker = w;
+    if (sys->thread_start != NULL)
+        sys->thread_start(sys->thread_arg);
 
     while (!atomic_load_explicit(&sys->quit, memory_order_acquire)) {
         rt_actor *a = find_work(w);
@@ -559,6 +563,8 @@ rt_system *rt_system_create(const rt_system_opts *opts, int *err)
     sys->c.timer_lock = &sys->timer_lock;
 
     sys->nworkers = opts->workers ? opts->workers : uv_available_parallelism();
+    sys->thread_start = opts->thread_start;
+    sys->thread_arg = opts->thread_arg;
     sys->workers = aligned_alloc(alignof(worker), sys->nworkers * sizeof *sys->workers);
     if (sys->workers != NULL)
         memset(sys->workers, 0, sys->nworkers * sizeof *sys->workers);

@@ -12,6 +12,7 @@
 #include "runtime/runtime.h"
 #include "tests/support/check.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -809,6 +810,82 @@ static void idle_workers_sleep(void)
 #endif
 }
 
+/* ---- a hook for each worker thread ------------------------------------------------------- */
+
+#ifndef __EMSCRIPTEN__
+enum { HOOK_WORKERS = 3, HOOK_ACTORS = 64 };
+
+static _Thread_local int hook_ran_here;
+
+static struct {
+    _Atomic int started;          /* thread_start calls */
+    _Atomic int ran, ran_hooked;  /* pool actors run, and of them on a hooked thread */
+    _Atomic int wrong_arg;        /* thread_start calls with another argument */
+    int loop_hooked;              /* the pinned actor's thread ran the hook */
+} hook;
+
+static int hook_token;
+
+static void hook_start(void *arg)
+{
+    atomic_fetch_add(&hook.wrong_arg, arg != &hook_token);
+    hook_ran_here = 1;
+    atomic_fetch_add(&hook.started, 1);
+}
+
+static void hook_pool_actor(rt_actor *self, rt_msg *m)
+{
+    (void)self;
+    (void)m;
+    atomic_fetch_add(&hook.ran_hooked, hook_ran_here);
+    atomic_fetch_add(&hook.ran, 1);
+}
+
+static void hook_loop_actor(rt_actor *self, rt_msg *m)
+{
+    if (m->type == M_GO) {
+        hook.loop_hooked = hook_ran_here;
+        rt_send_after(self, 1, rt_msg_new(M_TICK, sizeof(rt_msg)));
+        return;
+    }
+    if (atomic_load(&hook.ran) < HOOK_ACTORS) { /* the watchdog bounds the wait */
+        rt_send_after(self, 1, rt_msg_new(M_TICK, sizeof(rt_msg)));
+        return;
+    }
+    rt_system_stop(rt_actor_system(self));
+}
+
+/* thread_start runs once on each worker thread, with its argument, before
+ * that thread runs any actor; never on the loop thread. */
+static void thread_start_hook(void)
+{
+    memset(&hook, 0, sizeof hook);
+    rt_system_opts o = { .workers = HOOK_WORKERS, .thread_start = hook_start, .thread_arg = &hook_token };
+    rt_system *sys = rt_system_create(&o, NULL);
+    CHECK(sys != NULL, "rt_system_create");
+    for (int i = 0; i < HOOK_ACTORS; i++) {
+        rt_actor *a = rt_spawn(sys, hook_pool_actor, NULL);
+        rt_send(a, rt_msg_new(M_NUM, sizeof(rt_msg)));
+        rt_actor_release(a);
+    }
+    rt_actor *p = rt_spawn(sys, hook_loop_actor, &(rt_actor_opts){ .pinned = true });
+    rt_send(p, rt_msg_new(M_GO, sizeof(rt_msg)));
+    rt_actor_release(p);
+    rt_actor *w = rt_spawn(sys, watchdog, NULL);
+    watchdog_fired = 0;
+    rt_send_after(w, WATCHDOG_MS, rt_msg_new(M_WATCHDOG, sizeof(rt_msg)));
+    rt_actor_release(w);
+    finish(sys);
+    CHECK(!watchdog_fired, "watchdog");
+    CHECK(atomic_load(&hook.started) == HOOK_WORKERS, "thread_start ran %d times for %d workers",
+        atomic_load(&hook.started), HOOK_WORKERS);
+    CHECK(atomic_load(&hook.wrong_arg) == 0, "thread_start's argument");
+    CHECK(atomic_load(&hook.ran_hooked) == HOOK_ACTORS, "%d of %d pool actors ran on a thread that ran the hook",
+        atomic_load(&hook.ran_hooked), HOOK_ACTORS);
+    CHECK(hook.loop_hooked == 0, "the loop thread ran the hook");
+}
+#endif
+
 int main(void)
 {
     RUN(per_sender_fifo);
@@ -826,5 +903,8 @@ int main(void)
     RUN(shutdown_with_messages_in_flight);
     RUN(idle_workers_sleep);
     RUN(destroy_without_run);
+#ifndef __EMSCRIPTEN__
+    RUN(thread_start_hook);
+#endif
     return CHECK_SUMMARY();
 }

@@ -502,6 +502,58 @@ test('the nodes list filtered by status, owner and tier, a page at a time (API a
   }
 });
 
+// Each thread of a process: its nice value, scheduling policy (0 normal,
+// 5 SCHED_IDLE) and CPU time in ticks, from /proc (fields 19, 41, 14 + 15;
+// the name in parentheses may hold spaces).
+function threads(pid) {
+  return fs.readdirSync(`/proc/${pid}/task`).map((tid) => {
+    const stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { tid: Number(tid), nice: Number(f[16]), policy: Number(f[38]), cpu: Number(f[11]) + Number(f[12]) };
+  });
+}
+
+test('the workers compute at low priority, the connection at the process\'s; --priority idle and normal', async () => {
+  const node = proc(['node', '--server', server(srv), '--key', path.join(tmp, 'prio.key'), '--cores', '2',
+    '--backend', 'cpu']);
+  try {
+    await node.until(/2 workers \(2 CPU, 0 device\) at nice 19/, 'the start says the priority');
+    await node.until(/as node \d+/, 'node connected');
+    const items = 100000000, seed = 41;
+    const job = await jobEnded(srv, await submit(srv, items, seed));
+    sameBits(job, await localRun(items, seed));
+    const t = threads(node.child.pid);
+    const low = t.filter((x) => x.nice === 19);
+    assert.equal(low.length, 2, `two threads at nice 19: ${JSON.stringify(t)}`);
+    assert.equal(t.find((x) => x.tid === node.child.pid).nice, 0, 'the loop thread keeps nice 0');
+    assert.ok(t.every((x) => x.policy === 0), JSON.stringify(t));
+    const all = t.reduce((n, x) => n + x.cpu, 0), computing = low.reduce((n, x) => n + x.cpu, 0);
+    assert.ok(computing >= 0.9 * all, `the chunks were computed on the low threads: ${computing} of ${all} ticks`);
+  } finally {
+    assert.equal((await stop(node)).code, 0, node.err);
+  }
+  // idle: the two pool threads SCHED_IDLE; normal: every thread as it was
+  for (const [priority, says, idle] of [['idle', / at idle priority, connecting/, 2],
+    ['normal', /\(2 CPU, 0 device\), connecting/, 0]]) {
+    const n = proc(['node', '--server', server(srv), '--key', path.join(tmp, 'prio.key'), '--cores', '2',
+      '--backend', 'cpu', '--priority', priority]);
+    try {
+      await n.until(says, `--priority ${priority}: the start says so`);
+      await n.until(/as node \d+/, 'node connected');
+      const t = threads(n.child.pid);
+      assert.ok(t.every((x) => x.nice === 0), `--priority ${priority}: ${JSON.stringify(t)}`);
+      assert.equal(t.filter((x) => x.policy === 5).length, idle, `--priority ${priority}: ${JSON.stringify(t)}`);
+      assert.equal(t.filter((x) => x.policy !== 0 && x.policy !== 5).length, 0, JSON.stringify(t));
+      assert.equal(t.find((x) => x.tid === n.child.pid).policy, 0, 'the loop thread keeps its policy');
+    } finally {
+      assert.equal((await stop(n)).code, 0, n.err);
+    }
+  }
+  const bad = await run(simfarm, ['node', '--priority', 'high']);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /--priority wants low, idle or normal, not 'high'/);
+});
+
 test('a CPU node and an OpenCL node together give one local run, to the last bit', async () => {
   const cpu = proc(['node', '--server', server(srv), '--key', path.join(tmp, 'be-cpu.key'), '--backend', 'cpu',
     '--cores', '1', '--log-format', 'json']);
