@@ -32,7 +32,7 @@ static void node_usage(FILE *out)
         "PATH (default $XDG_DATA_HOME/simfarm/node.key), mode 0600. A new key enrols\n"
         "with a claim token (--claim-token, or $NODE_CLAIM_TOKEN). The workers compute\n"
         "at --priority low (default: nice 19), idle (only what the machine's other\n"
-        "work leaves, SCHED_IDLE) or normal; the connection keeps normal priority.\n"
+        "work leaves, SCHED_IDLE) or normal; the connection keeps the process's.\n"
         "SIGINT or SIGTERM finishes the chunks in hand, then leaves; chunks not done\n"
         "after the grace period (default 30 s; 0 waits without limit) are handed\n"
         "back, and a second signal leaves at once. Exit status: 0 stopped, 1 could\n"

@@ -20,9 +20,10 @@
 
 #include <errno.h>
 #include <libwebsockets.h>
-#include <pthread.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sodium.h>
 #include <stdatomic.h>
@@ -30,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
