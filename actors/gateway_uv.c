@@ -673,8 +673,11 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *er
     struct lws_context_creation_info info;
     memset(&info, 0, sizeof info);
     void *loops[1] = { loop };
-    info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_EXPLICIT_VHOSTS | LWS_SERVER_OPTION_DISABLE_IPV6 |
-        (opts->tls_cert ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0);
+    /* With IPv6 on, libwebsockets binds an IPv4 address such as 127.0.0.1
+     * as the wildcard of a dual-stack socket: on only for an IPv6 one. */
+    bool v6 = opts->host != NULL && strchr(opts->host, ':') != NULL;
+    info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_EXPLICIT_VHOSTS |
+        (v6 ? 0 : LWS_SERVER_OPTION_DISABLE_IPV6) | (opts->tls_cert ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0);
     info.foreign_loops = loops;
     info.user = g;
     /* The buffer each read goes into (4 KiB by default): a node's batch of
@@ -702,7 +705,8 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *er
     info.protocols = g->protocols;
     info.vhost_name = "simfarm";
     g->vhost = lws_create_vhost(g->ctx, &info);
-    if (g->vhost == NULL) {
+    /* an iface it cannot bind leaves a vhost that listens nowhere */
+    if (g->vhost == NULL || lws_get_vhost_listen_port(g->vhost) <= 0) {
         if (opts->tls_cert != NULL)
             snprintf(err, errlen, "cannot listen on %s:%d with TLS (is %s a PEM certificate and %s its key?)",
                 info.iface, opts->port, opts->tls_cert, opts->tls_key);

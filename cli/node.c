@@ -42,16 +42,21 @@ static void node_usage(FILE *out)
 
 int cmd_node(int argc, char **argv)
 {
-    nd_opts o = { .url = getenv("SIMFARM_SERVER") ? getenv("SIMFARM_SERVER") : "ws://127.0.0.1:8080/ws/node",
-        .claim_token = getenv("NODE_CLAIM_TOKEN"), .ca_path = getenv("SIMFARM_CA"), .grace_s = 30 };
+    /* an empty variable counts as unset, as in the client commands */
+    const char *server = getenv("SIMFARM_SERVER"), *ca = getenv("SIMFARM_CA"), *claim = getenv("NODE_CLAIM_TOKEN");
+    nd_opts o = { .url = server && *server ? server : "ws://127.0.0.1:8080/ws/node",
+        .claim_token = claim && *claim ? claim : NULL, .ca_path = ca && *ca ? ca : NULL, .grace_s = 30 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             node_usage(stdout);
             return ND_EXIT_OK;
         }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "simfarm node: '%s' needs a value\n\n", a);
+        static const char *const valued[] = { "--server", "--key", "--ca", "--claim-token", "--cores", "--backend",
+            "--grace", "--priority", "--log-format", NULL };
+        char why[300];
+        if (cli_value_flag(argc, argv, i, valued, why, sizeof why) != 0) {
+            fprintf(stderr, "simfarm node: %s\n\n", why);
             node_usage(stderr);
             return ND_EXIT_USAGE;
         }

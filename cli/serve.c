@@ -13,7 +13,9 @@
 #include "actors/store.h"
 #include "cli/cli.h"
 
+#include <arpa/inet.h>
 #include <limits.h>
+#include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,17 +151,52 @@ static void on_sighup(uv_signal_t *h, int signum)
     fprintf(stderr, "simfarm %s: SIGHUP: %s\n", s->name, msg);
 }
 
-static int parse_listen(const char *arg, char *host, size_t hlen, int *port)
+int cli_listen(const char *arg, char *host, size_t hlen, int *port, char *why, size_t len)
 {
-    const char *colon = strrchr(arg, ':');
+    const char *colon = strrchr(arg, ':'), *h = arg;
+    size_t n = colon ? (size_t)(colon - arg) : 0;
     char *end;
-    if (colon == NULL || colon == arg || (size_t)(colon - arg) >= hlen)
+    long p = colon ? strtol(colon + 1, &end, 10) : -1;
+    if (colon == NULL || colon[1] < '0' || colon[1] > '9' || *end != '\0' || p < 0 || p > 65535) {
+        snprintf(why, len, "--listen wants HOST:PORT with a port from 0 to 65535, not '%s'", arg);
         return -1;
-    long p = strtol(colon + 1, &end, 10);
-    if (*end != '\0' || colon[1] == '\0' || p < 0 || p > 65535)
+    }
+    if (n >= 2 && h[0] == '[' && h[n - 1] == ']') {
+        h++;
+        n -= 2;
+    }
+    char name[256];
+    if (n == 0 || n >= sizeof name) {
+        snprintf(why, len, "--listen wants HOST:PORT, with a host, not '%s'", arg);
         return -1;
-    memcpy(host, arg, (size_t)(colon - arg));
-    host[colon - arg] = '\0';
+    }
+    memcpy(name, h, n);
+    name[n] = '\0';
+    unsigned char bin[sizeof(struct in6_addr)];
+    if (inet_pton(AF_INET, name, bin) == 1 || inet_pton(AF_INET6, name, bin) == 1) {
+        snprintf(host, hlen, "%s", name);
+    } else {
+        struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res = NULL;
+        int rc = getaddrinfo(name, NULL, &hints, &res);
+        if (rc != 0) {
+            snprintf(why, len, "--listen %s: cannot resolve '%s': %s", arg, name, gai_strerror(rc));
+            return -1;
+        }
+        const struct addrinfo *pick = res;
+        for (const struct addrinfo *r = res; r; r = r->ai_next)
+            if (r->ai_family == AF_INET) {
+                pick = r;
+                break;
+            }
+        const void *addr = pick->ai_family == AF_INET ? (const void *)&((struct sockaddr_in *)pick->ai_addr)->sin_addr
+                                                      : (const void *)&((struct sockaddr_in6 *)pick->ai_addr)->sin6_addr;
+        const char *ok = inet_ntop(pick->ai_family, addr, host, (socklen_t)hlen);
+        freeaddrinfo(res);
+        if (ok == NULL) {
+            snprintf(why, len, "--listen %s: '%s' has no usable address", arg, name);
+            return -1;
+        }
+    }
     *port = (int)p;
     return 0;
 }
@@ -190,15 +227,18 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
             private_reads = true;
             continue;
         }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "simfarm serve: '%s' needs a value\n\n", a);
+        static const char *const valued[] = { "--listen", "--db", "--token-file", "--web", "--tls-cert", "--tls-key",
+            "--trusted-proxy", "--heartbeat-ms", "--chunk-ms", "--db-backlog-mb", "--pool", NULL };
+        char why[400];
+        if (cli_value_flag(argc, argv, i, valued, why, sizeof why) != 0) {
+            fprintf(stderr, "simfarm serve: %s\n\n", why);
             serve_usage(stderr);
             return SERVE_USAGE;
         }
         const char *v = argv[++i];
         if (strcmp(a, "--listen") == 0) {
-            if (parse_listen(v, host, sizeof host, &port) != 0) {
-                fprintf(stderr, "simfarm serve: --listen wants HOST:PORT with a port from 0 to 65535, not '%s'\n", v);
+            if (cli_listen(v, host, sizeof host, &port, why, sizeof why) != 0) {
+                fprintf(stderr, "simfarm serve: %s\n", why);
                 return SERVE_USAGE;
             }
         } else if (strcmp(a, "--db") == 0) {
@@ -212,7 +252,6 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
         } else if (strcmp(a, "--tls-key") == 0) {
             key = v;
         } else if (strcmp(a, "--trusted-proxy") == 0) {
-            char why[160];
             if (cd_proxies_add(proxies, v, why, sizeof why) != 0) {
                 fprintf(stderr, "simfarm serve: --trusted-proxy: %s\n", why);
                 return SERVE_USAGE;
@@ -346,7 +385,9 @@ int coordinator_run(const coordinator_opts *opts)
     uv_signal_start(&s.sighup, opts->hangup_stops ? on_signal : on_sighup, SIGHUP);
 
     int port = cd_gateway_port(gateway);
-    printf("simfarm %s: listening on %s://%s:%d\n", opts->name, opts->tls_cert ? "https" : "http", opts->host, port);
+    bool v6 = strchr(opts->host, ':') != NULL;
+    printf("simfarm %s: listening on %s://%s%s%s:%d\n", opts->name, opts->tls_cert ? "https" : "http", v6 ? "[" : "",
+        opts->host, v6 ? "]" : "", port);
     if (web != NULL)
         printf("simfarm %s: serving the web files in %s at /\n", opts->name, web);
     if (opts->token_file != NULL)

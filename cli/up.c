@@ -356,24 +356,19 @@ int cmd_up(int argc, char **argv)
             nodes = 0;
             continue;
         }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "simfarm up: '%s' needs a value\n\n", a);
+        static const char *const valued[] = { "--listen", "--var", "--nodes", "--cores", NULL };
+        char why[400];
+        if (cli_value_flag(argc, argv, i, valued, why, sizeof why) != 0) {
+            fprintf(stderr, "simfarm up: %s\n\n", why);
             up_usage(stderr);
             return UP_USAGE;
         }
         const char *v = argv[++i];
         if (strcmp(a, "--listen") == 0) {
-            const char *colon = strrchr(v, ':');
-            char *end;
-            long p = colon ? strtol(colon + 1, &end, 10) : -1;
-            if (colon == NULL || colon == v || (size_t)(colon - v) >= sizeof host || colon[1] == '\0' ||
-                *end != '\0' || p < 0 || p > 65535) {
-                fprintf(stderr, "simfarm up: --listen wants HOST:PORT with a port from 0 to 65535, not '%s'\n", v);
+            if (cli_listen(v, host, sizeof host, &port, why, sizeof why) != 0) {
+                fprintf(stderr, "simfarm up: %s\n", why);
                 return UP_USAGE;
             }
-            memcpy(host, v, (size_t)(colon - v));
-            host[colon - v] = '\0';
-            port = (int)p;
         } else if (strcmp(a, "--var") == 0) {
             var = v;
         } else if (strcmp(a, "--nodes") == 0) {

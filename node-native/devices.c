@@ -18,14 +18,14 @@ size_t nd_devices_opencl(nd_device *out, size_t cap)
     if (clGetPlatformIDs(8, plats, &nplat) != CL_SUCCESS)
         return 0;
     for (cl_uint p = 0; p < nplat && p < 8; p++) {
-        cl_device_id devs[16];
+        cl_device_id devs[ND_CL_PLATFORM_DEVICES];
         cl_uint ndev = 0;
-        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 16, devs, &ndev) != CL_SUCCESS)
+        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, ND_CL_PLATFORM_DEVICES, devs, &ndev) != CL_SUCCESS)
             continue;
-        for (cl_uint d = 0; d < ndev && d < 16; d++, number++) {
-            if (n == cap)
-                return n;
-            nd_device *v = &out[n++];
+        for (cl_uint d = 0; d < ndev && d < ND_CL_PLATFORM_DEVICES; d++, number++) {
+            if (n++ >= cap)
+                continue;
+            nd_device *v = &out[n - 1];
             memset(v, 0, sizeof *v);
             v->kind = PR_BACKEND_OPENCL;
             v->number = number;
@@ -86,12 +86,12 @@ size_t nd_devices_cuda(nd_device *out, size_t cap, char *err, size_t errlen)
     } else if ((r = init(0)) != 0 || (r = count(&ndev)) != 0) {
         snprintf(err, errlen, "CUDA: cuInit/cuDeviceGetCount failed (CUresult %d)", r);
     } else {
-        for (int i = 0; i < ndev && n < cap; i++) {
+        for (int i = 0; i < ndev; i++) {
             int dev, units = 0;
             size_t bytes = 0;
-            if (get(&dev, i) != 0)
+            if (get(&dev, i) != 0 || n++ >= cap)
                 continue;
-            nd_device *v = &out[n++];
+            nd_device *v = &out[n - 1];
             memset(v, 0, sizeof *v);
             v->kind = PR_BACKEND_CUDA;
             v->number = (unsigned)i;

@@ -12,7 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { ND_MAX_DEVICES = 16 };
+/* Device workers a node runs at most; OpenCL devices a platform lists
+ * (here and in sim_cl_open's numbering). */
+enum { ND_MAX_DEVICES = 16, ND_CL_PLATFORM_DEVICES = 64 };
 
 typedef struct nd_device {
     pr_backend_kind kind;     /* PR_BACKEND_OPENCL or PR_BACKEND_CUDA */
@@ -25,11 +27,13 @@ typedef struct nd_device {
     unsigned units;           /* compute units */
 } nd_device;
 
-/* Lists the OpenCL devices into out (at most cap); returns how many. */
+/* Lists the OpenCL devices into out (at most cap); returns how many there
+ * are, more than cap when some did not fit. */
 size_t nd_devices_opencl(nd_device *out, size_t cap);
 
-/* Lists the CUDA devices into out (at most cap); returns how many. None
- * without a driver or a device: then err says why. */
+/* Lists the CUDA devices into out (at most cap); returns how many there
+ * are, more than cap when some did not fit. None without a driver or a
+ * device: then err says why. */
 size_t nd_devices_cuda(nd_device *out, size_t cap, char *err, size_t errlen);
 
 #endif

@@ -527,12 +527,23 @@ static int parse_url(const char *url, char *addr, size_t alen, int *port, char *
         }
     if (skip == 0)
         return -1;
-    const char *h = url + skip, *slash = strchr(h, '/'), *colon = strchr(h, ':');
-    if (slash == NULL)
-        slash = h + strlen(h);
-    if (colon != NULL && colon > slash)
-        colon = NULL;
-    const char *h_end = colon != NULL ? colon : slash;
+    /* HOST is a name, an IPv4 address or an IPv6 one in brackets */
+    const char *h = url + skip, *h_end, *after;
+    if (*h == '[') {
+        h++;
+        h_end = strchr(h, ']');
+        if (h_end == NULL || memchr(h, '/', (size_t)(h_end - h)) != NULL)
+            return -1;
+        after = h_end + 1;
+    } else {
+        h_end = h + strcspn(h, ":/");
+        if (memchr(h, ']', (size_t)(h_end - h)) != NULL)
+            return -1;
+        after = h_end;
+    }
+    const char *slash = after + strcspn(after, "/"), *colon = *after == ':' ? after : NULL;
+    if (colon == NULL && after != slash)
+        return -1;
     if (h_end == h || (size_t)(h_end - h) >= alen)
         return -1;
     memcpy(addr, h, (size_t)(h_end - h));
@@ -647,13 +658,18 @@ static int parse_backends(const char *spec, backends *b)
 static int open_devices(bool json, const backends *b, worker *out, unsigned cap)
 {
     char err[4096];
-    unsigned n = 0;
+    unsigned n = 0, skipped = 0;
     bool have_cuda = false;
     if (b->cuda || b->any_gpu) {
         /* One worker per CUDA device the driver lists. */
         nd_device devs[ND_MAX_DEVICES];
         size_t nd = nd_devices_cuda(devs, ND_MAX_DEVICES, err, sizeof err);
-        for (size_t i = 0; i < nd && n < cap; i++) {
+        skipped += nd > ND_MAX_DEVICES ? (unsigned)(nd - ND_MAX_DEVICES) : 0;
+        for (size_t i = 0; i < nd && i < ND_MAX_DEVICES; i++) {
+            if (n == cap) {
+                skipped++;
+                continue;
+            }
             sim_cuda *cu = NULL;
             char why[4096];
             int rc = sim_cuda_open(&cu, devs[i].number, why, sizeof why);
@@ -677,11 +693,17 @@ static int open_devices(bool json, const backends *b, worker *out, unsigned cap)
         nd_device devs[ND_MAX_DEVICES];
         size_t nd = nd_devices_opencl(devs, ND_MAX_DEVICES);
         unsigned opened = 0;
-        for (size_t i = 0; i < nd && n < cap; i++) {
+        if (b->opencl) /* the ones not listed: auto would use only the GPUs among them */
+            skipped += nd > ND_MAX_DEVICES ? (unsigned)(nd - ND_MAX_DEVICES) : 0;
+        for (size_t i = 0; i < nd && i < ND_MAX_DEVICES; i++) {
             /* auto takes GPUs only (a CPU device would compete with the
              * CPU workers), and not an NVIDIA GPU that CUDA drives already. */
             if (!b->opencl && (!devs[i].gpu || (have_cuda && strstr(devs[i].vendor, "NVIDIA") != NULL)))
                 continue;
+            if (n == cap) {
+                skipped++;
+                continue;
+            }
             sim_cl *cl = NULL;
             int rc = sim_cl_open(&cl, devs[i].number, err, sizeof err);
             if (rc != 0) {
@@ -699,6 +721,9 @@ static int open_devices(bool json, const backends *b, worker *out, unsigned cap)
             return -1;
         }
     }
+    if (skipped > 0)
+        say(json, ND_WARN, "%u device%s not used: a node drives %u devices at most", skipped, skipped > 1 ? "s" : "",
+            cap);
     return (int)n;
 }
 
@@ -766,8 +791,8 @@ int nd_run(const nd_opts *opts)
     if (created)
         say(json, ND_INFO, "new key in %s", keypath);
 
-    worker devs[ND_MAX_DEVICES + 1];
-    int ndevs = open_devices(json, &b, devs, ND_MAX_DEVICES + 1);
+    worker devs[ND_MAX_DEVICES];
+    int ndevs = open_devices(json, &b, devs, ND_MAX_DEVICES);
     if (ndevs < 0) {
         pr_key_wipe(&cfg.key);
         return ND_EXIT_FAIL;
@@ -802,10 +827,11 @@ int nd_run(const nd_opts *opts)
     l->ca = opts->ca_path;
     /* As in the Host header: the port only when it is not the scheme's
      * (PROTOCOL.md §6), which is what a browser sends too. */
+    bool v6 = strchr(l->addr, ':') != NULL;
     if (l->port == (tls ? 443 : 80))
-        snprintf(l->hostport, sizeof l->hostport, "%s", l->addr);
+        snprintf(l->hostport, sizeof l->hostport, v6 ? "[%s]" : "%s", l->addr);
     else
-        snprintf(l->hostport, sizeof l->hostport, "%s:%d", l->addr, l->port);
+        snprintf(l->hostport, sizeof l->hostport, v6 ? "[%s]:%d" : "%s:%d", l->addr, l->port);
     for (char *p = l->hostport; *p; p++)
         if (*p >= 'A' && *p <= 'Z')
             *p = (char)(*p - 'A' + 'a');

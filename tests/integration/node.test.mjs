@@ -226,10 +226,58 @@ test('a coordinator that does not know the key says so', async () => {
 });
 
 test('bad arguments are usage errors', async () => {
-  for (const url of ['ftp://nope:21', 'http://:8080', 'ws://host:99999/ws/node', 'wss://host:x/ws/node', 'nope']) {
+  for (const url of ['ftp://nope:21', 'http://:8080', 'ws://host:99999/ws/node', 'wss://host:x/ws/node', 'nope',
+    'ws://[::1/ws/node', 'ws://[::1]x/ws/node', 'ws://[]:80/', 'ws://a]b:80/']) {
     const r = await run(simfarm, ['node', '--server', url]);
     assert.equal(r.code, 2, url);
     assert.match(r.stderr, /--server wants ws:\/\/HOST\[:PORT\]\/ws\/node/, url);
+  }
+  for (const [args, re] of [[['--bogus'], /unknown option '--bogus'/], [['stray'], /unexpected argument 'stray'/],
+    [['--server'], /'--server' needs a value/]]) {
+    const r = await run(simfarm, ['node', ...args]);
+    assert.equal(r.code, 2, args.join(' '));
+    assert.match(r.stderr, re, args.join(' '));
+  }
+});
+
+test('an empty $SIMFARM_SERVER or $SIMFARM_CA counts as unset', async () => {
+  const node = proc(['node', '--key', path.join(tmp, 'emptyenv.key')],
+    { env: { ...process.env, SIMFARM_SERVER: '', SIMFARM_CA: '' } });
+  try {
+    await node.until(/connecting to ws:\/\/127\.0\.0\.1:8080\/ws\/node/, 'the default server');
+    assert.doesNotMatch(node.err, /--ca/);
+  } finally {
+    await stop(node);
+  }
+});
+
+test('a coordinator on the IPv6 loopback: the node connects to ws://[::1]:PORT and signs for that host', async () => {
+  const db = await ownDb();
+  const s = proc(['serve', '--db', db.url, '--listen', '[::1]:0', '--open-enrolment']);
+  try {
+    const m = await s.until(/listening on http:\/\/\[::1\]:(\d+)/, 'listening on [::1]');
+    const node = proc(['node', '--server', `ws://[::1]:${m[1]}/ws/node`, '--key', path.join(tmp, 'v6.key'),
+      '--cores', '1']);
+    try {
+      await node.until(new RegExp(`connected to \\[::1\\]:${m[1]} as node \\d+`), 'connected over IPv6');
+    } finally {
+      await stop(node);
+    }
+  } finally {
+    await stop(s);
+  }
+});
+
+test('more devices than a node drives: 16 device workers, and the rest said', async () => {
+  // pocl makes as many CPU devices as POCL_DEVICES names
+  const env = { ...process.env, POCL_DEVICES: Array(18).fill('pthread').join(' ') };
+  const node = proc(['node', '--server', 'ws://127.0.0.1:1/ws/node', '--key', path.join(tmp, 'many.key'),
+    '--backend', 'opencl'], { env, timeoutMs: 120000 });
+  try {
+    await node.until(/16 workers \(0 CPU, 16 device\)/, 'sixteen device workers');
+    assert.match(node.err, /2 devices not used: a node drives 16 devices at most/);
+  } finally {
+    await stop(node);
   }
 });
 

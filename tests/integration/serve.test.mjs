@@ -403,6 +403,50 @@ test('a schema it cannot migrate: said, and tried again later and later', async 
   }
 });
 
+test('--listen: a host name is served on its address, IPv6 in brackets; a name that does not resolve or an address not of this machine is refused', async () => {
+  const nodb = 'host=/nonexistent'; // refused before the database is needed
+  const named = await run(simfarm, ['serve', '--db', nodb, '--listen', 'nosuch.invalid:0'], { timeoutMs: 30000 });
+  assert.equal(named.code, 2, named.stderr);
+  assert.match(named.stderr, /--listen nosuch\.invalid:0: cannot resolve 'nosuch\.invalid'/);
+  // 192.0.2.1 is TEST-NET-1: no interface has it
+  const foreign = await run(simfarm, ['serve', '--db', nodb, '--listen', '192.0.2.1:0'], { timeoutMs: 30000 });
+  assert.equal(foreign.code, 1, foreign.stderr);
+  assert.match(foreign.stderr, /cannot listen on 192\.0\.2\.1:0/);
+  const cases = [['localhost:0', '127.0.0.1', '::1'], ['[::1]:0', '[::1]', '127.0.0.1'], ['::1:0', '[::1]', '127.0.0.1']];
+  for (const [i, [arg, shown, other]] of cases.entries()) {
+    const db = await createDatabase(pg, `listen${i}`);
+    const child = spawn(simfarm, ['serve', '--db', db, '--listen', arg], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d) => { out += d; });
+    const exited = new Promise((resolve) => child.on('exit', resolve));
+    try {
+      const m = await eventually(() => out.match(/listening on http:\/\/(\S+):(\d+)/), `${arg}: listening`, 30000);
+      assert.equal(m[1], shown, arg);
+      const res = await fetch(`http://${m[1]}:${m[2]}/health`, { signal: AbortSignal.timeout(10000) });
+      assert.ok(res.status === 200 || res.status === 503, `${arg}: /health ${res.status}`);
+      // bound to that address only, not to every interface
+      const refused = await new Promise((resolve) => {
+        const c = net.connect({ host: other, port: Number(m[2]) });
+        c.on('connect', () => { c.destroy(); resolve(false); });
+        c.on('error', () => resolve(true));
+      });
+      assert.ok(refused, `${arg}: port ${m[2]} also open on ${other}`);
+    } finally {
+      child.kill('SIGTERM');
+      await exited;
+    }
+  }
+});
+
+test('an unknown option or a stray word is named as such, before any missing value', async () => {
+  for (const [args, re] of [[['--bogus'], /unknown option '--bogus'/], [['stray'], /unexpected argument 'stray'/],
+    [['--db'], /'--db' needs a value/]]) {
+    const r = await run(simfarm, ['serve', ...args]);
+    assert.equal(r.code, 2, args.join(' '));
+    assert.match(r.stderr, re, args.join(' '));
+  }
+});
+
 test('without its database it says so', async () => {
   await pg.stop();
   pg = undefined;

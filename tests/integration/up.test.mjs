@@ -81,4 +81,10 @@ test('a bad option is a usage error', async () => {
   const r = await run(simfarm, ['up', '--colour', 'red']);
   assert.equal(r.code, 2);
   assert.match(r.stderr, /unknown option '--colour'/);
+  const stray = await run(simfarm, ['up', '--no-demo', 'extra']);
+  assert.equal(stray.code, 2);
+  assert.match(stray.stderr, /unexpected argument 'extra'/);
+  const listen = await run(simfarm, ['up', '--listen', 'nosuch.invalid:8080']);
+  assert.equal(listen.code, 2);
+  assert.match(listen.stderr, /cannot resolve 'nosuch\.invalid'/);
 });
