@@ -600,11 +600,11 @@ int http_send(const http_url *url, const http_request *req, http_response *res, 
 
     /* The request: head, then body. */
     bool v6 = strchr(url->host, ':') != NULL;
-    char line[1024];
-    snprintf(line, sizeof line, "%s %s%s HTTP/1.1\r\nHost: %s%s%s:%s\r\nUser-Agent: simfarm-cli\r\n"
-        "Accept: application/json\r\nConnection: close\r\n", req->method, url->prefix, req->target,
-        v6 ? "[" : "", url->host, v6 ? "]" : "", url->port);
-    append(&out, line, strlen(line));
+    const char *head[] = { req->method, " ", url->prefix, req->target, " HTTP/1.1\r\nHost: ", v6 ? "[" : "",
+        url->host, v6 ? "]" : "", ":", url->port,
+        "\r\nUser-Agent: simfarm-cli\r\nAccept: application/json\r\nConnection: close\r\n" };
+    for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
+        append(&out, head[i], strlen(head[i]));
     if (req->bearer != NULL && req->bearer[0] != '\0') {
         append(&out, "Authorization: Bearer ", 22);
         append(&out, req->bearer, strlen(req->bearer));
@@ -616,6 +616,7 @@ int http_send(const http_url *url, const http_request *req, http_response *res, 
         append(&out, "\r\n", 2);
     }
     if (req->body != NULL) {
+        char line[96];
         snprintf(line, sizeof line, "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n", req->body_len);
         append(&out, line, strlen(line));
         append(&out, req->body, req->body_len);

@@ -64,7 +64,7 @@ static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
     if (s == NULL || *s == '\0' || *s == '-')
         return 0;
     errno = 0;
-    unsigned long long v = strtoull(s, &end, 0);
+    unsigned long long v = strtoull(s, &end, 10);
     if (errno != 0 || *end != '\0' || v < lo || v > hi)
         return 0;
     *out = v;

@@ -27,3 +27,12 @@ test('help lists the commands', async () => {
   assert.equal(r.code, 0);
   assert.match(r.stdout, /^  version /m);
 });
+
+test('simfarm sim reads its numbers as decimal: 010 is ten items, 0x10 a usage error', async () => {
+  const r = await run(simfarm, ['sim', 'option', 'examples/option.json', '--items', '010', '--json']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(JSON.parse(r.stdout).items, 10, r.stdout);
+  const hex = await run(simfarm, ['sim', 'option', 'examples/option.json', '--items', '0x10']);
+  assert.equal(hex.code, 2);
+  assert.match(hex.stderr, /--items must be an integer in \[1, \d+\], got '0x10'/);
+});

@@ -210,6 +210,37 @@ describe('HTTP framings and faults', () => {
     }
   });
 
+  test('watch, piped, writes a line when the state changes even with no items done', async () => {
+    const states = ['pending', 'pending', 'running', 'running', 'cancelled'];
+    let n = 0;
+    const srv = await rawServer((sock) => {
+      const state = states[Math.min(n++, states.length - 1)];
+      const body = JSON.stringify({ id: 5, state, items: 1000, progress: { items_done: 0 } });
+      sock.end(`HTTP/1.1 200 OK\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    });
+    try {
+      const r = await cli(['watch', '5', '--server', srv.url]);
+      assert.equal(r.code, 1, r.stderr);
+      const lines = r.stdout.split('\n').filter((l) => l !== '');
+      assert.deepEqual(lines.map((l) => l.split(/[ :]/)[2]), ['pending', 'running', 'cancelled'], r.stdout);
+    } finally {
+      await srv.close();
+    }
+  });
+
+  test('a long prefix and query make a whole request line', async () => {
+    const srv = await rawServer((sock) => sock.end('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n[]'));
+    try {
+      const prefix = `/${'p'.repeat(200)}`, owner = '&'.repeat(150), kernel = 'k'.repeat(300);
+      const r = await cli(['jobs', '--owner', owner, '--kernel', kernel, '--server', `${srv.url}${prefix}`]);
+      assert.equal(r.code, 0, r.stderr);
+      const want = `GET ${prefix}/api/jobs?owner=${'%26'.repeat(150)}&kernel=${kernel} HTTP/1.1\r\nHost: 127.0.0.1:`;
+      assert.ok(srv.requests[0].startsWith(want), srv.requests[0].slice(0, 1200));
+    } finally {
+      await srv.close();
+    }
+  });
+
   test('a path prefix in --server is kept', async () => {
     const srv = await rawServer((sock) => sock.end('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n[]'));
     try {
