@@ -30,7 +30,8 @@ let busyMs = 0;
 let statsTimer = 0;
 let progress = { chunks: 0, items: 0, job: null };
 let computedBefore = 0;   // items of chunks that ended (done or stopped)
-let run = null; // { url, claimToken, registering }
+let run = null; // { url, registering, hardwareCores }: from ndw_start until the node stops
+let starting = null; // { pause }: what the page asked for while start() waits for the module and the key
 
 // ---- the key seed: 32 random bytes in IndexedDB, made on the first visit ----
 
@@ -248,11 +249,17 @@ async function loadModule() {
   return m;
 }
 
+// The page may ask for a pause (or a resume) while the module loads: the
+// node does not exist yet, so what it asked for last is kept in `starting`
+// and given to the node once it does.
 async function start(msg) {
-  if (run) return;
+  if (run || starting) return;
+  starting = { pause: false };
   if (!M) M = await loadModule();
   M.ndHost = host;
   const key = await loadKey();
+  const asked = starting;
+  starting = null;
   const token = key.enrolled ? '' : (msg.claimToken || '');
   const hardwareCores = Math.max(msg.hardwareCores || 0, msg.cores);
   run = { url: msg.url, registering: token !== '', hardwareCores };
@@ -275,8 +282,9 @@ async function start(msg) {
   if (rc !== 0) {
     self.postMessage({ type: 'log', level: 1, line: `cannot start the node (${rc})` });
     host.stopped(1);
-  } else if (wantCores) {
-    setCores(wantCores);
+  } else {
+    if (wantCores) setCores(wantCores);
+    if (asked.pause) M._ndw_pause(1);
   }
 }
 
@@ -287,13 +295,15 @@ self.onmessage = (e) => {
       self.postMessage({ type: 'log', level: 1, line: `cannot start the node: ${err.message || err}` });
       self.postMessage({ type: 'stopped', code: 1 });
       run = null;
+      starting = null;
     });
   } else if (msg.type === 'cores') {
     wantCores = msg.cores;
     if (cores > 0) setCores(msg.cores);
   } else if (msg.type === 'stop' && M) {
     M._ndw_drain();
-  } else if (msg.type === 'pause' && M) {
-    M._ndw_pause(msg.on ? 1 : 0);
+  } else if (msg.type === 'pause') {
+    if (starting) starting.pause = msg.on;
+    else if (run) M._ndw_pause(msg.on ? 1 : 0);
   }
 };

@@ -1,0 +1,149 @@
+// The contribute page's controls around the start of the browser node: a
+// pause (and a resume) asked for while the module still loads. PostgreSQL,
+// `simfarm serve --allow-public-nodes` serving web/ (with the bundle `make`
+// builds into web/node/), and Debian's Chromium.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { eventually, top } from '../lib/proc.mjs';
+import { startPostgres } from '../lib/pg.mjs';
+import { serve, call } from '../lib/coord.mjs';
+import { launch } from './chromium.mjs';
+
+const option = JSON.parse(fs.readFileSync(path.join(top, 'examples/option.json'), 'utf8'));
+
+let pg, srv, browser;
+before(async () => {
+  for (const f of ['web/node/simfarm-node.js', 'web/node/simfarm-node.wasm', 'web/node/node-worker.js']) {
+    assert.ok(fs.existsSync(path.join(top, f)), `${f} missing: run make`);
+  }
+  pg = await startPostgres();
+  srv = await serve(pg.url, { extra: ['--allow-public-nodes', '--web', path.join(top, 'web')] });
+  browser = await launch();
+});
+after(async () => {
+  await browser?.close();
+  await srv?.stop();
+  await pg?.stop();
+});
+
+// The browser's battery as the page sees it (Chromium here has none and
+// says it is charging): charging or not at first, and
+// window.testBattery(charging) when the power changes.
+function battery(charging) {
+  const b = new EventTarget();
+  b.charging = charging;
+  b.level = 0.5;
+  Object.defineProperty(navigator, 'getBattery', { configurable: true, value: () => Promise.resolve(b) });
+  window.testBattery = (c) => { b.charging = c; b.dispatchEvent(new Event('chargingchange')); };
+}
+
+// A fresh browser profile (its own IndexedDB: a new key); init, with arg,
+// runs in its pages before their scripts.
+async function profile(init, arg) {
+  const context = await browser.newContext();
+  if (init) await context.addInitScript(init, arg);
+  return context;
+}
+
+// Opens /contribute (fragment: after #) in a new page of context.
+async function open(context, fragment = '') {
+  const tab = await context.newPage();
+  const errors = [];
+  tab.on('pageerror', (e) => errors.push(e.message));
+  const res = await tab.goto(`${srv.url}/contribute${fragment ? '#' + fragment : ''}`);
+  assert.equal(res.status(), 200);
+  await tab.locator('#cores').fill('1');
+  return { tab, errors };
+}
+
+const text = (tab, id) => tab.locator(`#${id}`).textContent();
+const shows = (tab, id, want, timeout = 30000) =>
+  tab.waitForFunction(([i, w]) => document.getElementById(i).textContent === w, [id, want], { timeout });
+
+// Resolves to the node's id once the coordinator has welcomed it (the
+// detail line says "node N", in state running or paused alike).
+async function welcomed(tab) {
+  await tab.waitForFunction(() => /^node \d+$/.test(document.getElementById('detail').textContent), null,
+    { timeout: 30000 });
+  return Number((await text(tab, 'detail')).slice(5));
+}
+
+async function nodes() {
+  const r = await call(srv, 'GET', '/api/nodes');
+  assert.equal(r.status, 200, r.text);
+  return Array.isArray(r.json) ? r.json : r.json.nodes;
+}
+
+// Submits an option job; resolves to it once it is complete.
+async function computed(items, seed) {
+  const created = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed });
+  assert.equal(created.status, 201, created.text);
+  return eventually(async () => {
+    const j = (await call(srv, 'GET', `/api/jobs/${created.json.id}`)).json;
+    return j.state === 'complete' ? j : null;
+  }, `job ${created.json.id} complete`, 120000);
+}
+
+// Holds the node worker's fetch of the module until release() is called;
+// requested resolves once the fetch has been made.
+async function holdModule(context) {
+  let release, requested;
+  const gate = new Promise((resolve) => { release = resolve; });
+  const asked = new Promise((resolve) => { requested = resolve; });
+  await context.route('**/simfarm-node.wasm', async (route) => {
+    requested();
+    await gate;
+    await route.continue();
+  });
+  return { requested: asked, release };
+}
+
+// What this profile's IndexedDB says of its key.
+
+test('a tab started on battery power is welcomed paused, and computes once the power is back', async () => {
+  const context = await profile(battery, false);
+  try {
+    const { tab, errors } = await open(context);
+    await tab.locator('#start').click();
+    // The pause was asked for before the node existed: it holds from the
+    // welcome on (the coordinator is told `bye draining` at once).
+    const me = await welcomed(tab);
+    assert.equal(await text(tab, 'state'), 'paused', await text(tab, 'log'));
+    assert.match(await text(tab, 'log'), /pausing: on battery power/);
+
+    // On mains power: a new session, which computes the job.
+    const first = (await nodes()).find((n) => n.id === me);
+    assert.ok(first?.online, 'the paused tab keeps its session');
+    await tab.evaluate(() => window.testBattery(true));
+    await shows(tab, 'state', 'running');
+    await eventually(async () => {
+      const n = (await nodes()).find((x) => x.id === me);
+      return n.online && n.connected_ms > first.connected_ms;
+    }, 'a new session on mains power', 15000);
+    const done = await computed(200000, 31);
+    assert.deepEqual(done.result.nodes.map((n) => n.node), [me]);
+    assert.deepEqual(errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test('a pause and a resume both asked for while the module loads leave the node running', async () => {
+  const context = await profile(battery, false);
+  try {
+    const held = await holdModule(context);
+    const { tab, errors } = await open(context);
+    await tab.locator('#start').click();
+    await held.requested;
+    await tab.evaluate(() => window.testBattery(true));
+    assert.match(await text(tab, 'log'), /pausing: on battery power[^]*resuming/);
+    held.release();
+    await welcomed(tab);
+    assert.equal(await text(tab, 'state'), 'running');
+    assert.deepEqual(errors, []);
+  } finally {
+    await context.close();
+  }
+});
