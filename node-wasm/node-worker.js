@@ -5,8 +5,9 @@
 //   in:  { type: 'start', cores, hardwareCores, audience, url, claimToken, os, browser, memory }
 //        { type: 'cores', cores }    compute with this many workers from now
 //                                    on, in the same session
-//        { type: 'stop' }            drain (twice: leave now)
-//        { type: 'pause', on }
+//        { type: 'stop' }            drain (twice: leave now); before the
+//                                    node exists: it never starts
+//        { type: 'pause', on }       before the node exists: kept for it
 //   out: { type: 'state', state, name, detail }   (name: in plain words)
 //        { type: 'progress', chunks, items, computed, job, busy }
 //             (items: of the chunks done; computed: every item the
@@ -20,6 +21,7 @@ importScripts('simfarm-node.js');
 
 const WS_PROTOCOL = 'simfarm.node.v1';
 const ND_ECANCELLED = -200; // actors/node.h
+const ND_STOPPED = 6;       // nd_state, actors/node.h
 let M = null;
 let ws = null;
 let workers = [];         // by number; null: none (past the count, or ended)
@@ -31,7 +33,7 @@ let statsTimer = 0;
 let progress = { chunks: 0, items: 0, job: null };
 let computedBefore = 0;   // items of chunks that ended (done or stopped)
 let run = null; // { url, registering, hardwareCores }: from ndw_start until the node stops
-let starting = null; // { pause }: what the page asked for while start() waits for the module and the key
+let starting = null; // { pause, stop }: what the page asked for while start() waits for the module and the key
 
 // ---- the key seed: 32 random bytes in IndexedDB, made on the first visit ----
 
@@ -249,17 +251,24 @@ async function loadModule() {
   return m;
 }
 
-// The page may ask for a pause (or a resume) while the module loads: the
-// node does not exist yet, so what it asked for last is kept in `starting`
-// and given to the node once it does.
+// The page may ask for a pause (or a resume) or a stop while the module
+// loads: the node does not exist yet, so what it asked for is kept in
+// `starting`. A stop ends the start there (the node never connects); the
+// last pause or resume is given to the node once it exists.
 async function start(msg) {
   if (run || starting) return;
-  starting = { pause: false };
+  starting = { pause: false, stop: false };
   if (!M) M = await loadModule();
   M.ndHost = host;
   const key = await loadKey();
   const asked = starting;
   starting = null;
+  if (asked.stop) {
+    self.postMessage({ type: 'log', level: 0, line: 'stopped before the node started' });
+    self.postMessage({ type: 'state', state: ND_STOPPED, name: 'stopped', detail: '' });
+    self.postMessage({ type: 'stopped', code: 0 });
+    return;
+  }
   const token = key.enrolled ? '' : (msg.claimToken || '');
   const hardwareCores = Math.max(msg.hardwareCores || 0, msg.cores);
   run = { url: msg.url, registering: token !== '', hardwareCores };
@@ -300,8 +309,9 @@ self.onmessage = (e) => {
   } else if (msg.type === 'cores') {
     wantCores = msg.cores;
     if (cores > 0) setCores(msg.cores);
-  } else if (msg.type === 'stop' && M) {
-    M._ndw_drain();
+  } else if (msg.type === 'stop') {
+    if (starting) starting.stop = true;
+    else if (run) M._ndw_drain();
   } else if (msg.type === 'pause') {
     if (starting) starting.pause = msg.on;
     else if (run) M._ndw_pause(msg.on ? 1 : 0);

@@ -1,7 +1,7 @@
 // The contribute page's controls around the start of the browser node: a
-// pause (and a resume) asked for while the module still loads. PostgreSQL,
-// `simfarm serve --allow-public-nodes` serving web/ (with the bundle `make`
-// builds into web/node/), and Debian's Chromium.
+// pause (and a resume) or a Stop asked for while the module still loads.
+// PostgreSQL, `simfarm serve --allow-public-nodes` serving web/ (with the
+// bundle `make` builds into web/node/), and Debian's Chromium.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -142,6 +142,38 @@ test('a pause and a resume both asked for while the module loads leave the node 
     held.release();
     await welcomed(tab);
     assert.equal(await text(tab, 'state'), 'running');
+    assert.deepEqual(errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test('Stop pressed while the module loads ends the start: no node connects and the page is stopped again', async () => {
+  const context = await profile();
+  try {
+    const held = await holdModule(context);
+    const { tab, errors } = await open(context);
+    const before = (await nodes()).length;
+    await tab.locator('#start').click();
+    await held.requested;
+    assert.equal(await text(tab, 'start'), 'Stop');
+    await tab.locator('#start').click();
+    assert.equal(await text(tab, 'start'), 'Stop now');
+    held.release();
+    // The worker ends the start once the module is there, and the page
+    // ends the worker: nothing is left that could connect later.
+    await shows(tab, 'start', 'Start', 15000);
+    assert.equal(await text(tab, 'state'), 'stopped');
+    assert.equal((await nodes()).length, before, 'a node connected');
+    assert.match(await text(tab, 'log'), /stopped \(0\)/);
+
+    // Started again, it runs.
+    await context.unroute('**/simfarm-node.wasm');
+    await tab.locator('#start').click();
+    const me = await welcomed(tab);
+    assert.equal(await text(tab, 'state'), 'running');
+    assert.equal((await nodes()).length, before + 1);
+    assert.ok((await nodes()).find((n) => n.id === me).online);
     assert.deepEqual(errors, []);
   } finally {
     await context.close();
