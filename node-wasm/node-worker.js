@@ -130,8 +130,10 @@ const host = {
     self.postMessage({ type: 'log', level: 0, line: `chunk ${c.chunk} of job ${c.job} stopped after ${ms} ms` });
     setTimeout(() => { if (M) M._ndw_done(w, ND_ECANCELLED, 0, 0, ms); }, 0);
   },
+  // The coordinator's welcome is the state that names the node ("node N"),
+  // running or paused: the claim token is used up then.
   state(st, name, detail) {
-    if (run && run.registering && name === 'running') {
+    if (run && run.registering && /^node \d+$/.test(detail)) {
       run.registering = false;
       idb('readwrite', (s) => s.get('node')).then(async (k) => {
         if (!k) return;

@@ -1,7 +1,8 @@
 // The contribute page's controls around the start of the browser node: a
-// pause (and a resume) or a Stop asked for while the module still loads.
-// PostgreSQL, `simfarm serve --allow-public-nodes` serving web/ (with the
-// bundle `make` builds into web/node/), and Debian's Chromium.
+// pause (and a resume) or a Stop asked for while the module still loads,
+// and the enrolment marked once the coordinator welcomes the node (paused
+// or not). PostgreSQL, `simfarm serve --allow-public-nodes` serving web/
+// (with the bundle `make` builds into web/node/), and Debian's Chromium.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -101,6 +102,14 @@ async function holdModule(context) {
 }
 
 // What this profile's IndexedDB says of its key.
+const storedKey = (tab) => tab.evaluate(() => new Promise((resolve, reject) => {
+  const o = indexedDB.open('simfarm-node', 1);
+  o.onerror = () => reject(o.error);
+  o.onsuccess = () => {
+    const r = o.result.transaction('key', 'readonly').objectStore('key').get('node');
+    r.onsuccess = () => { o.result.close(); resolve(r.result ? { enrolled: r.result.enrolled } : null); };
+  };
+}));
 
 test('a tab started on battery power is welcomed paused, and computes once the power is back', async () => {
   const context = await profile(battery, false);
@@ -174,6 +183,28 @@ test('Stop pressed while the module loads ends the start: no node connects and t
     assert.equal(await text(tab, 'state'), 'running');
     assert.equal((await nodes()).length, before + 1);
     assert.ok((await nodes()).find((n) => n.id === me).online);
+    assert.deepEqual(errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test('a claim token used by a tab that is paused from the start: enrolled on the welcome, the fragment dropped', async () => {
+  const tok = await call(srv, 'POST', '/api/tokens', { kind: 'claim', tier: 'team' });
+  assert.equal(tok.status, 201, tok.text);
+  const context = await profile(battery, false);
+  try {
+    const { tab, errors } = await open(context, `claim=${tok.json.token}`);
+    assert.equal(await text(tab, 'enrolment'), 'enrolling with a claim token');
+    await tab.locator('#start').click();
+    const me = await welcomed(tab);
+    assert.equal(await text(tab, 'state'), 'paused');
+    await tab.waitForFunction(() => location.hash === '', null, { timeout: 10000 });
+    await shows(tab, 'enrolment', 'enrolled with the claim token', 10000);
+    assert.deepEqual(await storedKey(tab), { enrolled: true });
+    const node = (await nodes()).find((n) => n.id === me);
+    assert.equal(node.tier, 'team');
+    assert.equal(node.owner, tok.json.owner);
     assert.deepEqual(errors, []);
   } finally {
     await context.close();
