@@ -14,6 +14,8 @@
 //             workers computed, in chunks under way and stopped ones too;
 //             sent as chunks end and every second)
 //        { type: 'log', level, line }
+//        { type: 'key', enrolled }   at start: whether the key was enrolled
+//                                    earlier (then no claim token is sent)
 //        { type: 'enrolled' }        a claim token was used up
 //        { type: 'stopped', code }
 'use strict';
@@ -263,6 +265,7 @@ async function start(msg) {
   if (!M) M = await loadModule();
   M.ndHost = host;
   const key = await loadKey();
+  self.postMessage({ type: 'key', enrolled: key.enrolled === true });
   const asked = starting;
   starting = null;
   if (asked.stop) {

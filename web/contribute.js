@@ -36,7 +36,6 @@ function savePrefs() {
 }
 
 const claimToken = new URLSearchParams(location.hash.slice(1)).get('claim') || '';
-if (claimToken) ui.enrolment.textContent = 'enrolling with a claim token';
 
 let node = null;          // the node worker while a node runs
 let phase = 'stopped';    // stopped | running | stopping
@@ -47,6 +46,38 @@ const NODE_KEY = 'simfarm.node';
 let nodeId = 0;           // this browser's node, once welcomed
 let totalTimer = null;    // refreshes the total while the node runs
 try { nodeId = Number(localStorage.getItem(NODE_KEY)) || 0; } catch { /* storage disabled */ }
+let keyEnrolled = false;  // this browser's key was enrolled with a claim token on an earlier visit
+let enrolledNow = false;  // ... with the claim token of this page's address
+
+// The Enrolment field. A key enrolled earlier sends no claim token (the node
+// worker leaves it out), so one in the address is dropped from it unused.
+function showEnrolment() {
+  const id = nodeId ? ` (node ${nodeId})` : '';
+  ui.enrolment.textContent = enrolledNow ? 'enrolled with the claim token'
+    : keyEnrolled ? `enrolled earlier${id}${claimToken ? '; the claim token in the address was not used' : ''}`
+    : claimToken ? 'enrolling with a claim token' : 'public node';
+  if (keyEnrolled && claimToken && location.hash) history.replaceState(null, '', location.pathname + location.search);
+}
+
+// Whether the key the node worker keeps (IndexedDB, node-worker.js) was
+// enrolled on an earlier visit. The page only reads: where there is no
+// database yet it makes none.
+function readKeyEnrolled() {
+  return new Promise((resolve) => {
+    let open;
+    try { open = indexedDB.open('simfarm-node', 1); } catch { resolve(false); return; }
+    open.onupgradeneeded = () => open.transaction.abort(); // no key yet
+    open.onerror = (e) => { e.preventDefault(); resolve(false); };
+    open.onsuccess = () => {
+      const db = open.result;
+      try {
+        const req = db.transaction('key', 'readonly').objectStore('key').get('node');
+        req.onsuccess = () => { db.close(); resolve(req.result?.enrolled === true); };
+        req.onerror = () => { db.close(); resolve(false); };
+      } catch { db.close(); resolve(false); }
+    };
+  });
+}
 
 function log(line) {
   ui.log.textContent += `${new Date().toLocaleTimeString()} ${line}\n`;
@@ -114,6 +145,7 @@ function onNode(m) {
     if (welcomed) {
       nodeId = Number(welcomed[1]);
       try { localStorage.setItem(NODE_KEY, String(nodeId)); } catch { /* storage disabled */ }
+      showEnrolment();
       showTotal();
       clearInterval(totalTimer);
       totalTimer = setInterval(showTotal, 10000);
@@ -136,8 +168,13 @@ function onNode(m) {
   case 'log':
     log(m.line);
     break;
+  case 'key': // what the node worker found at start
+    keyEnrolled ||= m.enrolled;
+    showEnrolment();
+    break;
   case 'enrolled':
-    ui.enrolment.textContent = 'enrolled with the claim token';
+    enrolledNow = true;
+    showEnrolment();
     history.replaceState(null, '', location.pathname + location.search);
     break;
   case 'stopped':
@@ -189,3 +226,5 @@ ui.pauseHidden.addEventListener('change', () => { savePrefs(); syncPause(); });
 ui.pauseBattery.addEventListener('change', () => { savePrefs(); syncPause(); });
 document.addEventListener('visibilitychange', syncPause);
 showTotal();
+showEnrolment();
+readKeyEnrolled().then((e) => { keyEnrolled ||= e; showEnrolment(); });

@@ -1,8 +1,9 @@
 // The contribute page's controls around the start of the browser node: a
 // pause (and a resume) or a Stop asked for while the module still loads,
-// and the enrolment marked once the coordinator welcomes the node (paused
-// or not). PostgreSQL, `simfarm serve --allow-public-nodes` serving web/
-// (with the bundle `make` builds into web/node/), and Debian's Chromium.
+// the enrolment marked once the coordinator welcomes the node (paused or
+// not), and the Enrolment field for a key enrolled earlier. PostgreSQL,
+// `simfarm serve --allow-public-nodes` serving web/ (with the bundle `make`
+// builds into web/node/), and Debian's Chromium.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -206,6 +207,55 @@ test('a claim token used by a tab that is paused from the start: enrolled on the
     assert.equal(node.tier, 'team');
     assert.equal(node.owner, tok.json.owner);
     assert.deepEqual(errors, []);
+  } finally {
+    await context.close();
+  }
+});
+
+test('a key enrolled earlier: the Enrolment field says so, and a claim token in the address is dropped unused', async () => {
+  const tok = await call(srv, 'POST', '/api/tokens', { kind: 'claim', tier: 'team' });
+  const other = await call(srv, 'POST', '/api/tokens', { kind: 'claim', tier: 'team' });
+  assert.equal(tok.status, 201, tok.text);
+  assert.equal(other.status, 201, other.text);
+  const context = await profile();
+  try {
+    // The first visit enrols the key.
+    const first = await open(context, `claim=${tok.json.token}`);
+    await first.tab.locator('#start').click();
+    const me = await welcomed(first.tab);
+    await first.tab.waitForFunction(() => location.hash === '', null, { timeout: 10000 });
+    await first.tab.locator('#start').click();
+    await shows(first.tab, 'start', 'Start');
+    await first.tab.close();
+
+    // Again with another token: not sent (the key is enrolled), and the
+    // page says so and drops it from the address before Start.
+    const { tab, errors } = await open(context, `claim=${other.json.token}`);
+    await tab.waitForFunction(() => location.hash === '', null, { timeout: 10000 });
+    await shows(tab, 'enrolment', `enrolled earlier (node ${me}); the claim token in the address was not used`,
+      10000);
+    await tab.locator('#start').click();
+    assert.equal(await welcomed(tab), me);
+    assert.equal(await text(tab, 'enrolment'),
+      `enrolled earlier (node ${me}); the claim token in the address was not used`);
+    await tab.locator('#start').click();
+    await shows(tab, 'start', 'Start');
+    // The other token is still unused: a fresh profile enrols with it.
+    const fresh = await profile();
+    try {
+      const third = await open(fresh, `claim=${other.json.token}`);
+      await third.tab.locator('#start').click();
+      const them = await welcomed(third.tab);
+      assert.notEqual(them, me);
+      await shows(third.tab, 'enrolment', 'enrolled with the claim token', 10000);
+    } finally {
+      await fresh.close();
+    }
+
+    // Without a fragment: enrolled earlier, not a public node.
+    const plain = await open(context);
+    await shows(plain.tab, 'enrolment', `enrolled earlier (node ${me})`, 10000);
+    assert.deepEqual([...errors, ...plain.errors], []);
   } finally {
     await context.close();
   }
