@@ -12,7 +12,7 @@ import { api, wsUrl } from './js/api.js';
 const $ = (id) => document.getElementById(id);
 const ui = {
   start: $('start'), cores: $('cores'), coresOut: $('cores-out'), pauseHidden: $('pause-hidden'),
-  pauseBattery: $('pause-battery'),
+  pauseBattery: $('pause-battery'), batteryNote: $('battery-note'),
   state: $('state'), rate: $('rate'), computed: $('computed'), chunks: $('chunks'), job: $('job'),
   enrolment: $('enrolment'), total: $('total'),
   detail: $('detail'), log: $('log'),
@@ -197,15 +197,22 @@ function syncPause() {
   }
 }
 
+// Without the battery's state the choice means nothing: the checkbox is
+// disabled, and the note beside it says why.
+function noBattery(why) {
+  ui.pauseBattery.disabled = true;
+  ui.batteryNote.textContent = why;
+  ui.batteryNote.hidden = false;
+}
+
 if (navigator.getBattery) {
   navigator.getBattery().then((b) => {
     battery = b;
     b.addEventListener('chargingchange', syncPause);
     syncPause();
-  }).catch(() => { /* not allowed here: as if there were none */ });
+  }).catch(() => noBattery('this browser would not tell this page whether it runs on battery'));
 } else {
-  ui.pauseBattery.disabled = true;
-  ui.pauseBattery.parentElement.title = 'This browser does not tell pages whether it runs on battery.';
+  noBattery('this browser does not tell pages whether it runs on battery');
 }
 
 ui.start.addEventListener('click', () => {

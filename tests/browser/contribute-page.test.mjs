@@ -1,9 +1,10 @@
 // The contribute page's controls around the start of the browser node: a
 // pause (and a resume) or a Stop asked for while the module still loads,
 // the enrolment marked once the coordinator welcomes the node (paused or
-// not), and the Enrolment field for a key enrolled earlier. PostgreSQL,
-// `simfarm serve --allow-public-nodes` serving web/ (with the bundle `make`
-// builds into web/node/), and Debian's Chromium.
+// not), the Enrolment field for a key enrolled earlier, and the battery
+// checkbox where the browser gives no battery. PostgreSQL, `simfarm serve
+// --allow-public-nodes` serving web/ (with the bundle `make` builds into
+// web/node/), and Debian's Chromium.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -258,5 +259,26 @@ test('a key enrolled earlier: the Enrolment field says so, and a claim token in 
     assert.deepEqual([...errors, ...plain.errors], []);
   } finally {
     await context.close();
+  }
+});
+
+test('the battery checkbox is disabled with a note where the browser has no battery or refuses it', async () => {
+  const none = await profile(() => { delete Navigator.prototype.getBattery; });
+  const refused = await profile(() => {
+    Object.defineProperty(navigator, 'getBattery', { configurable: true,
+      value: () => Promise.reject(new DOMException('not allowed here', 'NotAllowedError')) });
+  });
+  try {
+    for (const [context, why] of [[none, /does not tell/], [refused, /would not tell/]]) {
+      const { tab, errors } = await open(context);
+      await tab.waitForFunction(() => document.getElementById('pause-battery').disabled, null, { timeout: 10000 });
+      const note = tab.locator('#battery-note');
+      assert.equal(await note.isVisible(), true, 'the note is shown');
+      assert.match(await note.textContent(), why);
+      assert.deepEqual(errors, []);
+    }
+  } finally {
+    await none.close();
+    await refused.close();
   }
 });
