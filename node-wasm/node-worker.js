@@ -12,7 +12,8 @@
 //        { type: 'progress', chunks, items, computed, job, busy }
 //             (items: of the chunks done; computed: every item the
 //             workers computed, in chunks under way and stopped ones too;
-//             sent as chunks end and every second)
+//             job: that of a chunk in hand, null when none is; sent as
+//             chunks start and end, and every second)
 //        { type: 'log', level, line }
 //        { type: 'key', enrolled }   at start: whether the key was enrolled
 //                                    earlier (then no claim token is sent)
@@ -32,7 +33,7 @@ let wantCores = 0;        // the last count asked for while the node was startin
 let busySince = [];
 let busyMs = 0;
 let statsTimer = 0;
-let progress = { chunks: 0, items: 0, job: null };
+let progress = { chunks: 0, items: 0, job: null }; // job: the last one handed to a worker
 let computedBefore = 0;   // items of chunks that ended (done or stopped)
 let run = null; // { url, registering, hardwareCores }: from ndw_start until the node stops
 let starting = null; // { pause, stop }: what the page asked for while start() waits for the module and the key
@@ -116,6 +117,7 @@ const host = {
     progress.job = c.job;
     workers[w].postMessage(c);
     workers[w].pending = c;
+    postProgress();
   },
   // The chunk of worker w is not wanted any more: end that worker at once
   // (it cannot be asked while it computes), start a fresh one, and tell the
@@ -170,10 +172,24 @@ function computeWorker(w) {
   return worker;
 }
 
+// The job of a chunk in hand (the last job handed out while one of its
+// chunks is), or null while the node holds none: idle, paused, or between
+// jobs.
+function currentJob() {
+  let job = null;
+  for (const x of workers) {
+    if (!x?.pending) continue;
+    if (x.pending.job === progress.job) return progress.job;
+    job = x.pending.job;
+  }
+  return job;
+}
+
 function postProgress() {
   let computed = computedBefore;
   for (const x of workers) computed += x?.partial || 0;
-  self.postMessage({ type: 'progress', ...progress, computed, busy: workers.filter((x) => x?.pending).length });
+  self.postMessage({ type: 'progress', chunks: progress.chunks, items: progress.items, computed, job: currentJob(),
+    busy: workers.filter((x) => x?.pending).length });
 }
 
 function onWorkerDone(w, e) {

@@ -131,6 +131,7 @@ function stopped(code) {
   setPhase('stopped');
   if (code !== 0 && ui.state.textContent !== 'not enrolled') ui.state.textContent = 'stopped';
   ui.rate.textContent = '0';
+  ui.job.textContent = 'none';
   clearInterval(totalTimer);
   totalTimer = null;
   showTotal();

@@ -1,10 +1,10 @@
-// The contribute page's controls around the start of the browser node: a
-// pause (and a resume) or a Stop asked for while the module still loads,
-// the enrolment marked once the coordinator welcomes the node (paused or
-// not), the Enrolment field for a key enrolled earlier, and the battery
-// checkbox where the browser gives no battery. PostgreSQL, `simfarm serve
-// --allow-public-nodes` serving web/ (with the bundle `make` builds into
-// web/node/), and Debian's Chromium.
+// The contribute page's controls and what it shows: a pause (and a resume)
+// or a Stop asked for while the module still loads, the enrolment marked
+// once the coordinator welcomes the node (paused or not), the Enrolment
+// field for a key enrolled earlier, the battery checkbox where the browser
+// gives no battery, and the current job once no chunk is in hand.
+// PostgreSQL, `simfarm serve --allow-public-nodes` serving web/ (with the
+// bundle `make` builds into web/node/), and Debian's Chromium.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -280,5 +280,29 @@ test('the battery checkbox is disabled with a note where the browser has no batt
   } finally {
     await none.close();
     await refused.close();
+  }
+});
+
+test('Current job goes back to none once the tab holds no chunk', async () => {
+  // Every value the field takes, as the page shows it.
+  const context = await profile(() => {
+    window.jobsShown = [];
+    document.addEventListener('DOMContentLoaded', () => {
+      const job = document.getElementById('job');
+      new MutationObserver(() => window.jobsShown.push(job.textContent))
+        .observe(job, { childList: true, characterData: true, subtree: true });
+    });
+  });
+  try {
+    const { tab, errors } = await open(context);
+    await tab.locator('#start').click();
+    const me = await welcomed(tab);
+    const done = await computed(400000, 33);
+    assert.deepEqual(done.result.nodes.map((n) => n.node), [me]);
+    await shows(tab, 'job', 'none', 10000);
+    assert.ok((await tab.evaluate(() => window.jobsShown)).includes(`job ${done.id}`));
+    assert.deepEqual(errors, []);
+  } finally {
+    await context.close();
   }
 });
