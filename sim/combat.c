@@ -33,9 +33,9 @@ static const sim__param params_table[P_COUNT] = {
     [P_CRIT] = { .name = "crit", .type = SIM__P_NUMBER, .lo = 0, .hi = 17000.0,
         .help = "rating: crit chance 0.05 + crit/18000" },
     [P_HASTE] = { .name = "haste", .type = SIM__P_NUMBER, .lo = 0, .hi = 100000.0,
-        .help = "rating: casts and hasted cooldowns / (1 + haste/17000)" },
+        .help = "rating: casts and hasted cooldowns * 1/(1 + haste/17000)" },
     [P_MASTERY] = { .name = "mastery", .type = SIM__P_NUMBER, .lo = 0, .hi = 100000.0,
-        .help = "rating: mastery abilities * (1.08 + mastery/18000)" },
+        .help = "rating: mastery abilities * (1 + (0.08 + mastery/18000))" },
     [P_VERS] = { .name = "versatility", .type = SIM__P_NUMBER, .lo = 0, .hi = 100000.0,
         .help = "rating: all damage * (1 + versatility/20500)" },
     [P_LENGTH] = { .name = "fight_length", .type = SIM__P_NUMBER, .lo = 10.0, .hi = 3600.0, .dflt = 300.0,
@@ -177,14 +177,31 @@ static int combat_parse(sim__pctx *c, void *params, sim_job *job)
                 p->var[1 + 2 * s + d] = variant(st);
             }
 
-    /* The largest hit, and a cast rate no rotation can exceed. */
+    /* The largest hit, and a cast rate no rotation can exceed: every
+     * ability once at 0, then each no more often than its shortest interval
+     * (its cast, the global cooldown if it waits for it, and its cooldown
+     * unless a proc resets it, all at the top haste); never more than
+     * max_casts in the shortest fight. */
     double best = 0.0;
     for (int i = 0; i < (int)p->nab; i++)
         best = p->ab[i].coef > best ? p->ab[i].coef : best;
-    sim_combat_var top = variant((double[]){ p->stats[0] + p->delta, 17100.0, 0, 100000.0 + p->delta,
-        100000.0 + p->delta });
+    sim_combat_var top = variant((double[]){ p->stats[0] + p->delta, 17100.0, 100000.0 + p->delta,
+        100000.0 + p->delta, 100000.0 + p->delta });
     double hit = best * top.power * top.mult * top.mastery * p->crit_mult;
-    double bound = hit * 16.0 * (double)p->nab + 1.0;
+    double len_min = p->fight_len * (1.0 - p->fight_var), per_s = (double)p->nab / len_min;
+    bool unbounded = false;
+    for (int i = 0; i < (int)p->nab; i++) {
+        const sim_combat_ability *ab = &p->ab[i];
+        double iv = ab->cast * top.inv_speed, cd = ab->hasted_cd ? ab->cooldown * top.inv_speed : ab->cooldown;
+        iv = ab->gcd && top.gcd > iv ? top.gcd : iv;
+        iv = (i != p->proc_resets || !(p->proc_chance > 0)) && cd > iv ? cd : iv;
+        if (iv > 0)
+            per_s += 1.0 / iv;
+        else
+            unbounded = true;
+    }
+    double most = (double)p->max_casts / len_min;
+    double bound = hit * (unbounded || per_s > most ? most : per_s) + 1.0;
     double hist_lo = 0.0, hist_hi = 2.0 * best * p->stats[0] * p->crit_mult + 1.0;
     if ((rc = sim__param_range(c, &t[P_HIST], &hist_lo, &hist_hi)) != 0)
         return rc;

@@ -117,7 +117,7 @@ static int option_parse(sim__pctx *c, void *params, sim_job *job)
     p->nscen = greeks ? SIM_OPT_MAXSC : 1;
     p->nout = greeks ? 5 : 1;
     p->bump[0] = 0.01 * p->s0;
-    p->bump[1] = 0.01;
+    p->bump[1] = p->sigma < 0.02 ? 0.5 * p->sigma : 0.01; /* sigma - h stays positive */
     p->bump[2] = 0.001;
     p->bump[3] = 0.01 * p->t;
     for (int g = 0; g < 4; g++)

@@ -510,6 +510,20 @@ Test(sim_option, greeks_match_black_scholes, .timeout = 60)
     }
 }
 
+/* Below 0.02 the volatility bump is sigma / 2, not 0.01: sigma - 0.01 would
+ * be negative, and the difference would not be the derivative. */
+Test(sim_option, vega_of_a_small_volatility, .timeout = 60)
+{
+    sim_job *job = must_job("option", "{\"S0\": 100, \"K\": 100, \"r\": 0, \"sigma\": 0.004, \"T\": 1, "
+        "\"greeks\": true}", 5);
+    sim_stats st[5];
+    run(job, 200000, st);
+    struct bs w = black_scholes(0, 100, 100, 0, 0, 0.004, 1);
+    assert_within_3se(&st[0], w.price, "price");
+    assert_within_3se(&st[2], w.vega, "vega");
+    sim_job_destroy(job);
+}
+
 Test(sim_option, antithetic_pairs_reduce_the_error, .timeout = 60)
 {
     sim_job *a = must_job("option", "{\"S0\": 100, \"K\": 100, \"r\": 0.05, \"sigma\": 0.2, \"T\": 1, \"antithetic\": true}", 3);
@@ -570,6 +584,38 @@ Test(sim_combat, fixed_rotation_has_exact_dps)
     double want = 201 * 0.5 * 1000 * 1.1 / 301;
     cr_assert(fabs(sim_stats_mean(&st[0]) - want) < 1e-6, "%.9f vs %.9f", sim_stats_mean(&st[0]), want);
     cr_assert(sim_stats_stderr(&st[0]) < 1e-6);
+    sim_job_destroy(job);
+}
+
+/* The DPS range holds the fastest rotations the rules allow: an ability off
+ * the global cooldown cast every 0.1 s / (1 + haste) at the top of every
+ * stat, and an instant one a proc resets after every cast, which casts the
+ * whole 100,000 at time 0. Neither saturates, and the DPS is exact. */
+Test(sim_combat, the_fastest_rotations_fit_the_range)
+{
+    sim_job *job = must_job("combat", "{\"power\": 1000000, \"haste\": 100000, \"mastery\": 100000, "
+        "\"versatility\": 100000, \"crit\": 17000, \"crit_multiplier\": 10, \"fight_length\": 10, "
+        "\"fight_variation\": 0, \"abilities\": [{\"coefficient\": 1000, \"cast_time\": 0.1, \"gcd\": false, "
+        "\"mastery\": true}]}", 1);
+    sim_stats st[1];
+    run(job, 64, st);
+    double inv_speed = 1.0 / (1.0 + 100000 / 17000.0), now = 0.0, casts = 0;
+    while (now + 0.1 * inv_speed <= 10.0) {
+        now = now + 0.1 * inv_speed;
+        casts++;
+    }
+    double hit = 1000 * 1e6 * (1.0 + 100000 / 20500.0) * (1.0 + (0.08 + 100000 / 18000.0));
+    /* crit chance 0.05 + 17000/18000 < 1: a few casts are not crits */
+    cr_assert_gt(sim_stats_mean(&st[0]), casts * hit / 10.0);
+    cr_assert_leq(sim_stats_mean(&st[0]), casts * hit * 10 / 10.0 * (1 + 1e-12));
+    sim_job_destroy(job);
+
+    job = must_job("combat", "{\"power\": 1000, \"fight_length\": 10, \"fight_variation\": 0, "
+        "\"crit_multiplier\": 1, \"proc_chance\": 1, \"proc_resets\": \"a\", "
+        "\"abilities\": [{\"name\": \"a\", \"coefficient\": 2, \"cooldown\": 5, \"gcd\": false}]}", 1);
+    run(job, 64, st);
+    double want = 100000 * 2 * 1000 / 10.0;
+    cr_assert(fabs(sim_stats_mean(&st[0]) - want) < 1e-6 * want, "%.9g vs %.9g", sim_stats_mean(&st[0]), want);
     sim_job_destroy(job);
 }
 
