@@ -1,16 +1,21 @@
 // A compute worker of the browser node: its own instance of the module, one
-// chunk at a time. In: { job, chunk, hash, work, start: [lo, hi], count:
-// [lo, hi], variant } from the node worker. Out: { progress } (the chunk's
-// items done so far, about every 100 ms while it runs), then { err, data,
-// ms, error }.
+// chunk at a time. In: first { wasmBinary }, the bytes the node worker
+// fetched and hashed (without it the module fetches its own); then { job,
+// chunk, hash, work, start: [lo, hi], count: [lo, hi], variant } from the
+// node worker. Out: { progress } (the chunk's items done so far, about
+// every 100 ms while it runs), then { err, data, ms, error }.
 'use strict';
 importScripts('simfarm-node.js');
 
-const ready = SimfarmNode().then((m) => {
-  m.onChunkProgress = (done) => self.postMessage({ progress: done });
-  return m;
-});
+let ready = null;
 let hashPtr = 0;
+
+function instance(opts) {
+  return SimfarmNode(opts).then((m) => {
+    m.onChunkProgress = (done) => self.postMessage({ progress: done });
+    return m;
+  });
+}
 
 function bytesIn(m, bytes) {
   const p = m._ndw_alloc(bytes.length);
@@ -19,8 +24,13 @@ function bytesIn(m, bytes) {
 }
 
 self.onmessage = async (e) => {
-  const m = await ready;
   const c = e.data;
+  if (c.wasmBinary) {
+    ready ||= instance({ wasmBinary: c.wasmBinary });
+    return;
+  }
+  ready ||= instance({});
+  const m = await ready;
   if (!hashPtr) hashPtr = m._ndw_alloc(32);
   m.HEAPU8.set(c.hash, hashPtr);
   const work = bytesIn(m, c.work);

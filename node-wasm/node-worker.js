@@ -166,6 +166,7 @@ const host = {
 
 function computeWorker(w) {
   const worker = new Worker('compute-worker.js');
+  worker.postMessage({ wasmBinary: M.wasmBinary }); // the module the node runs and hashed
   // a worker that was ended (cancel) may still have a message on its way
   worker.onmessage = (e) => { if (workers[w] === worker) onWorkerDone(w, e); };
   worker.onerror = (e) => self.postMessage({ type: 'log', level: 1, line: `compute worker ${w}: ${e.message}` });
@@ -259,14 +260,16 @@ function reportStats(machineCores) {
   }, 1000);
 }
 
-// The module is instantiated from bytes we fetched ourselves, so the
-// SHA-256 the node reports in hello is that of the WebAssembly it runs.
+// The module is instantiated from bytes we fetched ourselves, and the
+// compute workers from the same bytes, so the SHA-256 the node reports in
+// hello is that of the WebAssembly that runs.
 async function loadModule() {
   const r = await fetch('simfarm-node.wasm');
   if (!r.ok) throw new Error(`simfarm-node.wasm: HTTP ${r.status}`);
   const wasmBinary = new Uint8Array(await r.arrayBuffer());
   const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', wasmBinary));
   const m = await SimfarmNode({ wasmBinary });
+  m.wasmBinary = wasmBinary;
   m.checksum = Array.from(digest, (b) => b.toString(16).padStart(2, '0')).join('');
   return m;
 }

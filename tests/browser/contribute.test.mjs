@@ -82,6 +82,9 @@ async function contribute(cores, { fragment = '', pauseHidden = false, server = 
   const tab = await context.newPage();
   const errors = [];
   tab.on('pageerror', (e) => errors.push(e.message));
+  // its workers' requests too
+  const wasmFetches = [];
+  context.on('request', (r) => { if (r.url().endsWith('/simfarm-node.wasm')) wasmFetches.push(r.url()); });
   const res = await tab.goto(`${server.url}/contribute${fragment ? '#' + fragment : ''}`);
   assert.equal(res.status(), 200);
   if (pauseHidden) await tab.locator('#pause-hidden').check();
@@ -90,12 +93,12 @@ async function contribute(cores, { fragment = '', pauseHidden = false, server = 
   await tab.locator('#start').click();
   await tab.waitForFunction(() => document.getElementById('state').textContent === 'running', null,
     { timeout: 30000 });
-  return { context, tab, errors };
+  return { context, tab, errors, wasmFetches };
 }
 
 test('a tab with 2 cores computes a job that equals the native single-process run', async () => {
   const items = 2000000, seed = 11;
-  const { context, tab, errors } = await contribute(2);
+  const { context, tab, errors, wasmFetches } = await contribute(2);
   try {
     const [node] = await eventually(async () => {
       const n = (await browserNodes()).filter((x) => x.online);
@@ -129,6 +132,8 @@ test('a tab with 2 cores computes a job that equals the native single-process ru
     assert.equal(done.result.items_failed, 0);
 
     await sameAsNative(done, items, seed);
+    // The compute workers run the bytes the node worker fetched and hashed.
+    assert.equal(wasmFetches.length, 1, wasmFetches.join('\n'));
 
     await tab.waitForFunction(() => Number(document.getElementById('chunks').textContent) >= 2, null,
       { timeout: 10000 });
