@@ -12,7 +12,7 @@
 
 #include "sim/sim_json.h"
 
-#define MAX_DEPTH 32
+#define MAX_DEPTH 32 /* levels of containers (docs/api.md) */
 
 struct reader {
     const char *p, *end, *start;
@@ -378,13 +378,16 @@ static bool word(struct reader *r, const char *w)
     return false;
 }
 
+/* depth: the containers around this value. A container opens one more
+ * level, so one at depth MAX_DEPTH would be level MAX_DEPTH + 1; a scalar
+ * adds none, so the limit is the same whatever the innermost holds. */
 static int value(struct reader *r, int depth)
 {
-    if (depth > MAX_DEPTH)
-        return fail(r, "nested too deeply");
     skip_ws(r);
     if (r->p >= r->end)
         return fail(r, "unexpected end");
+    if ((*r->p == '{' || *r->p == '[') && depth >= MAX_DEPTH)
+        return fail(r, "nested too deeply");
     switch (*r->p) {
     case '{': r->p++; return container(r, depth, true);
     case '[': r->p++; return container(r, depth, false);

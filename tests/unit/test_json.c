@@ -6,6 +6,7 @@
  */
 #include <criterion/criterion.h>
 #include <msgpack.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,4 +241,67 @@ Test(json, nesting_costs_what_the_text_costs, .timeout = 30)
     accepted(ok, strlen(ok), &b, &u);
     done(&b, &u);
     free(ok);
+}
+
+/* depth containers, each inside the last; the innermost holds `inner`
+ * ("" for an empty one). Objects when `object`, arrays otherwise. */
+static char *containers(int depth, bool object, const char *inner)
+{
+    size_t cap = (size_t)depth * 6 + strlen(inner) + 1, k = 0;
+    char *s = malloc(cap);
+    for (int d = 0; d < depth; d++) {
+        if (object && d > 0) {
+            memcpy(s + k, "\"k\":", 4);
+            k += 4;
+        }
+        s[k++] = object ? '{' : '[';
+    }
+    if (object && depth > 0 && inner[0] != '\0') {
+        memcpy(s + k, "\"k\":", 4);
+        k += 4;
+    }
+    memcpy(s + k, inner, strlen(inner));
+    k += strlen(inner);
+    for (int d = 0; d < depth; d++)
+        s[k++] = object ? '}' : ']';
+    s[k] = '\0';
+    return s;
+}
+
+/* docs/api.md: at most 32 levels of nesting. A level is a container,
+ * whatever it holds: 33 empty ones are as deep as 33 around a number. */
+Test(json, at_most_32_levels_of_containers_whatever_the_innermost_holds)
+{
+    static const char *const inner[] = { "", "0", "\"x\"", "null" };
+    for (int object = 0; object < 2; object++)
+        for (size_t i = 0; i < sizeof inner / sizeof inner[0]; i++) {
+            char *ok = containers(32, object, inner[i]);
+            msgpack_sbuffer b;
+            msgpack_unpacked u;
+            accepted(ok, strlen(ok), &b, &u);
+            done(&b, &u);
+            free(ok);
+            char *deep = containers(33, object, inner[i]);
+            refused_str(deep, "nested too deeply");
+            free(deep);
+        }
+    /* arrays and objects count alike: 16 of each is 32, one more is 33 */
+    char mixed[512];
+    size_t k = 0;
+    for (int d = 0; d < 16; d++)
+        k += (size_t)snprintf(mixed + k, sizeof mixed - k, "[{\"k\":");
+    char *tail = mixed + k;
+    snprintf(tail, sizeof mixed - k, "[]");
+    size_t t = k + 2;
+    for (int d = 0; d < 16; d++)
+        t += (size_t)snprintf(mixed + t, sizeof mixed - t, "}]");
+    refused_str(mixed, "nested too deeply");
+    snprintf(tail, sizeof mixed - k, "0");
+    t = k + 1;
+    for (int d = 0; d < 16; d++)
+        t += (size_t)snprintf(mixed + t, sizeof mixed - t, "}]");
+    msgpack_sbuffer b;
+    msgpack_unpacked u;
+    accepted(mixed, t, &b, &u);
+    done(&b, &u);
 }
