@@ -252,19 +252,16 @@ int api_token_file(gateway *g, const char *path, char *err, size_t errlen)
 
 /* ---- query strings ---------------------------------------------------------------------- */
 
-/* The value of name in r->query ("a=1&b=2"), or NULL. */
+/* The value of the first argument called name in r->query (the decoded
+ * arguments, each NUL-terminated: "a=1\0b=x&y\0"), or NULL. */
 static const char *arg(const gw_request *r, const char *name, char *out, size_t cap)
 {
     size_t n = strlen(name);
-    for (const char *p = r->query; *p;) {
-        const char *end = strchr(p, '&');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len > n && strncmp(p, name, n) == 0 && p[n] == '=') {
-            snprintf(out, cap, "%.*s", (int)(len - n - 1), p + n + 1);
+    for (const char *p = r->query; p < r->query + r->query_len; p += strlen(p) + 1)
+        if (strncmp(p, name, n) == 0 && p[n] == '=') {
+            snprintf(out, cap, "%s", p + n + 1);
             return out;
         }
-        p += len + (end ? 1 : 0);
-    }
     return NULL;
 }
 
@@ -1018,6 +1015,8 @@ void api_route(gateway *g, gw_request *r)
         fail(g, r, 405, NULL, "method not allowed here");
     } else if (r->query_too_long) {
         fail(g, r, 414, NULL, "the query string is longer than 511 bytes decoded");
+    } else if (r->query_nul) {
+        fail(g, r, 400, NULL, "a query argument holds a NUL byte (%00)");
     } else if (strcmp(r->path, "/health") == 0) {
         health(g, r);
     } else if (needs_token || g->private_reads) {

@@ -28,8 +28,10 @@ typedef struct gw_request {
     uint64_t session;        /* where the answer goes */
     int method;
     char path[256];
-    char query[512];         /* the arguments after '?', '&'-separated, decoded */
+    char query[512];         /* the arguments after '?', decoded, each NUL-terminated, one after the other */
+    size_t query_len;        /* the bytes of query in use, the NULs included */
     bool query_too_long;     /* they did not fit in query: refused */
+    bool query_nul;          /* one held a NUL byte (lws refuses %00 itself): refused */
     char auth[256];          /* the Authorization header */
     char key[130];           /* the Idempotency-Key header, "" for none */
     bool key_bad;            /* it was empty or longer than 128 bytes */

@@ -173,21 +173,25 @@ static gw_request *new_request(struct lws *wsi, uint64_t session, int method, co
     r->session = session;
     r->method = method;
     snprintf(r->path, sizeof r->path, "%s", path);
-    /* lws keeps each argument as a fragment, decoded: join them with '&'.
-     * Arguments that do not fit are not dropped in silence (a filter
-     * left out widens an answer): the request is refused. */
+    /* lws keeps each argument as a fragment, decoded: they are kept apart
+     * by NULs, not joined with '&' again, since a decoded value may hold
+     * an '&' ("owner=a%26b") and lws refuses a request with a %00. Arguments
+     * that do not fit are not dropped in silence (a filter left out widens
+     * an answer): the request is refused. */
     size_t q = 0;
-    char frag[sizeof r->query];
     for (int i = 0; lws_hdr_fragment_length(wsi, WSI_TOKEN_HTTP_URI_ARGS, i) > 0; i++) {
-        int n = lws_hdr_copy_fragment(wsi, frag, sizeof frag, WSI_TOKEN_HTTP_URI_ARGS, i);
-        if (n >= 0)
-            n = snprintf(r->query + q, sizeof r->query - q, "%s%s", q ? "&" : "", frag);
+        int n = lws_hdr_copy_fragment(wsi, r->query + q, (int)(sizeof r->query - q), WSI_TOKEN_HTTP_URI_ARGS, i);
         if (n < 0 || (size_t)n >= sizeof r->query - q) {
             r->query_too_long = true;
             break;
         }
-        q += (size_t)n;
+        if (strlen(r->query + q) != (size_t)n) {
+            r->query_nul = true;
+            break;
+        }
+        q += (size_t)n + 1;
     }
+    r->query_len = r->query_too_long || r->query_nul ? 0 : q;
     if (lws_hdr_copy(wsi, r->auth, sizeof r->auth, WSI_TOKEN_HTTP_AUTHORIZATION) < 0)
         r->auth[0] = '\0';
     static const char key[] = "idempotency-key:";

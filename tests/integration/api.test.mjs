@@ -226,6 +226,27 @@ test('jobs: filters, cancel, and the answers for jobs that cannot be cancelled',
   assert.match(raw, /"state":"cancelled"/);
 });
 
+test('a query value with an encoded & is one value, not the start of another argument', async () => {
+  const who = `amp-${process.pid}`;
+  const plain = await call(srv, 'POST', '/api/jobs', job(1000, { owner: who }));
+  const amp = await call(srv, 'POST', '/api/jobs', job(1000, { owner: `${who}&b` }));
+  assert.deepEqual([plain.status, amp.status], [201, 201], plain.text + amp.text);
+  const owned = async (q) => {
+    const r = await call(srv, 'GET', `/api/jobs?owner=${encodeURIComponent(q)}`);
+    assert.equal(r.status, 200, `${q}: ${r.text}`);
+    return r.json.map((j) => j.id);
+  };
+  assert.deepEqual(await owned(`${who}&b`), [amp.json.id]);
+  assert.deepEqual(await owned(who), [plain.json.id]);
+  // what follows the & inside a value is no argument of its own
+  assert.deepEqual(await owned(`${who}&state=done`), []);
+  const both = await call(srv, 'GET', `/api/jobs?kernel=option&owner=${encodeURIComponent(`${who}&b`)}&limit=5`);
+  assert.deepEqual([both.status, both.json.map((j) => j.id)], [200, [amp.json.id]], both.text);
+  const nodes = await call(srv, 'GET', `/api/nodes?owner=${encodeURIComponent('x&tier=bogus')}`);
+  assert.deepEqual([nodes.status, nodes.json], [200, []], nodes.text);
+  for (const r of [plain, amp]) assert.equal((await call(srv, 'POST', `/api/jobs/${r.json.id}/cancel`)).status, 200);
+});
+
 test('live events: a job and a node, in order, and a client that reconnects catches up', async () => {
   const ev = tailEvents(srv);
   const snap = await ev.until((e) => e.type === 'snapshot', 'snapshot');
