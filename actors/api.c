@@ -159,12 +159,14 @@ static void authenticate(gateway *g, gw_request *r)
         return;
     }
     if (r->auth[0] == '\0') {
-        /* not a guess: no count against the address */
-        auth_failed(g, r,
-            r->method == GW_GET ? "this coordinator is private: reading needs an API token too: "
-                                  "Authorization: Bearer sf_..."
-                                : "this needs an API token: Authorization: Bearer sf_...",
-            false);
+        /* not a guess: no count against the address. A GET gets here
+         * without one for /api/tokens, on any coordinator, or for any
+         * read of a private one. */
+        const char *why = r->method != GW_GET ? "this needs an API token: Authorization: Bearer sf_..."
+            : strcmp(r->path, "/api/tokens") == 0
+            ? "/api/tokens needs an API token: Authorization: Bearer sf_..."
+            : "this coordinator is private: reading needs an API token too: Authorization: Bearer sf_...";
+        auth_failed(g, r, why, false);
         return;
     }
     const char *t = r->auth;

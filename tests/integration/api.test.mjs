@@ -247,6 +247,17 @@ test('a query value with an encoded & is one value, not the start of another arg
   for (const r of [plain, amp]) assert.equal((await call(srv, 'POST', `/api/jobs/${r.json.id}/cancel`)).status, 200);
 });
 
+test('/api/tokens without a token: the refusal says it needs one, on a coordinator that is not private', async () => {
+  for (const [method, p] of [['GET', '/api/tokens'], ['POST', '/api/tokens'], ['DELETE', '/api/tokens/1']]) {
+    const r = await call(srv, method, p, method === 'POST' ? { kind: 'api' } : undefined, null);
+    assert.equal(r.status, 401, `${method} ${p}`);
+    assert.match(r.json.error, /needs an API token: Authorization: Bearer sf_/, `${method} ${p}`);
+    assert.doesNotMatch(r.json.error, /private/, `${method} ${p}`);
+  }
+  const list = await call(srv, 'GET', '/api/tokens', undefined, null);
+  assert.match(list.json.error, /^\/api\/tokens needs an API token/);
+});
+
 test('live events: a job and a node, in order, and a client that reconnects catches up', async () => {
   const ev = tailEvents(srv);
   const snap = await ev.until((e) => e.type === 'snapshot', 'snapshot');
