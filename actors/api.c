@@ -201,6 +201,22 @@ static void boot_insert(gateway *g)
     ask(g, NULL, q, P_BOOT);
 }
 
+/* Writes n bytes of p to fd: 0, or the errno of the failure (ENOSPC for
+ * a write that stopped short without one). */
+static int write_all(int fd, const void *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? errno : ENOSPC;
+        p = (const char *)p + w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
 int api_token_file(gateway *g, const char *path, char *err, size_t errlen)
 {
     char token[96] = "";
@@ -224,17 +240,35 @@ int api_token_file(gateway *g, const char *path, char *err, size_t errlen)
         token_new(token, sizeof token, "sf_");
         char tmp[600];
         snprintf(tmp, sizeof tmp, "%s.tmp", path);
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd < 0) {
-            snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+        /* A PATH.tmp left from before is removed, not reused: opened as it
+         * is, it would keep its mode (and a link would be followed), and
+         * the token would be as readable as it was. O_EXCL makes the file
+         * ours, 0600 from the start. */
+        if (unlink(tmp) != 0 && errno != ENOENT) {
+            snprintf(err, errlen, "cannot remove the stale %s: %s", tmp, strerror(errno));
+            sodium_memzero(token, sizeof token);
             return -1;
         }
-        size_t n = strlen(token);
-        bool ok = write(fd, token, n) == (ssize_t)n && write(fd, "\n", 1) == 1;
-        ok = close(fd) == 0 && ok;
-        if (!ok || rename(tmp, path) != 0) {
-            snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+            sodium_memzero(token, sizeof token);
+            return -1;
+        }
+        int e = write_all(fd, token, strlen(token));
+        if (e == 0)
+            e = write_all(fd, "\n", 1);
+        if (close(fd) != 0 && e == 0)
+            e = errno;
+        if (e != 0)
+            snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(e));
+        else if (rename(tmp, path) != 0) {
+            e = errno;
+            snprintf(err, errlen, "cannot rename %s to %s: %s", tmp, path, strerror(e));
+        }
+        if (e != 0) {
             unlink(tmp);
+            sodium_memzero(token, sizeof token);
             return -1;
         }
     } else {

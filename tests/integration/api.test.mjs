@@ -258,6 +258,35 @@ test('/api/tokens without a token: the refusal says it needs one, on a coordinat
   assert.match(list.json.error, /^\/api\/tokens needs an API token/);
 });
 
+test('the token file is written mode 0600 whatever a stale PATH.tmp was', async () => {
+  const dir = fs.mkdtempSync(path.join(tmp, 'tokenfile-'));
+  // a stale PATH.tmp others may read: its mode must not carry over
+  const loose = path.join(dir, 'token');
+  fs.writeFileSync(`${loose}.tmp`, 'stale\n');
+  fs.chmodSync(`${loose}.tmp`, 0o644);
+  // a PATH.tmp that is a link to another file: that file is left alone
+  const linked = path.join(dir, 'linked');
+  const victim = path.join(dir, 'victim');
+  fs.writeFileSync(victim, 'keep\n');
+  fs.chmodSync(victim, 0o644);
+  fs.symlinkSync(victim, `${linked}.tmp`);
+  for (const [file, db] of [[loose, 'tokenfile'], [linked, 'tokenlink']]) {
+    const s = await serve(await createDatabase(pg, db), { tokenFile: file });
+    try {
+      const st = fs.lstatSync(file);
+      assert.ok(st.isFile(), `${file} is a file of its own`);
+      assert.equal((st.mode & 0o777).toString(8), '600', file);
+      assert.match(fs.readFileSync(file, 'utf8'), /^sf_[A-Za-z0-9_-]{43}\n$/);
+      assert.equal(fs.existsSync(`${file}.tmp`), false);
+      assert.equal((await call(s, 'POST', '/api/jobs', job(1000))).status, 201, 'the token in it works');
+    } finally {
+      await s.stop();
+    }
+  }
+  assert.equal(fs.readFileSync(victim, 'utf8'), 'keep\n');
+  assert.equal((fs.statSync(victim).mode & 0o777).toString(8), '644');
+});
+
 test('live events: a job and a node, in order, and a client that reconnects catches up', async () => {
   const ev = tailEvents(srv);
   const snap = await ev.until((e) => e.type === 'snapshot', 'snapshot');

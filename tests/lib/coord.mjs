@@ -13,9 +13,11 @@ const simfarm = path.join(build, 'bin/simfarm');
 // `extra` are more arguments for serve. The admin token is srv.token. With
 // `--tls-cert`, `ca` is the PEM file that call() trusts for it. `bin` and
 // `cwd`: another simfarm binary (an installed one), run in another directory.
-export function serve(db, { extra = [], ca, timeoutMs = 30000, bin = simfarm, cwd } = {}) {
+// `tokenFile`: the --token-file to use (the caller's to remove) instead of
+// one in a temporary directory.
+export function serve(db, { extra = [], ca, timeoutMs = 30000, bin = simfarm, cwd, tokenFile: given } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-serve-'));
-  const tokenFile = path.join(dir, 'token');
+  const tokenFile = given ?? path.join(dir, 'token');
   const child = spawn(bin, ['serve', '--db', db, '--listen', '127.0.0.1:0', '--token-file', tokenFile, ...extra],
     { stdio: ['ignore', 'pipe', 'pipe'], cwd });
   let out = '', err = '';
