@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 enum {
@@ -30,13 +29,6 @@ enum {
 };
 
 enum { FAIL_LIMIT = 10, FAIL_WINDOW_MS = 60000, TOKEN_BYTES = 32 };
-
-static uint64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void done(gw_request *r)
 {
@@ -119,7 +111,7 @@ static gw_fail *fail_slot(gateway *g, const char *peer, bool create)
 static unsigned blocked_for(gateway *g, const char *peer)
 {
     gw_fail *f = fail_slot(g, peer, false);
-    uint64_t now = wall_ms();
+    uint64_t now = rt_mono_ms();
     if (f == NULL || now - f->since_ms >= FAIL_WINDOW_MS || f->count < FAIL_LIMIT)
         return 0;
     return (unsigned)((f->since_ms + FAIL_WINDOW_MS - now) / 1000) + 1;
@@ -131,8 +123,8 @@ static void auth_failed(gateway *g, gw_request *r, const char *why, bool counted
 {
     if (counted) {
         gw_fail *f = fail_slot(g, r->peer, true);
-        uint64_t now = wall_ms();
-        if (now - f->since_ms >= FAIL_WINDOW_MS) {
+        uint64_t now = rt_mono_ms();
+        if (f->count == 0 || now - f->since_ms >= FAIL_WINDOW_MS) {
             f->since_ms = now;
             f->count = 0;
         }

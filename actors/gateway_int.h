@@ -53,7 +53,7 @@ typedef struct gw_pending {
 
 typedef struct gw_fail {
     char peer[64];
-    uint64_t since_ms;       /* start of the window */
+    uint64_t since_ms;       /* start of the window (rt_mono_ms: a stepped wall clock moves neither end) */
     unsigned count;
 } gw_fail;
 

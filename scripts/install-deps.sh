@@ -27,6 +27,7 @@ PACKAGES=(
     chromium firefox-esr
     nodejs npm
     clang llvm libclang-rt-14-dev valgrind
+    libfaketime
     python3-numpy python3-distributed
 )
 

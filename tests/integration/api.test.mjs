@@ -512,6 +512,40 @@ test('failed logins from one address are rate-limited', async () => {
   }
 });
 
+// libfaketime (Debian's libfaketime), which moves the time a program reads
+// from the wall clock (CLOCK_REALTIME) by what a file says, read at every
+// call; the monotonic clock is left alone.
+function fakeTime(file) {
+  const lib = fs.readdirSync('/usr/lib').map((d) => `/usr/lib/${d}/faketime/libfaketimeMT.so.1`).find(fs.existsSync);
+  assert.ok(lib, 'libfaketime is installed (scripts/install-deps.sh)');
+  fs.writeFileSync(file, '+0\n');
+  return { LD_PRELOAD: lib, FAKETIME_TIMESTAMP_FILE: file, FAKETIME_NO_CACHE: '1', DONT_FAKE_MONOTONIC: '1' };
+}
+
+test('a block for failed logins lasts its minute when the wall clock is stepped back or forward', async () => {
+  const clock = path.join(tmp, 'clock');
+  const other = await serve(await createDatabase(pg, 'clocksteps'), { env: fakeTime(clock) });
+  try {
+    const good = async () => {
+      const res = await fetch(other.url + '/api/jobs', { method: 'POST', body: JSON.stringify(job(1000)),
+        headers: { authorization: `Bearer ${other.token}`, 'content-type': 'application/json' } });
+      return res.status;
+    };
+    assert.equal(await good(), 201, 'the clock file works and the token is good');
+    for (let i = 0; i < 10; i++)
+      assert.equal((await call(other, 'POST', '/api/jobs', job(1000), 'sf_' + 'D'.repeat(43))).status, 401);
+    assert.equal(await good(), 429);
+    // an hour back (an NTP step, a VM restored): the block stays
+    fs.writeFileSync(clock, '-3600\n');
+    assert.equal(await good(), 429, 'stepped back an hour');
+    // two minutes on: the block has not lasted a minute yet, and stays
+    fs.writeFileSync(clock, '+120\n');
+    assert.equal(await good(), 429, 'stepped on two minutes');
+  } finally {
+    await other.stop();
+  }
+});
+
 test('a private coordinator: reads need a token, /ws/events a ticket; /health, the web files and nodes stay open', async () => {
   const p = await serve(await createDatabase(pg, 'private'), { extra: ['--private', '--open-enrolment'] });
   try {

@@ -14,12 +14,12 @@ const simfarm = path.join(build, 'bin/simfarm');
 // `--tls-cert`, `ca` is the PEM file that call() trusts for it. `bin` and
 // `cwd`: another simfarm binary (an installed one), run in another directory.
 // `tokenFile`: the --token-file to use (the caller's to remove) instead of
-// one in a temporary directory.
-export function serve(db, { extra = [], ca, timeoutMs = 30000, bin = simfarm, cwd, tokenFile: given } = {}) {
+// one in a temporary directory. `env`: more environment variables for it.
+export function serve(db, { extra = [], ca, timeoutMs = 30000, bin = simfarm, cwd, tokenFile: given, env } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-serve-'));
   const tokenFile = given ?? path.join(dir, 'token');
   const child = spawn(bin, ['serve', '--db', db, '--listen', '127.0.0.1:0', '--token-file', tokenFile, ...extra],
-    { stdio: ['ignore', 'pipe', 'pipe'], cwd });
+    { stdio: ['ignore', 'pipe', 'pipe'], cwd, env: { ...process.env, ...env } });
   let out = '', err = '';
   const lines = new Set();
   const waiters = [];
