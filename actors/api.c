@@ -857,7 +857,7 @@ static void metrics(gateway *g, gw_request *r)
                "# TYPE simfarm_node_sessions gauge\nsimfarm_node_sessions %u\n"
                "# HELP simfarm_event_clients Connections on /ws/events.\n"
                "# TYPE simfarm_event_clients gauge\nsimfarm_event_clients %zu\n"
-               "# HELP simfarm_events_total Events published.\n"
+               "# HELP simfarm_events_total Events published on /ws/events since the start.\n"
                "# TYPE simfarm_events_total counter\nsimfarm_events_total %" PRIu64 "\n"
                "# HELP simfarm_http_responses_total HTTP responses by status class.\n"
                "# TYPE simfarm_http_responses_total counter\n"
@@ -878,7 +878,7 @@ static void metrics(gateway *g, gw_request *r)
                "(0 while up, -1 if it never was).\n"
                "# TYPE simfarm_database_unreachable_seconds gauge\nsimfarm_database_unreachable_seconds %.1f\n",
             g->db_up, g->db_up && !g->unlocked, st.actors_live, st.messages, cd_sessions_count(g->nodes), g->nevc,
-            cd_events_last(g->events),
+            cd_events_count(g->events),
             g->by_class[2], g->by_class[4], g->by_class[5], b.queries, b.bytes, b.limit, b.refusing ? 1 : 0,
             b.refused, b.unreachable_ms < 0 ? -1.0 : (double)b.unreachable_ms / 1000.0);
     m = cat(m, work_metrics(g));

@@ -25,7 +25,7 @@ typedef struct progress {
 struct cd_events {
     event *ring;
     size_t cap, head, n;     /* oldest at ring[head] */
-    uint64_t last;
+    uint64_t first, last;    /* the sequence number before the first event; the last event's */
     progress *prog;
     size_t nprog, prog_cap;
 };
@@ -35,7 +35,7 @@ cd_events *cd_events_create(size_t capacity, uint64_t first)
     cd_events *ev = calloc(1, sizeof *ev);
     if (ev == NULL)
         rt_oom(sizeof *ev);
-    ev->last = first;
+    ev->first = ev->last = first;
     ev->cap = capacity ? capacity : 1;
     ev->ring = calloc(ev->cap, sizeof *ev->ring);
     if (ev->ring == NULL)
@@ -132,6 +132,11 @@ const char *cd_events_add(cd_events *ev, const char *type, uint64_t job, const c
 uint64_t cd_events_last(const cd_events *ev)
 {
     return ev->last;
+}
+
+uint64_t cd_events_count(const cd_events *ev)
+{
+    return ev->last - ev->first;
 }
 
 int cd_events_since(const cd_events *ev, uint64_t since, uint64_t job,

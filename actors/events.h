@@ -37,6 +37,9 @@ const char *cd_events_add(cd_events *ev, const char *type, uint64_t job, const c
 /* The sequence number of the last event (`first` before the first). */
 uint64_t cd_events_last(const cd_events *ev);
 
+/* How many events were added since cd_events_create. */
+uint64_t cd_events_count(const cd_events *ev);
+
 /* Calls fn for each kept event with seq > since, oldest first, whose job is
  * `job` (0 = every event). Returns 0, or -1 when events after `since` have
  * already left the ring or `since` is not a number this log gave (past the

@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { build, run, top } from '../lib/proc.mjs';
 import { createDatabase, startPostgres } from '../lib/pg.mjs';
-import { serve, call, tailEvents } from '../lib/coord.mjs';
+import { serve, call, metrics, tailEvents } from '../lib/coord.mjs';
 import { faultProxy } from '../lib/faultproxy.mjs';
 
 const simfarm = path.join(build, 'bin/simfarm');
@@ -507,6 +507,28 @@ test('failed logins from one address are rate-limited', async () => {
     assert.equal(res.status, 429, 'even a good token waits out the minute');
     assert.ok(Number(res.headers.get('retry-after')) > 0);
     assert.equal((await call(other, 'GET', '/api/jobs', undefined, null)).status, 200, 'reads go on');
+  } finally {
+    await other.stop();
+  }
+});
+
+test('simfarm_events_total counts the events published, not their sequence numbers', async () => {
+  const other = await serve(await createDatabase(pg, 'eventcount'));
+  try {
+    const ev = tailEvents(other);
+    const snap = await ev.until((e) => e.type === 'snapshot', 'snapshot');
+    const before = (await metrics(other)).simfarm_events_total;
+    // Sequence numbers start at the start time in microseconds (~1.7e15).
+    assert.ok(before >= 0 && before < 1000, `simfarm_events_total ${before}`);
+    const r = await call(other, 'POST', '/api/jobs', job(1000));
+    const sub = await ev.until((e) => e.type === 'job.submitted' && e.job === r.json.id, 'job.submitted');
+    const now = (await metrics(other)).simfarm_events_total;
+    assert.ok(now >= before + (sub.seq - snap.seq), `${before} then ${now}`);
+    assert.equal((await call(other, 'POST', `/api/jobs/${r.json.id}/cancel`)).status, 200);
+    const fin = await ev.until((e) => e.type === 'job.finished' && e.job === r.json.id, 'job.finished');
+    const last = ev.events.at(-1).seq;
+    assert.equal((await metrics(other)).simfarm_events_total - before, last - snap.seq, `up to ${fin.seq}`);
+    await ev.close();
   } finally {
     await other.stop();
   }

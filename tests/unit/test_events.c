@@ -78,6 +78,8 @@ Test(events, a_client_of_an_earlier_run_needs_a_snapshot)
     seen s = { .n = 0 };
     uint64_t saw = cd_events_last(before);
     cr_assert_eq(saw, 1000003);
+    cr_assert_eq(cd_events_count(before), 3, "counted from the run's start, not numbered");
+    cr_assert_eq(cd_events_count(after), 2);
     cr_assert_eq(cd_events_since(after, saw, 0, collect, &s), -1, "before this run's first event");
     cr_assert_eq(cd_events_since(before, 2000002, 0, collect, &s), -1, "past the last: not this log's");
     cr_assert_eq(cd_events_since(after, 2000000, 0, collect, &s), 0);
