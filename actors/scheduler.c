@@ -452,7 +452,10 @@ static size_t nodes_json(const job_info *ji, char *j, size_t cap, size_t n)
  * and who dropped out after which phase). */
 static char *variants_json(sched *s, const job_info *ji, const sc_job_status *st)
 {
-    size_t cap = 256 + (size_t)ji->nvariants * 384, n = 0;
+    /* per variant: its candidate entry (a quoted name of at most 160
+     * bytes, numbers) and its name once more in the ladder; per phase
+     * the ladder's entry without names */
+    size_t cap = 256 + (size_t)ji->nvariants * (384 + 168) + (size_t)st->phase * 64, n = 0;
     char *j = malloc(cap);
     if (j == NULL)
         rt_oom(cap);

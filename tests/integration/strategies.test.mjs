@@ -141,6 +141,23 @@ test('tournament: the strongest candidate wins, the others drop out phase by pha
   assert.match(cli.stdout, /^ {4}#4 +weak +[\d.]+ ± [\d.]+ +200 items, dropped after phase 1$/m);
 });
 
+test('a tournament of candidates that never part runs phase after phase, and its result holds every phase', async () => {
+  // Identical candidates: the same numbers on common random numbers, so
+  // no phase drops anyone and the ladder grows until the items run out.
+  const candidates = [{ name: 'a', params: {} }, { name: 'b', params: {} }];
+  const res = await call(srv, 'POST', '/api/jobs', { kernel: 'option', strategy: 'tournament', params: call100,
+    candidates, tournament: { phase_items: 1, growth: 2 }, items: 2 ** 26, seed: 3 });
+  assert.equal(res.status, 201, res.text);
+  const job = await finished(res.json.id);
+  assert.equal(job.state, 'complete', JSON.stringify(job.result));
+  const { phases, candidates: c } = job.result;
+  assert.ok(phases.length >= 20, `${phases.length} phases`);
+  assert.deepEqual(phases.map((p) => p.phase), phases.map((_, i) => i + 1));
+  assert.ok(phases.every((p) => p.dropped.length === 0 && p.alive === 2), JSON.stringify(phases));
+  assert.deepEqual(c.map((x) => [x.name, x.alive, x.mean]), [['a', true, c[0].mean], ['b', true, c[0].mean]]);
+  assert.equal((await call(srv, 'GET', '/health')).status, 200);
+});
+
 test('bad strategy submissions name the field', async () => {
   const cases = [
     [{ kernel: 'option', params: call100, items: 10, strategy: 'stat_weights' }, 'weights'],
