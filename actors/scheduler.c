@@ -1544,7 +1544,9 @@ static void behaviour(rt_actor *self, rt_msg *m)
         load(s);
         break;
     case M_TICK: {
-        sc_reclaim(s->l, rt_mono_ms());
+        if (sc_reclaim(s->l, rt_mono_ms()) > 0)
+            for (size_t i = 0; i < s->njobs; i++)
+                s->jobs[i].dirty = true; /* reclaims and items in flight changed */
         sc_ledger_stats ls;
         sc_ledger_stats_get(s->l, &ls);
         atomic_store_explicit(&s->g.jobs, s->njobs, memory_order_relaxed);

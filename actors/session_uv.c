@@ -753,7 +753,8 @@ static void on_claimed(session *s, const cd_claimed *r)
             memcpy(chunks[n].token, a->claim.token, 16);
             chunks[n].start = a->claim.first;
             chunks[n].count = a->claim.count;
-            chunks[n].lease_ms = 60000;
+            uint64_t now = rt_mono_ms(), left = a->claim.lease_until > now ? a->claim.lease_until - now : 0;
+            chunks[n].lease_ms = left < UINT32_MAX ? (uint32_t)left : UINT32_MAX; /* the scheduler's clock */
             chunks[n].variant = a->claim.variant;
             chunks[n].backend = s->ncls > 1 ? s->claim_cls : 0;
             n++;

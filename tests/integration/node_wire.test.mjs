@@ -293,7 +293,7 @@ test('a chunk the node no longer lists is let go: its slot takes other work', as
   // Heartbeats every 200 ms. A scripted node with one slot lists the chunk
   // it was given, then lists nothing, as a node does once a chunk failed
   // there or its job's context could not be had.
-  const srv = await serve(pg.url, { extra: ['--open-enrolment', '--heartbeat-ms', '200'] });
+  const srv = await serve(pg.url, { extra: ['--open-enrolment', '--heartbeat-ms', '200', '--chunk-ms', '100'] });
   const n = await ScriptedNode.connect(srv.port);
   let listed = [];
   const beat = setInterval(() => n.heartbeat(listed), 100);
@@ -303,6 +303,10 @@ test('a chunk the node no longer lists is let go: its slot takes other work', as
     const assigns = () => n.msgs.filter((m) => m.type === 'assign' && m.body.job === id);
     const first = await n.until((m) => m.type === 'assign' && m.body.job === id, 'the first chunk', 30000);
     listed = [first.body.chunks[0].chunk];
+    // The claim's lease as the scheduler set it: chunks of 100 ms get the
+    // 30 s minimum, counted from when it was given.
+    const lease = first.body.chunks[0].lease_ms;
+    assert.ok(lease > 25000 && lease <= 30000, `lease_ms ${lease}`);
     // Listed for ten heartbeats of the node's, five of the coordinator's
     // intervals: the slot stays taken.
     const sent = n.nextId;
