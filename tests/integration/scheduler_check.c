@@ -29,15 +29,16 @@ static rt_actor *store, *scheduler;
 static uint64_t watched_job; /* claim() counts the chunks of it offered for another job */
 static int watched_offers;
 
-/* sweep_ms: how often the scheduler looks for jobs it was not told of */
-static void start_farm(uint64_t sweep_ms)
+/* sweep_ms: how often the scheduler looks for jobs it was not told of;
+ * min_lease_ms: the shortest lease on a claim */
+static void start_farm(uint64_t sweep_ms, uint64_t min_lease_ms)
 {
     rt_actor *proxy = proxy_start(&sys);
     cd_store_opts so = { .conninfo = conninfo, .connections = 2, .listen = "pending_job", .notify_to = proxy };
     store = cd_store_spawn(sys, &so);
     cd_scheduler_opts co = {
         .store = store,
-        .ledger = { .target_chunk_ms = 1000, .min_chunk = 1000, .max_chunk = 7000, .min_lease_ms = 60000 },
+        .ledger = { .target_chunk_ms = 1000, .min_chunk = 1000, .max_chunk = 7000, .min_lease_ms = min_lease_ms },
         .sweep_ms = sweep_ms,
         .journal_page = 3, /* a restored job's journal in several pages */
     };
@@ -358,7 +359,7 @@ static void restart_resumes_from_the_journal(void)
     CHECK(claim(1, 1, &lost, id) == 1, "a claim in flight at the restart");
 
     stop_farm();
-    start_farm(500);
+    start_farm(500, 60000);
 
     static unsigned char buf[8192];
     size_t len = compute(job, &lost, buf, sizeof buf);
@@ -651,7 +652,7 @@ static void a_job_that_arrives_during_a_load_starts(void)
     bool locked = PQstatus(lock) == CONNECTION_OK && PQstatus(look) == CONNECTION_OK &&
         pg_value(look, "UPDATE jobs SET state = 'cancelled' WHERE state IN ('pending', 'running')", 0) == 0 &&
         pg_value(lock, "BEGIN", 0) == 0 && pg_value(lock, "LOCK TABLE journal IN ACCESS EXCLUSIVE MODE", 0) == 0;
-    start_farm(60000);
+    start_farm(60000, 60000);
     uint64_t first = locked ? insert_job(5000, 21) : 0;
     bool held = first > 0 && lock_waiter(look, "SELECT seq, type, variant");
     uint64_t second = held ? insert_job(5000, 22) : 0;
@@ -815,6 +816,32 @@ static void no_chunks_while_the_database_is_away(void)
     rt_msg_free(r ? &r->hdr : NULL);
 }
 
+static uint64_t progress_job;
+static int progress_seen;
+
+static bool more_progress(void)
+{
+    return proxy_events("job.progress", progress_job) > progress_seen;
+}
+
+/* A claim whose lease runs out goes back to its job, and the job's
+ * progress (reclaims, items in flight) says so at once, not only with the
+ * next accepted chunk. Leases here are 3 s: three times a chunk's
+ * expected second. */
+static void a_lease_that_runs_out_shows_in_the_progress(void)
+{
+    uint64_t id = insert_job(1000000000, 23);
+    cd_assignment a;
+    bool claimed = claim(3, 1, &a, id) == 1;
+    progress_job = id;
+    progress_seen = 0;
+    bool first = claimed && proxy_wait(more_progress); /* the one of its start */
+    progress_seen = proxy_events("job.progress", id);
+    bool after = first && proxy_wait(more_progress);
+    CHECK(claimed && first, "a chunk of the job claimed, its first progress seen");
+    CHECK(after, "a progress event once the lease ran out (%d before)", progress_seen);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -832,7 +859,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "scheduler_check: cannot read %s\n", path);
         return 2;
     }
-    start_farm(500);
+    start_farm(500, 60000);
     RUN(job_runs_to_completion);
     RUN(repeats_and_bad_results);
     RUN(a_burst_of_completions);
@@ -845,6 +872,9 @@ int main(int argc, char **argv)
     RUN(a_cancel_that_wins_the_race_with_a_failed_job_stands);
     RUN(no_chunks_while_the_database_is_away);
     RUN(a_job_that_arrives_during_a_load_starts);
+    stop_farm();
+    start_farm(500, 100);
+    RUN(a_lease_that_runs_out_shows_in_the_progress);
     stop_farm();
     return CHECK_SUMMARY();
 }
