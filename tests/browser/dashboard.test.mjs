@@ -133,6 +133,40 @@ function dashboard(name) {
     assert.deepEqual(jobs.json, [], 'nothing was submitted');
   });
 
+  test('a refusal of a whole list is shown under the list', async () => {
+    await page.goto(`${srv.url}/#/submit?kernel=combat`);
+    await page.waitVisible('#p-power');
+    await page.fill('#p-power', '10000');
+    const list = 'fieldset[data-param="abilities"]';
+    // The form keeps to 1 … 8 abilities; past its buttons (enabled here by
+    // the test), none and then 9 go to the server, which refuses the list
+    // itself: {"field": "params.abilities"}.
+    await page.evaluate((sel) => {
+      const rm = [...document.querySelectorAll(`${sel} button`)].find((b) => b.textContent === 'Remove abilities[0]');
+      rm.disabled = false;
+      rm.click();
+    }, list);
+    assert.equal(await page.count(`${list} fieldset`), 0);
+    const refused = async (n) => {
+      await page.click('#submit');
+      await page.waitVisible('#p-abilities-error');
+      assert.equal(await page.text('#p-abilities-error'), 'must be a list of 1 to 8 abilities in priority order', `${n} abilities`);
+      assert.equal(await page.visible('#form-error'), false, `${n} abilities: not a form-level error`);
+      assert.ok((await page.attr('#p-abilities', 'aria-describedby')).split(' ').includes('p-abilities-error'));
+      assert.ok(await page.evaluate((sel) => document.querySelector(sel).contains(document.activeElement), list),
+        `${n} abilities: the focus is in the list`);
+    };
+    await refused(0);
+    await page.evaluate((sel) => {
+      const add = [...document.querySelectorAll(`${sel} button`)].find((b) => b.textContent === 'Add to abilities');
+      for (let i = 0; i < 9; i++) { add.disabled = false; add.click(); }
+    }, list);
+    assert.equal(await page.count(`${list} fieldset`), 9);
+    await refused(9);
+    await shot('submit-list-error');
+    assert.deepEqual((await call(srv, 'GET', '/api/jobs')).json, [], 'nothing was submitted');
+  });
+
   test('an option job submitted through the form runs to 100% and shows the API\'s price, plots and nodes', async () => {
     await fillOption({ 'p-S0': 100, 'p-K': 100, 'p-r': 0.05, 'p-sigma': 0.2, 'p-T': 1, 'j-items': 60000000, 'j-name': 'dash call' });
     const curl = await page.text('#as-curl');

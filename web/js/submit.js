@@ -70,9 +70,13 @@ function listControl(d, path) {
   const entries = [];
   const box = h('div');
   const addBtn = h('button', { type: 'button', class: 'secondary', onclick: () => { add(); sync(); } }, `Add to ${d.name}`);
-  const err = h('p', { class: 'field-error', id: `${idOf(path)}-error`, hidden: true });
-  const wrap = h('fieldset', { class: 'list', dataset: { path, param: d.name } },
-    h('legend', {}, `${d.name} (${d.min_items} to ${d.max_items})`), h('p', { class: 'help' }, d.help), box, addBtn, err);
+  // The list's own id: a refusal of the whole list ("params.abilities")
+  // is shown under it.
+  const id = idOf(path);
+  const err = h('p', { class: 'field-error', id: `${id}-error`, hidden: true });
+  const wrap = h('fieldset', { class: 'list', id, 'aria-describedby': `${id}-help ${id}-error`, dataset: { path, param: d.name } },
+    h('legend', {}, `${d.name} (${d.min_items} to ${d.max_items})`), h('p', { class: 'help', id: `${id}-help` }, d.help),
+    box, addBtn, err);
   let onchange = () => {};
   function add() {
     const entry = { controls: null };
@@ -331,9 +335,15 @@ export function submitView(root, query) {
     if (target && errEl) {
       errEl.textContent = msg;
       errEl.hidden = false;
-      const focusable = target.matches('input, select') ? target : target.querySelector('input, select');
-      focusable?.setAttribute('aria-invalid', 'true');
-      focusable?.focus();
+      if (target.matches('fieldset.list')) {
+        // the list as a whole (too few or too many entries): no entry is
+        // marked, the focus goes to the list's first control
+        target.querySelector('input, select, button')?.focus();
+      } else {
+        const focusable = target.matches('input, select') ? target : target.querySelector('input, select');
+        focusable?.setAttribute('aria-invalid', 'true');
+        focusable?.focus();
+      }
     } else {
       const f = form.querySelector('#form-error');
       f.textContent = e.field ? `${e.field}: ${e.message}` : e.message;
