@@ -167,6 +167,22 @@ function dashboard(name) {
     assert.deepEqual((await call(srv, 'GET', '/api/jobs')).json, [], 'nothing was submitted');
   });
 
+  test('a field\'s refusal is announced', async () => {
+    await fillOption({ 'p-S0': -5, 'p-K': 100, 'p-sigma': 0.2, 'p-T': 1 });
+    await page.click('#submit');
+    await page.waitVisible('#p-S0-error');
+    assert.equal(await page.attr('#p-S0-error', 'role'), 'alert');
+    // every field's error, the job's fields and a list's included
+    const roles = () => page.evaluate(() => [...document.querySelectorAll('.field-error')].map((e) => `${e.id} ${e.getAttribute('role')}`));
+    const option = await roles();
+    assert.ok(option.length > 10 && option.every((r) => r.endsWith(' alert')), option.join(', '));
+    await page.goto(`${srv.url}/#/submit?kernel=combat`);
+    await page.waitVisible('#p-power');
+    const combat = await roles();
+    assert.ok(combat.includes('p-abilities-error alert') && combat.includes('p-abilities-0-coefficient-error alert'), combat.join(', '));
+    assert.ok(combat.every((r) => r.endsWith(' alert')), combat.join(', '));
+  });
+
   test('an option job submitted through the form runs to 100% and shows the API\'s price, plots and nodes', async () => {
     await fillOption({ 'p-S0': 100, 'p-K': 100, 'p-r': 0.05, 'p-sigma': 0.2, 'p-T': 1, 'j-items': 60000000, 'j-name': 'dash call' });
     const curl = await page.text('#as-curl');

@@ -12,6 +12,10 @@ const MAX_ITEMS = 2 ** 50;
 // "abilities[2].coefficient" -> "p-abilities-2-coefficient"
 const idOf = (path) => `p-${path.replace(/[^A-Za-z0-9_]+/g, '-').replace(/-$/, '')}`;
 
+// A field's error, announced when it is shown (role=alert) and tied to the
+// field by its aria-describedby.
+const fieldError = (id) => h('p', { class: 'field-error', id, role: 'alert', hidden: true });
+
 function rangeText(d) {
   if (d.type !== 'number' && d.type !== 'integer') return '';
   return `${d.min_exclusive ? '(' : '['}${d.min}, ${d.max}]`;
@@ -24,7 +28,7 @@ function control(d, path) {
   const errId = `${id}-error`, helpId = `${id}-help`;
   const help = [d.help, rangeText(d), d.default_text ? `default ${d.default_text}` : ''].filter(Boolean).join(' · ');
   const common = { id, name: path, 'aria-describedby': `${helpId} ${errId}`, dataset: { path } };
-  const err = h('p', { class: 'field-error', id: errId, hidden: true });
+  const err = fieldError(errId);
   const helpEl = h('p', { class: 'help', id: helpId }, help);
   const label = `${d.name}${d.required ? ' (required)' : ''}`;
   let input, read;
@@ -73,7 +77,7 @@ function listControl(d, path) {
   // The list's own id: a refusal of the whole list ("params.abilities")
   // is shown under it.
   const id = idOf(path);
-  const err = h('p', { class: 'field-error', id: `${id}-error`, hidden: true });
+  const err = fieldError(`${id}-error`);
   const wrap = h('fieldset', { class: 'list', id, 'aria-describedby': `${id}-help ${id}-error`, dataset: { path, param: d.name } },
     h('legend', {}, `${d.name} (${d.min_items} to ${d.max_items})`), h('p', { class: 'help', id: `${id}-help` }, d.help),
     box, addBtn, err);
@@ -156,8 +160,7 @@ export function submitView(root, query) {
     return {
       input,
       el: h('div', { class: 'field' }, h('label', { for: id }, label), input,
-        help ? h('p', { class: 'help', id: `${id}-help` }, help) : null,
-        h('p', { class: 'field-error', id: `${id}-error`, hidden: true })),
+        help ? h('p', { class: 'help', id: `${id}-help` }, help) : null, fieldError(`${id}-error`)),
     };
   }
 
@@ -190,7 +193,7 @@ export function submitView(root, query) {
       'aria-describedby': 'j-variants-help j-variants-error' });
     const variantsHelp = h('p', { class: 'help', id: 'j-variants-help' });
     const variantsEl = h('div', { class: 'field wide', hidden: true }, h('label', { for: 'j-variants' }, 'variants'),
-      variantsIn, variantsHelp, h('p', { class: 'field-error', id: 'j-variants-error', hidden: true }));
+      variantsIn, variantsHelp, fieldError('j-variants-error'));
     const curl = h('pre', { class: 'cmd', id: 'as-curl', tabindex: 0, 'aria-label': 'the submission as curl' });
     const cli = h('pre', { class: 'cmd', id: 'as-cli', tabindex: 0, 'aria-label': 'the submission as simfarm submit' });
     const copied = h('span', { role: 'status', class: 'muted' });
@@ -293,7 +296,7 @@ export function submitView(root, query) {
       oninput: refresh, onchange: refresh },
     h('fieldset', {}, h('legend', {}, 'Kernel'),
       h('div', { class: 'field' }, h('label', { for: 'j-kernel' }, 'kernel'), kernelSel,
-        h('p', { class: 'help' }, k.help), h('p', { class: 'field-error', id: 'j-kernel-error', hidden: true }))),
+        h('p', { class: 'help' }, k.help), fieldError('j-kernel-error'))),
     h('fieldset', { id: 'params' }, h('legend', {}, `Parameters of ${k.name}`),
       h('div', { class: 'fields' }, params.filter((c) => c.d.type !== 'list').map((c) => c.el)),
       params.filter((c) => c.d.type === 'list').map((c) => c.el)),
@@ -301,7 +304,7 @@ export function submitView(root, query) {
       h('div', { class: 'fields' }, items.el, target.el, name.el, seed.el, priority.el,
         h('div', { class: 'field' }, h('label', { for: 'j-strategy' }, 'strategy'), strategySel,
           h('p', { class: 'help', id: 'j-strategy-help' }, 'single: one run over the items; tournament: candidates raced in phases; stat_weights: a baseline and moved parameters over the same items'),
-          h('p', { class: 'field-error', id: 'j-strategy-error', hidden: true })), variantsEl)),
+          fieldError('j-strategy-error')), variantsEl)),
     formErr,
     h('div', { class: 'row' }, h('button', { type: 'submit', id: 'submit' }, 'Submit job')),
     h('section', { 'aria-labelledby': 'h-same' }, h('h2', { id: 'h-same' }, 'The same submission elsewhere'),
