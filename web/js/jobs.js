@@ -12,6 +12,8 @@ export function jobsView(root, query) {
   const progress = new Map(); // job id -> latest job.progress
   let jobs = [];
   let refetch = null;
+  let asked = 0; // the listings asked for: only the latest one's answer is shown
+  let live = true;
 
   const stateSel = h('select', { id: 'f-state', name: 'state' },
     h('option', { value: '' }, 'any'), STATES.map((s) => h('option', { value: s }, s)));
@@ -48,16 +50,24 @@ export function jobsView(root, query) {
     load();
   }
 
+  // Lists the jobs under the filter as it is now. An answer that comes after
+  // a later listing was asked for (an event's, then the filter changed) is
+  // dropped, so the latest listing is what shows.
   async function load() {
+    const mine = ++asked;
     const q = new URLSearchParams({ limit: '200' });
     for (const k of ['state', 'owner', 'kernel']) if (f[k]) q.set(k, f[k]);
+    let got;
     try {
-      jobs = await api('GET', `api/jobs?${q}`);
-      clear(status);
-      render();
+      got = await api('GET', `api/jobs?${q}`);
     } catch (e) {
-      clear(status, message(`Cannot list jobs: ${e.message}`, true));
+      if (live && mine === asked) clear(status, message(`Cannot list jobs: ${e.message}`, true));
+      return;
     }
+    if (!live || mine !== asked) return;
+    jobs = got;
+    clear(status);
+    render();
   }
 
   function row(j) {
@@ -107,5 +117,5 @@ export function jobsView(root, query) {
   });
 
   load();
-  return { stop() { off(); clearTimeout(refetch); } };
+  return { stop() { live = false; off(); clearTimeout(refetch); } };
 }
