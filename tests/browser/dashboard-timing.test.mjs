@@ -4,6 +4,8 @@
 // lets it go.
 // - A jobs listing asked for before the filter changed, answering after the
 //   listing for the new filter, is not shown.
+// - An events ticket asked for with a refused token, answering after the
+//   right token was saved, opens no second events connection.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -151,5 +153,23 @@ function timing(name) {
     assert.equal(await page.value('#f-state'), 'failed');
     assert.equal(await page.count('tbody tr[data-job]'), 0, 'the failed jobs only: none');
     assert.ok((await page.text('main')).includes('No jobs match'));
+  });
+
+  test('an events ticket answered after a new token was saved opens no second connection', async () => {
+    const ticket = proxy.hold((m, u) => m === 'POST' && u === '/api/events/ticket');
+    await reopen('#/jobs', 'sf_refused');
+    await ticket.arrived; // the connection waits for its ticket, asked for with the refused token
+    await page.waitFor(() => document.querySelector('#token-box').open
+      && document.querySelector('#live').textContent === 'needs an API token');
+    await page.evaluate(watch);
+    await page.fill('#token-input', srv.token);
+    await page.click('#token-form button[type="submit"]');
+    await live();
+    ticket.release();
+    // the refused ticket's answer, read by the page
+    await page.waitFor(() => window.reads.some((r) => r.url.endsWith('/api/events/ticket') && r.status === 401));
+    // what the page did with it is done: no socket made but the one open
+    assert.deepEqual(await page.evaluate(() => window.sockets.map((s) => s.readyState)), [1], 'one events connection');
+    assert.equal(await page.text('#live'), 'live');
   });
 }

@@ -6,7 +6,8 @@
 import { api, token, wsUrl } from './api.js';
 
 const listeners = new Set();
-let ws = null;
+let ws = null; // the connection, open or being opened; an older one is ignored
+let attempt = 0; // bumped by each connect(): one still waiting for its ticket then gives up
 let lastSeq = null;
 let retryMs = 500;
 let statusCb = () => {};
@@ -29,7 +30,13 @@ window.addEventListener('simfarm:token-needed', () => {
   if (ws === null || ws.readyState !== WebSocket.OPEN) statusCb('needs an API token');
 });
 
+// Opens the connection. At most one attempt is live: a later connect()
+// (reconnect() with a new token) makes one still waiting for its ticket give
+// up, and only the current socket's events and end count.
 async function connect() {
+  const mine = ++attempt;
+  clearTimeout(timer);
+  timer = null;
   if (held) {
     statusCb('needs an API token');
     return;
@@ -38,11 +45,18 @@ async function connect() {
   if (lastSeq !== null) q.set('since', String(lastSeq));
   if (token()) {
     try { q.set('ticket', (await api('POST', 'api/events/ticket')).ticket); } catch { /* try without */ }
+    if (mine !== attempt) return;
   }
   const qs = q.toString();
-  ws = new WebSocket(wsUrl(`ws/events${qs ? `?${qs}` : ''}`), 'simfarm.events.v1');
-  ws.onopen = () => { retryMs = 500; statusCb('live'); };
-  ws.onmessage = (m) => {
+  const sock = new WebSocket(wsUrl(`ws/events${qs ? `?${qs}` : ''}`), 'simfarm.events.v1');
+  ws = sock;
+  sock.onopen = () => {
+    if (sock !== ws) return;
+    retryMs = 500;
+    statusCb('live');
+  };
+  sock.onmessage = (m) => {
+    if (sock !== ws) return;
     let e;
     try { e = JSON.parse(m.data); } catch { return; }
     if (typeof e.seq === 'number') lastSeq = e.seq;
@@ -50,7 +64,8 @@ async function connect() {
       try { fn(e); } catch (err) { console.error(err); }
     }
   };
-  ws.onclose = () => {
+  sock.onclose = () => {
+    if (sock !== ws) return;
     statusCb('reconnecting…');
     timer = setTimeout(() => { timer = null; connect(); }, retryMs);
     retryMs = Math.min(retryMs * 2, 10000);
@@ -61,13 +76,13 @@ export function start() {
   if (ws === null) connect();
 }
 
-// Opens the connection again, with the token now kept.
+// Opens the connection again, with the token now kept: the one open (or
+// being opened, or waiting for its ticket or a retry) is dropped.
 export function reconnect() {
   held = false;
   retryMs = 500;
-  if (ws !== null && ws.readyState <= WebSocket.OPEN) {
-    ws.close(); // its onclose connects again
-  } else if (timer === null) {
-    connect();
-  }
+  const old = ws;
+  ws = null;
+  old?.close(); // no longer the connection: its close is ignored
+  connect();
 }
