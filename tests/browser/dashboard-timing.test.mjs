@@ -6,6 +6,8 @@
 //   listing for the new filter, is not shown.
 // - An events ticket asked for with a refused token, answering after the
 //   right token was saved, opens no second events connection.
+// - While a precision target's pilot job runs the submit button is
+//   disabled, so a second press starts no second pilot.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -171,5 +173,29 @@ function timing(name) {
     // what the page did with it is done: no socket made but the one open
     assert.deepEqual(await page.evaluate(() => window.sockets.map((s) => s.readyState)), [1], 'one events connection');
     assert.equal(await page.text('#live'), 'live');
+  });
+
+  test('while the pilot job runs the submit button is disabled, and a second press starts no second pilot', async () => {
+    await reopen('#/submit', srv.token);
+    await page.waitVisible('#p-S0');
+    await live(); // the pilot's end comes as an event
+    for (const [id, v] of Object.entries({ 'p-S0': 100, 'p-K': 100, 'p-sigma': 0.2, 'p-T': 1, 'j-target': 0.02, 'j-name': 'held' }))
+      await page.fill(`#${id}`, String(v));
+    await page.click('#submit');
+    // no node: the pilot stays pending
+    await page.waitFor(() => /Measuring the spread with pilot job \d+/.test(document.querySelector('main').textContent));
+    assert.equal(await page.evaluate(() => document.querySelector('#submit').disabled), true, 'disabled while the pilot runs');
+    await page.focus('#j-name');
+    await page.press('Enter'); // a form submits on Enter unless its submit button is disabled
+    const pilots = async () => (await call(srv, 'GET', '/api/jobs?limit=1000')).json.filter((j) => j.name === 'pilot of held');
+    const [pilot] = await pilots();
+    assert.ok(pilot, 'the pilot was submitted');
+    const c = await call(srv, 'POST', `/api/jobs/${pilot.id}/cancel`);
+    assert.equal(c.status, 200, c.text);
+    // the pilot ended without a spread: said under the target, and the button is back
+    await page.waitVisible('#j-target-error');
+    assert.equal(await page.text('#j-target-error'), `the pilot job ${pilot.id} ended cancelled without a spread to go by`);
+    await page.waitFor(() => !document.querySelector('#submit').disabled);
+    assert.deepEqual((await pilots()).map((j) => j.id), [pilot.id], 'one pilot');
   });
 }

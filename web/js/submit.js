@@ -198,6 +198,7 @@ export function submitView(root, query) {
     const cli = h('pre', { class: 'cmd', id: 'as-cli', tabindex: 0, 'aria-label': 'the submission as simfarm submit' });
     const copied = h('span', { role: 'status', class: 'muted' });
     const formErr = h('p', { class: 'form-error', id: 'form-error', role: 'alert', hidden: true });
+    const submitBtn = h('button', { type: 'submit', id: 'submit' }, 'Submit job');
 
     const body = () => {
       const p = {};
@@ -278,13 +279,19 @@ export function submitView(root, query) {
         + `${need.toLocaleString('en-US')} items for a standard error of ${t}.`));
       return body();
     };
+    // One submission at a time: the button is disabled while a pilot job
+    // runs and while the job is sent, and a submission meanwhile (Enter in
+    // a field, a script) is ignored.
     const submit = async () => {
+      if (submitBtn.disabled) return;
       if (target.input.value === '') return send(body());
       clearErrors();
+      submitBtn.disabled = true;
       let b;
       try {
         b = await withTarget();
       } catch (e) {
+        submitBtn.disabled = false;
         if (e.status === 401) askToken();
         showError(e);
         return;
@@ -306,7 +313,7 @@ export function submitView(root, query) {
           h('p', { class: 'help', id: 'j-strategy-help' }, 'single: one run over the items; tournament: candidates raced in phases; stat_weights: a baseline and moved parameters over the same items'),
           fieldError('j-strategy-error')), variantsEl)),
     formErr,
-    h('div', { class: 'row' }, h('button', { type: 'submit', id: 'submit' }, 'Submit job')),
+    h('div', { class: 'row' }, submitBtn),
     h('section', { 'aria-labelledby': 'h-same' }, h('h2', { id: 'h-same' }, 'The same submission elsewhere'),
       h('div', { class: 'row' },
         h('button', { type: 'button', class: 'secondary', onclick: () => copy(curl, 'curl command') }, 'Copy as curl'),
