@@ -1226,8 +1226,12 @@ static void on_heartbeat(session *s, pr_msg *m)
             s->fly[k] = s->fly[--s->nfly];
             continue;
         }
-        if (r->n < CD_MAX_RENEW)
-            memcpy(r->tokens[r->n++], f->token, 16);
+        if (r->n == CD_MAX_RENEW) { /* a message per CD_MAX_RENEW claims */
+            rt_send(s->ss->scheduler, &r->hdr);
+            r = RT_MSG_NEW(cd_renew, CD_MSG_RENEW);
+            r->node = s->node_id;
+        }
+        memcpy(r->tokens[r->n++], f->token, 16);
         k++;
     }
     s->view.in_flight = (unsigned)s->nfly;

@@ -14,7 +14,7 @@ import path from 'node:path';
 import { build, eventually, run, top } from '../lib/proc.mjs';
 import { localRun, sameBits } from '../lib/reference.mjs';
 import { startPostgres } from '../lib/pg.mjs';
-import { serve, call, tailEvents } from '../lib/coord.mjs';
+import { serve, call, metrics, tailEvents } from '../lib/coord.mjs';
 import { decode, nodeKey, ScriptedNode } from '../lib/nodeproto.mjs';
 import { selfSigned } from '../lib/tls.mjs';
 
@@ -315,6 +315,32 @@ test('a chunk the node no longer lists is let go: its slot takes other work', as
     listed = [];
     await n.until(() => assigns().length >= 2, 'another chunk once the first is not listed', 10000);
     assert.notEqual(assigns()[1].body.chunks[0].chunk, first.body.chunks[0].chunk);
+    assert.equal((await call(srv, 'POST', `/api/jobs/${id}/cancel`)).status, 200);
+  } finally {
+    clearInterval(beat);
+    await n.close();
+    await srv.stop();
+  }
+});
+
+test('a node holding more than 64 chunks keeps every lease it lists', async () => {
+  // Heartbeats renew leases 64 claims to a message: a node of 100 slots
+  // that lists its 100 chunks loses none of them when the leases (30 s for
+  // chunks of 100 ms) would have run out unrenewed.
+  const srv = await serve(pg.url, { extra: ['--open-enrolment', '--heartbeat-ms', '200', '--chunk-ms', '100'] });
+  const n = await ScriptedNode.connect(srv.port);
+  let id = 0;
+  const held = () => n.msgs.filter((m) => m.type === 'assign' && m.body.job === id).flatMap((m) => m.body.chunks);
+  const beat = setInterval(() => n.heartbeat(held().map((c) => c.chunk)), 100);
+  try {
+    await n.hello({ cores: 100, maxParallel: 100 });
+    id = await submit(srv, option, 1e9, 6);
+    await eventually(() => held().length === 100, 'a hundred chunks', 30000);
+    const until = Date.now() + Math.max(...held().map((c) => c.lease_ms)) + 3000;
+    await eventually(() => Date.now() > until, 'past every first lease', 60000, 500);
+    const m = await metrics(srv);
+    assert.equal(m['simfarm_claims_reclaimed_total{why="lease"}'], 0);
+    assert.equal(held().length, 100, 'no chunk handed out again');
     assert.equal((await call(srv, 'POST', `/api/jobs/${id}/cancel`)).status, 200);
   } finally {
     clearInterval(beat);
