@@ -79,6 +79,8 @@ enum {
     M_OVERSIZE,
     M_REFUSE,
     M_SAVE,                /* save_msg: write the work now (the coordinator stops) */
+    M_HELLO_DUE,           /* the time for the hello is over */
+    HELLO_MIN_MS = 10000,  /* the hello is due within this or 3 heartbeat intervals, the longer */
     MAX_BATCHES = 64,
     MAX_INFLIGHT = 1024,
     CLOSE_LINGER_S = 5,    /* how long a closed session waits for the node to close */
@@ -1349,6 +1351,22 @@ static void on_reply(session *s, rt_msg *msg)
     }
 }
 
+static uint64_t hello_due_ms(const session *s)
+{
+    uint64_t beats = 3 * (uint64_t)s->ss->heartbeat_ms;
+    return beats > HELLO_MIN_MS ? beats : HELLO_MIN_MS;
+}
+
+/* A connection that never says hello does not keep its session. */
+static void on_hello_due(session *s)
+{
+    if (s->phase != AWAIT_HELLO)
+        return;
+    char why[96];
+    snprintf(why, sizeof why, "no hello within %" PRIu64 " s of the challenge", hello_due_ms(s) / 1000);
+    send_error(s, 0, E_NOT_READY, why, true);
+}
+
 /* The session's first word: the challenge its hello must sign. */
 static void challenge(session *s)
 {
@@ -1359,6 +1377,7 @@ static void challenge(session *s)
     memcpy(c.body.challenge.nonce, s->nonce, sizeof s->nonce);
     c.body.challenge.server = SERVER_VERSION;
     send_msg(s, &c);
+    rt_send_after(s->self, hello_due_ms(s), rt_msg_new(M_HELLO_DUE, sizeof(rt_msg)));
 }
 
 /* The challenge, or the refusal while the address is on the penalty list
@@ -1422,6 +1441,9 @@ static void session_behaviour(rt_actor *self, rt_msg *m)
         break;
     case M_WATCH:
         on_watch(s);
+        break;
+    case M_HELLO_DUE:
+        on_hello_due(s);
         break;
     case M_CANCEL:
         on_cancel(s, (cancel_msg *)m);

@@ -167,6 +167,15 @@ test('garbage before hello is answered with its decode error and ends the sessio
   await healthy();
 });
 
+test('a connection that never says hello is told so and closed', async () => {
+  const mute = await ScriptedNode.connect(srv.port);
+  const e = await mute.error(undefined, 'the hello is due', 30000); // 10 s, or 3 heartbeat intervals
+  assert.equal(e.body.code, E.ENOTREADY, e.body.message);
+  assert.match(e.body.message, /no hello within \d+ s of the challenge/);
+  await within(mute.closed, 5000, 'no hello: the session closed');
+  await healthy();
+});
+
 test('a frame past 4 MiB is refused with EFRAMESIZE and ends the session', async () => {
   const n = await ScriptedNode.connect(srv.port, { from: fresh() });
   await n.hello();
