@@ -418,6 +418,7 @@ void cd_sessions_destroy(cd_sessions *ss)
 typedef struct inflight {
     uint64_t chunk, job, first, count;
     uint8_t token[16];
+    uint8_t ctx_hash[32];  /* the job's work context it was assigned with */
     uint64_t listed_ms;    /* assigned, or last listed in a heartbeat (monotonic) */
     unsigned cls;          /* the workers it was sized for */
 } inflight;
@@ -768,6 +769,7 @@ static void on_claimed(session *s, const cd_claimed *r)
             s->fly[s->nfly].first = a->claim.first;
             s->fly[s->nfly].count = a->claim.count;
             memcpy(s->fly[s->nfly].token, a->claim.token, 16);
+            memcpy(s->fly[s->nfly].ctx_hash, a->ctx_hash, 32);
             s->fly[s->nfly].listed_ms = rt_mono_ms();
             s->fly[s->nfly].cls = s->claim_cls;
             s->nfly++;
@@ -1135,15 +1137,18 @@ static void on_complete(session *s, pr_msg *m)
         const pr_result *r = &c->batch.results[i];
         bt->outcomes[i].chunk = r->chunk;
         bt->outcomes[i].outcome = PR_OUTCOME_STALE;
-        /* A result for another range than its claim's is stale, even when
-         * its data is a good result of that many items: counting it would
-         * merge other items than the claim's (some twice). The ledger
-         * knows a claim by its token alone, so the range is checked here,
-         * for the claims this session handed out; a claim from an earlier
-         * session of the node is matched by token only. */
+        /* A result for another range than its claim's, or computed with
+         * another work context than its job's, is stale, even when its
+         * data is a good result of that many items: counting it would
+         * merge other items than the claim's (some twice), or other
+         * numbers. The ledger knows a claim by its token alone, so range
+         * and context are checked here, for the claims this session handed
+         * out; a claim from an earlier session of the node is matched by
+         * token only. */
         int k = fly_find(s, c->batch.job, r->chunk);
         if (k >= 0 && memcmp(s->fly[k].token, r->token, 16) == 0 &&
-            (s->fly[k].first != r->start || s->fly[k].count != r->count)) {
+            (s->fly[k].first != r->start || s->fly[k].count != r->count ||
+             memcmp(s->fly[k].ctx_hash, c->batch.ctx_hash, 32) != 0)) {
             bt->answered++;
             continue;
         }

@@ -305,6 +305,12 @@ test('a result for a range the node was not given is not counted', async () => {
   const a2 = await v.until((m) => m.type === 'complete_ack' && m.id === longer.id, 'complete_ack');
   assert.deepEqual(a2.body.outcomes, [{ chunk: victim.chunk.chunk, outcome: 'stale' }]);
   count('results for ranges not given', 2);
+  // The right token and range, computed with another work context.
+  const other = { ...batchFor(victim, { data: donor.data }), ctxHash: Buffer.alloc(32, 7) };
+  const elsewhere = v.complete(other);
+  const a3 = await v.until((m) => m.type === 'complete_ack' && m.id === elsewhere.id, 'complete_ack');
+  assert.deepEqual(a3.body.outcomes, [{ chunk: victim.chunk.chunk, outcome: 'stale' }]);
+  count('results of another work context', 1);
   // The victim leaves: its claim goes back to the job at once.
   clearInterval(victimBeat);
   await v.close();
