@@ -24,6 +24,7 @@ enum {
     M_FRAME,
     M_TICK,
     M_DRAIN,
+    M_LEAVE,
     M_DONE,
     M_PAUSE,
     M_FLUSH,
@@ -942,6 +943,9 @@ static void node_behaviour(rt_actor *self, rt_msg *m)
     case M_DRAIN:
         on_drain(n);
         break;
+    case M_LEAVE:
+        stop(n, ND_STOPPED, ND_EXIT_OK);
+        break;
     case M_PAUSE:
         on_pause(n, ((pause_msg *)m)->on);
         break;
@@ -1057,6 +1061,11 @@ void nd_done(rt_actor *to, unsigned w, int err, uint8_t *data, size_t len, uint3
 void nd_drain(rt_actor *to)
 {
     rt_send(to, rt_msg_new(M_DRAIN, sizeof(rt_msg)));
+}
+
+void nd_leave(rt_actor *to)
+{
+    rt_send(to, rt_msg_new(M_LEAVE, sizeof(rt_msg)));
 }
 
 void nd_pause(rt_actor *to, bool on)

@@ -136,6 +136,9 @@ void nd_done(rt_actor *node, unsigned w, int err, uint8_t *data, size_t len, uin
  * stops at once. */
 void nd_drain(rt_actor *node);
 
+/* Leaves at once, with the chunks in hand unfinished (a drain's time is up). */
+void nd_leave(rt_actor *node);
+
 /* Pauses (on) or resumes the node without leaving: paused, it tells the
  * coordinator it takes no new work (`bye draining`), finishes and sends the
  * chunks in hand and keeps its session (heartbeats go on); resumed, it

@@ -71,8 +71,8 @@ int cmd_node(int argc, char **argv)
             o.claim_token = v;
         } else if (strcmp(a, "--cores") == 0) {
             long n;
-            if (!cli_number(v, 1, 1024, &n)) {
-                fprintf(stderr, "simfarm node: --cores wants a number from 1 to 1024, not '%s'\n", v);
+            if (!cli_number(v, 1, ND_MAX_WORKERS, &n)) {
+                fprintf(stderr, "simfarm node: --cores wants a number from 1 to %u, not '%s'\n", ND_MAX_WORKERS, v);
                 return ND_EXIT_USAGE;
             }
             o.cores = (unsigned)n;

@@ -380,8 +380,8 @@ int cmd_up(int argc, char **argv)
             nodes = (unsigned)n;
         } else if (strcmp(a, "--cores") == 0) {
             long n;
-            if (!cli_number(v, 1, 1024, &n)) {
-                fprintf(stderr, "simfarm up: --cores wants a number from 1 to 1024, not '%s'\n", v);
+            if (!cli_number(v, 1, 256, &n)) {
+                fprintf(stderr, "simfarm up: --cores wants a number from 1 to 256, not '%s'\n", v);
                 return UP_USAGE;
             }
             cores = (unsigned)n;

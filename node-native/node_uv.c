@@ -495,7 +495,7 @@ static void on_grace_over(uv_timer_t *t)
     conn *l = t->data;
     say(l->log_json, ND_WARN, "the grace period (%u s) is over: leaving with chunks unfinished (the coordinator reassigns them)",
         l->grace_s);
-    nd_drain(l->node); /* the second call leaves at once */
+    nd_leave(l->node);
 }
 
 /* The first signal drains, within the grace period; a second leaves at once. */
@@ -798,6 +798,11 @@ int nd_run(const nd_opts *opts)
         return ND_EXIT_FAIL;
     }
     unsigned ncpu = b.cpu ? (opts->cores ? opts->cores : (unsigned)uv_available_parallelism()) : 0;
+    if (ncpu + (unsigned)ndevs > ND_MAX_WORKERS) { /* the node computes this many chunks at most */
+        unsigned fit = ND_MAX_WORKERS - (unsigned)ndevs;
+        say(json, ND_WARN, "%u CPU workers, not %u: a node runs %u workers at most", fit, ncpu, ND_MAX_WORKERS);
+        ncpu = fit;
+    }
     thread_prio prio = { .level = opts->priority, .log_json = json, .warned = ATOMIC_FLAG_INIT };
     rt_system_opts so = { .workers = ncpu + (unsigned)ndevs,
         .thread_start = opts->priority == ND_PRIORITY_NORMAL ? NULL : worker_thread_start, .thread_arg = &prio };

@@ -268,6 +268,20 @@ test('a coordinator on the IPv6 loopback: the node connects to ws://[::1]:PORT a
   }
 });
 
+test('CPU workers give way to the device workers within 256 in all', async () => {
+  const over = await run(simfarm, ['node', '--cores', '257']);
+  assert.equal(over.code, 2);
+  assert.match(over.stderr, /--cores wants a number from 1 to 256, not '257'/);
+  const node = proc(['node', '--server', 'ws://127.0.0.1:1/ws/node', '--key', path.join(tmp, 'wide.key'),
+    '--cores', '256', '--backend', 'cpu,opencl'], { timeoutMs: 120000 });
+  try {
+    await node.until(/256 workers \(255 CPU, 1 device\)/, 'the workers');
+    assert.match(node.err, /255 CPU workers, not 256: a node runs 256 workers at most/);
+  } finally {
+    await stop(node);
+  }
+});
+
 test('more devices than a node drives: 16 device workers, and the rest said', async () => {
   // pocl makes as many CPU devices as POCL_DEVICES names
   const env = { ...process.env, POCL_DEVICES: Array(18).fill('pthread').join(' ') };
@@ -723,6 +737,7 @@ test('SIGTERM drains within the grace period; past it the chunks are handed back
     assert.equal(e.code, 0, node.err);
     assert.match(node.err, /draining: finishing the chunks in hand/);
     assert.match(node.err, /the grace period \(1 s\) is over/);
+    assert.doesNotMatch(node.err, /second signal/, 'one signal was sent');
     const p = await eventually(async () => {
       const q = (await api(srv, 'GET', `/api/jobs/${id}`)).json.progress;
       return q && q.items_in_flight === 0 ? q : null;
