@@ -575,6 +575,14 @@ static void emit_progress(sched *s, job_info *ji, uint64_t now)
     emit(s, "job.progress", ji->id, j);
 }
 
+/* Claims went back to their jobs: their reclaims and items in flight
+ * changed, for the next progress tick to tell. */
+static void claims_lost(sched *s)
+{
+    for (size_t i = 0; i < s->njobs; i++)
+        s->jobs[i].dirty = true;
+}
+
 static void on_progress_tick(sched *s)
 {
     uint64_t now = rt_mono_ms();
@@ -1545,8 +1553,7 @@ static void behaviour(rt_actor *self, rt_msg *m)
         break;
     case M_TICK: {
         if (sc_reclaim(s->l, rt_mono_ms()) > 0)
-            for (size_t i = 0; i < s->njobs; i++)
-                s->jobs[i].dirty = true; /* reclaims and items in flight changed */
+            claims_lost(s);
         sc_ledger_stats ls;
         sc_ledger_stats_get(s->l, &ls);
         atomic_store_explicit(&s->g.jobs, s->njobs, memory_order_relaxed);
@@ -1593,8 +1600,7 @@ static void behaviour(rt_actor *self, rt_msg *m)
         cd_node_gone *g = (cd_node_gone *)m;
         unpark_session(s, m->sender, false);
         if (sc_release_node(s->l, g->node, g->session, rt_mono_ms()) > 0) {
-            for (size_t i = 0; i < s->njobs; i++)
-                s->jobs[i].dirty = true; /* reclaims and items in flight changed */
+            claims_lost(s);
             serve_parked(s, false);
         }
         flush(s, NULL, 0, false);

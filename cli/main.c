@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "sim/sim.h"
 
 #define SIMFARM_VERSION "0.1.0"
 
@@ -88,12 +89,12 @@ static int list_opencl(void)
         return -1;
     for (cl_uint p = 0; p < nplat && p < 8; p++) {
         char pname[128] = "";
-        cl_device_id devs[16];
+        cl_device_id devs[SIM_CL_PLATFORM_DEVICES];
         cl_uint ndev = 0;
         clGetPlatformInfo(plats[p], CL_PLATFORM_NAME, sizeof pname, pname, NULL);
-        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 16, devs, &ndev) != CL_SUCCESS)
+        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, SIM_CL_PLATFORM_DEVICES, devs, &ndev) != CL_SUCCESS)
             continue;
-        for (cl_uint d = 0; d < ndev && d < 16; d++) {
+        for (cl_uint d = 0; d < ndev && d < SIM_CL_PLATFORM_DEVICES; d++) {
             char dname[256] = "";
             cl_ulong mem = 0;
             clGetDeviceInfo(devs[d], CL_DEVICE_NAME, sizeof dname, dname, NULL);

@@ -3,6 +3,7 @@
  */
 #define CL_TARGET_OPENCL_VERSION 120
 #include "node-native/devices.h"
+#include "sim/sim.h"
 
 #include <CL/cl.h>
 #include <dlfcn.h>
@@ -18,11 +19,11 @@ size_t nd_devices_opencl(nd_device *out, size_t cap)
     if (clGetPlatformIDs(8, plats, &nplat) != CL_SUCCESS)
         return 0;
     for (cl_uint p = 0; p < nplat && p < 8; p++) {
-        cl_device_id devs[ND_CL_PLATFORM_DEVICES];
+        cl_device_id devs[SIM_CL_PLATFORM_DEVICES];
         cl_uint ndev = 0;
-        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, ND_CL_PLATFORM_DEVICES, devs, &ndev) != CL_SUCCESS)
+        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, SIM_CL_PLATFORM_DEVICES, devs, &ndev) != CL_SUCCESS)
             continue;
-        for (cl_uint d = 0; d < ndev && d < ND_CL_PLATFORM_DEVICES; d++, number++) {
+        for (cl_uint d = 0; d < ndev && d < SIM_CL_PLATFORM_DEVICES; d++, number++) {
             if (n++ >= cap)
                 continue;
             nd_device *v = &out[n - 1];

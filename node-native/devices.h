@@ -12,9 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Device workers a node runs at most; OpenCL devices a platform lists
- * (here and in sim_cl_open's numbering). */
-enum { ND_MAX_DEVICES = 16, ND_CL_PLATFORM_DEVICES = 64 };
+/* Device workers a node runs at most. */
+enum { ND_MAX_DEVICES = 16 };
 
 typedef struct nd_device {
     pr_backend_kind kind;     /* PR_BACKEND_OPENCL or PR_BACKEND_CUDA */

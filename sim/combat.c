@@ -116,6 +116,26 @@ static int parse_ability(sim__pctx *parent, const msgpack_object *o, int i, sim_
     return 0;
 }
 
+/* A cast rate no rotation of p's abilities can exceed: every ability once
+ * at 0, then each no more often than its shortest interval (its cast, the
+ * global cooldown if it waits for it, and its cooldown unless a proc resets
+ * it, all at top's haste); never more than max_casts in the shortest fight. */
+static double casts_per_s(const sim_combat_params *p, const sim_combat_var *top)
+{
+    double len_min = p->fight_len * (1.0 - p->fight_var), most = (double)p->max_casts / len_min;
+    double per_s = (double)p->nab / len_min;
+    for (int i = 0; i < (int)p->nab; i++) {
+        const sim_combat_ability *ab = &p->ab[i];
+        double iv = ab->cast * top->inv_speed, cd = ab->hasted_cd ? ab->cooldown * top->inv_speed : ab->cooldown;
+        iv = ab->gcd && top->gcd > iv ? top->gcd : iv;
+        iv = (i != p->proc_resets || !(p->proc_chance > 0)) && cd > iv ? cd : iv;
+        if (!(iv > 0))
+            return most; /* an instant ability off the GCD that a proc resets */
+        per_s += 1.0 / iv;
+    }
+    return per_s < most ? per_s : most;
+}
+
 static int combat_parse(sim__pctx *c, void *params, sim_job *job)
 {
     sim_combat_params *p = params;
@@ -177,31 +197,14 @@ static int combat_parse(sim__pctx *c, void *params, sim_job *job)
                 p->var[1 + 2 * s + d] = variant(st);
             }
 
-    /* The largest hit, and a cast rate no rotation can exceed: every
-     * ability once at 0, then each no more often than its shortest interval
-     * (its cast, the global cooldown if it waits for it, and its cooldown
-     * unless a proc resets it, all at the top haste); never more than
-     * max_casts in the shortest fight. */
+    /* The largest hit, at every stat's top, times the most casts a second. */
     double best = 0.0;
     for (int i = 0; i < (int)p->nab; i++)
         best = p->ab[i].coef > best ? p->ab[i].coef : best;
     sim_combat_var top = variant((double[]){ p->stats[0] + p->delta, 17100.0, 100000.0 + p->delta,
         100000.0 + p->delta, 100000.0 + p->delta });
     double hit = best * top.power * top.mult * top.mastery * p->crit_mult;
-    double len_min = p->fight_len * (1.0 - p->fight_var), per_s = (double)p->nab / len_min;
-    bool unbounded = false;
-    for (int i = 0; i < (int)p->nab; i++) {
-        const sim_combat_ability *ab = &p->ab[i];
-        double iv = ab->cast * top.inv_speed, cd = ab->hasted_cd ? ab->cooldown * top.inv_speed : ab->cooldown;
-        iv = ab->gcd && top.gcd > iv ? top.gcd : iv;
-        iv = (i != p->proc_resets || !(p->proc_chance > 0)) && cd > iv ? cd : iv;
-        if (iv > 0)
-            per_s += 1.0 / iv;
-        else
-            unbounded = true;
-    }
-    double most = (double)p->max_casts / len_min;
-    double bound = hit * (unbounded || per_s > most ? most : per_s) + 1.0;
+    double bound = hit * casts_per_s(p, &top) + 1.0;
     double hist_lo = 0.0, hist_hi = 2.0 * best * p->stats[0] * p->crit_mult + 1.0;
     if ((rc = sim__param_range(c, &t[P_HIST], &hist_lo, &hist_hi)) != 0)
         return rc;

@@ -138,11 +138,11 @@ static int pick_device(cl_device_id *out, unsigned want, char *err, size_t errle
     if (e != CL_SUCCESS || nplat == 0)
         return cl_fail(err, errlen, SIM_ENODEVICE, "clGetPlatformIDs (no OpenCL platform)", e);
     for (cl_uint p = 0; p < nplat && p < 8; p++) {
-        cl_device_id devs[64]; /* as node-native/devices.c lists them */
+        cl_device_id devs[SIM_CL_PLATFORM_DEVICES];
         cl_uint ndev = 0;
-        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 64, devs, &ndev) != CL_SUCCESS)
+        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, SIM_CL_PLATFORM_DEVICES, devs, &ndev) != CL_SUCCESS)
             continue;
-        for (cl_uint d = 0; d < ndev && d < 64; d++, seen++)
+        for (cl_uint d = 0; d < ndev && d < SIM_CL_PLATFORM_DEVICES; d++, seen++)
             if (seen == want) {
                 *out = devs[d];
                 return 0;

@@ -157,6 +157,10 @@ int sim_cl_create(sim_cl **out, char *err, size_t errlen);
 /* The same for device number `device`, counting across platforms in the
  * order the ICD loader lists them. */
 int sim_cl_open(sim_cl **out, unsigned device, char *err, size_t errlen);
+
+/* OpenCL devices counted of each platform, in sim_cl_open's numbering and
+ * wherever devices are listed for it. */
+enum { SIM_CL_PLATFORM_DEVICES = 64 };
 void sim_cl_destroy(sim_cl *cl);
 /* The device's name. */
 const char *sim_cl_device(const sim_cl *cl);
