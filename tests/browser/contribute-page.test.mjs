@@ -3,33 +3,24 @@
 // once the coordinator welcomes the node (paused or not), the Enrolment
 // field for a key enrolled earlier, the battery checkbox where the browser
 // gives no battery, and the current job once no chunk is in hand.
-// PostgreSQL, `simfarm serve --allow-public-nodes` serving web/ (with the
-// bundle `make` builds into web/node/), and Debian's Chromium.
+// On contributeFarm() (farm.mjs).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { eventually, top } from '../lib/proc.mjs';
-import { startPostgres } from '../lib/pg.mjs';
-import { serve, call } from '../lib/coord.mjs';
-import { launch } from './chromium.mjs';
+import { call } from '../lib/coord.mjs';
+import { contributeFarm } from './farm.mjs';
 
 const option = JSON.parse(fs.readFileSync(path.join(top, 'examples/option.json'), 'utf8'));
 
-let pg, srv, browser;
+let srv, browser;
+let farm;
 before(async () => {
-  for (const f of ['web/node/simfarm-node.js', 'web/node/simfarm-node.wasm', 'web/node/node-worker.js']) {
-    assert.ok(fs.existsSync(path.join(top, f)), `${f} missing: run make`);
-  }
-  pg = await startPostgres();
-  srv = await serve(pg.url, { extra: ['--allow-public-nodes', '--web', path.join(top, 'web')] });
-  browser = await launch();
+  farm = await contributeFarm();
+  ({ srv, browser } = farm);
 });
-after(async () => {
-  await browser?.close();
-  await srv?.stop();
-  await pg?.stop();
-});
+after(() => farm?.close());
 
 // The browser's battery as the page sees it (Chromium here has none and
 // says it is charging): charging or not at first, and

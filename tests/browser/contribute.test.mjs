@@ -19,25 +19,19 @@ import { serve, call } from '../lib/coord.mjs';
 import { selfSigned } from '../lib/tls.mjs';
 import { prefixProxy } from '../lib/prefixproxy.mjs';
 import { launch } from './chromium.mjs';
+import { contributeFarm } from './farm.mjs';
 
 const harness = path.join(build, 'tests/wasm/node_actor');
 const artifacts = path.join(build, 'test-artifacts');
 const option = fs.readFileSync(path.join(top, 'examples/option.json'), 'utf8');
 
 let pg, srv, browser;
+let farm;
 before(async () => {
-  for (const f of ['web/node/simfarm-node.js', 'web/node/simfarm-node.wasm', 'web/node/node-worker.js']) {
-    assert.ok(fs.existsSync(path.join(top, f)), `${f} missing: run make`);
-  }
-  pg = await startPostgres();
-  srv = await serve(pg.url, { extra: ['--allow-public-nodes', '--web', path.join(top, 'web')] });
-  browser = await launch();
+  farm = await contributeFarm();
+  ({ pg, srv, browser } = farm);
 });
-after(async () => {
-  await browser?.close();
-  await srv?.stop();
-  await pg?.stop();
-});
+after(() => farm?.close());
 
 // Asks check() every 100 ms until it gives a value; fails at the deadline.
 async function job(id) {

@@ -11,8 +11,8 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import net from 'node:net';
 import path from 'node:path';
+import { forward, tunnel } from '../lib/forward.mjs';
 import { top } from '../lib/proc.mjs';
 import { startPostgres } from '../lib/pg.mjs';
 import { serve, call } from '../lib/coord.mjs';
@@ -29,39 +29,18 @@ const OPTION = { S0: 100, K: 100, r: 0.05, sigma: 0.2, T: 1 };
 async function holdingProxy(port) {
   let armed = null;
   const tunnels = new Set();
-  const forward = (req, res) => {
-    const up = http.request({ host: '127.0.0.1', port, method: req.method, path: req.url, headers: req.headers }, (ans) => {
-      res.writeHead(ans.statusCode, ans.headers);
-      ans.pipe(res);
-    });
-    up.on('error', () => res.destroy());
-    req.pipe(up);
-  };
   const server = http.createServer((req, res) => {
     if (armed === null || !armed.match(req.method, req.url)) {
-      forward(req, res);
+      forward(port, req, res);
       return;
     }
     const h = armed;
     armed = null;
     req.pause(); // its body, if any, waits with it
-    h.gate.then(() => { req.resume(); forward(req, res); });
+    h.gate.then(() => { req.resume(); forward(port, req, res); });
     h.arrive();
   });
-  server.on('upgrade', (req, client, head) => {
-    const up = net.connect(port, '127.0.0.1', () => {
-      let text = `${req.method} ${req.url} HTTP/1.1\r\n`;
-      for (let i = 0; i < req.rawHeaders.length; i += 2) text += `${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}\r\n`;
-      up.write(text + '\r\n');
-      if (head.length) up.write(head);
-      up.pipe(client);
-      client.pipe(up);
-    });
-    tunnels.add(client);
-    tunnels.add(up);
-    const end = () => { up.destroy(); client.destroy(); tunnels.delete(up); tunnels.delete(client); };
-    for (const s of [up, client]) { s.on('error', end); s.on('close', end); }
-  });
+  server.on('upgrade', (req, client, head) => tunnel(port, req, client, head, tunnels));
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     url: `http://127.0.0.1:${server.address().port}`,

@@ -5,7 +5,7 @@
 // prefix gets a 404 and is listed in stray, so a page that reaches past its
 // prefix shows there.
 import http from 'node:http';
-import net from 'node:net';
+import { forward, tunnel } from './forward.mjs';
 
 export async function prefixProxy(targetPort, prefix) {
   const stray = [], upgrades = [], tunnels = new Set();
@@ -18,13 +18,7 @@ export async function prefixProxy(targetPort, prefix) {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('outside the prefix\n');
       return;
     }
-    const up = http.request({ host: '127.0.0.1', port: targetPort, method: req.method, path: strip(req.url),
-      headers: req.headers }, (ans) => {
-      res.writeHead(ans.statusCode, ans.headers);
-      ans.pipe(res);
-    });
-    up.on('error', () => res.destroy());
-    req.pipe(up);
+    forward(targetPort, req, res, strip(req.url));
   });
 
   // An upgrade goes through as bytes: the request head with its path
@@ -36,21 +30,7 @@ export async function prefixProxy(targetPort, prefix) {
       return;
     }
     upgrades.push(req.url);
-    const up = net.connect(targetPort, '127.0.0.1', () => {
-      let h = `${req.method} ${strip(req.url)} HTTP/1.1\r\n`;
-      for (let i = 0; i < req.rawHeaders.length; i += 2) h += `${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}\r\n`;
-      up.write(h + '\r\n');
-      if (head.length) up.write(head);
-      up.pipe(client);
-      client.pipe(up);
-    });
-    tunnels.add(client);
-    tunnels.add(up);
-    const end = () => { up.destroy(); client.destroy(); tunnels.delete(up); tunnels.delete(client); };
-    up.on('error', end);
-    client.on('error', end);
-    up.on('close', end);
-    client.on('close', end);
+    tunnel(targetPort, req, client, head, tunnels, strip(req.url));
   });
 
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
