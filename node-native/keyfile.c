@@ -36,28 +36,62 @@ static int mkdirs(char *path)
     return 0;
 }
 
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1; /* a short write is followed by one that says why */
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Writes a fresh seed to a private temporary file beside path and links it
+ * in, so that the key file is whole whenever it exists. Returns 0 when it
+ * made the file, 1 when another process made it first (load that one), -1
+ * with a message in err. */
 static int create(const char *path, uint8_t seed[32], char *err, size_t errlen)
 {
-    char dir[4096];
+    char dir[4096], tmp[4200];
     snprintf(dir, sizeof dir, "%s", path);
     if (mkdirs(dir) != 0) {
         snprintf(err, errlen, "cannot create the directory of %s: %s", path, strerror(errno));
         return -1;
     }
-    randombytes_buf(seed, 32);
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
+    int fd = mkstemp(tmp); /* mode 0600 */
     if (fd < 0) {
-        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
         return -1;
     }
-    bool ok = write(fd, seed, 32) == 32 && fsync(fd) == 0;
+    randombytes_buf(seed, 32);
+    int rc = write_all(fd, seed, 32) == 0 && fsync(fd) == 0 ? 0 : -1;
+    int e = errno;
     close(fd);
-    if (!ok) {
-        unlink(path);
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-        return -1;
+    if (rc == 0 && link(tmp, path) != 0) {
+        e = errno;
+        rc = e == EEXIST ? 1 : -1;
     }
-    return 0;
+    unlink(tmp);
+    if (rc == 0) { /* the link itself survives a crash too */
+        char *slash = strrchr(dir, '/');
+        if (slash != NULL)
+            *(slash == dir ? slash + 1 : slash) = '\0';
+        int dfd = open(slash != NULL ? dir : ".", O_RDONLY | O_DIRECTORY);
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+    }
+    if (rc < 0)
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
+    if (rc != 0)
+        sodium_memzero(seed, 32);
+    return rc;
 }
 
 int nd_key_load(const char *path, pr_key *k, bool *created, char *err, size_t errlen)
@@ -74,10 +108,17 @@ int nd_key_load(const char *path, pr_key *k, bool *created, char *err, size_t er
             snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
             return -1;
         }
-        if (create(path, seed, err, errlen) != 0)
+        int rc = create(path, seed, err, errlen);
+        if (rc < 0)
             return -1;
-        *created = true;
-    } else {
+        if (rc == 0)
+            *created = true;
+        else if (stat(path, &st) != 0) {
+            snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+            return -1;
+        }
+    }
+    if (!*created) {
         if (st.st_mode & (S_IRWXG | S_IRWXO)) {
             snprintf(err, errlen, "%s can be read by other users (mode %03o): it must be 0600 "
                 "(chmod 600 %s)", path, (unsigned)(st.st_mode & 0777), path);
@@ -88,11 +129,12 @@ int nd_key_load(const char *path, pr_key *k, bool *created, char *err, size_t er
             return -1;
         }
         int fd = open(path, O_RDONLY);
-        bool ok = fd >= 0 && read(fd, seed, 32) == 32;
+        ssize_t got = fd >= 0 ? read(fd, seed, 32) : -1;
+        int e = errno;
         if (fd >= 0)
             close(fd);
-        if (!ok) {
-            snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        if (got != 32) {
+            snprintf(err, errlen, "cannot read %s: %s", path, got >= 0 ? "it was cut short" : strerror(e));
             return -1;
         }
     }
