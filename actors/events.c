@@ -3,6 +3,7 @@
  * table is a small array sorted by job id (unfinished jobs are few).
  */
 #include "actors/events.h"
+#include "sim/sim_json.h"
 
 #include "runtime/runtime.h"
 
@@ -171,19 +172,6 @@ void cd_events_each_progress(const cd_events *ev, void (*fn)(void *ctx, uint64_t
 
 char *cd_json_quote(char *out, size_t cap, const char *s)
 {
-    size_t n = 0;
-    out[n++] = '"';
-    for (const unsigned char *c = (const unsigned char *)s; *c && n + 8 < cap; c++) {
-        if (*c == '"' || *c == '\\') {
-            out[n++] = '\\';
-            out[n++] = (char)*c;
-        } else if (*c < 0x20) {
-            n += (size_t)snprintf(out + n, cap - n, "\\u%04x", *c);
-        } else {
-            out[n++] = (char)*c;
-        }
-    }
-    out[n++] = '"';
-    out[n] = '\0';
+    sim_json_quote(out, cap, s);
     return out;
 }

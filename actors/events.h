@@ -54,8 +54,9 @@ const char *cd_events_progress(const cd_events *ev, uint64_t job);
  * one, in job order. */
 void cd_events_each_progress(const cd_events *ev, void (*fn)(void *ctx, uint64_t job, const char *text), void *ctx);
 
-/* Writes s as a JSON string literal (quotes, escapes) into out (cap bytes,
- * at least 3), truncating what does not fit. Returns out. */
+/* Writes s as a JSON string literal into out (cap bytes, at least 3) as
+ * sim_json_quote does: ill-formed UTF-8 as U+FFFD, cut at a character
+ * when it does not fit. Returns out. */
 char *cd_json_quote(char *out, size_t cap, const char *s);
 
 #endif

@@ -540,32 +540,11 @@ void remote_count(char *buf, size_t cap, double n)
 
 int remote_json_quote(char *buf, size_t cap, const char *s)
 {
-    size_t n = strlen(buf), start = n;
-    char esc[8];
-    if (n + 1 >= cap)
+    size_t n = strlen(buf);
+    if (cap - n < 3 || sim_json_quote(buf + n, cap - n, s) >= cap - n) {
+        buf[n] = '\0';
         return -1;
-    buf[n++] = '"';
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        const char *out = esc;
-        if (c == '"')
-            out = "\\\"";
-        else if (c == '\\')
-            out = "\\\\";
-        else if (c < 0x20)
-            snprintf(esc, sizeof esc, "\\u%04x", c);
-        else
-            esc[0] = (char)c, esc[1] = '\0';
-        size_t len = strlen(out);
-        if (n + len + 2 >= cap) {
-            buf[start] = '\0';
-            return -1;
-        }
-        memcpy(buf + n, out, len);
-        n += len;
     }
-    buf[n++] = '"';
-    buf[n] = '\0';
     return 0;
 }
 

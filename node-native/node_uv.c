@@ -17,6 +17,7 @@
 #include "runtime/runtime.h"
 #include "sched/sched.h"
 #include "sim/sim.h"
+#include "sim/sim_json.h"
 
 #include <errno.h>
 #include <libwebsockets.h>
@@ -363,18 +364,11 @@ static void say(bool json, nd_level level, const char *fmt, ...)
     if (json) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        fprintf(f, "{\"ts\":%llu,\"level\":\"%s\",\"msg\":\"",
+        char msg[6 * sizeof line + 3];
+        sim_json_quote(msg, sizeof msg, line);
+        fprintf(f, "{\"ts\":%llu,\"level\":\"%s\",\"msg\":%s}\n",
             (unsigned long long)ts.tv_sec * 1000 + (unsigned long long)ts.tv_nsec / 1000000,
-            level == ND_INFO ? "info" : "warn");
-        for (const unsigned char *c = (const unsigned char *)line; *c; c++) {
-            if (*c == '"' || *c == '\\')
-                fprintf(f, "\\%c", *c);
-            else if (*c < 0x20)
-                fprintf(f, "\\u%04x", *c);
-            else
-                fputc(*c, f);
-        }
-        fputs("\"}\n", f);
+            level == ND_INFO ? "info" : "warn", msg);
     } else {
         fprintf(f, "simfarm node: %s\n", line);
     }

@@ -440,3 +440,39 @@ const msgpack_object *sim_map_get(const msgpack_object *m, const char *key)
             return &m->via.map.ptr[i].val;
     return NULL;
 }
+
+size_t sim_json_quote(char *out, size_t cap, const char *s)
+{
+    const unsigned char *c = (const unsigned char *)s, *end = c + strlen(s);
+    size_t n = 1, need = 1;
+    bool cut = false;
+    out[0] = '"';
+    while (c < end) {
+        char unit[8];
+        size_t len = 1, used = 1;
+        if (*c == '"' || *c == '\\') {
+            unit[0] = '\\', unit[1] = (char)*c, len = 2;
+        } else if (*c < 0x20) {
+            len = (size_t)snprintf(unit, sizeof unit, "\\u%04x", *c);
+        } else if (*c < 0x80) {
+            unit[0] = (char)*c;
+        } else if ((used = utf8_len(c, end)) != 0) {
+            memcpy(unit, c, used);
+            len = used;
+        } else {
+            memcpy(unit, "\xef\xbf\xbd", 3); /* U+FFFD for one ill-formed byte */
+            len = 3, used = 1;
+        }
+        c += used;
+        need += len;
+        if (!cut && n + len + 2 <= cap) { /* room for the closing quote and NUL */
+            memcpy(out + n, unit, len);
+            n += len;
+        } else {
+            cut = true;
+        }
+    }
+    out[n++] = '"';
+    out[n] = '\0';
+    return need + 1;
+}

@@ -25,4 +25,11 @@ bool sim_str_is(const msgpack_object *o, const char *s);
  * such key. */
 const msgpack_object *sim_map_get(const msgpack_object *m, const char *key);
 
+/* Writes s as a quoted JSON string into out (cap bytes, cap >= 3, always
+ * NUL-terminated): quote, backslash and control bytes escaped, ill-formed
+ * UTF-8 written as U+FFFD. When it does not fit, the string is cut at a
+ * character and still closed. Returns the length the whole of it takes, as
+ * snprintf does: a value >= cap says it was cut. */
+size_t sim_json_quote(char *out, size_t cap, const char *s);
+
 #endif /* SIM_SIM_JSON_H */

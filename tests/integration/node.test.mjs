@@ -5,7 +5,7 @@
 // path prefix.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -266,6 +266,32 @@ test('a coordinator on the IPv6 loopback: the node connects to ws://[::1]:PORT a
   } finally {
     await stop(s);
   }
+});
+
+test('--log-format json lines stay JSON whatever bytes the message holds', () => {
+  // A key file name with a byte that is not UTF-8, and one so long that the
+  // message is cut in the middle of a two-byte character: each refusal is
+  // one line of well-formed UTF-8 and JSON, the bad bytes as U+FFFD.
+  const base = path.join(tmp, 'bytes');
+  const named = (pad) => `${base}/${'p'.repeat(pad)}/${['a', 'b', 'c'].map((x) => x + '\u00e9'.repeat(120)).join('/')}/k`;
+  const long = named([1, 2].find((pad) => Buffer.from(named(pad))[598] === 0xc3)); // the line keeps 599 bytes
+  const sh = `set -e; mkdir -p "$1" "$(dirname "$3")"; p="$(printf '%s/\\377.key' "$1")"; ` +
+    `printf 12345 > "$p"; chmod 600 "$p"; printf 12345 > "$3"; chmod 600 "$3"; ` +
+    `"$2" node --log-format json --key "$p" 2>"$1/a.err" || echo "exit $?"; ` +
+    `"$2" node --log-format json --key "$3" 2>"$1/b.err" || echo "exit $?"`;
+  const r = spawnSync('sh', ['-c', sh, 'sh', base, simfarm, long], { encoding: 'utf8', timeout: 30000 });
+  assert.equal(r.stdout, 'exit 1\nexit 1\n', r.stderr);
+  const lines = ['a.err', 'b.err'].map((f) => {
+    const raw = fs.readFileSync(path.join(base, f));
+    const text = new TextDecoder('utf-8', { fatal: true }).decode(raw); // throws on ill-formed UTF-8
+    const all = text.trim().split('\n');
+    assert.equal(all.length, 1, text);
+    return JSON.parse(all[0]);
+  });
+  assert.equal(lines[0].level, 'warn');
+  assert.ok(lines[0].msg.endsWith('/\ufffd.key holds 5 bytes; a node key is a 32-byte seed'), lines[0].msg);
+  assert.equal(Buffer.byteLength(lines[1].msg.replace(/\ufffd$/, '')), 598, 'cut at 599 bytes, the half character replaced');
+  assert.ok(long.startsWith(lines[1].msg.slice(0, -1)), lines[1].msg);
 });
 
 test('CPU workers give way to the device workers within 256 in all', async () => {

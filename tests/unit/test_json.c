@@ -305,3 +305,74 @@ Test(json, at_most_32_levels_of_containers_whatever_the_innermost_holds)
     accepted(mixed, t, &b, &u);
     done(&b, &u);
 }
+
+/* sim_json_quote: whatever the bytes and however small the buffer, the
+ * output is one JSON string this reader takes, holding the input's text
+ * (ill-formed UTF-8 as U+FFFD), or a prefix of it cut at a character. */
+static void quoted_reads_back(const char *s, size_t cap, const char *want)
+{
+    char out[4096];
+    cr_assert_leq(cap, sizeof out);
+    size_t need = sim_json_quote(out, cap, s);
+    size_t n = strlen(out);
+    cr_assert_lt(n, cap);
+    msgpack_sbuffer b;
+    msgpack_unpacked u;
+    char err[200];
+    cr_assert_eq(parse(out, n, &b, &u, err, sizeof err), 0, "%s: %s", out, err);
+    cr_assert_eq(u.data.type, MSGPACK_OBJECT_STR);
+    if (want != NULL) {
+        cr_assert_eq(need, n, "the whole text fits");
+        cr_assert_eq(u.data.via.str.size, strlen(want));
+        cr_assert_arr_eq(u.data.via.str.ptr, want, strlen(want), "%s", out);
+    } else if (need >= cap) {
+        cr_assert_lt(n, need, "cut short");
+    }
+    done(&b, &u);
+}
+
+Test(json, quote_escapes_and_keeps_utf8)
+{
+    quoted_reads_back("plain", 64, "plain");
+    quoted_reads_back("a \"q\" \\ b\n\x01\x1f", 64, "a \"q\" \\ b\n\x01\x1f");
+    quoted_reads_back("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 64, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+    quoted_reads_back("", 3, "");
+}
+
+Test(json, quote_replaces_ill_formed_utf8)
+{
+    /* a lone continuation byte, a cut sequence, an overlong form, a
+     * surrogate, a code point past U+10FFFF, 0xff */
+    quoted_reads_back("a\x80" "b", 64, "a\xef\xbf\xbd" "b");
+    quoted_reads_back("a\xc3", 64, "a\xef\xbf\xbd");
+    quoted_reads_back("\xc0\xaf", 64, "\xef\xbf\xbd\xef\xbf\xbd");
+    quoted_reads_back("\xed\xa0\x80", 64, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+    quoted_reads_back("\xf4\x90\x80\x80", 64, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+    quoted_reads_back("\xff", 64, "\xef\xbf\xbd");
+}
+
+Test(json, quote_cuts_at_a_character)
+{
+    const char *s = "\xc3\xa9\xc3\xa9\\\"\x01\xe2\x82\xac\xf0\x9f\x98\x80\xff" "end";
+    char out[64];
+    size_t need = sim_json_quote(out, sizeof out, s);
+    cr_assert_eq(strlen(out), need);
+    for (size_t cap = 3; cap <= need + 1; cap++)
+        quoted_reads_back(s, cap, cap > need ? "\xc3\xa9\xc3\xa9\\\"\x01\xe2\x82\xac\xf0\x9f\x98\x80\xef\xbf\xbd" "end" : NULL);
+}
+
+Test(json, quote_takes_any_bytes)
+{
+    srand(7);
+    char s[200];
+    for (int t = 0; t < 20000; t++) {
+        size_t len = (size_t)(rand() % 40);
+        for (size_t i = 0; i < len; i++) {
+            int r = rand() % 4;
+            /* mostly bytes around the UTF-8 lead and continuation ranges */
+            s[i] = (char)(r == 0 ? 0x80 + rand() % 0x80 : r == 1 ? 0xc0 + rand() % 0x40 : 1 + rand() % 0xff);
+        }
+        s[len] = '\0';
+        quoted_reads_back(s, 3 + (size_t)(rand() % 80), NULL);
+    }
+}
