@@ -45,7 +45,8 @@ int cmd_node(int argc, char **argv)
     /* an empty variable counts as unset, as in the client commands */
     const char *server = getenv("SIMFARM_SERVER"), *ca = getenv("SIMFARM_CA"), *claim = getenv("NODE_CLAIM_TOKEN");
     nd_opts o = { .url = server && *server ? server : "ws://127.0.0.1:8080/ws/node",
-        .claim_token = claim && *claim ? claim : NULL, .ca_path = ca && *ca ? ca : NULL, .grace_s = 30 };
+        .url_from = server && *server ? "$SIMFARM_SERVER" : NULL, .claim_token = claim && *claim ? claim : NULL,
+        .ca_path = ca && *ca ? ca : NULL, .ca_from = ca && *ca ? "$SIMFARM_CA" : NULL, .grace_s = 30 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -63,10 +64,12 @@ int cmd_node(int argc, char **argv)
         const char *v = argv[++i];
         if (strcmp(a, "--server") == 0) {
             o.url = v;
+            o.url_from = NULL;
         } else if (strcmp(a, "--key") == 0) {
             o.key_path = v;
         } else if (strcmp(a, "--ca") == 0) {
             o.ca_path = v;
+            o.ca_from = NULL;
         } else if (strcmp(a, "--claim-token") == 0) {
             o.claim_token = v;
         } else if (strcmp(a, "--cores") == 0) {

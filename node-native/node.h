@@ -28,7 +28,9 @@ typedef enum nd_priority {
 
 typedef struct nd_opts {
     const char *url;          /* ws://host:port/ws/node, wss:// over TLS */
+    const char *url_from;     /* where url came from, for messages: "--server" (NULL) or "$SIMFARM_SERVER" */
     const char *ca_path;      /* PEM CA certificates for wss://; NULL = the system's */
+    const char *ca_from;      /* where ca_path came from: "--ca" (NULL) or "$SIMFARM_CA" */
     const char *key_path;     /* NULL = nd_key_default_path() */
     unsigned cores;           /* workers; 0 = every core */
     const char *claim_token;  /* enrol with this token; may be NULL */

@@ -69,6 +69,7 @@ typedef struct conn {
     int port;
     bool tls;              /* wss:// */
     const char *ca;        /* --ca, or NULL */
+    const char *ca_from;   /* "--ca" or "$SIMFARM_CA" */
     struct stat ca_st;     /* the --ca file as last read */
     void *client_ssl_ctx;  /* the client's OpenSSL SSL_CTX, whose store --ca fills */
     bool untrusted;        /* this attempt's server certificate failed the check */
@@ -179,10 +180,15 @@ static int client_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
             l->wsi = NULL;
             drop_frames(l);
             const char *why = reason == LWS_CALLBACK_CLIENT_CONNECTION_ERROR && in ? (const char *)in : "closed";
-            if (l->untrusted)
-                why = l->ca != NULL ? "TLS: the coordinator's certificate is not signed by --ca, or not for this host"
+            char tls_why[160];
+            if (l->untrusted) {
+                if (l->ca != NULL)
+                    snprintf(tls_why, sizeof tls_why,
+                        "TLS: the coordinator's certificate is not signed by %s, or not for this host", l->ca_from);
+                why = l->ca != NULL ? tls_why
                                     : "TLS: the coordinator's certificate is not signed by a system CA, or not for "
                                       "this host (--ca names other CAs)";
+            }
             l->untrusted = false;
             nd_down(l->node, why);
         }
@@ -217,12 +223,13 @@ static void ca_refresh(conn *l)
     if (store == NULL || X509_STORE_load_file(store, l->ca) != 1) {
         X509_STORE_free(store);
         ERR_clear_error();
-        say(l->log_json, ND_WARN, "--ca %s changed, but holds no PEM certificate: the certificates read before stay",
-            l->ca);
+        say(l->log_json, ND_WARN, "%s %s changed, but holds no PEM certificate: the certificates read before stay",
+            l->ca_from, l->ca);
         return;
     }
     SSL_CTX_set_cert_store(l->client_ssl_ctx, store); /* takes it, frees the old one */
-    say(l->log_json, ND_INFO, "--ca %s changed: its certificates check the connections from now on", l->ca);
+    say(l->log_json, ND_INFO, "%s %s changed: its certificates check the connections from now on", l->ca_from,
+        l->ca);
 }
 
 static void host_connect(void *ctx)
@@ -748,21 +755,23 @@ int nd_run(const nd_opts *opts)
     int port;
     backends b;
     bool json = opts->log_json, tls = false;
+    const char *url_from = opts->url_from ? opts->url_from : "--server";
+    const char *ca_from = opts->ca_from ? opts->ca_from : "--ca";
     if (parse_url(opts->url, addr, sizeof addr, &port, path, sizeof path, &tls) != 0) {
-        say(json, ND_WARN, "--server wants ws://HOST[:PORT]/ws/node or http://HOST[:PORT][/PREFIX] (wss:// or https:// "
-            "for TLS), not '%s'", opts->url);
+        say(json, ND_WARN, "%s wants ws://HOST[:PORT]/ws/node or http://HOST[:PORT][/PREFIX] (wss:// or https:// "
+            "for TLS), not '%s'", url_from, opts->url);
         return ND_EXIT_USAGE;
     }
     if (opts->ca_path != NULL) {
         FILE *f = fopen(opts->ca_path, "r");
         if (f == NULL) {
-            say(json, ND_WARN, "--ca %s: %s", opts->ca_path, strerror(errno));
+            say(json, ND_WARN, "%s %s: %s", ca_from, opts->ca_path, strerror(errno));
             return ND_EXIT_FAIL;
         }
         fclose(f);
         if (!tls)
-            say(json, ND_WARN, "--ca %s is not used: %s is not a TLS address (wss:// or https://)", opts->ca_path,
-                opts->url);
+            say(json, ND_WARN, "%s %s is not used: %s is not a TLS address (wss:// or https://)", ca_from,
+                opts->ca_path, opts->url);
     }
     if (parse_backends(opts->backend, &b) != 0) {
         say(json, ND_WARN, "--backend wants auto, cpu, opencl or cuda (or a list: cpu,opencl), not '%s'",
@@ -824,6 +833,7 @@ int nd_run(const nd_opts *opts)
     l->port = port;
     l->tls = tls;
     l->ca = opts->ca_path;
+    l->ca_from = ca_from;
     /* As in the Host header: the port only when it is not the scheme's
      * (PROTOCOL.md §6), which is what a browser sends too. */
     bool v6 = strchr(l->addr, ':') != NULL;
@@ -840,7 +850,7 @@ int nd_run(const nd_opts *opts)
     int code = ND_EXIT_FAIL;
     if (start_lws(l, opts->ca_path) != 0) {
         if (tls && opts->ca_path != NULL)
-            say(json, ND_WARN, "cannot start libwebsockets with TLS: is --ca %s a PEM file of certificates?",
+            say(json, ND_WARN, "cannot start libwebsockets with TLS: is %s %s a PEM file of certificates?", ca_from,
                 opts->ca_path);
         else
             say(json, ND_WARN, "cannot start libwebsockets%s", tls ? " with TLS" : "");

@@ -251,6 +251,25 @@ test('an empty $SIMFARM_SERVER or $SIMFARM_CA counts as unset', async () => {
   }
 });
 
+test('a refused $SIMFARM_SERVER or $SIMFARM_CA is named as the variable, not as the flag', async () => {
+  const key = path.join(tmp, 'fromenv.key');
+  const ca = path.join(tmp, 'no-such-ca.pem');
+  const badServer = await run(simfarm, ['node', '--key', key], { env: { ...process.env, SIMFARM_SERVER: 'ftp://x' } });
+  assert.equal(badServer.code, 2);
+  assert.match(badServer.stderr, /^simfarm node: \$SIMFARM_SERVER wants ws:\/\/HOST/m);
+  const badCa = await run(simfarm, ['node', '--key', key], { env: { ...process.env, SIMFARM_CA: ca } });
+  assert.equal(badCa.code, 1);
+  assert.match(badCa.stderr, new RegExp(`^simfarm node: \\$SIMFARM_CA ${ca}: No such file`, 'm'));
+  // the flag given as well: it is the flag that is used, and named
+  const flag = await run(simfarm, ['node', '--key', key, '--ca', ca, '--server', 'ftp://y'],
+    { env: { ...process.env, SIMFARM_SERVER: 'ws://127.0.0.1:1/ws/node', SIMFARM_CA: '/etc/hostname' } });
+  assert.equal(flag.code, 2);
+  assert.match(flag.stderr, /^simfarm node: --server wants ws:\/\/HOST.*not 'ftp:\/\/y'/m);
+  const flagCa = await run(simfarm, ['node', '--key', key, '--ca', ca], { env: { ...process.env, SIMFARM_CA: '/etc/hostname' } });
+  assert.equal(flagCa.code, 1);
+  assert.match(flagCa.stderr, new RegExp(`^simfarm node: --ca ${ca}: No such file`, 'm'));
+});
+
 test('a coordinator on the IPv6 loopback: the node connects to ws://[::1]:PORT and signs for that host', async () => {
   const db = await ownDb();
   const s = proc(['serve', '--db', db.url, '--listen', '[::1]:0', '--open-enrolment']);
