@@ -167,6 +167,28 @@ function dashboard(name) {
     assert.deepEqual((await call(srv, 'GET', '/api/jobs')).json, [], 'nothing was submitted');
   });
 
+  test('a refusal inside a tournament\'s candidates or the weights is shown under the variants box', async () => {
+    for (const [strategy, variants, field] of [
+      ['tournament', '[{"name": "A", "params": {}}, {"name": "B", "params": {"sigma": -1}}]', 'candidates[1].params.sigma'],
+      ['stat_weights', '[{"param": "S0", "step": 0}]', 'weights[0].step'],
+      ['tournament', '{"candidates": [{"name": "A", "params": {}}, {"name": "B", "params": {}}], "tournament": {"growth": 0}}',
+        'tournament.growth']]) {
+      await fillOption({ 'p-S0': 100, 'p-K': 100, 'p-sigma': 0.2, 'p-T': 1, 'j-items': 1000000 });
+      await page.select('#j-strategy', strategy);
+      await page.waitVisible('#j-variants');
+      await page.fill('#j-variants', variants);
+      await page.click('#submit');
+      await page.waitVisible('#j-variants-error');
+      const text = await page.text('#j-variants-error');
+      assert.ok(text.startsWith(`${field}: `) && text.length > field.length + 2, `${strategy}: ${text}`);
+      assert.equal(await page.visible('#form-error'), false, `${strategy}: not a form-level error`);
+      assert.equal(await page.attr('#j-variants', 'aria-invalid'), 'true');
+      assert.equal(await page.evaluate(() => document.activeElement.id), 'j-variants');
+    }
+    await shot('submit-variants-error');
+    assert.deepEqual((await call(srv, 'GET', '/api/jobs')).json, [], 'nothing was submitted');
+  });
+
   test('a field\'s refusal is announced', async () => {
     await fillOption({ 'p-S0': -5, 'p-K': 100, 'p-sigma': 0.2, 'p-T': 1 });
     await page.click('#submit');

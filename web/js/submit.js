@@ -5,7 +5,6 @@ import { ApiError, api, coordinatorUrl } from './api.js';
 import { onEvent } from './events.js';
 import { askToken, clear, h, message } from './dom.js';
 
-const ERR_RE = /^field '([^']+)': (.*)$/s;
 const PILOT_ITEMS = 100000;
 const MAX_ITEMS = 2 ** 50;
 
@@ -330,17 +329,18 @@ export function submitView(root, query) {
     for (const el of form.querySelectorAll('[aria-invalid]')) el.removeAttribute('aria-invalid');
   }
 
-  // Puts the server's message at the field it names.
+  // Puts the server's message at the field it names: "params.PATH" at the
+  // parameter's control; one inside the variants' JSON
+  // ("candidates[1].params.sigma", "weights[0].step", "tournament.growth")
+  // under that box, path and all; a job field ("items") at its own control.
   function showError(e) {
     let path = null, msg = e.message;
-    if (e.field?.startsWith('params.')) {
-      path = e.field.slice(7);
-    } else if (e.field === 'params') {
-      const m = ERR_RE.exec(e.message);
-      if (m) { path = m[1]; msg = m[2]; }
-    }
+    const inVariants = /^(candidates|weights|tournament)\b/.test(e.field ?? '');
+    if (e.field?.startsWith('params.')) path = e.field.slice(7);
+    else if (inVariants) msg = `${e.field}: ${e.message}`;
     const target = path !== null ? form.querySelector(`#${CSS.escape(idOf(path))}`)
-      : e.field ? form.querySelector(`#j-${CSS.escape(e.field)}`) : null;
+      : inVariants ? form.querySelector('#j-variants')
+        : e.field ? form.querySelector(`#j-${CSS.escape(e.field)}`) : null;
     const errEl = target ? form.querySelector(`#${CSS.escape(target.id)}-error`) : null;
     if (target && errEl) {
       errEl.textContent = msg;
@@ -350,7 +350,7 @@ export function submitView(root, query) {
         // marked, the focus goes to the list's first control
         target.querySelector('input, select, button')?.focus();
       } else {
-        const focusable = target.matches('input, select') ? target : target.querySelector('input, select');
+        const focusable = target.matches('input, select, textarea') ? target : target.querySelector('input, select');
         focusable?.setAttribute('aria-invalid', 'true');
         focusable?.focus();
       }
