@@ -91,6 +91,21 @@ void cd_log_tail(const char *log)
     fwrite(buf, 1, n, stderr);
 }
 
+/* The pid in the first line of DATA/postmaster.pid, or 0. */
+static long postmaster_pid(const char *data)
+{
+    char path[PATH_MAX + 24];
+    snprintf(path, sizeof path, "%s/postmaster.pid", data);
+    FILE *f = fopen(path, "r");
+    long pid = 0;
+    if (f != NULL) {
+        if (fscanf(f, "%ld", &pid) != 1)
+            pid = 0;
+        fclose(f);
+    }
+    return pid;
+}
+
 int cd_pg_start(cd_pg *pg, const char *dir, const char *const *settings, char *err, size_t errlen)
 {
     memset(pg, 0, sizeof *pg);
@@ -173,6 +188,16 @@ int cd_pg_start(cd_pg *pg, const char *dir, const char *const *settings, char *e
             return -1;
         }
         nanosleep(&pause, NULL);
+    }
+    /* The server that answers must be ours: one left running on this
+     * directory (by a run that was killed, say) answers as well, while ours
+     * exits on its lock file. */
+    long owner = postmaster_pid(data);
+    if (owner != (long)pg->pid) {
+        cd_pg_stop(pg);
+        snprintf(err, errlen, "another PostgreSQL (pid %ld) already runs on %s: stop it (kill %ld), or give another "
+            "directory", owner, data, owner);
+        return -1;
     }
     PGconn *c = PQconnectdb(ping);
     PGresult *r = PQexec(c, "CREATE DATABASE simfarm");

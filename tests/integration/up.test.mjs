@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { build, run, top } from '../lib/proc.mjs';
+import { build, eventually, run, top } from '../lib/proc.mjs';
 
 const simfarm = path.join(build, 'bin/simfarm');
 // As root the cluster runs as the postgres user, who must reach it.
@@ -75,6 +75,28 @@ test('a second run reuses the database; --no-demo --no-node start neither; a han
   assert.doesNotMatch(r.out, /connected to/);
   assert.equal(r.value.length, 1, 'the demo job of the first run is kept');
   assert.equal(r.exit.code, 0, r.err);
+});
+
+test('a PostgreSQL left running by a killed run is named, not used and then left behind', async () => {
+  // up killed outright: its PostgreSQL, in a session of its own, runs on.
+  const killed = await up(['--no-demo', '--no-node'], /Ctrl-C stops everything/, async () => {}, { signal: 'SIGKILL' });
+  assert.equal(killed.exit.signal, 'SIGKILL');
+  const pidFile = path.join(varDir, 'pg', 'data', 'postmaster.pid');
+  const orphan = Number(fs.readFileSync(pidFile, 'utf8').split('\n')[0]);
+  const alive = (pid) => { try { process.kill(pid, 0); return true; } catch { return false; } };
+  assert.ok(alive(orphan), 'the killed run\'s PostgreSQL still runs');
+  try {
+    await assert.rejects(up(['--no-demo', '--no-node'], /Ctrl-C stops everything/, async () => {}),
+      new RegExp(`another PostgreSQL \\(pid ${orphan}\\) already runs on \\S+: stop it \\(kill ${orphan}\\)`));
+    assert.ok(alive(orphan), 'the other server is not ours to stop');
+  } finally {
+    process.kill(orphan, 'SIGINT');
+    await eventually(() => !alive(orphan) && !fs.existsSync(pidFile), 'the orphan stopped', 60000);
+  }
+  // with it gone, up starts and stops its own again
+  const r = await up(['--no-demo', '--no-node'], /Ctrl-C stops everything/, async () => {});
+  assert.equal(r.exit.code, 0, r.err);
+  assert.ok(!fs.existsSync(pidFile), 'postgres still running after up stopped');
 });
 
 test('a bad option is a usage error', async () => {
