@@ -140,21 +140,23 @@ uint64_t cd_events_count(const cd_events *ev)
     return ev->last - ev->first;
 }
 
-int cd_events_since(const cd_events *ev, uint64_t since, uint64_t job,
-    void (*fn)(void *ctx, const char *text, size_t len), void *ctx)
+int cd_events_next(const cd_events *ev, uint64_t after, uint64_t job, const char **text, size_t *len, uint64_t *seq)
 {
-    if (since > ev->last)
+    if (after > ev->last)
         return -1;
-    if (since == ev->last)
-        return 0;
     uint64_t oldest = ev->n ? ev->ring[ev->head].seq : ev->last + 1;
-    if (since + 1 < oldest)
+    if (after + 1 < oldest)
         return -1;
-    for (size_t i = (size_t)(since + 1 - oldest); i < ev->n; i++) {
+    for (size_t i = (size_t)(after + 1 - oldest); i < ev->n; i++) {
         const event *e = &ev->ring[(ev->head + i) % ev->cap];
-        if (job == 0 || e->job == job)
-            fn(ctx, e->text, e->len);
+        if (job == 0 || e->job == job) {
+            *text = e->text;
+            *len = e->len;
+            *seq = e->seq;
+            return 1;
+        }
     }
+    *seq = ev->last;
     return 0;
 }
 

@@ -40,12 +40,14 @@ uint64_t cd_events_last(const cd_events *ev);
 /* How many events were added since cd_events_create. */
 uint64_t cd_events_count(const cd_events *ev);
 
-/* Calls fn for each kept event with seq > since, oldest first, whose job is
- * `job` (0 = every event). Returns 0, or -1 when events after `since` have
- * already left the ring or `since` is not a number this log gave (past the
- * last: from another run): the caller needs a snapshot instead. */
-int cd_events_since(const cd_events *ev, uint64_t since, uint64_t job,
-    void (*fn)(void *ctx, const char *text, size_t len), void *ctx);
+/* Finds the first kept event with seq > after whose job is `job` (0 =
+ * every event), for a client that reads the log at its own pace. Returns 1
+ * with its text (valid until it leaves the ring), length and seq; 0 when
+ * there is none yet, with *seq the last event's number (the events up to it
+ * are passed over); -1 when events after `after` have already left the ring
+ * or `after` is not a number this log gave (past the last: from another
+ * run): the caller needs a snapshot instead. */
+int cd_events_next(const cd_events *ev, uint64_t after, uint64_t job, const char **text, size_t *len, uint64_t *seq);
 
 /* The latest job.progress event of job (its whole text), or NULL. */
 const char *cd_events_progress(const cd_events *ev, uint64_t job);

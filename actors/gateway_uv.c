@@ -32,7 +32,6 @@
 enum { M_REQUEST = RT_MSG_USER + 0x1200, M_DIE, M_TLS_CHECK };
 enum {
     EVENTS_KEPT = 4096,         /* events a reconnecting client can catch up on */
-    EVENTS_QUEUE_MAX = 8192,    /* a client further behind than this is dropped */
 };
 
 /* An HTTP transaction waiting for its answer. */
@@ -47,12 +46,14 @@ struct gw_session {
 };
 
 /* A /ws/events connection. */
+/* A client reads the event log at its own pace: it holds only where it
+ * is in it, and a snapshot to send first. */
 struct gw_events_conn {
     struct lws *wsi;
     uint64_t job;            /* only this job's events; 0 = all */
-    char **q;                /* texts to send (owned), a ring */
-    size_t qhead, qn, qcap;
-    bool overflow;
+    uint64_t at;             /* the last event sent or passed over */
+    char *snapshot;          /* to send before the events after `at`, or NULL */
+    bool behind;             /* the log has moved on past it: being closed */
 };
 
 /* lws per-transaction state of the http protocol */
@@ -348,35 +349,12 @@ static gw_events_conn *evc_find(gateway *g, struct lws *wsi)
     return NULL;
 }
 
-static void evc_push(gw_events_conn *c, const char *text, size_t len)
+/* A client the log has moved on past is closed; it reconnects with
+ * since= and is sent a snapshot. Its socket may be too full to be told. */
+static void evc_behind(gw_events_conn *c)
 {
-    if (c->overflow)
-        return;
-    if (c->qn >= EVENTS_QUEUE_MAX) { /* too slow: it reconnects with since= */
-        c->overflow = true;
-        lws_callback_on_writable(c->wsi);
-        return;
-    }
-    if (c->qn == c->qcap)
-        c->q = rt_grow_ring(c->q, &c->qhead, c->qn, &c->qcap, sizeof *c->q);
-    char *t = malloc(len + 1);
-    if (t == NULL)
-        rt_oom(len + 1);
-    memcpy(t, text, len + 1);
-    c->q[(c->qhead + c->qn++) % c->qcap] = t;
-    lws_callback_on_writable(c->wsi);
-}
-
-static void evc_free(gw_events_conn *c)
-{
-    for (size_t i = 0; i < c->qn; i++)
-        free(c->q[(c->qhead + i) % c->qcap]);
-    free(c->q);
-}
-
-static void replay_one(void *ctx, const char *text, size_t len)
-{
-    evc_push(ctx, text, len);
+    c->behind = true;
+    lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
 }
 
 typedef struct snap {
@@ -419,7 +397,7 @@ static void snap_node(void *ctx, const cd_node_view *v)
 }
 
 /* What a client that is new, or too far behind, starts with. */
-static void send_snapshot(gateway *g, gw_events_conn *c)
+static void make_snapshot(gateway *g, gw_events_conn *c)
 {
     snap s = { NULL, 0, 0 };
     char head[64];
@@ -435,9 +413,41 @@ static void send_snapshot(gateway *g, gw_events_conn *c)
     snap_add(&s, "],\"nodes\":[");
     cd_sessions_each(g->nodes, snap_node, &s);
     snap_add(&s, "]}");
-    evc_push(c, s.buf, s.len);
-    free(s.buf);
+    c->snapshot = s.buf;
+    c->at = cd_events_last(g->events);
 }
+
+/* Writes the snapshot or the client's next event; asks for the next turn
+ * while there is more. Returns -1 to close the connection. */
+static int evc_write(gateway *g, gw_events_conn *c)
+{
+    const char *text = c->snapshot;
+    size_t n = text != NULL ? strlen(text) : 0;
+    uint64_t seq = c->at;
+    if (text == NULL) {
+        int rc = cd_events_next(g->events, c->at, c->job, &text, &n, &seq);
+        c->at = seq; /* past what was passed over too */
+        if (rc < 0)
+            return -1;
+        if (rc == 0)
+            return 0;
+    }
+    unsigned char *out = malloc(LWS_PRE + n);
+    if (out == NULL)
+        rt_oom(LWS_PRE + n);
+    memcpy(out + LWS_PRE, text, n);
+    int w = lws_write(c->wsi, out + LWS_PRE, n, LWS_WRITE_TEXT);
+    free(out);
+    free(c->snapshot);
+    c->snapshot = NULL;
+    if (w < (int)n)
+        return -1;
+    if (cd_events_next(g->events, c->at, c->job, &text, &n, &seq) != 0)
+        lws_callback_on_writable(c->wsi);
+    return 0;
+}
+
+
 
 static int events_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
 {
@@ -467,39 +477,26 @@ static int events_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
         c->wsi = wsi;
         const char *jv = lws_get_urlarg_by_name(wsi, "job=", v, sizeof v);
         c->job = jv ? strtoull(jv, NULL, 10) : 0;
+        /* a client that saw up to since= reads on from there, if the log
+         * still holds what came after; otherwise it starts from a snapshot */
         const char *sv = lws_get_urlarg_by_name(wsi, "since=", v, sizeof v);
-        if (sv == NULL || cd_events_since(g->events, strtoull(sv, NULL, 10), c->job, replay_one, c) != 0)
-            send_snapshot(g, c);
+        const char *text;
+        size_t n;
+        uint64_t seq;
+        c->at = sv != NULL ? strtoull(sv, NULL, 10) : 0;
+        if (sv == NULL || cd_events_next(g->events, c->at, c->job, &text, &n, &seq) < 0)
+            make_snapshot(g, c);
+        lws_callback_on_writable(wsi);
         return 0;
     }
     case LWS_CALLBACK_RECEIVE:
         return 0; /* clients have nothing to say */
-    case LWS_CALLBACK_SERVER_WRITEABLE: {
+    case LWS_CALLBACK_SERVER_WRITEABLE:
         c = evc_find(g, wsi);
-        if (c == NULL || c->overflow)
-            return -1;
-        if (c->qn == 0)
-            return 0;
-        char *t = c->q[c->qhead];
-        c->qhead = (c->qhead + 1) % c->qcap;
-        c->qn--;
-        size_t n = strlen(t);
-        unsigned char *out = malloc(LWS_PRE + n);
-        if (out == NULL)
-            rt_oom(LWS_PRE + n);
-        memcpy(out + LWS_PRE, t, n);
-        int w = lws_write(wsi, out + LWS_PRE, n, LWS_WRITE_TEXT);
-        free(out);
-        free(t);
-        if (w < (int)n)
-            return -1;
-        if (c->qn > 0)
-            lws_callback_on_writable(wsi);
-        return 0;
-    }
+        return c == NULL || c->behind ? -1 : evc_write(g, c);
     case LWS_CALLBACK_CLOSED:
         if (g != NULL && (c = evc_find(g, wsi)) != NULL) {
-            evc_free(c);
+            free(c->snapshot);
             *c = g->evc[--g->nevc];
         }
         return 0;
@@ -512,11 +509,22 @@ static int events_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
  * want it. fields may be NULL. */
 static void gw_publish(gateway *g, const char *type, uint64_t job, const char *fields)
 {
-    const char *text = cd_events_add(g->events, type, job, fields ? fields : "");
-    size_t len = strlen(text);
-    for (size_t i = 0; i < g->nevc; i++)
-        if (g->evc[i].job == 0 || g->evc[i].job == job)
-            evc_push(&g->evc[i], text, len);
+    cd_events_add(g->events, type, job, fields ? fields : "");
+    const char *text;
+    size_t n;
+    uint64_t seq;
+    for (size_t i = 0; i < g->nevc; i++) {
+        gw_events_conn *c = &g->evc[i];
+        if (c->behind)
+            continue;
+        int rc = cd_events_next(g->events, c->at, c->job, &text, &n, &seq);
+        if (rc < 0)
+            evc_behind(c);
+        else if (rc == 0)
+            c->at = seq; /* none of its own to send: passed over, so a filtered client never falls behind */
+        else
+            lws_callback_on_writable(c->wsi);
+    }
 }
 
 static void publish_cb(void *ctx, const char *type, uint64_t job, const char *fields)
@@ -623,7 +631,7 @@ static void finalize(rt_actor *self)
             rt_msg_free(&g->pend[i].r->hdr);
     free(g->pend);
     for (size_t i = 0; i < g->nevc; i++)
-        evc_free(&g->evc[i]);
+        free(g->evc[i].snapshot);
     free(g->evc);
     cd_events_destroy(g->events);
     if (g->store != NULL)

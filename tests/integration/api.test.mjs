@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { build, run, top } from '../lib/proc.mjs';
+import { build, eventually, run, top } from '../lib/proc.mjs';
 import { createDatabase, startPostgres } from '../lib/pg.mjs';
 import { serve, call, metrics, tailEvents } from '../lib/coord.mjs';
 import { faultProxy } from '../lib/faultproxy.mjs';
@@ -345,6 +345,49 @@ test('live events: a job and a node, in order, and a client that reconnects catc
   const off = await ev.until((e) => e.type === 'node.offline', 'node.offline');
   assert.match(off.reason, /left|disconnected/);
   await ev.close();
+});
+
+test('an events client that stops reading is dropped once the log has moved on past it; one that reads keeps every event', async () => {
+  const other = await serve(await createDatabase(pg, 'evslow'));
+  const clients = async () => (await metrics(other)).simfarm_event_clients;
+  const reader = tailEvents(other);
+  const snap = await reader.until((e) => e.type === 'snapshot', 'snapshot');
+  // A WebSocket client that reads the upgrade's answer and then nothing more.
+  const mute = net.connect(other.port, '127.0.0.1');
+  try {
+    await new Promise((resolve, reject) => {
+      mute.on('error', reject);
+      mute.write('GET /ws/events HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n'
+        + 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n'
+        + 'Sec-WebSocket-Protocol: simfarm.events.v1\r\n\r\n');
+      mute.once('data', (d) => { mute.pause(); (/^HTTP\/1\.1 101/.test(String(d)) ? resolve : reject)(new Error(String(d))); });
+    });
+    assert.equal(await clients(), 2);
+    // Events, two a job (submitted, finished), until the silent client is
+    // dropped: the log keeps 4096 and the sockets' buffers some more.
+    let jobs = 0;
+    await eventually(async () => {
+      await Promise.all(Array.from({ length: 50 }, async () => {
+        const r = await call(other, 'POST', '/api/jobs', job(1000));
+        assert.equal(r.status, 201, r.text);
+        assert.equal((await call(other, 'POST', `/api/jobs/${r.json.id}/cancel`)).status, 200);
+      }));
+      jobs += 50;
+      assert.ok(jobs <= 20000, 'the client that does not read is still connected after 40,000 events');
+      return (await clients()) === 1;
+    }, 'the client that does not read dropped', 300000, 0);
+    // The one that reads has every event, in order, and is still there.
+    await eventually(() => reader.events.filter((e) => e.type === 'job.finished').length === jobs, 'every job.finished',
+      60000);
+    const seqs = reader.events.filter((e) => e.type !== 'snapshot').map((e) => e.seq);
+    seqs.forEach((q, i) => assert.equal(q, snap.seq + 1 + i, 'no event missing or repeated'));
+    assert.ok(seqs.length >= 2 * jobs, `${seqs.length} events for ${jobs} jobs`);
+    assert.equal(await clients(), 1);
+  } finally {
+    mute.destroy();
+    await reader.close();
+    await other.stop();
+  }
 });
 
 test('events of a cancelled job: submitted, started, and one job.finished', async () => {
