@@ -22,6 +22,10 @@
 enum { GW_GET = 1, GW_POST, GW_DELETE };
 enum { GW_END_STATES = 4 };
 
+/* The most database queries one request waits on in turn (authentication,
+ * a cancel's look and its update), each for db_timeout_ms at most. */
+enum { GW_STORE_ASKS_MAX = 3 };
+
 /* One HTTP request, as the lws side hands it to the gateway actor. */
 typedef struct gw_request {
     rt_msg hdr;

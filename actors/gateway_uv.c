@@ -32,6 +32,7 @@
 enum { M_REQUEST = RT_MSG_USER + 0x1200, M_DIE, M_TLS_CHECK };
 enum {
     EVENTS_KEPT = 4096,         /* events a reconnecting client can catch up on */
+    ANSWER_SLACK_S = 5,         /* past the database's waits, before a transaction is given up */
 };
 
 /* An HTTP transaction waiting for its answer. */
@@ -211,14 +212,18 @@ static gw_request *new_request(struct lws *wsi, uint64_t session, int method, co
 }
 
 /* Hands a request to the gateway actor; a POST always has a body, empty
- * when none came. */
-static void send_request(gateway *g, gw_request *r)
+ * when none came. Its answer may wait on the database, at most
+ * GW_STORE_ASKS_MAX times for db_timeout_ms each before the 503: libwebsockets'
+ * own 5 s limit for the transaction would close it first. */
+static void send_request(gateway *g, struct lws *wsi, gw_request *r)
 {
     if (r->method == GW_POST && r->body == NULL) {
         r->body = calloc(1, 1);
         if (r->body == NULL)
             rt_oom(1);
     }
+    lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT,
+        (int)((GW_STORE_ASKS_MAX * g->db_timeout_ms + 999) / 1000) + ANSWER_SLACK_S);
     rt_send(g->self, &r->hdr);
 }
 
@@ -258,7 +263,7 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
             ps->req = r;
             return 0;
         }
-        send_request(g, r);
+        send_request(g, wsi, r);
         return 0;
     }
     case LWS_CALLBACK_HTTP_BODY:
@@ -289,7 +294,7 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
             rt_msg_free(&r->hdr);
             return 0;
         }
-        send_request(g, r);
+        send_request(g, wsi, r);
         return 0;
     }
     case LWS_CALLBACK_HTTP_WRITEABLE: {

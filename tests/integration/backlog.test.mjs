@@ -216,6 +216,11 @@ test('a database that stops answering: the coordinator sees it within seconds (i
 
     own.freeze(); // its sockets stay open; nothing answers
     try {
+      // A read that needs it gets its 503 when the wait for the database
+      // ends, not a connection closed before the answer.
+      const slow = await fetch(`${s.url}/api/jobs/${id}`, { signal: AbortSignal.timeout(30000) });
+      assert.equal(slow.status, 503);
+      assert.match((await slow.json()).error, /did not answer in time/);
       await eventually(() => /no answer from the database to SELECT 1 within 10 s/.test(s.out), 'the probe unanswered', 30000);
       assert.match(s.out, /the coordinator's lock went with connection \d+: no work is handed out until it is held again/);
       const h = await health(s);
