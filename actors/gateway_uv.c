@@ -181,7 +181,15 @@ static gw_request *new_request(struct lws *wsi, uint64_t session, int method, co
      * that do not fit are not dropped in silence (a filter left out widens
      * an answer): the request is refused. */
     size_t q = 0;
-    for (int i = 0; lws_hdr_fragment_length(wsi, WSI_TOKEN_HTTP_URI_ARGS, i) > 0; i++) {
+    char none[1];
+    for (int i = 0;; i++) {
+        /* an empty argument ("a=1&&b=2") is passed over; only a fragment
+         * that is not there ends the list (both have length 0) */
+        if (lws_hdr_fragment_length(wsi, WSI_TOKEN_HTTP_URI_ARGS, i) == 0) {
+            if (lws_hdr_copy_fragment(wsi, none, sizeof none, WSI_TOKEN_HTTP_URI_ARGS, i) < 0)
+                break;
+            continue;
+        }
         int n = lws_hdr_copy_fragment(wsi, r->query + q, (int)(sizeof r->query - q), WSI_TOKEN_HTTP_URI_ARGS, i);
         if (n < 0 || (size_t)n >= sizeof r->query - q) {
             r->query_too_long = true;

@@ -242,6 +242,13 @@ test('a query value with an encoded & is one value, not the start of another arg
   assert.deepEqual(await owned(`${who}&state=done`), []);
   const both = await call(srv, 'GET', `/api/jobs?kernel=option&owner=${encodeURIComponent(`${who}&b`)}&limit=5`);
   assert.deepEqual([both.status, both.json.map((j) => j.id)], [200, [amp.json.id]], both.text);
+  // an empty argument (a doubled or leading &) is passed over, not the end of the list
+  for (const q of [`?limit=5&&owner=nobody-${process.pid}`, `?&owner=nobody-${process.pid}`, `?owner=nobody-${process.pid}&`]) {
+    const r = await call(srv, 'GET', `/api/jobs${q}`);
+    assert.deepEqual([r.status, r.json], [200, []], `${q}: ${r.text}`);
+  }
+  const gapped = await call(srv, 'GET', '/api/nodes?limit=1&&tier=bogus');
+  assert.equal(gapped.status, 400, gapped.text);
   const nodes = await call(srv, 'GET', `/api/nodes?owner=${encodeURIComponent('x&tier=bogus')}`);
   assert.deepEqual([nodes.status, nodes.json], [200, []], nodes.text);
   for (const r of [plain, amp]) assert.equal((await call(srv, 'POST', `/api/jobs/${r.json.id}/cancel`)).status, 200);
