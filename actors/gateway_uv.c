@@ -46,8 +46,7 @@ struct gw_session {
     size_t body_len;
 };
 
-/* A /ws/events connection. */
-/* A client reads the event log at its own pace: it holds only where it
+/* A /ws/events connection. A client reads the event log at its own pace: it holds only where it
  * is in it, and a snapshot to send first. */
 struct gw_events_conn {
     struct lws *wsi;
@@ -62,6 +61,7 @@ typedef struct pss {
     uint64_t session;
     gw_request *req;         /* a POST waiting for its body */
     bool too_big;
+    bool close;              /* what follows the request cannot be read: close after the answer */
 } pss;
 
 /* ---- transactions (loop thread) ---------------------------------------------------- */
@@ -235,6 +235,39 @@ static void send_request(gateway *g, struct lws *wsi, gw_request *r)
     rt_send(g->self, &r->hdr);
 }
 
+/* What a POST's head says of its body. Returns 0 when it can be read:
+ * Content-Length bytes follow, within max_body; or it has no length at all
+ * (as `curl -X POST` sends), and then the request has no body but the
+ * connection is closed after the answer, since libwebsockets would take
+ * what follows for one. Otherwise the status to refuse it with at once
+ * (and close), with why: a chunked body (not decoded here), a length that
+ * is not a number, one past max_body. */
+static int post_body(const gateway *g, struct lws *wsi, pss *ps, char *why, size_t cap)
+{
+    char cl[32];
+    int n = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH);
+    ps->close = true;
+    if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0) {
+        snprintf(why, cap, "send the body with a Content-Length: chunked bodies are not read");
+        return 411;
+    }
+    if (n <= 0)
+        return 0;
+    bool digits = n <= 19 && lws_hdr_copy(wsi, cl, sizeof cl, WSI_TOKEN_HTTP_CONTENT_LENGTH) == n;
+    for (int i = 0; digits && i < n; i++)
+        digits = cl[i] >= '0' && cl[i] <= '9';
+    if (!digits) {
+        snprintf(why, cap, "Content-Length must be a number of bytes");
+        return 400;
+    }
+    if (strtoull(cl, NULL, 10) > g->max_body) {
+        snprintf(why, cap, "request body over %zu bytes", g->max_body);
+        return 413;
+    }
+    ps->close = false;
+    return 0;
+}
+
 static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
 {
     pss *ps = user;
@@ -263,18 +296,25 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
         }
         ps->session = session_open(g, wsi);
         gw_request *r = new_request(wsi, ps->session, method, path);
-        /* A POST's body follows, if it has one: a request with neither
-         * Content-Length nor Transfer-Encoding has none (RFC 9112 6.3),
-         * such as `curl -X POST` sends. */
-        if (method == GW_POST && (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0 ||
-                                     lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0)) {
-            ps->req = r;
-            return 0;
+        if (method == GW_POST) {
+            char why[96];
+            int refuse = post_body(g, wsi, ps, why, sizeof why);
+            if (refuse != 0) {
+                gw_respond_error(g, ps->session, refuse, NULL, why);
+                rt_msg_free(&r->hdr);
+                return 0;
+            }
+            if (!ps->close) { /* its body follows */
+                ps->req = r;
+                return 0;
+            }
         }
         send_request(g, wsi, r);
         return 0;
     }
     case LWS_CALLBACK_HTTP_BODY:
+        if (len == 0) /* a Content-Length of 0 */
+            return 0;
         if (ps->req == NULL || ps->too_big || ps->req->body_len + len > g->max_body) {
             ps->too_big = true;
             return 0;
@@ -311,6 +351,10 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
             return 0;
         if (lws_add_http_common_headers(wsi, (unsigned)s->status, s->type, s->body_len, &p, end))
             return 1;
+        static const char close_hdr[] = "close";
+        if (ps->close && lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION, (const unsigned char *)close_hdr,
+                             (int)sizeof close_hdr - 1, &p, end))
+            return 1;
         if (s->extra[0] != '\0') {
             const char *colon = strchr(s->extra, ':');
             char name[64];
@@ -331,7 +375,7 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
         free(out);
         session_close(g, ps->session);
         ps->session = 0;
-        if (w != (int)blen)
+        if (w != (int)blen || ps->close)
             return -1;
         return lws_http_transaction_completed(wsi) ? -1 : 0;
     }

@@ -90,6 +90,31 @@ test('bodies that are not JSON as the RFC writes it get 400, at once, whatever t
   }
 });
 
+test('a body the coordinator does not read is refused at once, and the connection closed', async () => {
+  const head = (extra) => `POST /api/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${srv.token}\r\n${extra}\r\n`;
+  const status = (raw) => raw.match(/^HTTP\/1\.1 (\d+)/)?.[1];
+  // chunked: not decoded here, so not taken as a body
+  const chunked = await rawRequest(`${head('Transfer-Encoding: chunked\r\n')}5\r\nhello\r\n0\r\n\r\n`);
+  assert.equal(status(chunked), '411', chunked);
+  assert.match(chunked, /Content-Length/);
+  assert.match(chunked, /^connection: close\r$/mi);
+  // past the limit, or not a length: no wait for bytes that will not be read
+  for (const [cl, code, why] of [['1000000000000', '413', /request body over 1048576 bytes/],
+    ['-1', '400', /Content-Length/], ['12abc', '400', /Content-Length/]]) {
+    const raw = await rawRequest(head(`Content-Length: ${cl}\r\n`));
+    assert.equal(status(raw), code, `${cl}: ${raw}`);
+    assert.match(raw, why, cl);
+    assert.match(raw, /^connection: close\r$/mi, cl);
+  }
+  // no length at all: answered, and closed, since what follows cannot be
+  // told from a body
+  const none = await rawRequest(`${head('')}GET /health HTTP/1.1\r\nHost: x\r\n\r\n`);
+  assert.equal(status(none), '400', none);
+  assert.match(none, /^connection: close\r$/mi);
+  assert.equal(none.match(/HTTP\/1\.1 /g).length, 1, none);
+  assert.equal((await call(srv, 'GET', '/health')).status, 200);
+});
+
 test('tokens: an owner acts for itself only; a revoked token is refused', async () => {
   const made = await call(srv, 'POST', '/api/tokens', { kind: 'api', owner: 'alice', note: 'laptop' });
   assert.equal(made.status, 201, made.text);
