@@ -62,6 +62,7 @@ typedef struct pss {
     gw_request *req;         /* a POST waiting for its body */
     bool too_big;
     bool close;              /* what follows the request cannot be read: close after the answer */
+    bool head;               /* HEAD: the GET's answer without its body */
 } pss;
 
 /* ---- transactions (loop thread) ---------------------------------------------------- */
@@ -282,13 +283,24 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
         if (g != NULL)
             g->ssl_ctx = user;
         return 0;
+    case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+        /* WebSockets upgrade HTTP/1.1; HTTP/2 is not served (as over TLS,
+         * where ALPN offers http/1.1 only): under it libwebsockets 4.1 cuts
+         * answers short. The refusal says so, in HTTP/1.1. */
+        if (strcmp((const char *)in, "websocket") == 0)
+            return 0;
+        return lws_return_http_status(wsi, HTTP_STATUS_BAD_REQUEST,
+                   "this coordinator speaks HTTP/1.1: send the request without Upgrade: h2c") != 0
+            ? -1
+            : 1;
     case LWS_CALLBACK_HTTP: {
         memset(ps, 0, sizeof *ps);
         const char *path = in;
-        int method = lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0     ? GW_POST
-                   : lws_hdr_total_length(wsi, WSI_TOKEN_DELETE_URI) > 0 ? GW_DELETE
-                   : lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0    ? GW_GET
-                                                                          : 0;
+        ps->head = lws_hdr_total_length(wsi, WSI_TOKEN_HEAD_URI) > 0;
+        int method = lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0          ? GW_POST
+                   : lws_hdr_total_length(wsi, WSI_TOKEN_DELETE_URI) > 0      ? GW_DELETE
+                   : lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0 || ps->head ? GW_GET
+                                                                               : 0;
         char file[PATH_MAX];
         if (method == GW_GET && !is_api_path(path) && web_file(g, path, file, sizeof file)) {
             int n = lws_serve_http_file(wsi, file, mime_of(file), NULL, 0);
@@ -366,12 +378,12 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
         }
         if (lws_finalize_write_http_header(wsi, start, &p, end))
             return 1;
-        size_t blen = s->body_len;
+        size_t blen = ps->head ? 0 : s->body_len;
         unsigned char *out = malloc(LWS_PRE + blen + 1);
         if (out == NULL)
             rt_oom(LWS_PRE + blen + 1);
         memcpy(out + LWS_PRE, s->body, blen);
-        int w = lws_write(wsi, out + LWS_PRE, blen, LWS_WRITE_HTTP_FINAL);
+        int w = blen > 0 ? lws_write(wsi, out + LWS_PRE, blen, LWS_WRITE_HTTP_FINAL) : 0;
         free(out);
         session_close(g, ps->session);
         ps->session = 0;

@@ -32,6 +32,35 @@ function rawRequest(request) {
   });
 }
 
+// Sends the requests on one socket of its own, each once the answer to the
+// one before has come whole (split by its Content-Length; head: the first
+// has no body); resolves to the answers, or those that came before the
+// server closed it (within 10 s).
+function rawAnswers(requests, { head = false } = {}) {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(srv.port, '127.0.0.1', () => sock.write(requests[0]));
+    let got = Buffer.alloc(0);
+    const out = [];
+    const done = () => { sock.destroy(); resolve(out); };
+    sock.setTimeout(10000, () => { sock.destroy(); reject(new Error(`no answer in 10 s: ${JSON.stringify(String(got))}`)); });
+    sock.on('data', (d) => {
+      got = Buffer.concat([got, d]);
+      const end = got.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      const headers = got.subarray(0, end).toString();
+      const len = head && out.length === 0 ? 0 : Number(headers.match(/^content-length: (\d+)\r?$/mi)?.[1] ?? 0);
+      if (got.length < end + 4 + len) return;
+      out.push({ status: Number(headers.match(/^HTTP\/1\.[01] (\d+)/)?.[1]), headers,
+        body: got.subarray(end + 4, end + 4 + len).toString(), extra: got.length - end - 4 - len });
+      got = got.subarray(end + 4 + len);
+      if (out.length === requests.length) done();
+      else sock.write(requests[out.length]);
+    });
+    sock.on('end', done);
+    sock.on('error', reject);
+  });
+}
+
 let pg, srv;
 before(async () => {
   pg = await startPostgres();
@@ -113,6 +142,25 @@ test('a body the coordinator does not read is refused at once, and the connectio
   assert.match(none, /^connection: close\r$/mi);
   assert.equal(none.match(/HTTP\/1\.1 /g).length, 1, none);
   assert.equal((await call(srv, 'GET', '/health')).status, 200);
+});
+
+test('HEAD is a GET without the body; an upgrade to HTTP/2 (h2c) is refused in HTTP/1.1', async () => {
+  for (const p of ['/', '/health', '/api/kernels']) {
+    const out = await rawAnswers([`HEAD ${p} HTTP/1.1\r\nHost: x\r\n\r\n`, 'GET /health HTTP/1.1\r\nHost: x\r\n\r\n'],
+      { head: true });
+    assert.equal(out.length, 2, `${p}: ${JSON.stringify(out)}`);
+    assert.equal(out[0].status, 200, `HEAD ${p}: ${out[0].headers}`);
+    assert.match(out[0].headers, /^content-length: [1-9]\d*\r?$/mi, `HEAD ${p} says the length of the GET's body`);
+    assert.equal(out[0].extra, 0, `HEAD ${p}: no body`);
+    assert.equal(out[1].status, 200, `the GET after HEAD ${p}: ${out[1].headers}`);
+    assert.equal(JSON.parse(out[1].body).status, 'ok');
+  }
+  const h2c = 'GET /api/kernels HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n'
+    + 'HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n';
+  const out = await rawAnswers([h2c]);
+  assert.equal(out.length, 1);
+  assert.equal(out[0].status, 400, out[0].headers);
+  assert.match(out[0].body, /HTTP\/1\.1/);
 });
 
 test('tokens: an owner acts for itself only; a revoked token is refused', async () => {
