@@ -74,6 +74,13 @@ typedef struct lane {
     uint64_t budget;           /* items opened to this lane so far */
     sim_stats *agg;            /* nres statistics */
     uint32_t dropped_after;    /* 0 = alive; else phases run before it dropped */
+    /* Journal records of items not opened yet, by first item: a tournament
+     * restored with a gap in an earlier phase holds its later phases'
+     * records until their phase opens (open_to). Owned (each record with
+     * its result bytes in one block) once sc_job_restore returns. */
+    const sc_record **ahead;
+    size_t nahead, ahead_at;
+    bool ahead_owned;
 } lane;
 
 struct pair {
@@ -258,9 +265,12 @@ sc_ledger *sc_ledger_create(const sc_config *config)
     return l;
 }
 
+static void ahead_drop(lane *ln);
+
 static void job_free(job *j)
 {
     for (uint32_t i = 0; i < j->nlanes; i++) {
+        ahead_drop(&j->lanes[i]);
         free(j->lanes[i].pend);
         free(j->lanes[i].agg);
     }
@@ -727,24 +737,34 @@ static double pair_se(job *j, uint32_t v)
     return sqrt(acc * k / (k - 1)) / n;
 }
 
-static int merge_result(job *j, lane *ln, uint64_t chunk, const sim_stats *res, uint64_t count)
+/* Decodes result bytes into res (nres statistics) and checks them against
+ * a chunk of `count` items: each variant's output 0 holds count x
+ * samples_per_item values, and every statistic has its output's layout. */
+static int result_check(const job *j, const void *buf, size_t len, uint64_t count, sim_stats *res)
 {
-    static _Thread_local sim_stats tmp[MAX_RES];
+    sim_stats empty;
     uint32_t nout = j->spec.nout;
     uint64_t want = count * j->spec.samples_per_item;
-
+    if (result_decode(buf, len, j->nres, res) != 0)
+        return SC_EBADRESULT;
     for (uint32_t r = 0; r < j->nres; r += nout)
         if (sim_stats_count(&res[r]) != want)
             return SC_EBADRESULT;
     for (uint32_t r = 0; r < j->nres; r++) {
-        tmp[r] = ln->agg[r];
-        if (sim_stats_merge(&tmp[r], &res[r]) != 0)
-            return SC_EBADRESULT;
+        sim_stats_init(&empty, &j->layouts[r % nout]);
+        if (sim_stats_merge(&empty, &res[r]) != 0)
+            return SC_EBADRESULT; /* another layout */
     }
-    memcpy(ln->agg, tmp, j->nres * sizeof *tmp);
+    return 0;
+}
+
+/* Merges a checked result (result_check) into the lane. */
+static void merge_result(job *j, lane *ln, uint64_t chunk, const sim_stats *res, uint64_t count)
+{
+    for (uint32_t r = 0; r < j->nres; r++)
+        sim_stats_merge(&ln->agg[r], &res[r]); /* cannot fail: the layouts are checked */
     if (j->spec.strategy == SC_STAT_WEIGHTS)
         pair_set(j, chunk, count, res);
-    return 0;
 }
 
 /* ---- jobs ------------------------------------------------------------------------------------------ */
@@ -893,12 +913,101 @@ static uint64_t first_budget(const job *j)
     return j->spec.phase_items;
 }
 
-/* Opens items [ln->budget, budget) of a lane. */
-static void open_to(job *j, lane *ln, uint64_t budget)
+/* A tournament's budget after `budget`: growth times as many items, at
+ * most all of them. */
+static uint64_t next_budget(const job *j, uint64_t budget)
 {
-    if (budget > ln->budget)
-        pend_push_back(j, ln, (range){ ln->budget, budget - ln->budget, 0 });
+    uint64_t next = budget * j->spec.growth;
+    if (next > j->spec.items || next / j->spec.growth != budget)
+        next = j->spec.items;
+    return next;
+}
+
+/* ---- records held for later phases ------------------------------------------------------------- */
+
+static void ahead_drop(lane *ln)
+{
+    if (ln->ahead_owned) {
+        for (size_t i = 0; i < ln->nahead; i++)
+            free((void *)ln->ahead[i]);
+        free(ln->ahead);
+    }
+    ln->ahead = NULL;
+    ln->nahead = ln->ahead_at = 0;
+    ln->ahead_owned = false;
+}
+
+/* Copies the records the lane still holds (they point into the caller's
+ * journal during sc_job_restore) into blocks of its own. */
+static void ahead_keep(lane *ln)
+{
+    size_t n = ln->nahead - ln->ahead_at;
+    const sc_record **own = xcalloc(n, sizeof *own);
+    for (size_t i = 0; i < n; i++) {
+        const sc_record *r = ln->ahead[ln->ahead_at + i];
+        sc_record *c = xcalloc(1, sizeof *c + r->result_len);
+        *c = *r;
+        if (r->result_len > 0) {
+            memcpy(c + 1, r->result, r->result_len);
+            c->result = c + 1;
+        }
+        own[i] = c;
+    }
+    ahead_drop(ln);
+    ln->ahead = own;
+    ln->nahead = n;
+    ln->ahead_owned = true;
+}
+
+/* A record written twice: the store sends a batch again when it cannot
+ * tell whether its commit went through, and only accepted ranges have an
+ * index that keeps a second copy out. */
+static bool same_record(const sc_record *a, const sc_record *b)
+{
+    return a->type == b->type && a->variant == b->variant && a->first == b->first && a->count == b->count &&
+        (a->type != SC_REC_ACCEPT || (a->chunk == b->chunk && a->result_len == b->result_len &&
+                                      memcmp(a->result, b->result, a->result_len) == 0));
+}
+
+/* Applies an ACCEPT or CHUNK_FAILED record that sc_job_restore checked. */
+static void apply(const sc_ledger *l, job *j, lane *ln, const sc_record *r)
+{
+    static _Thread_local sim_stats res[MAX_RES];
+    if (r->type == SC_REC_CHUNK_FAILED) {
+        ln->failed_items += r->count;
+        j->failed_items += r->count;
+        j->chunks_failed++;
+        return;
+    }
+    result_decode(r->result, r->result_len, j->nres, res); /* checked: it decodes */
+    merge_result(j, ln, r->chunk, res, r->count);
+    done_set(l, j, r->chunk, r->token, bytes_hash(r->result, r->result_len));
+    ln->done_items += r->count;
+    j->done_items += r->count;
+    j->chunks_accepted++;
+}
+
+/* Opens items [ln->budget, budget) of a lane. The records it holds for
+ * them (a restore's) are applied, and the rest is pending. */
+static void open_to(const sc_ledger *l, job *j, lane *ln, uint64_t budget)
+{
+    uint64_t at = ln->budget; /* items below this are settled */
+    for (; ln->ahead_at < ln->nahead && ln->ahead[ln->ahead_at]->first < budget; ln->ahead_at++) {
+        const sc_record *r = ln->ahead[ln->ahead_at];
+        if (ln->ahead_at > 0 && same_record(ln->ahead[ln->ahead_at - 1], r))
+            continue; /* the copy of a record: it counts once */
+        /* sc_job_restore refused overlaps, and records that cross a
+         * phase's end: r lies in [at, budget) */
+        if (r->first > at)
+            pend_push_back(j, ln, (range){ at, r->first - at, 0 });
+        apply(l, j, ln, r);
+        at = r->first + r->count;
+    }
+    if (budget > at)
+        pend_push_back(j, ln, (range){ at, budget - at, 0 });
     ln->budget = budget;
+    if (ln->nahead > 0 && ln->ahead_at == ln->nahead)
+        ahead_drop(ln);
 }
 
 int sc_job_add(sc_ledger *l, const sc_job_spec *spec)
@@ -908,7 +1017,7 @@ int sc_job_add(sc_ledger *l, const sc_job_spec *spec)
     if (rc != 0)
         return rc;
     for (uint32_t i = 0; i < j->nlanes; i++)
-        open_to(j, &j->lanes[i], first_budget(j));
+        open_to(l, j, &j->lanes[i], first_budget(j));
     return 0;
 }
 
@@ -1010,8 +1119,10 @@ static uint64_t phase_end(sc_ledger *l, job *j, uint64_t budget)
     eliminate(j);
     for (uint32_t i = 0; i < j->nlanes; i++) {
         lane *ln = &j->lanes[i];
-        if (ln->dropped_after == j->phase)
+        if (ln->dropped_after == j->phase) {
             pend_clear(j, ln); /* nothing in flight: the phase is over */
+            ahead_drop(ln);    /* records of its later phases do not count */
+        }
     }
     sc_record r = { .type = SC_REC_PHASE, .job = j->spec.id, .phase = j->phase, .alive = j->alive };
     journal(l, &r);
@@ -1026,33 +1137,33 @@ static uint64_t phase_end(sc_ledger *l, job *j, uint64_t budget)
         job_end(l, j, SC_JOB_COMPLETE);
         return 0;
     }
-    uint64_t next = budget * j->spec.growth;
-    if (next > j->spec.items || next / j->spec.growth != budget)
-        next = j->spec.items;
-    return next;
+    return next_budget(j, budget);
 }
 
 /* Ends a tournament phase when every survivor has run its budget, and opens
- * the next. Returns true when that ended the job. */
+ * the next; again while a phase is over as it opens (a restore may hold
+ * its records already). Returns true when that ended the job. */
 static bool phase_check(sc_ledger *l, job *j)
 {
-    if (j->spec.strategy != SC_TOURNAMENT || j->state != SC_JOB_RUNNING)
+    if (j->spec.strategy != SC_TOURNAMENT)
         return false;
-    uint64_t budget = 0;
-    for (uint32_t i = 0; i < j->nlanes; i++) {
-        lane *ln = &j->lanes[i];
-        if (ln->dropped_after != 0)
-            continue;
-        if (ln->pending_items != 0 || ln->inflight_items != 0)
-            return false;
-        budget = ln->budget;
+    while (j->state == SC_JOB_RUNNING) {
+        uint64_t budget = 0;
+        for (uint32_t i = 0; i < j->nlanes; i++) {
+            lane *ln = &j->lanes[i];
+            if (ln->dropped_after != 0)
+                continue;
+            if (ln->pending_items != 0 || ln->inflight_items != 0)
+                return false;
+            budget = ln->budget;
+        }
+        uint64_t next = phase_end(l, j, budget);
+        if (next == 0)
+            return true;
+        for (uint32_t i = 0; i < j->nlanes; i++)
+            if (j->lanes[i].dropped_after == 0)
+                open_to(l, j, &j->lanes[i], next);
     }
-    uint64_t next = phase_end(l, j, budget);
-    if (next == 0)
-        return true;
-    for (uint32_t i = 0; i < j->nlanes; i++)
-        if (j->lanes[i].dropped_after == 0)
-            open_to(j, &j->lanes[i], next);
     return false;
 }
 
@@ -1364,11 +1475,10 @@ int sc_complete(sc_ledger *l, uint64_t job_id, uint64_t chunk, const uint8_t tok
             *outcome = SC_STALE; /* another node's token, or the wrong job or chunk */
             return 0;
         }
-        int rc = result_decode(result, len, j->nres, res);
-        if (rc == 0)
-            rc = merge_result(j, ln, c->chunk, res, c->count);
+        int rc = result_check(j, result, len, c->count, res);
         if (rc != 0)
             return rc; /* the claim stays live: the node may send a good one */
+        merge_result(j, ln, c->chunk, res, c->count);
         done_set(l, j, c->chunk, token, bytes_hash(result, len));
         sc_record rec = {
             .type = SC_REC_ACCEPT, .job = j->spec.id, .variant = c->lane, .chunk = c->chunk,
@@ -1510,84 +1620,36 @@ size_t sc_release_node(sc_ledger *l, uint64_t node, uint64_t session, uint64_t n
 
 /* ---- restore ------------------------------------------------------------------------------------------------ */
 
-typedef struct rrec {
-    const sc_record *rec;
-    uint32_t lane;
-} rrec;
-
-static int cmp_rrec(const void *a, const void *b)
+/* By candidate, then first item; records of one range in the order given
+ * (the journal's), so the same journal always restores the same way. */
+static int cmp_rec(const void *a, const void *b)
 {
-    const rrec *x = a, *y = b;
-    if (x->lane != y->lane)
-        return x->lane < y->lane ? -1 : 1;
-    return x->rec->first < y->rec->first ? -1 : x->rec->first > y->rec->first;
+    const sc_record *x = *(const sc_record *const *)a, *y = *(const sc_record *const *)b;
+    if (x->variant != y->variant)
+        return x->variant < y->variant ? -1 : 1;
+    if (x->first != y->first)
+        return x->first < y->first ? -1 : 1;
+    return x < y ? -1 : x > y;
 }
 
-/* Applies one ACCEPT or CHUNK_FAILED record to its lane. */
-static int apply(const sc_ledger *l, job *j, lane *ln, const sc_record *r)
+/* Whether a record's range lies within one phase: a claim is cut from one
+ * phase's items (a job other than a tournament has one phase). */
+static bool within_a_phase(const job *j, const sc_record *r)
 {
-    static _Thread_local sim_stats res[MAX_RES];
-    if (r->type == SC_REC_CHUNK_FAILED) {
-        ln->failed_items += r->count;
-        j->failed_items += r->count;
-        j->chunks_failed++;
-        return 0;
-    }
-    if (result_decode(r->result, r->result_len, j->nres, res) != 0 || merge_result(j, ln, r->chunk, res, r->count) != 0)
-        return SC_EBADRECORD;
-    done_set(l, j, r->chunk, r->token, bytes_hash(r->result, r->result_len));
-    if (r->chunk > j->next_chunk)
-        j->next_chunk = r->chunk; /* new chunk ids continue after the old ones */
-    ln->done_items += r->count;
-    j->done_items += r->count;
-    j->chunks_accepted++;
-    return 0;
-}
-
-/* A record written twice: the store sends a batch again when it cannot
- * tell whether its commit went through, and only accepted ranges have an
- * index that keeps a second copy out. */
-static bool same_record(const sc_record *a, const sc_record *b)
-{
-    return a->type == b->type && a->variant == b->variant && a->first == b->first && a->count == b->count &&
-        (a->type != SC_REC_ACCEPT || (a->chunk == b->chunk && a->result_len == b->result_len &&
-                                      memcmp(a->result, b->result, a->result_len) == 0));
-}
-
-/* Replays a lane's sorted records below `budget` (from *at on), checking
- * they tile without overlap (a record's copy counts once); leaves the gaps
- * pending. */
-static int replay_lane(const sc_ledger *l, job *j, lane *ln, const rrec *v, size_t n, size_t *next, uint64_t budget)
-{
-    uint64_t at = ln->budget; /* items below this are settled */
-    size_t i = *next;
-    for (; i < n && v[i].rec->first < budget; i++) {
-        const sc_record *r = v[i].rec;
-        if (i > 0 && v[i - 1].lane == v[i].lane && same_record(v[i - 1].rec, r))
-            continue;
-        if (r->first < at || r->count > budget - r->first)
-            return SC_EBADRECORD; /* overlaps, or crosses a phase boundary */
-        if (r->first > at)
-            pend_push_back(j, ln, (range){ at, r->first - at, 0 });
-        int rc = apply(l, j, ln, r);
-        if (rc != 0)
-            return rc;
-        at = r->first + r->count;
-    }
-    if (at < budget)
-        pend_push_back(j, ln, (range){ at, budget - at, 0 });
-    ln->budget = budget;
-    *next = i;
-    return 0;
+    uint64_t end = first_budget(j);
+    while (end <= r->first)
+        end = next_budget(j, end); /* ends at items, past r->first */
+    return r->count <= end - r->first;
 }
 
 int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs, size_t n)
 {
+    static _Thread_local sim_stats res[MAX_RES];
     job *j;
     int rc = job_new(l, spec, &j);
     if (rc != 0)
         return rc;
-    rrec *v = xcalloc(n ? n : 1, sizeof *v);
+    const sc_record **v = xcalloc(n ? n : 1, sizeof *v);
     size_t nv = 0;
     sc_job_state end = SC_JOB_RUNNING;
 
@@ -1606,53 +1668,45 @@ int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs,
             continue; /* derived again below */
         if ((r->type != SC_REC_ACCEPT && r->type != SC_REC_CHUNK_FAILED) || r->count == 0 ||
             r->first >= spec->items || r->count > spec->items - r->first || r->variant >= j->nlanes ||
-            (r->type == SC_REC_ACCEPT && (r->chunk == 0 || r->chunk > MAX_CHUNK_ID)))
+            !within_a_phase(j, r))
             goto fail;
-        v[nv++] = (rrec){ r, j->spec.strategy == SC_TOURNAMENT ? r->variant : 0 };
-    }
-    qsort(v, nv, sizeof *v, cmp_rrec);
-
-    /* Each lane's records, from where they start in v. */
-    size_t *next = xcalloc(j->nlanes + 1, sizeof *next);
-    for (size_t i = 0, li = 0; li <= j->nlanes; li++) {
-        while (i < nv && v[i].lane < li)
-            i++;
-        next[li] = i;
-    }
-    size_t *lane_end = next + 1; /* records of lane li are v[next[li] .. next[li + 1]) */
-    size_t *cursor = xcalloc(j->nlanes, sizeof *cursor);
-    for (uint32_t li = 0; li < j->nlanes; li++)
-        cursor[li] = next[li];
-
-    /* Phase by phase, as the live ledger ran them: eliminations depend only
-     * on the aggregates, so they come out the same. Nothing is journaled
-     * again meanwhile. */
-    l->restoring = true;
-    uint64_t budget = first_budget(j);
-    bool bad = false;
-    for (;;) {
-        bool complete = true;
-        for (uint32_t li = 0; li < j->nlanes && !bad; li++) {
-            lane *ln = &j->lanes[li];
-            if (ln->dropped_after != 0)
-                continue;
-            bad = replay_lane(l, j, ln, v, lane_end[li], &cursor[li], budget) != 0;
-            complete &= ln->pending_items == 0;
+        if (r->type == SC_REC_ACCEPT) {
+            if (r->chunk == 0 || r->chunk > MAX_CHUNK_ID || result_check(j, r->result, r->result_len, r->count, res) != 0)
+                goto fail;
+            if (r->chunk > j->next_chunk)
+                j->next_chunk = r->chunk; /* new chunk ids continue after the old ones */
         }
-        if (bad || j->spec.strategy != SC_TOURNAMENT || !complete)
-            break;
-        budget = phase_end(l, j, budget); /* the phase had finished before the crash */
-        if (budget == 0)
-            break;
+        v[nv++] = r;
     }
-    l->restoring = false;
+    qsort(v, nv, sizeof *v, cmp_rec);
+    uint64_t covered = 0; /* of the lane so far */
+    for (size_t i = 0; i < nv; i++) {
+        bool same_lane = i > 0 && v[i - 1]->variant == v[i]->variant;
+        if (!same_lane)
+            covered = 0;
+        else if (v[i]->first < covered && !same_record(v[i - 1], v[i]))
+            goto fail; /* overlaps another */
+        if (v[i]->first + v[i]->count > covered)
+            covered = v[i]->first + v[i]->count;
+    }
+    /* Each lane holds its records, applied as their items open: the first
+     * phase now, a tournament's later ones as the phases before them end,
+     * exactly as the live ledger ran them (eliminations depend only on the
+     * aggregates, so they come out the same). A gap in a phase leaves it
+     * running, its gap pending, and the records of the phases after it
+     * held until it ends. Nothing is journaled again meanwhile. */
+    for (size_t i = 0, k; i < nv; i = k) {
+        lane *ln = &j->lanes[v[i]->variant];
+        for (k = i; k < nv && v[k]->variant == v[i]->variant; k++)
+            ;
+        ln->ahead = v + i;
+        ln->nahead = k - i;
+    }
+    l->restoring = true;
     for (uint32_t li = 0; li < j->nlanes; li++)
-        bad |= cursor[li] != lane_end[li]; /* records past where the lane got */
-    free(next);
-    free(cursor);
-    if (bad)
-        goto fail;
-    free(v);
+        open_to(l, j, &j->lanes[li], first_budget(j));
+    phase_check(l, j);
+    l->restoring = false;
     /* A complete end is derived again from the records rather than taken
      * from its own: a journal that lost a write of its accepts (see
      * docs/coordinator.md) would end the job with part of its result, where
@@ -1665,6 +1719,14 @@ int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs,
         check_end(l, j);     /* done before the crash, its end journaled or not */
         l->restoring = false;
     }
+    for (uint32_t li = 0; li < j->nlanes; li++) {
+        lane *ln = &j->lanes[li];
+        if (ln->ahead_at < ln->nahead && j->state == SC_JOB_RUNNING && ln->dropped_after == 0)
+            ahead_keep(ln); /* v goes now */
+        else
+            ahead_drop(ln);
+    }
+    free(v);
     return 0;
 
 fail:

@@ -997,6 +997,98 @@ Test(sched, tournament_restores_to_the_same_phase_and_result)
     journal_free(&jr2);
 }
 
+/* Compares two tournaments' candidates: alive, when dropped, items done,
+ * and output 0's aggregate to the bit. */
+static void tour_same(sc_ledger *a, sc_ledger *b, uint64_t job)
+{
+    sc_job_status x, y;
+    sc_job_status_get(a, job, &x);
+    sc_job_status_get(b, job, &y);
+    cr_assert_eq(x.state, y.state);
+    cr_assert_eq(x.phase, y.phase);
+    cr_assert_eq(x.alive, y.alive);
+    cr_assert_eq(x.done_items, y.done_items);
+    cr_assert(sim_stats_equal(&x.aggregate[0], &y.aggregate[0]), "the leaders' results differ");
+    for (uint32_t c = 0; c < x.variants; c++) {
+        sc_variant_status u, v;
+        sc_variant_status_get(a, job, c, &u);
+        sc_variant_status_get(b, job, c, &v);
+        cr_assert_eq(u.alive, v.alive, "candidate %u", c);
+        cr_assert_eq(u.dropped_after, v.dropped_after, "candidate %u", c);
+        cr_assert_eq(u.rank, v.rank, "candidate %u", c);
+        cr_assert_eq(u.done_items, v.done_items, "candidate %u", c);
+        cr_assert(memcmp(&u.mean, &v.mean, sizeof u.mean) == 0, "candidate %u: mean %a, %a", c, u.mean, v.mean);
+    }
+}
+
+static uint64_t accepted_items(const journal *jr)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < jr->n; i++)
+        if (jr->recs[i].type == SC_REC_ACCEPT)
+            n += jr->recs[i].count;
+    return n;
+}
+
+/* A tournament's journal that lost a write of phase 0's accepts (the
+ * database failed it, or the coordinator died before it committed) while
+ * phase 1's rows were committed: the job is not failed. Phase 0's gap is
+ * handed out again, phase 1's accepts are kept (nothing is computed
+ * twice), and the job ends with the phases, survivors and result of the
+ * run that lost nothing. Each of phase 0's accepts in turn is the one lost. */
+Test(sched, tournament_with_a_gap_in_an_earlier_phase_keeps_the_later_phases)
+{
+    journal jr = { 0 };
+    sc_ledger *l = simple(&jr);
+    sc_job_spec s = tour_spec(0);
+    sc_job_add(l, &s);
+    tour_drive(l, 5, 40); /* into phase 1 */
+    sc_job_status st;
+    sc_job_status_get(l, 5, &st);
+    cr_assert_eq(st.phase, 1);
+    journal mid = { 0 }; /* the journal at the crash */
+    uint64_t later = 0;
+    for (size_t i = 0; i < jr.n; i++) {
+        journal_put(&mid, &jr.recs[i]);
+        if (jr.recs[i].type == SC_REC_ACCEPT && jr.recs[i].first >= s.phase_items)
+            later += jr.recs[i].count;
+    }
+    cr_assert_gt(later, 0, "phase 1 has accepts in the journal");
+    tour_drive(l, 5, 100000); /* the run that lost nothing */
+
+    int tried = 0;
+    for (size_t k = 0; k < mid.n; k++) {
+        if (mid.recs[k].type != SC_REC_ACCEPT || mid.recs[k].first >= s.phase_items)
+            continue;
+        journal kept = { 0 }, jr2 = { 0 };
+        for (size_t i = 0; i < mid.n; i++)
+            if (i != k)
+                journal_put(&kept, &mid.recs[i]);
+        sc_ledger *r = new_ledger(&jr2, 9);
+        int rc = sc_job_restore(r, &s, kept.recs, kept.n);
+        cr_assert_eq(rc, 0, "record %zu lost: restore %d (%s)", k, rc, sc_strerror(rc));
+        sc_job_status_get(r, 5, &st);
+        cr_assert_eq(st.state, SC_JOB_RUNNING);
+        cr_assert_eq(st.phase, 0, "phase 0 is not over: its gap is pending");
+        cr_assert_eq(st.pending_items, mid.recs[k].count, "only the gap is pending");
+        cr_assert_eq(jr2.n, 0, "a restore journals nothing");
+        tour_drive(r, 5, 100000);
+        sc_job_status_get(r, 5, &st);
+        cr_assert_eq(st.state, SC_JOB_COMPLETE);
+        tour_same(l, r, 5);
+        cr_assert_eq(accepted_items(&kept) + accepted_items(&jr2), st.done_items,
+            "phase 1's accepts from the journal count, none is computed again");
+        sc_ledger_destroy(r);
+        journal_free(&kept);
+        journal_free(&jr2);
+        tried++;
+    }
+    cr_assert_geq(tried, CANDIDATES * 2, "%d of phase 0's accepts", tried);
+    sc_ledger_destroy(l);
+    journal_free(&jr);
+    journal_free(&mid);
+}
+
 /* Runs a node that never returns the chunks of the candidates in `lost`
  * (a bit mask): their leases run out, and after max_attempts they fail. */
 static void tour_drive_losing(sc_ledger *l, uint64_t job, uint32_t lost, int rounds)
