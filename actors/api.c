@@ -815,6 +815,12 @@ static char *work_metrics(gateway *g)
                      "# TYPE simfarm_claims_reclaimed_total counter\n"
                      "simfarm_claims_reclaimed_total{why=\"lease\"} %" PRIu64 "\n"
                      "simfarm_claims_reclaimed_total{why=\"node_gone\"} %" PRIu64 "\n"
+                     "# HELP simfarm_journal_conflicts_total Journal records at odds with others: accepts not "
+                     "written because the row of their first item holds another count or result (insert), records "
+                     "a job's restore skipped because they overlap others (restore).\n"
+                     "# TYPE simfarm_journal_conflicts_total counter\n"
+                     "simfarm_journal_conflicts_total{where=\"insert\"} %" PRIu64 "\n"
+                     "simfarm_journal_conflicts_total{where=\"restore\"} %" PRIu64 "\n"
                      "# HELP simfarm_items_accepted_total Items of the chunk results accepted.\n"
                      "# TYPE simfarm_items_accepted_total counter\nsimfarm_items_accepted_total %" PRIu64 "\n"
                      "# HELP simfarm_node_sessions_cut_off_total Node sessions closed for abuse.\n"
@@ -826,7 +832,8 @@ static char *work_metrics(gateway *g)
                      "simfarm_node_connections_refused_total %" PRIu64 "\n"
                      "# HELP simfarm_chunk_results_total Signed chunk results by what became of them.\n"
                      "# TYPE simfarm_chunk_results_total counter\n",
-        ss.jobs, ss.claims, ss.expired, ss.released, ns.items_accepted, ns.cut_off, ns.refused);
+        ss.jobs, ss.claims, ss.expired, ss.released, ss.conflicts_written, ss.conflicts_restored, ns.items_accepted,
+        ns.cut_off, ns.refused);
     for (int i = 0; i < CD_RESULT_KINDS; i++)
         m = cat(m, rt_fmt("simfarm_chunk_results_total{outcome=\"%s\"} %" PRIu64 "\n", outcome[i], ns.results[i]));
     m = cat(m, rt_fmt("# HELP simfarm_jobs_finished_total Jobs ended since the start, by state.\n"

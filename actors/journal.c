@@ -106,11 +106,20 @@ cd_query *cd_journal_insert(const sc_record *recs, size_t n)
         else
             put_null(&col[COL_STATE]);
     }
+    /* The rows the unique index turns away are counted only when there
+     * are any (the ELSE's subquery runs only then): the statement sees
+     * the journal as it was before its INSERT, so those are the rows that
+     * were there, and a row the same as the one sent is a resend. */
     cd_query *q = cd_query_new(
-        "INSERT INTO journal (job_id, type, variant, chunk, first_item, item_count, token, result, phase, state) "
+        "WITH r (job_id, type, variant, chunk, first_item, item_count, token, result, phase, state) AS ("
         "SELECT * FROM unnest($1::bigint[], $2::smallint[], $3::integer[], $4::bigint[], $5::bigint[], "
-        "$6::bigint[], $7::bytea[], $8::bytea[], $9::integer[], $10::smallint[]) "
-        "ON CONFLICT DO NOTHING");
+        "$6::bigint[], $7::bytea[], $8::bytea[], $9::integer[], $10::smallint[])), "
+        "i AS (INSERT INTO journal (job_id, type, variant, chunk, first_item, item_count, token, result, phase, state) "
+        "SELECT * FROM r ON CONFLICT DO NOTHING RETURNING type) "
+        "SELECT CASE WHEN (SELECT count(*) FROM i WHERE type = 1) = (SELECT count(*) FROM r WHERE type = 1) THEN 0 "
+        "ELSE (SELECT count(*) FROM r JOIN journal j ON j.job_id = r.job_id AND j.variant = r.variant "
+        "AND j.first_item = r.first_item AND j.type = 1 WHERE r.type = 1 "
+        "AND (j.item_count <> r.item_count OR j.result IS DISTINCT FROM r.result)) END");
     q->group = true; /* may share a commit with other writes */
     for (int i = 0; i < NCOLS; i++) {
         column *c = &col[i];

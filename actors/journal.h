@@ -7,6 +7,9 @@
  * inserted in the order given, so their `seq` keeps the ledger's order.
  * A row already there (an item range accepted before a crash, written
  * again) is skipped by the journal's unique keys: writing is idempotent.
+ * The statement answers one row, one column: how many of its accepts were
+ * not written because a row for the same first item holds another count
+ * or result (0 normally; the row there stands).
  */
 #ifndef SIMFARM_ACTORS_JOURNAL_H
 #define SIMFARM_ACTORS_JOURNAL_H

@@ -199,6 +199,7 @@ typedef struct sched {
     struct {
         char pad0[64];
         _Atomic uint64_t jobs, claims, expired, released;
+        _Atomic uint64_t conflicts_written, conflicts_restored;
         char pad1[64];
     } g;
 } sched;
@@ -1296,6 +1297,17 @@ static int add_records(op *o, PGresult *res)
     return n;
 }
 
+/* Adds n (if any) to one of the counters of journal records at odds with
+ * others and says so on stderr. */
+static void count_conflicts(_Atomic uint64_t *counter, uint64_t n, const char *what)
+{
+    if (n == 0)
+        return;
+    fprintf(stderr, "simfarm scheduler: %" PRIu64 " %s\n", n, what);
+    /* only this behaviour writes it; a reader prints it alone */
+    atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + n, memory_order_relaxed);
+}
+
 static void restore_job(sched *s, op *o)
 {
     if (is_gone(s, o->info.id)) { /* cancelled during the load: its job.finished is sent */
@@ -1320,6 +1332,12 @@ static void restore_job(sched *s, op *o)
     s->jobs[s->njobs++] = o->info;
     sc_job_status st;
     sc_job_status_get(s->l, o->info.id, &st);
+    if (st.records_skipped > 0) {
+        char what[160];
+        snprintf(what, sizeof what, "records of job %" PRIu64 "'s journal skipped: each overlaps another, and "
+            "what only they covered is computed again", o->info.id);
+        count_conflicts(&s->g.conflicts_restored, st.records_skipped, what);
+    }
     if (st.state == SC_JOB_RUNNING) {
         emit(s, "job.started", o->info.id, NULL);
         s->jobs[s->njobs - 1].dirty = true;
@@ -1355,6 +1373,10 @@ static void on_reply(sched *s, rt_msg *m)
         if (error != NULL)
             fprintf(stderr, "simfarm scheduler: write failed: %s\n", error);
         bool row = error == NULL && PQntuples(r->res) == 1 && PQnfields(r->res) == 1;
+        if (row && w.epoch != 0) /* a journal INSERT: its rows at odds with the journal (journal.h) */
+            count_conflicts(&s->g.conflicts_written, strtoull(PQgetvalue(r->res, 0, 0), NULL, 10),
+                "journal rows not written: each repeats the first item of an accepted range with another count or "
+                "result, and the row there stands");
         write_done(s, w, error == NULL, row ? PQgetvalue(r->res, 0, 0) : NULL);
         return;
     }
@@ -1692,6 +1714,8 @@ void cd_scheduler_stats_get(rt_actor *scheduler, cd_scheduler_stats *out)
     out->claims = atomic_load_explicit(&s->g.claims, memory_order_relaxed);
     out->expired = atomic_load_explicit(&s->g.expired, memory_order_relaxed);
     out->released = atomic_load_explicit(&s->g.released, memory_order_relaxed);
+    out->conflicts_written = atomic_load_explicit(&s->g.conflicts_written, memory_order_relaxed);
+    out->conflicts_restored = atomic_load_explicit(&s->g.conflicts_restored, memory_order_relaxed);
 }
 
 rt_actor *cd_scheduler_spawn(rt_system *sys, const cd_scheduler_opts *opts)

@@ -118,12 +118,16 @@ typedef struct cd_scheduler_opts {
 } cd_scheduler_opts;
 
 /* The ledger's figures for /metrics, as of the scheduler's last lease
- * sweep (every second). */
+ * sweep (every second); the journal's as they happen. */
 typedef struct cd_scheduler_stats {
     uint64_t jobs;            /* unfinished jobs the scheduler holds */
     uint64_t claims;          /* chunks handed out and not yet answered */
     uint64_t expired;         /* claims whose lease ran out (their ranges handed out again), since the start */
     uint64_t released;        /* claims taken back because their node went away, since the start */
+    /* Journal records at odds with others, since the start: accepts not
+     * written because a row for the same first item holds another count
+     * or result; records loaded jobs' restores skipped (they overlap others). */
+    uint64_t conflicts_written, conflicts_restored;
 } cd_scheduler_stats;
 
 /* Any thread. */

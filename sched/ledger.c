@@ -99,6 +99,7 @@ typedef struct job {
     uint64_t pending_items, inflight_items, done_items, failed_items; /* all lanes */
     uint32_t inflight_claims;
     uint64_t next_chunk, chunks_accepted, chunks_failed, reclaims;
+    uint64_t records_skipped;  /* journal records its restore skipped: they overlap others */
     /* stat_weights: per accepted chunk, in the order accepted, its id, its
      * items and its variants-1 mean differences from the baseline */
     struct pair *pairs;
@@ -959,16 +960,6 @@ static void ahead_keep(lane *ln)
     ln->ahead_owned = true;
 }
 
-/* A record written twice: the store sends a batch again when it cannot
- * tell whether its commit went through, and only accepted ranges have an
- * index that keeps a second copy out. */
-static bool same_record(const sc_record *a, const sc_record *b)
-{
-    return a->type == b->type && a->variant == b->variant && a->first == b->first && a->count == b->count &&
-        (a->type != SC_REC_ACCEPT || (a->chunk == b->chunk && a->result_len == b->result_len &&
-                                      memcmp(a->result, b->result, a->result_len) == 0));
-}
-
 /* Applies an ACCEPT or CHUNK_FAILED record that sc_job_restore checked. */
 static void apply(const sc_ledger *l, job *j, lane *ln, const sc_record *r)
 {
@@ -994,10 +985,8 @@ static void open_to(const sc_ledger *l, job *j, lane *ln, uint64_t budget)
     uint64_t at = ln->budget; /* items below this are settled */
     for (; ln->ahead_at < ln->nahead && ln->ahead[ln->ahead_at]->first < budget; ln->ahead_at++) {
         const sc_record *r = ln->ahead[ln->ahead_at];
-        if (ln->ahead_at > 0 && same_record(ln->ahead[ln->ahead_at - 1], r))
-            continue; /* the copy of a record: it counts once */
-        /* sc_job_restore refused overlaps, and records that cross a
-         * phase's end: r lies in [at, budget) */
+        /* sc_job_restore kept no overlaps, and no record crosses the end
+         * of a phase: r lies in [at, budget) */
         if (r->first > at)
             pend_push_back(j, ln, (range){ at, r->first - at, 0 });
         apply(l, j, ln, r);
@@ -1248,6 +1237,7 @@ int sc_job_status_get(sc_ledger *l, uint64_t id, sc_job_status *out)
         .chunks_accepted = j->chunks_accepted,
         .chunks_failed = j->chunks_failed,
         .reclaims = j->reclaims,
+        .records_skipped = j->records_skipped,
         .aggregate = leader(j)->agg,
         .nout = j->spec.nout,
         .variants = j->spec.variants,
@@ -1632,6 +1622,16 @@ static int cmp_rec(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* A record written twice: the store sends a batch again when it cannot
+ * tell whether its commit went through, and only accepted ranges have an
+ * index that keeps a second copy out. */
+static bool same_record(const sc_record *a, const sc_record *b)
+{
+    return a->type == b->type && a->variant == b->variant && a->first == b->first && a->count == b->count &&
+        (a->type != SC_REC_ACCEPT || (a->chunk == b->chunk && a->result_len == b->result_len &&
+                                      memcmp(a->result, b->result, a->result_len) == 0));
+}
+
 /* Whether a record's range lies within one phase: a claim is cut from one
  * phase's items (a job other than a tournament has one phase). */
 static bool within_a_phase(const job *j, const sc_record *r)
@@ -1679,16 +1679,28 @@ int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs,
         v[nv++] = r;
     }
     qsort(v, nv, sizeof *v, cmp_rec);
-    uint64_t covered = 0; /* of the lane so far */
+    /* A record that overlaps one kept before it (by first item, then the
+     * journal's order) is skipped, and what of it the kept ones do not
+     * cover stays pending: a copy of a record (written twice) silently,
+     * another (a row the journal's index could not refuse, or a
+     * different result for an accepted range) counted in records_skipped,
+     * rather than failing the job with every result it has. */
+    size_t kept = 0;
+    uint64_t covered = 0; /* the end of the lane's last kept record */
     for (size_t i = 0; i < nv; i++) {
-        bool same_lane = i > 0 && v[i - 1]->variant == v[i]->variant;
-        if (!same_lane)
+        const sc_record *r = v[i];
+        if (i == 0 || v[i - 1]->variant != r->variant)
             covered = 0;
-        else if (v[i]->first < covered && !same_record(v[i - 1], v[i]))
-            goto fail; /* overlaps another */
-        if (v[i]->first + v[i]->count > covered)
-            covered = v[i]->first + v[i]->count;
+        if (r->first < covered) {
+            /* v[i - 1] is not overwritten yet; a copy may follow another
+             * record of its range, so the last kept one is asked too */
+            j->records_skipped += !same_record(v[i - 1], r) && !same_record(v[kept - 1], r);
+            continue;
+        }
+        v[kept++] = r;
+        covered = r->first + r->count;
     }
+    nv = kept;
     /* Each lane holds its records, applied as their items open: the first
      * phase now, a tournament's later ones as the phases before them end,
      * exactly as the live ledger ran them (eliminations depend only on the

@@ -27,7 +27,7 @@
     X(EXISTS, "a job with this id is already in the ledger")                       \
     X(NOJOB, "no such job")                                                        \
     X(BADRESULT, "the result does not decode or does not match its chunk")         \
-    X(BADRECORD, "a journal record is malformed or overlaps another")              \
+    X(BADRECORD, "a journal record is malformed or does not fit its job")          \
     X(TOOBIG, "the job is too large")
 
 enum {
@@ -160,6 +160,7 @@ typedef struct sc_job_status {
     uint64_t items, done_items, failed_items, inflight_items, pending_items;
     uint32_t inflight_claims;
     uint64_t chunks_accepted, chunks_failed, reclaims;
+    uint64_t records_skipped;   /* journal records its restore skipped: each overlaps one kept */
     const sim_stats *aggregate; /* merged results, valid until the next call: nout of
                                    them (single, tournament: the leader's), or
                                    variants x nout, variant-major (stat_weights) */
@@ -189,7 +190,11 @@ int sc_job_add(sc_ledger *l, const sc_job_spec *spec);
 
 /* Adds a job and replays its journal records (any order), so a restarted
  * coordinator resumes where it was: accepted ranges stay done, their
- * results are merged again, everything else is handed out anew. A job-end
+ * results are merged again, everything else is handed out anew. A record
+ * that overlaps one kept before it (by first item, then in the order
+ * given) is skipped (counted in records_skipped unless it is a copy) and
+ * its items not covered otherwise are pending; a malformed record is
+ * SC_EBADRECORD, and then no job is added. A job-end
  * record stops the job in its state, except `complete`: the job is complete
  * only if its records show it, and a range missing from them is handed out
  * anew. A restore journals nothing: the caller records the end of a job it

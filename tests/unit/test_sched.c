@@ -646,12 +646,9 @@ Test(sched, bad_specs_and_journals_are_refused)
     cr_assert_eq(sc_job_add(l, &s), SC_EEXISTS);
 
     size_t len = result_of(0, 60, buf, sizeof buf);
-    sc_record overlap[2] = {
-        { .type = SC_REC_ACCEPT, .job = 2, .chunk = 1, .first = 0, .count = 60, .result = buf, .result_len = len },
-        { .type = SC_REC_ACCEPT, .job = 2, .chunk = 2, .first = 50, .count = 60, .result = buf, .result_len = len },
-    };
+    sc_record first = { .type = SC_REC_ACCEPT, .job = 2, .chunk = 1, .first = 0, .count = 60, .result = buf,
+        .result_len = len };
     sc_job_spec s2 = spec_of(2, 200);
-    cr_assert_eq(sc_job_restore(l, &s2, overlap, 2), SC_EBADRECORD);
     sc_record outside = { .type = SC_REC_CHUNK_FAILED, .job = 2, .first = 190, .count = 20 };
     cr_assert_eq(sc_job_restore(l, &s2, &outside, 1), SC_EBADRECORD);
     sc_record garbage = { .type = SC_REC_ACCEPT, .job = 2, .chunk = 1, .first = 0, .count = 60, .result = "xx", .result_len = 2 };
@@ -661,15 +658,14 @@ Test(sched, bad_specs_and_journals_are_refused)
     cr_assert_eq(sc_job_restore(l, &s2, &garbage, 1), SC_EBADRECORD);
     sc_job_status st;
     cr_assert_eq(sc_job_status_get(l, 2, &st), SC_ENOJOB, "a refused restore leaves no job behind");
-    cr_assert_eq(sc_job_restore(l, &s2, overlap, 1), 0);
+    cr_assert_eq(sc_job_restore(l, &s2, &first, 1), 0);
     sc_job_status_get(l, 2, &st);
     cr_assert_eq(st.done_items, 60);
     cr_assert_eq(st.pending_items, 140);
 
     /* A batch the store sent again, unsure whether it was committed: its
-     * records twice. Exact copies count once; a different result for the
-     * same range is still refused. */
-    unsigned char buf2[2048], buf3[2048];
+     * records twice. Exact copies count once. */
+    unsigned char buf2[2048];
     size_t len2 = result_of(100, 50, buf2, sizeof buf2);
     sc_record twice[5] = {
         { .type = SC_REC_ACCEPT, .job = 3, .chunk = 1, .first = 0, .count = 60, .result = buf, .result_len = len },
@@ -685,12 +681,7 @@ Test(sched, bad_specs_and_journals_are_refused)
     cr_assert_eq(st.failed_items, 40);
     cr_assert_eq(st.chunks_failed, 1);
     cr_assert_eq(st.pending_items, 50);
-    sc_job_spec s4 = spec_of(4, 200);
-    for (int i = 0; i < 5; i++)
-        twice[i].job = 4;
-    twice[4].result = buf3;
-    twice[4].result_len = result_of(101, 50, buf3, sizeof buf3);
-    cr_assert_eq(sc_job_restore(l, &s4, twice, 5), SC_EBADRECORD, "another result for an accepted range");
+    cr_assert_eq(st.records_skipped, 0, "copies are not counted");
     cr_assert_str_eq(sc_strerror(SC_EBADRESULT), "the result does not decode or does not match its chunk");
     sc_ledger_destroy(l);
     journal_free(&jr);
@@ -1087,6 +1078,98 @@ Test(sched, tournament_with_a_gap_in_an_earlier_phase_keeps_the_later_phases)
     sc_ledger_destroy(l);
     journal_free(&jr);
     journal_free(&mid);
+}
+
+/* Records that overlap (a row the journal's unique index could not refuse,
+ * its first item another; or another result for an accepted range) do not
+ * fail the job: the first by first item, then in the journal's order, is
+ * kept, the others are skipped and counted, and what only they covered is
+ * handed out again. The job ends with a sequential run's result. */
+Test(sched, overlapping_records_are_skipped_and_counted)
+{
+    static unsigned char a[2048], b[2048], c[2048], d[2048];
+    journal jr = { 0 }, again = { 0 };
+    sc_ledger *l = simple(&jr);
+    sc_job_spec s = spec_of(1, 300);
+    size_t la = result_of(0, 60, a, sizeof a), lb = result_of(50, 60, b, sizeof b);
+    size_t lc = result_of(100, 50, c, sizeof c), ld = result_of(101, 50, d, sizeof d);
+    sc_record recs[] = {
+        { .type = SC_REC_ACCEPT, .job = 1, .chunk = 2, .first = 50, .count = 60, .result = b, .result_len = lb },
+        { .type = SC_REC_ACCEPT, .job = 1, .chunk = 3, .first = 100, .count = 50, .result = c, .result_len = lc },
+        { .type = SC_REC_ACCEPT, .job = 1, .chunk = 1, .first = 0, .count = 60, .result = a, .result_len = la },
+        { .type = SC_REC_ACCEPT, .job = 1, .chunk = 4, .first = 100, .count = 50, .result = d, .result_len = ld },
+        { .type = SC_REC_ACCEPT, .job = 1, .chunk = 3, .first = 100, .count = 50, .result = c, .result_len = lc },
+        { .type = SC_REC_CHUNK_FAILED, .job = 1, .first = 120, .count = 10 },
+    };
+    int rc = sc_job_restore(l, &s, recs, sizeof recs / sizeof *recs);
+    cr_assert_eq(rc, 0, "restore: %d (%s)", rc, sc_strerror(rc));
+    sc_job_status st;
+    sc_job_status_get(l, 1, &st);
+    cr_assert_eq(st.state, SC_JOB_RUNNING);
+    cr_assert_eq(st.records_skipped, 3, "[50, 110), the other result for [100, 150) and the failure inside it");
+    cr_assert_eq(st.done_items, 110, "[0, 60) and [100, 150)");
+    cr_assert_eq(st.failed_items, 0);
+    cr_assert_eq(st.pending_items, 190, "[60, 100) and [150, 300)");
+    sim_stats want, part;
+    stats_of(0, 60, &want);
+    stats_of(100, 50, &part);
+    sim_stats_merge(&want, &part);
+    cr_assert(sim_stats_equal(&st.aggregate[0], &want), "the kept records' result");
+    sc_outcome out;
+    cr_assert_eq(sc_complete(l, 1, 3, recs[1].token, 1, c, lc, 0, &out, NULL), 0);
+    cr_assert_eq(out, SC_IDEMPOTENT, "a kept record's chunk answers as accepted");
+    cr_assert_eq(sc_complete(l, 1, 4, recs[3].token, 1, d, ld, 0, &out, NULL), 0);
+    cr_assert_neq(out, SC_IDEMPOTENT, "a skipped record's chunk does not");
+
+    finish_job(l, 100);
+    sc_job_status_get(l, 1, &st);
+    cr_assert_eq(st.state, SC_JOB_COMPLETE);
+    stats_of(0, 300, &want);
+    cr_assert(sim_stats_equal(&st.aggregate[0], &want), "the whole job's result");
+    sc_ledger_destroy(l);
+
+    /* The same in a tournament's phase held back by a gap before it. */
+    sc_ledger *t = simple(&jr);
+    sc_job_spec ts = tour_spec(0);
+    sc_job_add(t, &ts);
+    tour_drive(t, 5, 40); /* into phase 1 */
+    journal mid = { 0 };
+    size_t k = 0, over = 0;
+    for (size_t i = 0; i < jr.n; i++) {
+        if (jr.recs[i].job != 5)
+            continue;
+        if (k == 0 && jr.recs[i].type == SC_REC_ACCEPT) {
+            k = i + 1; /* phase 0's first accept is lost */
+            continue;
+        }
+        journal_put(&mid, &jr.recs[i]);
+        if (over == 0 && jr.recs[i].type == SC_REC_ACCEPT && jr.recs[i].first >= ts.phase_items &&
+            jr.recs[i].count > 1)
+            over = mid.n; /* a phase 1 accept, with an overlapping copy of it one item on */
+    }
+    cr_assert_gt(over, 0);
+    static unsigned char e[4096];
+    sc_record shifted = mid.recs[over - 1];
+    shifted.first++;
+    shifted.count--;
+    shifted.chunk = 1000;
+    shifted.result = e;
+    shifted.result_len = tour_result(shifted.variant, shifted.first, shifted.count, e, sizeof e);
+    journal_put(&mid, &shifted);
+    sc_ledger *r = new_ledger(&again, 9);
+    rc = sc_job_restore(r, &ts, mid.recs, mid.n);
+    cr_assert_eq(rc, 0, "restore: %d (%s)", rc, sc_strerror(rc));
+    sc_job_status_get(r, 5, &st);
+    cr_assert_eq(st.phase, 0);
+    cr_assert_eq(st.records_skipped, 1);
+    tour_drive(t, 5, 100000);
+    tour_drive(r, 5, 100000);
+    tour_same(t, r, 5);
+    sc_ledger_destroy(t);
+    sc_ledger_destroy(r);
+    journal_free(&mid);
+    journal_free(&jr);
+    journal_free(&again);
 }
 
 /* Runs a node that never returns the chunks of the candidates in `lost`
