@@ -451,6 +451,7 @@ typedef struct req {
     req_kind kind;
     uint64_t frame_id;     /* the node's frame this answers */
     int batch, slot;       /* R_COMPLETE: which batch, which outcome */
+    uint8_t token[16];     /* R_COMPLETE: the result's claim token */
     uint64_t job;          /* R_SAVE: the save round */
     uint8_t hash[32];
 } req;
@@ -1076,11 +1077,14 @@ static void on_ctx(session *s, const req *r, cd_result *res)
     send_msg(s, &m);
 }
 
-/* Chunk ids are per job; job 0 matches any (heartbeats list ids only). */
-static int fly_find(const session *s, uint64_t job, uint64_t chunk)
+/* The claim this session holds for chunk `chunk` of job under `token`, or
+ * -1. By the token too: a job's chunk ids go on after the highest accepted
+ * one when the coordinator starts again, so a chunk a node still computes
+ * from before and a claim handed out since can share an id. */
+static int fly_find(const session *s, uint64_t job, uint64_t chunk, const uint8_t token[16])
 {
     for (size_t i = 0; i < s->nfly; i++)
-        if (s->fly[i].chunk == chunk && (job == 0 || s->fly[i].job == job))
+        if (s->fly[i].chunk == chunk && s->fly[i].job == job && memcmp(s->fly[i].token, token, 16) == 0)
             return (int)i;
     return -1;
 }
@@ -1145,9 +1149,8 @@ static void on_complete(session *s, pr_msg *m)
          * and context are checked here, for the claims this session handed
          * out; a claim from an earlier session of the node is matched by
          * token only. */
-        int k = fly_find(s, c->batch.job, r->chunk);
-        if (k >= 0 && memcmp(s->fly[k].token, r->token, 16) == 0 &&
-            (s->fly[k].first != r->start || s->fly[k].count != r->count ||
+        int k = fly_find(s, c->batch.job, r->chunk, r->token);
+        if (k >= 0 && (s->fly[k].first != r->start || s->fly[k].count != r->count ||
              memcmp(s->fly[k].ctx_hash, c->batch.ctx_hash, 32) != 0)) {
             bt->answered++;
             continue;
@@ -1169,6 +1172,7 @@ static void on_complete(session *s, pr_msg *m)
         req *rq = req_add(s, id, R_COMPLETE);
         rq->batch = b;
         rq->slot = (int)i;
+        memcpy(rq->token, r->token, 16);
     }
     if (bt->answered == bt->n) /* nothing was asked: answer now */
         batch_ack(s, bt);
@@ -1192,7 +1196,7 @@ static void on_completed(session *s, const req *r, const cd_completed *res)
     o->outcome = told[kind];
     if (res != NULL && res->err == 0)
         bt->job_complete |= res->job_complete;
-    int k = fly_find(s, bt->job, o->chunk);
+    int k = fly_find(s, bt->job, o->chunk, r->token);
     if (k >= 0 && o->outcome == PR_OUTCOME_ACCEPTED) {
         s->view.chunks_done++;
         s->view.items_done += s->fly[k].count;

@@ -486,3 +486,63 @@ test('a node back on a new connection keeps its new claims when the old connecti
     await srv.stop();
   }
 });
+
+test('a stale result from before a restart leaves the new claim of its chunk id held', async () => {
+  // A job's chunk ids go on after the highest accepted one when the
+  // coordinator starts again, so a chunk in flight at the restart can share
+  // its id with a new claim. The node, back on a new connection, sends the
+  // old chunk's result: it is stale, and the new claim of that id keeps
+  // its slot (no other chunk takes it, and heartbeats renew its lease).
+  // Three chunks of 1,000 items (speeds unknown: the smallest chunks).
+  const items = 3000, seed = 27;
+  const harness = path.join(build, 'tests/wasm/node_actor');
+  const key = nodeKey();
+  let srv = await serve(pg.url, { extra: ['--open-enrolment'] });
+  const old = await ScriptedNode.connect(srv.port, { key });
+  let fresh, id = 0, beat;
+  const chunks = (n) => n.msgs.filter((m) => m.type === 'assign' && m.body.job === id)
+    .flatMap((m) => m.body.chunks.map((c) => ({ ...c, ctxHash: m.body.ctx_hash })));
+  const result = async (c) => {
+    const r = await run(harness, ['chunk', 'option', JSON.stringify(option), String(seed), String(c.start),
+      String(c.count)]);
+    assert.equal(r.code, 0, r.stderr);
+    return { chunk: c.chunk, token: c.token, start: c.start, count: c.count, elapsedMs: 0,
+      data: Buffer.from(r.stdout.trim().split(' ')[1], 'hex') };
+  };
+  try {
+    await old.hello({ cores: 2, maxParallel: 2 });
+    id = await submit(srv, option, items, seed);
+    await eventually(() => chunks(old).length === 2, 'two chunks', 30000);
+    const [first, second] = chunks(old);
+    const done = old.complete({ job: id, ctxHash: first.ctxHash, results: [await result(first)] });
+    const ack = await old.until((m) => m.id === done.id && m.type === 'complete_ack', 'the first chunk answered');
+    assert.equal(ack.body.outcomes[0].outcome, 'accepted');
+    await eventually(() => chunks(old).length === 3, 'the last chunk in the freed slot', 30000);
+    await srv.stop();
+    await old.close();
+
+    srv = await serve(pg.url, { extra: ['--open-enrolment'] });
+    fresh = await ScriptedNode.connect(srv.port, { key });
+    beat = setInterval(() => fresh.heartbeat(chunks(fresh).map((c) => c.chunk)), 1000);
+    await fresh.hello({ cores: 2, maxParallel: 2 });
+    await eventually(() => chunks(fresh).length === 2, 'the two chunks not accepted, handed out again', 30000);
+    const twin = chunks(fresh).find((c) => c.chunk === second.chunk);
+    assert.ok(twin, `a new claim with id ${second.chunk}: ${chunks(fresh).map((c) => c.chunk)}`);
+    assert.ok(!Buffer.from(twin.token).equals(Buffer.from(second.token)), 'another token');
+    const late = fresh.complete({ job: id, ctxHash: second.ctxHash, results: [await result(second)] });
+    const answer = await fresh.until((m) => m.id === late.id && m.type === 'complete_ack', 'the old chunk answered');
+    assert.equal(answer.body.outcomes[0].outcome, 'stale');
+    // Nothing of the job is left to hand out, so a freed slot would show.
+    const live = (await call(srv, 'GET', `/api/nodes/${fresh.nodeId}`)).json;
+    assert.equal(live.in_flight, 2, 'the new claim of that id is still held');
+    const now = fresh.complete({ job: id, ctxHash: twin.ctxHash, results: [await result(twin)] });
+    const took = await fresh.until((m) => m.id === now.id && m.type === 'complete_ack', 'the new chunk answered');
+    assert.equal(took.body.outcomes[0].outcome, 'accepted');
+    assert.equal((await call(srv, 'POST', `/api/jobs/${id}/cancel`)).status, 200);
+  } finally {
+    clearInterval(beat);
+    await fresh?.close();
+    await old.close();
+    await srv.stop();
+  }
+});
