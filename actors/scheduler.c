@@ -31,6 +31,7 @@ enum { M_TICK = CD_MSG__SCHED_PRIVATE, M_SWEEP, M_PROGRESS, M_FLUSH };
 #define STR(x) STR_(x)
 enum {
     DB_TIMEOUT_MS = 60000,
+    WRITE_WAIT_MS = 10000,    /* no chunks handed out while a journal write has waited this long */
     MAX_JOBS = 4096,
     PROGRESS_MS = 250,        /* job.progress at most this often per job */
     PARK_MS = 5000,           /* an idle node's claim waits this long for work */
@@ -84,6 +85,7 @@ typedef struct held_end {
  * lost (one that failed is documented in docs/coordinator.md). */
 typedef struct epoch {
     unsigned inserts;         /* in flight */
+    uint64_t sent_ms;         /* when they were sent (monotonic) */
     held_end *ends;
     size_t nends, ends_cap;
 } epoch;
@@ -158,6 +160,8 @@ typedef struct sched {
     uint64_t sweep_ms;
     bool db_up, loading;
     bool unlocked;            /* the coordinator's lock was lost and is not held again yet */
+    bool behind;              /* the database is behind with the writes: no claims (see writes_behind) */
+    uint64_t write_wait_ms;
     bool load_again;          /* asked to load while a load was under way */
     unsigned journals_pending;
     unsigned journal_page;    /* journal records read per query */
@@ -831,7 +835,7 @@ static uint64_t epoch_new(sched *s, unsigned inserts)
             s->epochs = rt_grow(s->epochs, &s->epochs_cap, sizeof *s->epochs);
         }
     }
-    s->epochs[s->epochs_head + s->nepochs] = (epoch){ .inserts = inserts };
+    s->epochs[s->epochs_head + s->nepochs] = (epoch){ .inserts = inserts, .sent_ms = rt_mono_ms() };
     return s->epoch_first + s->nepochs++;
 }
 
@@ -1362,6 +1366,27 @@ static void restore_job(sched *s, op *o)
     serve_parked(s, false); /* idle nodes start on it at once */
 }
 
+/* Whether the database is behind with the writes, though up: the store
+ * holds its backlog's bound or more (which refuses nothing while the
+ * database is up), or the oldest journal INSERT of ours in flight has
+ * waited write_wait_ms (the oldest epoch not answered: epoch_done drops
+ * the answered ones from the front). Says so when that changes. */
+static bool writes_behind(sched *s, uint64_t now)
+{
+    cd_store_backlog b;
+    cd_store_backlog_get(s->store, &b);
+    uint64_t waited = s->nepochs > 0 ? now - s->epochs[s->epochs_head].sent_ms : 0;
+    bool behind = b.bytes >= b.limit || waited >= s->write_wait_ms;
+    if (behind && !s->behind)
+        fprintf(stderr, "simfarm scheduler: the database is behind (a journal write waiting %" PRIu64 " ms, the "
+            "store holding %" PRIu64 " of %" PRIu64 " bytes): no chunks handed out until it catches up\n", waited,
+            b.bytes, b.limit);
+    else if (!behind && s->behind)
+        fprintf(stderr, "simfarm scheduler: the database caught up: chunks handed out again\n");
+    s->behind = behind;
+    return behind;
+}
+
 /* ---- replies from the store ---------------------------------------------------------- */
 
 static void on_reply(sched *s, rt_msg *m)
@@ -1378,6 +1403,8 @@ static void on_reply(sched *s, rt_msg *m)
                 "journal rows not written: each repeats the first item of an accepted range with another count or "
                 "result, and the row there stands");
         write_done(s, w, error == NULL, row ? PQgetvalue(r->res, 0, 0) : NULL);
+        if (s->behind && !writes_behind(s, rt_mono_ms()))
+            serve_parked(s, false); /* the claims that waited for the database */
         return;
     }
     op o;
@@ -1426,12 +1453,16 @@ static unsigned answer_claim(sched *s, rt_msg *m, bool always, unsigned retry_ms
     sc_claim_out out[CD_MAX_CLAIMS];
     unsigned n = 0;
     unsigned slots = c->slots > CD_MAX_CLAIMS ? CD_MAX_CLAIMS : c->slots;
+    uint64_t now = rt_mono_ms();
     /* Nothing while the database is away: the results of chunks handed
      * out now could not be journaled, and would pile up in memory. Nothing
-     * without the coordinator's lock: another coordinator may hold it and
-     * hand out the same chunks. */
-    if (s->db_up && !s->unlocked)
-        sc_claim(s->l, &c->node, slots, rt_mono_ms(), out, &n);
+     * while it is there but behind: the journal's writes would pile up in
+     * the store, without bound, and once the scheduler stopped waiting for
+     * them (DB_TIMEOUT_MS) their nodes would be told stale and take more.
+     * Nothing without the coordinator's lock: another coordinator may hold
+     * it and hand out the same chunks. */
+    if (s->db_up && !s->unlocked && !writes_behind(s, now))
+        sc_claim(s->l, &c->node, slots, now, out, &n);
     if (n == 0 && !always)
         return 0;
     cd_claimed *r = RT_MSG_NEW(cd_claimed, CD_MSG_CLAIMED);
@@ -1731,6 +1762,7 @@ rt_actor *cd_scheduler_spawn(rt_system *sys, const cd_scheduler_opts *opts)
     s->store = rt_actor_retain(opts->store);
     s->sweep_ms = opts->sweep_ms ? opts->sweep_ms : 5000;
     s->journal_page = opts->journal_page ? opts->journal_page : JOURNAL_PAGE;
+    s->write_wait_ms = opts->write_wait_ms ? opts->write_wait_ms : WRITE_WAIT_MS;
     s->epoch_first = 1; /* 0 stands for none */
     sc_config cfg = opts->ledger;
     cfg.journal = journal_cb;

@@ -115,6 +115,7 @@ typedef struct cd_scheduler_opts {
     sc_config ledger;         /* chunk sizes, leases; journal and random are the actor's */
     uint64_t sweep_ms;        /* look for new jobs this often (default 5,000) */
     unsigned journal_page;    /* journal records read per query when a job is loaded (default 20,000) */
+    uint64_t write_wait_ms;   /* no chunks handed out while a journal write has waited this long (default 10,000) */
 } cd_scheduler_opts;
 
 /* The ledger's figures for /metrics, as of the scheduler's last lease

@@ -15,7 +15,7 @@ test('scheduler actor against PostgreSQL', async () => {
     assert.equal(r.code, 0, r.stdout + r.stderr);
     const summary = r.stdout.match(/^(\d+) passed, 0 failed$/m);
     assert.ok(summary, r.stdout);
-    assert.equal(Number(summary[1]), 14);
+    assert.equal(Number(summary[1]), 16);
   } finally {
     await pg.stop();
   }

@@ -28,19 +28,22 @@ static rt_system *sys;
 static rt_actor *store, *scheduler;
 static uint64_t watched_job; /* claim() counts the chunks of it offered for another job */
 static int watched_offers;
+static uint64_t farm_backlog_bytes, farm_write_wait_ms; /* the next farm's; 0: the defaults */
 
 /* sweep_ms: how often the scheduler looks for jobs it was not told of;
  * min_lease_ms: the shortest lease on a claim */
 static void start_farm(uint64_t sweep_ms, uint64_t min_lease_ms)
 {
     rt_actor *proxy = proxy_start(&sys);
-    cd_store_opts so = { .conninfo = conninfo, .connections = 2, .listen = "pending_job", .notify_to = proxy };
+    cd_store_opts so = { .conninfo = conninfo, .connections = 2, .listen = "pending_job", .notify_to = proxy,
+        .backlog_bytes = farm_backlog_bytes };
     store = cd_store_spawn(sys, &so);
     cd_scheduler_opts co = {
         .store = store,
         .ledger = { .target_chunk_ms = 1000, .min_chunk = 1000, .max_chunk = 7000, .min_lease_ms = min_lease_ms },
         .sweep_ms = sweep_ms,
         .journal_page = 3, /* a restored job's journal in several pages */
+        .write_wait_ms = farm_write_wait_ms,
     };
     scheduler = cd_scheduler_spawn(sys, &co);
     cd_scheduler_watch(scheduler, proxy);
@@ -121,8 +124,8 @@ static sim_job *local_job(uint64_t seed)
 }
 
 /* One claim of up to `slots` chunks (answered empty after a while when
- * there is no work); returns how many are of job, copied to out unless it
- * is NULL. */
+ * there is no work); returns how many are of job (of any job when job is
+ * 0), copied to out unless it is NULL. */
 static unsigned claim_once(uint64_t node, unsigned slots, cd_assignment *out, uint64_t job)
 {
     cd_claim *c = RT_MSG_NEW(cd_claim, CD_MSG_CLAIM);
@@ -132,7 +135,7 @@ static unsigned claim_once(uint64_t node, unsigned slots, cd_assignment *out, ui
     unsigned n = 0;
     if (r != NULL && r->hdr.type == CD_MSG_CLAIMED)
         for (unsigned i = 0; i < r->n; i++) {
-            if (r->a[i].claim.job == job) {
+            if (job == 0 || r->a[i].claim.job == job) {
                 if (out != NULL)
                     out[n] = r->a[i];
                 n++;
@@ -412,6 +415,21 @@ static bool lock_waiter(PGconn *look, const char *prefix)
     return pg_wait(look, like, 0, 1);
 }
 
+/* A completion sent on a thread of its own (its answer held back). */
+typedef struct late_complete {
+    cd_assignment a;
+    unsigned char buf[8192];
+    size_t len;
+    cd_completed *reply;
+} late_complete;
+
+static void *complete_late(void *arg)
+{
+    late_complete *c = arg;
+    c->reply = complete(&c->a, 1, c->buf, c->len);
+    return NULL;
+}
+
 /* A job whose end is held back: every chunk claimed and all but the last
  * completed, then `lock_sql` ($1: the job's id) run by a transaction of the
  * test's own left open, and the last chunk completed on a thread of its
@@ -423,18 +441,8 @@ typedef struct held_end {
     bool started;             /* the thread runs */
     bool waiting;             /* the end's UPDATE waits for the lock */
     pthread_t thread;
-    cd_assignment last;
-    unsigned char buf[8192];
-    size_t len;
-    cd_completed *reply;
+    late_complete last;
 } held_end;
-
-static void *complete_last(void *arg)
-{
-    held_end *h = arg;
-    h->reply = complete(&h->last, 1, h->buf, h->len);
-    return NULL;
-}
 
 /* Holds job id's end as above; false (with a message) when it cannot. The
  * caller then calls release_end in any case. */
@@ -476,9 +484,9 @@ static bool hold_end(held_end *h, uint64_t id, sim_job *job, uint64_t items, con
         fprintf(stderr, "cannot take the lock: %s\n", lock_sql);
         return false;
     }
-    h->last = a[n - 1];
-    h->len = compute(job, &h->last, h->buf, sizeof h->buf);
-    h->started = pthread_create(&h->thread, NULL, complete_last, h) == 0;
+    h->last.a = a[n - 1];
+    h->last.len = compute(job, &h->last.a, h->last.buf, sizeof h->last.buf);
+    h->started = pthread_create(&h->thread, NULL, complete_late, &h->last) == 0;
     h->waiting = h->started && lock_waiter(h->look, waiter);
     if (!h->waiting)
         fprintf(stderr, "no statement starting with \"%s\" waits for the lock\n", waiter);
@@ -500,8 +508,9 @@ static bool release_end(held_end *h, uint64_t id, const char *sql_text)
     PQfinish(h->look);
     if (h->started)
         pthread_join(h->thread, NULL);
-    ok = ok && h->reply != NULL && h->reply->err == 0 && h->reply->outcome == SC_ACCEPTED && h->reply->job_complete;
-    rt_msg_free(h->reply ? &h->reply->hdr : NULL);
+    cd_completed *r = h->last.reply;
+    ok = ok && r != NULL && r->err == 0 && r->outcome == SC_ACCEPTED && r->job_complete;
+    rt_msg_free(r ? &r->hdr : NULL);
     return ok;
 }
 
@@ -570,7 +579,7 @@ static void a_cancel_that_wins_the_race_with_the_end_stands(void)
                                            "WHERE id = $1 AND state IN ('pending', 'running')" : NULL);
     api_cancel(id);
     /* the last chunk once more: answered (stale) after the cancel is handled */
-    cd_completed *again = complete(&h.last, 1, h.buf, h.len);
+    cd_completed *again = complete(&h.last.a, 1, h.last.buf, h.last.len);
     bool stale = again != NULL && again->err == 0 && again->outcome == SC_STALE;
     rt_msg_free(again ? &again->hdr : NULL);
     CHECK(held, "the job's end is held back");
@@ -896,6 +905,77 @@ static void journal_rows_at_odds_are_counted_not_fatal(void)
     sim_job_destroy(job);
 }
 
+/* The database up but behind: a lock on the journal holds a completion's
+ * INSERT while every other query is answered. Chunks still handed out
+ * would pile their results up in the store without bound (and, once the
+ * scheduler stopped waiting for them, their nodes would be told stale and
+ * take more): claims get nothing once the INSERT has waited the
+ * scheduler's write_wait_ms, or while the store holds its backlog's bound
+ * (which refuses nothing while the database is up), and chunks once it
+ * has committed. */
+static void held_back(uint64_t write_wait_ms, uint64_t backlog_bytes, uint64_t seed)
+{
+    stop_farm();
+    farm_write_wait_ms = write_wait_ms;
+    farm_backlog_bytes = backlog_bytes;
+    start_farm(500, 60000);
+    uint64_t id = insert_job(100000000, seed);
+    sim_job *job = local_job(seed);
+    static late_complete late;
+    memset(&late, 0, sizeof late);
+    bool claimed = id > 0 && claim(1, 1, &late.a, id) == 1;
+    late.len = claimed ? compute(job, &late.a, late.buf, sizeof late.buf) : 0;
+    PGconn *lock = PQconnectdb(conninfo), *look = PQconnectdb(conninfo);
+    bool locked = claimed && PQstatus(lock) == CONNECTION_OK && PQstatus(look) == CONNECTION_OK &&
+        pg_value(lock, "BEGIN", 0) == 0 && pg_value(lock, "LOCK TABLE journal IN SHARE MODE", 0) == 0;
+    pthread_t t;
+    bool started = locked && pthread_create(&t, NULL, complete_late, &late) == 0;
+    bool waiting = started && lock_waiter(look, JOURNAL_INSERT);
+    /* claims of another node, until one gets nothing of any job (up to the
+     * deadline) */
+    unsigned handed = 0, got = 1;
+    struct timespec t0, now, pause = { 0, 20000000 };
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (now = t0; waiting && got > 0 && now.tv_sec - t0.tv_sec <= PROXY_DEADLINE_S;) {
+        got = claim_once(2, 1, NULL, 0);
+        handed += got;
+        if (got > 0)
+            nanosleep(&pause, NULL); /* not yet: ask again, up to the deadline */
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    }
+    if (locked)
+        pg_value(lock, "COMMIT", 0);
+    PQfinish(lock);
+    PQfinish(look);
+    if (started)
+        pthread_join(t, NULL);
+    bool accepted = late.reply != NULL && late.reply->err == 0 && late.reply->outcome == SC_ACCEPTED;
+    rt_msg_free(late.reply ? &late.reply->hdr : NULL);
+    unsigned after = waiting ? claim(2, 1, NULL, id) : 0;
+    CHECK(waiting, "the journal's INSERT waits for the lock");
+    CHECK(got == 0, "claims still get chunks: %u handed out while the INSERT waited", handed);
+    CHECK(accepted, "the completion is accepted once the INSERT commits");
+    CHECK(after == 1, "a chunk once the journal caught up");
+    cd_query *q = cd_query_new("UPDATE jobs SET state = 'cancelled', finished_at = now() WHERE id = $1");
+    cd_query_int(q, (int64_t)id);
+    cd_result *r = sql(q);
+    rt_msg_free(r ? &r->hdr : NULL);
+    sim_job_destroy(job);
+    stop_farm();
+    farm_write_wait_ms = farm_backlog_bytes = 0;
+    start_farm(500, 60000);
+}
+
+static void no_chunks_while_a_journal_write_waits(void)
+{
+    held_back(300, 0, 41);
+}
+
+static void no_chunks_while_the_store_holds_its_bound(void)
+{
+    held_back(600000, 1024, 43); /* a journal INSERT alone is more than 1 KiB */
+}
+
 static uint64_t progress_job;
 static int progress_seen;
 
@@ -952,6 +1032,8 @@ int main(int argc, char **argv)
     RUN(a_cancel_that_wins_the_race_with_a_failed_job_stands);
     RUN(no_chunks_while_the_database_is_away);
     RUN(journal_rows_at_odds_are_counted_not_fatal);
+    RUN(no_chunks_while_a_journal_write_waits);
+    RUN(no_chunks_while_the_store_holds_its_bound);
     RUN(a_job_that_arrives_during_a_load_starts);
     stop_farm();
     start_farm(500, 100);
