@@ -311,21 +311,48 @@ static void deliver(rt_actor *to, rt_msg *msg)
     schedule_if_marked(to, rt_mpscq_push(&to->mbox, &msg->node));
 }
 
-static int shed_reply(rt_msg *msg)
+/* True when sends to `to` fail with RT_ESTOPPED: it or the runtime stopped. */
+static bool refuses(rt_actor *to)
+{
+    return atomic_load_explicit(&rt__common(to->sys)->stopping, memory_order_acquire) ||
+        (atomic_load_explicit(&to->flags, memory_order_acquire) & AF_DEAD);
+}
+
+/* Counts one more message for `to` and returns the depth it makes. */
+static uint64_t count_send(rt_actor *to)
+{
+    uint64_t sent = atomic_fetch_add_explicit(&to->sent, 1, memory_order_relaxed) + 1;
+    uint64_t depth = sent - atomic_load_explicit(&to->received, memory_order_relaxed);
+    note_depth(to, depth);
+    if ((depth & (BACKLOG - 1)) == 0)
+        rt__port_backlog(to->sys, to);
+    return depth;
+}
+
+/* Sends a message the runtime sends for itself: a timer's message or tick,
+ * a request's timeout or shed reply, a DOWN. It goes past the receiver's
+ * overload policy: it has no sender to take it back or to mute, and
+ * dropping it would leave a request unanswered, a periodic timer stalled or
+ * a watcher uninformed. Frees msg and returns RT_ESTOPPED when `to` or the
+ * runtime has stopped. */
+static int send_own(rt_actor *to, rt_msg *msg)
+{
+    if (refuses(to)) {
+        rt_msg_free(msg);
+        return RT_ESTOPPED;
+    }
+    count_send(to);
+    deliver(to, msg);
+    return 0;
+}
+
+static void shed_reply(rt_msg *msg)
 {
     rt_shed *s = RT_MSG_NEW(rt_shed, RT_MSG_SHED);
     s->hdr.req_id = msg->req_id;
     s->shed_type = msg->type;
     s->hdr.flags |= MF_REPLY;
-    s->hdr.sender = NULL;
-    rt_actor *requester = msg->sender;
-    if (atomic_load_explicit(&requester->flags, memory_order_acquire) & AF_DEAD) {
-        rt_msg_free(&s->hdr);
-        return 0;
-    }
-    atomic_fetch_add_explicit(&requester->sent, 1, memory_order_relaxed);
-    deliver(requester, &s->hdr);
-    return 0;
+    send_own(msg->sender, &s->hdr);
 }
 
 int rt_send(rt_actor *to, rt_msg *msg)
@@ -335,8 +362,7 @@ int rt_send(rt_actor *to, rt_msg *msg)
     rt_actor *cur = rt__current;
     bool was_current = cur != NULL && cur->current == msg;
 
-    if (atomic_load_explicit(&rt__common(to->sys)->stopping, memory_order_acquire) ||
-        (atomic_load_explicit(&to->flags, memory_order_acquire) & AF_DEAD)) {
+    if (refuses(to)) {
         if (was_current)
             cur->current = NULL;
         rt_msg_free(msg);
@@ -345,12 +371,7 @@ int rt_send(rt_actor *to, rt_msg *msg)
     if (!(msg->flags & MF_REQUEST))
         msg->sender = cur; /* identity only: a plain message does not keep it alive */
 
-    uint64_t sent = atomic_fetch_add_explicit(&to->sent, 1, memory_order_relaxed) + 1;
-    uint64_t depth = sent - atomic_load_explicit(&to->received, memory_order_relaxed);
-    note_depth(to, depth);
-    if ((depth & (BACKLOG - 1)) == 0)
-        rt__port_backlog(to->sys, to);
-
+    uint64_t depth = count_send(to);
     if (to->high_water != 0 && depth > to->high_water) {
         rt_overload policy = (rt_overload)to->policy;
         if (policy == RT_OVERLOAD_MUTE && (cur == NULL || cur == to))
@@ -397,7 +418,7 @@ void rt_monitor(rt_actor *watcher, rt_actor *target)
         rt_down *d = RT_MSG_NEW(rt_down, RT_MSG_DOWN);
         d->actor = target;
         d->actor_id = target->id;
-        rt_send(watcher, &d->hdr);
+        send_own(watcher, &d->hdr);
     }
 }
 
@@ -639,7 +660,7 @@ static void stop_actor(rt_actor *a, bool notify)
             rt_down *d = RT_MSG_NEW(rt_down, RT_MSG_DOWN);
             d->actor = a;
             d->actor_id = a->id;
-            rt_send(watchers[i], &d->hdr);
+            send_own(watchers[i], &d->hdr);
         }
         rt_actor_release(watchers[i]);
     }
@@ -919,7 +940,9 @@ void rt__timer_fire(rt_timer *t, uint64_t now_ms)
         }
         atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
         m->timer = t;
-        rt_send(t->to, m);
+        if (!(m->flags & MF_REQUEST))
+            m->sender = NULL; /* from the runtime, not from an actor */
+        send_own(t->to, m);
         return;
     }
     if (atomic_load_explicit(&t->to->flags, memory_order_acquire) & AF_DEAD) {
@@ -940,7 +963,8 @@ void rt__timer_fire(rt_timer *t, uint64_t now_ms)
     k->cookie = t->cookie;
     atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
     k->hdr.timer = t;
-    rt_send(t->to, &k->hdr);
+    if (send_own(t->to, &k->hdr) < 0)
+        atomic_store_explicit(&t->tick_queued, false, memory_order_release);
 }
 
 uint64_t rt_mono_ms(void)

@@ -147,6 +147,9 @@ typedef void (*rt_behaviour)(rt_actor *self, rt_msg *msg);
  * release what its state holds. May be NULL. */
 typedef void (*rt_finalizer)(rt_actor *self);
 
+/* What a send does to an actor past its high-water mark. The runtime's own
+ * messages (timer messages, ticks, timeouts, shed replies, DOWN) are
+ * delivered past the mark whatever the policy. */
 typedef enum rt_overload {
     RT_OVERLOAD_NONE = 0, /* no high-water mark: the mailbox grows */
     RT_OVERLOAD_MUTE,     /* deliver, but pause the sending actor until the

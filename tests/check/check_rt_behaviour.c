@@ -12,6 +12,7 @@
 #include "runtime/runtime.h"
 #include "tests/support/check.h"
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -681,6 +682,107 @@ static void overload_mute(void)
     rt_actor_release(s);
 }
 
+/* ---- the runtime's own messages pass the mark ------------------------------------------ */
+
+/* A request's timeout, a timer's message, a periodic tick and a DOWN come
+ * from the runtime, with no sender to take them back or to mute: they reach
+ * an actor over its high-water mark whatever its policy (dropped, a request
+ * would never end and a periodic timer would stall). The actor fills its
+ * mailbox to the mark and, still handling that message, waits for the four
+ * to arrive on top. The WebAssembly port's one thread delivers nothing
+ * while a behaviour runs, so there it checks only that they arrive. */
+enum { OWN_WAIT_MS = 5000, OWN_TICKS = 3 };
+
+static struct {
+    rt_actor *peer;
+    int64_t tick_timer;
+    int timeouts, timed, ticks, downs, deadline;
+    rt_actor_stats stats;
+} own;
+
+/* Waits, handling self's message, until n messages were sent to self since
+ * it started (counting those its policy turned away), or OWN_WAIT_MS. */
+static void wait_for_mailbox(rt_actor *self, uint64_t n)
+{
+#ifndef __EMSCRIPTEN__
+    uint64_t until = now_ms() + OWN_WAIT_MS;
+    rt_actor_stats st;
+    do {
+        rt_actor_stats_get(self, &st);
+        if (st.depth + st.rejected + st.shed >= n)
+            return;
+        sched_yield();
+    } while (now_ms() < until);
+#else
+    (void)self, (void)n;
+#endif
+}
+
+static void own_peer(rt_actor *self, rt_msg *m)
+{
+    if (m->type == M_DONE)
+        rt_stop(self); /* the request (M_REQ) goes unanswered */
+}
+
+static void own_actor(rt_actor *self, rt_msg *m)
+{
+    switch (m->type) {
+    case M_GO:
+        rt_send(self, rt_msg_new(M_TOKEN, sizeof(rt_msg))); /* at the mark (1) */
+        rt_request(self, own.peer, rt_msg_new(M_REQ, sizeof(rt_msg)), 1);
+        rt_send_after(self, 1, rt_msg_new(M_NUM, sizeof(rt_msg)));
+        own.tick_timer = rt_send_every(self, 1, M_TICK, 0);
+        rt_monitor(self, own.peer);
+        rt_send(own.peer, rt_msg_new(M_DONE, sizeof(rt_msg)));
+        wait_for_mailbox(self, 5); /* the token and the four */
+        rt_send_after(self, OWN_WAIT_MS, rt_msg_new(M_WATCHDOG, sizeof(rt_msg)));
+        return;
+    case RT_MSG_TIMEOUT: own.timeouts++; break;
+    case M_NUM: own.timed++; break;
+    case M_TICK: own.ticks++; break;
+    case RT_MSG_DOWN: own.downs++; break;
+    case M_WATCHDOG: own.deadline = 1; break;
+    default: return;
+    }
+    if (own.deadline || (own.timeouts && own.timed && own.downs && own.ticks >= OWN_TICKS)) {
+        rt_timer_cancel(rt_actor_system(self), own.tick_timer);
+        rt_actor_stats_get(self, &own.stats);
+        rt_system_stop(rt_actor_system(self));
+    }
+}
+
+static const char *const policy_names[] = { "none", "mute", "shed", "reject" };
+
+static void own_messages_case(rt_overload policy)
+{
+    const char *pn = policy_names[policy];
+    memset(&own, 0, sizeof own);
+    rt_system *sys = start(2);
+    CHECK(sys != NULL, "rt_system_create");
+    /* Pinned: the actor's worker would hold it in its next slot until
+     * M_GO returns. */
+    own.peer = rt_spawn(sys, own_peer, &(rt_actor_opts){ .pinned = true });
+    rt_actor *a = rt_spawn(sys, own_actor, &(rt_actor_opts){ .high_water = 1, .policy = policy });
+    rt_send(a, rt_msg_new(M_GO, sizeof(rt_msg)));
+    rt_actor_release(a);
+    finish(sys);
+    rt_actor_release(own.peer);
+    CHECK(!watchdog_fired, "watchdog");
+    CHECK(!own.deadline, "%s: after %d ms: timeouts %d, timer messages %d, ticks %d, downs %d",
+        pn, OWN_WAIT_MS, own.timeouts, own.timed, own.ticks, own.downs);
+    CHECK(own.timeouts == 1 && own.timed == 1 && own.downs == 1, "%s: timeouts %d, timer messages %d, downs %d",
+        pn, own.timeouts, own.timed, own.downs);
+    CHECK(own.stats.rejected == 0 && own.stats.shed == 0, "%s: %llu rejected, %llu shed", pn,
+        (unsigned long long)own.stats.rejected, (unsigned long long)own.stats.shed);
+}
+
+static void own_messages_pass_the_mark(void)
+{
+    const rt_overload policies[] = { RT_OVERLOAD_REJECT, RT_OVERLOAD_MUTE, RT_OVERLOAD_SHED };
+    for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++)
+        own_messages_case(policies[i]); /* each reports its own failure */
+}
+
 /* ---- shutdown with messages in flight ----------------------------------------------------- */
 
 enum { RING = 64, TOKENS = 200, HOPS_BEFORE_STOP = 20000 };
@@ -905,6 +1007,7 @@ int main(void)
     RUN(overload_reject);
     RUN(overload_shed);
     RUN(overload_mute);
+    RUN(own_messages_pass_the_mark);
     RUN(shutdown_with_messages_in_flight);
     RUN(idle_workers_sleep);
     RUN(destroy_without_run);
