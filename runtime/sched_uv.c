@@ -8,8 +8,9 @@
  * back to back on one warm core without waking anyone (Go's runnext); the
  * slot's previous occupant moves to the ring, and an idle worker is woken to
  * steal it. Actors that become runnable from outside the pool go to a global
- * queue. A worker with nothing to do spins briefly, then parks on a
- * condition variable, so idle workers use no CPU.
+ * queue, which a worker looks at first now and then (GLOBAL_EVERY). A
+ * worker with nothing to do spins briefly, then parks on a condition
+ * variable, so idle workers use no CPU.
  *
  * The loop thread: one uv_async handle wakes it for pinned actors, new
  * timers, cancellations and shutdown. Wake-ups coalesce, so each callback
@@ -29,6 +30,7 @@ enum {
     SPIN_ROUNDS = 64,     /* looks for work before parking */
     LOOP_BUDGET = 4096,   /* pinned-actor runs per loop wake-up */
     STEAL_MAX = 32,       /* actors one steal takes at most */
+    GLOBAL_EVERY = 61,    /* picks between turns of the global queue first */
 };
 
 /* Owner-only fields, the fields thieves use and the parking fields each
@@ -40,6 +42,7 @@ typedef struct worker {
     unsigned index;
     rt_actor *next;       /* owner only */
     unsigned next_streak;
+    unsigned picks;       /* find_work calls, for GLOBAL_EVERY */
     uint64_t rng;
     _Atomic uint64_t steals; /* written by the owner only; read by stats */
 
@@ -293,7 +296,15 @@ void rt__port_backlog(rt_system *sys, rt_actor *a)
 
 static rt_actor *find_work(worker *w)
 {
-    rt_actor *a = w->next;
+    rt_actor *a;
+    /* A worker whose own actors always have work (an actor re-sending to
+     * itself, a ping-pong pair) would never get to the global queue, and
+     * what timers, pinned actors and outside threads make runnable would
+     * wait for ever: now and then it goes first (Go does this every 61
+     * schedules; a prime does not fall in step with a cycle of actors). */
+    if (++w->picks % GLOBAL_EVERY == 0 && (a = global_pop(w->sys)) != NULL)
+        return a;
+    a = w->next;
     if (a != NULL) {
         w->next = NULL;
         if (++w->next_streak <= NEXT_STREAK_MAX)

@@ -248,6 +248,64 @@ static void backlog_runs_beside_its_sender(void)
 #endif
 }
 
+/* ---- work from outside the pool is not starved ------------------------------------------- */
+
+/* One worker kept busy by an actor that always has work (it re-sends the
+ * message it handles) still runs an actor made runnable from outside the
+ * pool: here by a timer, from the loop thread. */
+enum { STARVE_GIVE_UP_MS = 5000 };
+
+static struct {
+    uint64_t until;
+    int in_time, gave_up;
+} sv;
+
+static void sv_busy(rt_actor *self, rt_msg *m)
+{
+    if (m->type == M_GO) {
+        sv.until = now_ms() + STARVE_GIVE_UP_MS;
+        m->type = M_NUM;
+    }
+    if (sv.in_time) {
+        rt_stop(self);
+        rt_system_stop(rt_actor_system(self));
+        return;
+    }
+    if (now_ms() >= sv.until) {
+        sv.gave_up = 1; /* the other actor runs once we stop */
+        rt_stop(self);
+        return;
+    }
+    rt_send(self, m);
+}
+
+/* On the same worker as sv_busy: no data race on sv. */
+static void sv_other(rt_actor *self, rt_msg *m)
+{
+    (void)m;
+    if (sv.gave_up)
+        rt_system_stop(rt_actor_system(self));
+    else
+        sv.in_time = 1;
+}
+
+static void outside_work_not_starved(void)
+{
+    memset(&sv, 0, sizeof sv);
+    rt_system *sys = start(1);
+    CHECK(sys != NULL, "rt_system_create");
+    rt_actor *busy = rt_spawn(sys, sv_busy, NULL);
+    rt_actor *other = rt_spawn(sys, sv_other, NULL);
+    rt_send(busy, rt_msg_new(M_GO, sizeof(rt_msg)));
+    rt_send_after(other, 10, rt_msg_new(M_NUM, sizeof(rt_msg)));
+    rt_actor_release(busy);
+    rt_actor_release(other);
+    finish(sys);
+    CHECK(!watchdog_fired, "watchdog");
+    CHECK(sv.in_time && !sv.gave_up, "the timer's actor did not run in %d ms beside an actor that is always busy",
+        STARVE_GIVE_UP_MS);
+}
+
 /* ---- timers ------------------------------------------------------------------------ */
 
 static struct {
@@ -998,6 +1056,7 @@ int main(void)
     RUN(per_sender_fifo);
     RUN(batch_fairness);
     RUN(backlog_runs_beside_its_sender);
+    RUN(outside_work_not_starved);
     RUN(timers_fire_in_order);
     RUN(periodic_timers);
     RUN(periodic_timer_ends_with_its_actor);
