@@ -404,6 +404,22 @@ int rt_send(rt_actor *to, rt_msg *msg)
     return 0;
 }
 
+static void down_release(rt_msg *msg)
+{
+    rt_actor_release(((rt_down *)msg)->actor);
+}
+
+/* Tells watcher that target stopped. The DOWN holds a reference to target
+ * until it is freed, so the watcher can look at it whoever else let go. */
+static void send_down(rt_actor *watcher, rt_actor *target)
+{
+    rt_down *d = RT_MSG_NEW(rt_down, RT_MSG_DOWN);
+    d->actor = rt_actor_retain(target);
+    d->actor_id = target->id;
+    d->hdr.release = down_release;
+    send_own(watcher, &d->hdr);
+}
+
 void rt_monitor(rt_actor *watcher, rt_actor *target)
 {
     struct rt_actor_ext *e = ext_of(target);
@@ -414,12 +430,8 @@ void rt_monitor(rt_actor *watcher, rt_actor *target)
     if (!dead)
         list_add(&e->watchers, &e->nwatchers, &e->watchers_cap, rt_actor_retain(watcher));
     ext_unlock(e);
-    if (dead) {
-        rt_down *d = RT_MSG_NEW(rt_down, RT_MSG_DOWN);
-        d->actor = target;
-        d->actor_id = target->id;
-        send_own(watcher, &d->hdr);
-    }
+    if (dead)
+        send_down(watcher, target);
 }
 
 void rt_stop(rt_actor *self)
@@ -656,12 +668,8 @@ static void stop_actor(rt_actor *a, bool notify)
         a->finalize(a);
     unmute_all(a);
     for (size_t i = 0; i < nwatchers; i++) {
-        if (notify) {
-            rt_down *d = RT_MSG_NEW(rt_down, RT_MSG_DOWN);
-            d->actor = a;
-            d->actor_id = a->id;
-            send_own(watchers[i], &d->hdr);
-        }
+        if (notify)
+            send_down(watchers[i], a);
         rt_actor_release(watchers[i]);
     }
     free(watchers);

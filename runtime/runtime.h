@@ -117,7 +117,8 @@ void rt_msg_free(rt_msg *msg);
 
 typedef struct rt_down {
     rt_msg hdr;
-    rt_actor *actor; /* borrowed: valid only while handling this message */
+    rt_actor *actor; /* the message holds a reference: valid until the
+                        message is freed (kept with rt_take, for longer) */
     uint64_t actor_id;
 } rt_down;
 

@@ -602,6 +602,45 @@ static void monitor_sees_stop(void)
     CHECK(mon.finalized == 1, "finalizer ran %d times", mon.finalized);
 }
 
+/* rt_down.actor is usable while the DOWN is handled, even when nothing
+ * else holds the stopped actor: the DOWN keeps it. Both actors are pinned,
+ * so the target's last reference goes (when its run ends) before the
+ * watcher runs; under ASan a DOWN that did not keep it reads freed memory. */
+static struct {
+    uint64_t target_id, id_read;
+    int downs;
+} dk;
+
+static void dk_watcher(rt_actor *self, rt_msg *m)
+{
+    if (m->type != RT_MSG_DOWN)
+        return;
+    rt_down *d = (rt_down *)m;
+    dk.downs++;
+    dk.id_read = rt_actor_id(d->actor);
+    rt_system_stop(rt_actor_system(self));
+}
+
+static void down_keeps_its_actor(void)
+{
+    memset(&dk, 0, sizeof dk);
+    rt_system *sys = start(1);
+    CHECK(sys != NULL, "rt_system_create");
+    rt_actor_opts pin = { .pinned = true };
+    rt_actor *w = rt_spawn(sys, dk_watcher, &pin);
+    rt_actor *t = rt_spawn(sys, mon_target, &pin);
+    dk.target_id = rt_actor_id(t);
+    rt_monitor(w, t);
+    rt_send(t, rt_msg_new(M_NUM, sizeof(rt_msg)));
+    rt_actor_release(t); /* only its alive reference is left */
+    rt_actor_release(w);
+    finish(sys);
+    CHECK(!watchdog_fired, "watchdog");
+    CHECK(dk.downs == 1, "downs %d", dk.downs);
+    CHECK(dk.id_read == dk.target_id, "the DOWN's actor has id %llu, want %llu",
+        (unsigned long long)dk.id_read, (unsigned long long)dk.target_id);
+}
+
 /* ---- overload ----------------------------------------------------------------------------- */
 
 enum { HWM = 16 };
@@ -1063,6 +1102,7 @@ int main(void)
     RUN(request_reply);
     RUN(request_timeout_drops_late_reply);
     RUN(monitor_sees_stop);
+    RUN(down_keeps_its_actor);
     RUN(overload_reject);
     RUN(overload_shed);
     RUN(overload_mute);
