@@ -322,9 +322,12 @@ static bool refuses(rt_actor *to)
 static uint64_t count_send(rt_actor *to)
 {
     uint64_t sent = atomic_fetch_add_explicit(&to->sent, 1, memory_order_relaxed) + 1;
-    uint64_t depth = sent - atomic_load_explicit(&to->received, memory_order_relaxed);
+    uint64_t recv = atomic_load_explicit(&to->received, memory_order_relaxed);
+    /* Preempted between the two, we may find `to` has taken more than our
+     * count (messages others sent since): it is empty, not 2^64 deep. */
+    uint64_t depth = sent > recv ? sent - recv : 0;
     note_depth(to, depth);
-    if ((depth & (BACKLOG - 1)) == 0)
+    if (depth != 0 && (depth & (BACKLOG - 1)) == 0)
         rt__port_backlog(to->sys, to);
     return depth;
 }

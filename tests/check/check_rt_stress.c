@@ -55,13 +55,15 @@ typedef struct producer {
     rt_actor *to;
     uint32_t id;
     uint64_t sent;
+    uint64_t count; /* messages a thread sends; 0 = PER_PRODUCER */
     int errors;
 } producer;
 
 static void *thread_main(void *arg)
 {
     producer *p = arg;
-    for (uint64_t i = 0; i < PER_PRODUCER; i++)
+    uint64_t n = p->count ? p->count : PER_PRODUCER;
+    for (uint64_t i = 0; i < n; i++)
         if (rt_send(p->to, new_num(p->id, i)) != 0)
             p->errors++;
     return NULL;
@@ -102,6 +104,49 @@ static void threads_into_one_actor(void)
     check_sink("threads");
 }
 
+/* A sender counts its message, then reads what the receiver has taken: one
+ * preempted in between may find the receiver past its count (it took the
+ * messages others sent meanwhile). That is depth 0, not a wrapped-around
+ * 2^64 - n, which would show as max_depth and shed a message at a mark far
+ * away. The race is rare, so rounds of threads send into an actor with such
+ * a mark (it publishes what it takes after every message) until a wrap
+ * shows or DEPTH_ROUNDS have gone by. */
+enum { DEPTH_ROUNDS = 50, DEPTH_PER_PRODUCER = PER_PRODUCER / 10 };
+
+static void drop(rt_actor *self, rt_msg *m)
+{
+    (void)self, (void)m;
+}
+
+static void depth_never_wraps(void)
+{
+    rt_system_opts o = { .workers = 1 };
+    rt_system *sys = rt_system_create(&o, NULL);
+    CHECK(sys != NULL, "rt_system_create");
+    rt_actor_opts so = { .high_water = 1u << 30, .policy = RT_OVERLOAD_SHED };
+    rt_actor *to = rt_spawn(sys, drop, &so);
+    uint64_t sent = 0;
+    rt_actor_stats st = { 0 };
+    for (int r = 0; r < DEPTH_ROUNDS && st.max_depth <= sent && st.shed == 0; r++) {
+        producer ps[PRODUCERS];
+        pthread_t th[PRODUCERS];
+        for (uint32_t i = 0; i < PRODUCERS; i++) {
+            ps[i] = (producer){ .to = to, .id = i, .count = DEPTH_PER_PRODUCER };
+            CHECK(pthread_create(&th[i], NULL, thread_main, &ps[i]) == 0, "pthread_create");
+        }
+        for (int i = 0; i < PRODUCERS; i++)
+            pthread_join(th[i], NULL);
+        sent += (uint64_t)PRODUCERS * DEPTH_PER_PRODUCER;
+        rt_actor_stats_get(to, &st);
+    }
+    rt_system_stop(sys);
+    rt_system_run(sys);
+    rt_actor_release(to);
+    rt_system_destroy(sys);
+    CHECK(st.max_depth <= sent && st.shed == 0, "max depth %llu after %llu messages, %llu shed",
+        (unsigned long long)st.max_depth, (unsigned long long)sent, (unsigned long long)st.shed);
+}
+
 static void produce(rt_actor *self, rt_msg *m)
 {
     producer *p = rt_state(self);
@@ -137,5 +182,6 @@ int main(void)
 {
     RUN(threads_into_one_actor);
     RUN(actors_into_one_actor);
+    RUN(depth_never_wraps);
     return CHECK_SUMMARY();
 }
