@@ -358,6 +358,19 @@ static void shed_reply(rt_msg *msg)
     send_own(msg->sender, &s->hdr);
 }
 
+/* Whether a sender may be muted (Pony's rule): not while its own mailbox is
+ * over its mark or it holds senders muted, for it must run to drain, and
+ * muting it would hold up those waiting on it, and in a cycle itself. */
+static bool may_mute(rt_actor *self)
+{
+    if (self->high_water != 0 && depth_of(self) > self->high_water)
+        return false;
+    struct rt_actor_ext *e = atomic_load_explicit(&self->ext, memory_order_acquire);
+    /* Relaxed: a hint that saves a needless mute; mute_self's handshake is
+     * what keeps a cycle from closing. */
+    return e == NULL || atomic_load_explicit(&e->has_muted, memory_order_relaxed) == 0;
+}
+
 int rt_send(rt_actor *to, rt_msg *msg)
 {
     if (to == NULL || msg == NULL)
@@ -394,7 +407,7 @@ int rt_send(rt_actor *to, rt_msg *msg)
             rt_msg_free(msg);
             return 0;
         case RT_OVERLOAD_MUTE:
-            if (cur->mute_by == NULL)
+            if (cur->mute_by == NULL && may_mute(cur))
                 cur->mute_by = rt_actor_retain(to);
             break;
         case RT_OVERLOAD_NONE:
@@ -462,8 +475,11 @@ static void unmute_all(rt_actor *a)
     e->nmuted = e->muted_cap = 0;
     atomic_store_explicit(&e->has_muted, 0, memory_order_seq_cst);
     ext_unlock(e);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        /* seq_cst: the other side of mute_self's handshake reads it. */
+        atomic_fetch_and_explicit(&v[i]->flags, ~(uint32_t)AF_MUTED, memory_order_seq_cst);
         rt__port_schedule(v[i]->sys, v[i]); /* still counted as scheduled */
+    }
     free(v);
 }
 
@@ -491,38 +507,41 @@ static bool mute_self(rt_actor *self)
     rt_actor *by = self->mute_by;
     self->mute_by = NULL;
     struct rt_actor_ext *e = ext_of(by);
-    bool parked = true;
+    bool parked = false;
 
-    ext_lock(e);
-    if (atomic_load_explicit(&by->flags, memory_order_acquire) & AF_DEAD) {
-        parked = false;
-    } else {
-        list_add(&e->muted, &e->nmuted, &e->muted_cap, self);
-        atomic_store_explicit(&e->has_muted, 1, memory_order_seq_cst);
-        atomic_fetch_add_explicit(&e->mutes, 1, memory_order_relaxed);
+    /* Never park on an actor that is muted itself: a cycle of actors each
+     * muted on the next would wait for ever. A Dekker handshake, seq_cst
+     * both: each actor stores its AF_MUTED, then loads its receiver's, so
+     * of a cycle muting at once the last to store sees the flag of the one
+     * it would mute on, and keeps running. */
+    atomic_fetch_or_explicit(&self->flags, AF_MUTED, memory_order_seq_cst);
+    if (!(atomic_load_explicit(&by->flags, memory_order_seq_cst) & AF_MUTED)) {
+        ext_lock(e);
+        if (!(atomic_load_explicit(&by->flags, memory_order_acquire) & AF_DEAD)) {
+            list_add(&e->muted, &e->nmuted, &e->muted_cap, self);
+            atomic_store_explicit(&e->has_muted, 1, memory_order_seq_cst);
+            atomic_fetch_add_explicit(&e->mutes, 1, memory_order_relaxed);
+            parked = true;
+        }
+        ext_unlock(e);
     }
-    ext_unlock(e);
-    if (parked) {
-        if (depth_of(by) <= low_water(by)) { /* seq_cst: see unmute_check */
-            /* by drained meanwhile: take ourselves back unless by already
-             * took us (then by schedules us). */
-            ext_lock(e);
-            for (size_t i = 0; i < e->nmuted; i++) {
-                if (e->muted[i] == self) {
-                    e->muted[i] = e->muted[--e->nmuted];
-                    if (e->nmuted == 0)
-                        atomic_store_explicit(&e->has_muted, 0, memory_order_seq_cst);
-                    parked = false;
-                    break;
-                }
-            }
-            ext_unlock(e);
-            if (parked) {
-                rt_actor_release(by);
-                return true; /* by owns the wake-up now */
+    if (parked && depth_of(by) <= low_water(by)) { /* seq_cst: see unmute_check */
+        /* by drained meanwhile: take ourselves back unless by already took
+         * us (then by schedules us). */
+        ext_lock(e);
+        for (size_t i = 0; i < e->nmuted; i++) {
+            if (e->muted[i] == self) {
+                e->muted[i] = e->muted[--e->nmuted];
+                if (e->nmuted == 0)
+                    atomic_store_explicit(&e->has_muted, 0, memory_order_seq_cst);
+                parked = false;
+                break;
             }
         }
+        ext_unlock(e);
     }
+    if (!parked)
+        atomic_fetch_and_explicit(&self->flags, ~(uint32_t)AF_MUTED, memory_order_seq_cst);
     rt_actor_release(by);
     return parked;
 }

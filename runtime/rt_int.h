@@ -17,6 +17,7 @@
 enum {
     AF_DEAD = 1u << 0,     /* stopped: sends are dropped */
     AF_STOPPING = 1u << 1, /* rt_stop called during this run */
+    AF_MUTED = 1u << 2,    /* parked on a receiver's muted list, or parking */
 };
 
 /* rt_msg.flags */

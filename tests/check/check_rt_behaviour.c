@@ -779,6 +779,69 @@ static void overload_mute(void)
     rt_actor_release(s);
 }
 
+/* Two MUTE actors that flood each other must not both stay muted: each
+ * would wait for the other to drain, and rt_system_stop could not end
+ * that either, so the case's deadline ends the program. With one worker
+ * they run in turn; with two, they start flooding together and mute at
+ * the same moment. */
+enum { FLOOD = 64, FLOOD_MARK = 4, FLOOD_ROUNDS = 20, FLOOD_DEADLINE_MS = 10000 };
+
+static struct {
+    rt_actor *a[2];
+    int together;           /* two workers: start flooding at once */
+    _Atomic int started, handled;
+} fl;
+
+static void fl_actor(rt_actor *self, rt_msg *m)
+{
+    rt_actor *other = fl.a[self == fl.a[0]];
+    if (m->type == M_GO) {
+        atomic_fetch_add(&fl.started, 1);
+        for (uint64_t until = now_ms() + 1000; fl.together && atomic_load(&fl.started) < 2 && now_ms() < until;)
+            sched_yield();
+        for (int i = 0; i < FLOOD; i++)
+            rt_send(other, rt_msg_new(M_NUM, sizeof(rt_msg)));
+    } else if (m->type == M_NUM && atomic_fetch_add(&fl.handled, 1) + 1 == 2 * FLOOD) {
+        rt_system_stop(rt_actor_system(self));
+    }
+}
+
+static void fl_deadline(rt_actor *self, rt_msg *m)
+{
+    (void)self, (void)m;
+    fprintf(stderr, "%s:%d: two muting actors flooding each other: %d of %d messages handled after %d ms\n",
+        __FILE__, __LINE__, atomic_load(&fl.handled), 2 * FLOOD, FLOOD_DEADLINE_MS);
+    printf("not ok mute_cycle_ends\n");
+    fflush(NULL);
+    _Exit(1); /* deadlocked: nothing could stop the runtime */
+}
+
+static void mute_cycle_ends(void)
+{
+    for (int r = 0; r < FLOOD_ROUNDS; r++) {
+        memset(&fl, 0, sizeof fl);
+#ifndef __EMSCRIPTEN__
+        fl.together = r & 1;
+#endif
+        rt_system *sys = start(1 + (unsigned)fl.together);
+        CHECK(sys != NULL, "rt_system_create");
+        rt_actor *d = rt_spawn(sys, fl_deadline, &(rt_actor_opts){ .pinned = true });
+        rt_send_after(d, FLOOD_DEADLINE_MS, rt_msg_new(M_WATCHDOG, sizeof(rt_msg)));
+        rt_actor_release(d);
+        rt_actor_opts o = { .high_water = FLOOD_MARK, .policy = RT_OVERLOAD_MUTE };
+        for (int i = 0; i < 2; i++)
+            fl.a[i] = rt_spawn(sys, fl_actor, &o);
+        for (int i = 0; i < 2; i++)
+            rt_send(fl.a[i], rt_msg_new(M_GO, sizeof(rt_msg)));
+        finish(sys);
+        for (int i = 0; i < 2; i++)
+            rt_actor_release(fl.a[i]);
+        CHECK(!watchdog_fired, "watchdog");
+        CHECK(atomic_load(&fl.handled) == 2 * FLOOD, "round %d: handled %d of %d", r,
+            atomic_load(&fl.handled), 2 * FLOOD);
+    }
+}
+
 /* ---- the runtime's own messages pass the mark ------------------------------------------ */
 
 /* A request's timeout, a timer's message, a periodic tick and a DOWN come
@@ -1106,6 +1169,7 @@ int main(void)
     RUN(overload_reject);
     RUN(overload_shed);
     RUN(overload_mute);
+    RUN(mute_cycle_ends);
     RUN(own_messages_pass_the_mark);
     RUN(shutdown_with_messages_in_flight);
     RUN(idle_workers_sleep);
