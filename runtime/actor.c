@@ -332,6 +332,16 @@ static uint64_t count_send(rt_actor *to)
     return depth;
 }
 
+/* Frees a message a send gave up on. If it is the message being handled,
+ * the runtime no longer frees it when the behaviour returns. */
+static void drop_unsent(rt_msg *msg)
+{
+    rt_actor *cur = rt__current;
+    if (cur != NULL && cur->current == msg)
+        cur->current = NULL;
+    rt_msg_free(msg);
+}
+
 /* Sends a message the runtime sends for itself: a timer's message or tick,
  * a request's timeout or shed reply, a DOWN. It goes past the receiver's
  * overload policy: it has no sender to take it back or to mute, and
@@ -379,9 +389,7 @@ int rt_send(rt_actor *to, rt_msg *msg)
     bool was_current = cur != NULL && cur->current == msg;
 
     if (refuses(to)) {
-        if (was_current)
-            cur->current = NULL;
-        rt_msg_free(msg);
+        drop_unsent(msg);
         return RT_ESTOPPED;
     }
     if (!(msg->flags & MF_REQUEST))
@@ -400,11 +408,9 @@ int rt_send(rt_actor *to, rt_msg *msg)
         case RT_OVERLOAD_SHED:
             atomic_fetch_sub_explicit(&to->sent, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&ext_of(to)->shed, 1, memory_order_relaxed);
-            if (was_current)
-                cur->current = NULL;
             if ((msg->flags & MF_REQUEST) && msg->sender != NULL)
                 shed_reply(msg);
-            rt_msg_free(msg);
+            drop_unsent(msg);
             return 0;
         case RT_OVERLOAD_MUTE:
             if (cur->mute_by == NULL && may_mute(cur))
@@ -577,15 +583,17 @@ static int64_t pending_take(rt_actor *self, uint64_t req)
 int64_t rt_request(rt_actor *self, rt_actor *to, rt_msg *msg, uint64_t timeout_ms)
 {
     struct rt_system_common *c = rt__common(self->sys);
+    if (to == NULL || msg == NULL) {
+        drop_unsent(msg);
+        return RT_EINVAL;
+    }
     uint64_t req = atomic_fetch_add_explicit(&c->next_req_id, 1, memory_order_relaxed) + 1;
 
     rt_timeout *tm = RT_MSG_NEW(rt_timeout, RT_MSG_TIMEOUT);
     tm->hdr.req_id = req;
     int64_t timer = rt_send_after(self, timeout_ms, &tm->hdr);
     if (timer < 0) {
-        if (self->current == msg)
-            self->current = NULL;
-        rt_msg_free(msg);
+        drop_unsent(msg);
         return timer;
     }
     pending_add(self, req, timer);
@@ -594,11 +602,8 @@ int64_t rt_request(rt_actor *self, rt_actor *to, rt_msg *msg, uint64_t timeout_m
     msg->sender = rt_actor_retain(self);
     int rc = rt_send(to, msg);
     if (rc < 0) {
-        if (rc == RT_EOVERLOAD) { /* rt_send left msg with us */
-            if (self->current == msg)
-                self->current = NULL;
-            rt_msg_free(msg);
-        }
+        if (rc != RT_ESTOPPED) /* rt_send left msg with us */
+            drop_unsent(msg);
         pending_take(self, req);
         rt_timer_cancel(self->sys, timer);
         return rc;
@@ -865,8 +870,10 @@ static int64_t timer_start(rt_actor *to, rt_timer *t)
 
 int64_t rt_send_after(rt_actor *to, uint64_t delay_ms, rt_msg *msg)
 {
-    if (to == NULL || msg == NULL)
+    if (to == NULL || msg == NULL) {
+        drop_unsent(msg);
         return RT_EINVAL;
+    }
     rt_actor *cur = rt__current;
     if (cur != NULL && cur->current == msg)
         cur->current = NULL;

@@ -186,7 +186,8 @@ rt_actor *rt_actor_retain(rt_actor *a);
 void rt_actor_release(rt_actor *a);
 
 /* Sends msg to `to` (consumed on success and on RT_ESTOPPED, where it is
- * freed; kept by the caller on RT_EOVERLOAD). Any thread. */
+ * freed; kept by the caller on RT_EOVERLOAD, and on RT_EINVAL when `to` or
+ * msg is NULL). Any thread. */
 int rt_send(rt_actor *to, rt_msg *msg);
 
 /* Stops self after the current message: queued messages are freed,
@@ -218,7 +219,8 @@ void rt_actor_stats_get(rt_actor *a, rt_actor_stats *out);
  * timeout_ms, an rt_timeout arrives at self as a message with the same
  * req_id, never both; an RT_OVERLOAD_SHED receiver answers with an
  * rt_shed. Returns the request id (> 0), or a negative RT_E* code (then msg
- * has been freed and nothing will arrive). Only from self's behaviour. */
+ * has been freed, whatever the error, and nothing will arrive). Only from
+ * self's behaviour. */
 int64_t rt_request(rt_actor *self, rt_actor *to, rt_msg *msg, uint64_t timeout_ms);
 
 /* Answers the request being handled: sends reply to its sender with its
@@ -228,7 +230,8 @@ int rt_reply(const rt_msg *request, rt_msg *reply);
 /* ---- timers ----------------------------------------------------------------- */
 
 /* Delivers msg to `to` after delay_ms. Returns a timer id (> 0) for
- * rt_timer_cancel, or a negative RT_E* code (msg freed). Any thread. */
+ * rt_timer_cancel, or a negative RT_E* code (msg freed, whatever the
+ * error). Any thread. */
 int64_t rt_send_after(rt_actor *to, uint64_t delay_ms, rt_msg *msg);
 
 /* Delivers an rt_tick of the given type to `to` every period_ms (> 0), at

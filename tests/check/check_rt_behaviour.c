@@ -538,6 +538,55 @@ static void request_timeout_drops_late_reply(void)
     request_case(1);
 }
 
+/* rt_request and rt_send_after free the message on every error, as their
+ * contract says, also the message being handled (once: not again when the
+ * behaviour returns). A release hook counts what is freed. */
+static struct {
+    int released;
+    int64_t request_rc, after_rc, current_rc;
+} fs;
+
+static void count_release(rt_msg *m)
+{
+    (void)m;
+    fs.released++;
+}
+
+static rt_msg *counted(void)
+{
+    rt_msg *m = rt_msg_new(M_NUM, sizeof(rt_msg));
+    m->release = count_release;
+    return m;
+}
+
+static void fs_actor(rt_actor *self, rt_msg *m)
+{
+    if (m->type == M_GO) {
+        fs.request_rc = rt_request(self, NULL, counted(), 1000);
+        fs.after_rc = rt_send_after(NULL, 1, counted());
+        rt_send(self, counted());
+        return;
+    }
+    fs.current_rc = rt_request(self, NULL, m, 1000);
+    rt_system_stop(rt_actor_system(self));
+}
+
+static void failed_sends_free_the_message(void)
+{
+    memset(&fs, 0, sizeof fs);
+    rt_system *sys = start(1);
+    CHECK(sys != NULL, "rt_system_create");
+    rt_actor *a = rt_spawn(sys, fs_actor, NULL);
+    rt_send(a, rt_msg_new(M_GO, sizeof(rt_msg)));
+    rt_actor_release(a);
+    finish(sys);
+    CHECK(!watchdog_fired, "watchdog");
+    CHECK(fs.request_rc == RT_EINVAL && fs.after_rc == RT_EINVAL && fs.current_rc == RT_EINVAL,
+        "rt_request %lld, rt_send_after %lld, rt_request of the message handled %lld",
+        (long long)fs.request_rc, (long long)fs.after_rc, (long long)fs.current_rc);
+    CHECK(fs.released == 3, "%d of 3 messages freed", fs.released);
+}
+
 /* ---- monitoring ----------------------------------------------------------------------- */
 
 static struct {
@@ -1164,6 +1213,7 @@ int main(void)
     RUN(periodic_timer_ends_with_its_actor);
     RUN(request_reply);
     RUN(request_timeout_drops_late_reply);
+    RUN(failed_sends_free_the_message);
     RUN(monitor_sees_stop);
     RUN(down_keeps_its_actor);
     RUN(overload_reject);
