@@ -597,6 +597,8 @@ int64_t rt_request(rt_actor *self, rt_actor *to, rt_msg *msg, uint64_t timeout_m
         return timer;
     }
     pending_add(self, req, timer);
+    if ((msg->flags & MF_REQUEST) && msg->sender != NULL)
+        rt_actor_release(msg->sender); /* a request passed on asks for self now */
     msg->req_id = req;
     msg->flags |= MF_REQUEST;
     msg->sender = rt_actor_retain(self);
@@ -625,30 +627,32 @@ int rt_reply(const rt_msg *request, rt_msg *reply)
 
 /* Decides whether a popped message reaches the behaviour: drops ticks and
  * timeouts of cancelled timers, and replies or timeouts whose request was
- * already settled. Frees what it drops. */
+ * already settled. Frees what it drops. What it lets through is a plain
+ * message from then on: it no longer holds its timer or counts as a reply,
+ * so a behaviour that sends it on (a reply passed to another actor, a timer
+ * message re-armed with rt_send_after) sends it afresh. */
 static bool admit(rt_actor *a, rt_msg *m)
 {
+    bool keep = true;
     if (m->timer != NULL) {
         rt_timer *t = m->timer;
         if (t->period_ms != 0)
             atomic_store_explicit(&t->tick_queued, false, memory_order_release);
-        if (atomic_load_explicit(&t->cancelled, memory_order_acquire)) {
-            rt_msg_free(m);
-            return false;
-        }
-        if (m->type == RT_MSG_TIMEOUT && pending_take(a, m->req_id) == 0) {
-            rt_msg_free(m);
-            return false;
-        }
+        keep = !atomic_load_explicit(&t->cancelled, memory_order_acquire);
+        m->timer = NULL;
+        rt__timer_release(t); /* the message's reference */
+        if (keep && m->type == RT_MSG_TIMEOUT)
+            keep = pending_take(a, m->req_id) != 0;
     } else if (m->flags & MF_REPLY) {
+        m->flags &= ~(uint32_t)MF_REPLY;
         int64_t timer = pending_take(a, m->req_id);
-        if (timer == 0) {
-            rt_msg_free(m); /* late: its timeout was delivered already */
-            return false;
-        }
-        rt_timer_cancel(a->sys, timer);
+        keep = timer != 0; /* 0: late, its timeout was delivered already */
+        if (keep)
+            rt_timer_cancel(a->sys, timer);
     }
-    return true;
+    if (!keep)
+        rt_msg_free(m);
+    return keep;
 }
 
 /* ---- running and stopping --------------------------------------------------------------- */

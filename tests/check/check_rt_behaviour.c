@@ -538,6 +538,85 @@ static void request_timeout_drops_late_reply(void)
     request_case(1);
 }
 
+/* A behaviour may send on the message it is handling, whatever it was: a
+ * reply forwarded to another actor is a plain message there (not a late
+ * reply to drop), a timer's message re-armed with rt_send_after arrives
+ * again (its old timer freed, under ASan), and a request forwarded with
+ * rt_request asks for its new sender (the old one let go, under ASan). */
+enum { REARMS = 3 };
+
+static struct {
+    rt_actor *server, *target, *middle;
+    int forwarded, rearmed, middle_answers;
+} fw;
+
+static void fw_check_done(rt_actor *self)
+{
+    if (fw.forwarded == 1 && fw.rearmed == REARMS && fw.middle_answers == 1)
+        rt_system_stop(rt_actor_system(self));
+}
+
+static void fw_server(rt_actor *self, rt_msg *m)
+{
+    (void)self;
+    rt_reply(m, rt_msg_new(M_REP, sizeof(rt_msg)));
+}
+
+/* Runs on the same worker as fw_client (one worker): no data race on fw. */
+static void fw_target(rt_actor *self, rt_msg *m)
+{
+    if (m->type == M_REP)
+        fw.forwarded++;
+    fw_check_done(self);
+}
+
+static void fw_middle(rt_actor *self, rt_msg *m)
+{
+    if (m->type == M_REQ)
+        rt_request(self, fw.server, m, WATCHDOG_MS); /* pass the request on as ours */
+    else if (m->type == M_REP)
+        fw.middle_answers++;
+    fw_check_done(self);
+}
+
+static void fw_client(rt_actor *self, rt_msg *m)
+{
+    switch (m->type) {
+    case M_GO:
+        rt_request(self, fw.server, rt_msg_new(M_REQ, sizeof(rt_msg)), WATCHDOG_MS);
+        rt_request(self, fw.middle, rt_msg_new(M_REQ, sizeof(rt_msg)), WATCHDOG_MS);
+        rt_send_after(self, 1, rt_msg_new(M_TICK, sizeof(rt_msg)));
+        break;
+    case M_REP:
+        rt_send(fw.target, m); /* the answer, passed on */
+        break;
+    case M_TICK:
+        if (++fw.rearmed < REARMS)
+            rt_send_after(self, 1, m);
+        break;
+    }
+    fw_check_done(self);
+}
+
+static void resent_messages_start_afresh(void)
+{
+    memset(&fw, 0, sizeof fw);
+    rt_system *sys = start(1);
+    CHECK(sys != NULL, "rt_system_create");
+    fw.server = rt_spawn(sys, fw_server, NULL);
+    fw.target = rt_spawn(sys, fw_target, NULL);
+    fw.middle = rt_spawn(sys, fw_middle, NULL);
+    rt_actor *c = rt_spawn(sys, fw_client, NULL);
+    rt_send(c, rt_msg_new(M_GO, sizeof(rt_msg)));
+    rt_actor_release(c);
+    finish(sys);
+    rt_actor_release(fw.server);
+    rt_actor_release(fw.target);
+    rt_actor_release(fw.middle);
+    CHECK(!watchdog_fired, "watchdog: forwarded reply %d, re-armed timer %d of %d, forwarded request answered %d",
+        fw.forwarded, fw.rearmed, REARMS, fw.middle_answers);
+}
+
 /* rt_request and rt_send_after free the message on every error, as their
  * contract says, also the message being handled (once: not again when the
  * behaviour returns). A release hook counts what is freed. */
@@ -1213,6 +1292,7 @@ int main(void)
     RUN(periodic_timer_ends_with_its_actor);
     RUN(request_reply);
     RUN(request_timeout_drops_late_reply);
+    RUN(resent_messages_start_afresh);
     RUN(failed_sends_free_the_message);
     RUN(monitor_sees_stop);
     RUN(down_keeps_its_actor);
