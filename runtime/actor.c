@@ -370,9 +370,14 @@ static void shed_reply(rt_msg *msg)
 
 /* Whether a sender may be muted (Pony's rule): not while its own mailbox is
  * over its mark or it holds senders muted, for it must run to drain, and
- * muting it would hold up those waiting on it, and in a cycle itself. */
+ * muting it would hold up those waiting on it, and in a cycle itself. Nor
+ * once it is stopping (its finalizer and last message may still send): it
+ * will not run again to be parked, and the mute would never be let go. */
 static bool may_mute(rt_actor *self)
 {
+    /* Relaxed: this thread set those flags itself (rt_stop, stop_actor). */
+    if (atomic_load_explicit(&self->flags, memory_order_relaxed) & (AF_STOPPING | AF_DEAD))
+        return false;
     if (self->high_water != 0 && depth_of(self) > self->high_water)
         return false;
     struct rt_actor_ext *e = atomic_load_explicit(&self->ext, memory_order_acquire);
