@@ -168,6 +168,8 @@ void rt_take(rt_actor *self, rt_msg *msg)
         self->current = NULL;
 }
 
+static bool timer_detach(rt_msg *m);
+
 void rt_msg_free(rt_msg *msg)
 {
     if (msg == NULL)
@@ -175,7 +177,7 @@ void rt_msg_free(rt_msg *msg)
     if (msg->release != NULL)
         msg->release(msg);
     if (msg->timer != NULL)
-        rt__timer_release(msg->timer);
+        timer_detach(msg);
     if ((msg->flags & MF_REQUEST) && msg->sender != NULL)
         rt_actor_release(msg->sender); /* requests keep their sender alive for the reply */
     rt__pool_free(msg, (msg->flags & MF_CLASS_MASK) >> MF_CLASS_SHIFT);
@@ -640,12 +642,7 @@ static bool admit(rt_actor *a, rt_msg *m)
 {
     bool keep = true;
     if (m->timer != NULL) {
-        rt_timer *t = m->timer;
-        if (t->period_ms != 0)
-            atomic_store_explicit(&t->tick_queued, false, memory_order_release);
-        keep = !atomic_load_explicit(&t->cancelled, memory_order_acquire);
-        m->timer = NULL;
-        rt__timer_release(t); /* the message's reference */
+        keep = timer_detach(m);
         if (keep && m->type == RT_MSG_TIMEOUT)
             keep = pending_take(a, m->req_id) != 0;
     } else if (m->flags & MF_REPLY) {
@@ -948,7 +945,8 @@ void rt__timers_cancel_all(rt_system *sys)
     }
 }
 
-bool rt__timer_forget(rt_system *sys, rt_timer *t)
+/* Takes t out of the table; false if a cancel took it first. */
+static bool timer_forget(rt_system *sys, rt_timer *t)
 {
     struct rt_system_common *c = rt__common(sys);
     rt__port_lock(c->timer_lock);
@@ -957,6 +955,32 @@ bool rt__timer_forget(rt_system *sys, rt_timer *t)
     if (found != NULL)
         rt__timer_release(found);
     return found != NULL;
+}
+
+/* Parts a timer's message from its timer, when the message reaches its
+ * behaviour (admit) or is freed unhandled: the message lets go of its
+ * reference, a periodic timer may queue its next tick, and a one-shot timer
+ * leaves the table. A one-shot timer stays there from its start until
+ * then, so rt_timer_cancel() finds it even while its message waits in the
+ * mailbox, and the cancel wins. Returns false when the timer was cancelled:
+ * the message must not be delivered. */
+static bool timer_detach(rt_msg *m)
+{
+    rt_timer *t = m->timer;
+    bool live;
+    m->timer = NULL;
+    if (t->period_ms != 0) {
+        atomic_store_explicit(&t->tick_queued, false, memory_order_release);
+        live = !atomic_load_explicit(&t->cancelled, memory_order_acquire);
+    } else {
+        /* Only a cancel takes a one-shot timer out before this, and marks
+         * it first: once the runtime stops every timer is, and the table
+         * (the runtime) may be gone by the time a message is freed. */
+        live = !atomic_load_explicit(&t->cancelled, memory_order_acquire) &&
+            timer_forget(t->to->sys, t);
+    }
+    rt__timer_release(t); /* the message's reference */
+    return live;
 }
 
 void rt__timer_release(rt_timer *t)
@@ -978,12 +1002,10 @@ void rt__timer_fire(rt_timer *t, uint64_t now_ms)
     if (atomic_load_explicit(&t->cancelled, memory_order_acquire))
         return;
     if (t->period_ms == 0) {
+        /* It stays in the table until the message is handled or freed
+         * (timer_detach): a cancel before then still takes it back. */
         rt_msg *m = t->msg;
         t->msg = NULL;
-        if (!rt__timer_forget(t->to->sys, t)) {
-            t->msg = m; /* cancelled meanwhile: freed with the timer */
-            return;
-        }
         atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
         m->timer = t;
         if (!(m->flags & MF_REQUEST))
@@ -1009,8 +1031,7 @@ void rt__timer_fire(rt_timer *t, uint64_t now_ms)
     k->cookie = t->cookie;
     atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
     k->hdr.timer = t;
-    if (send_own(t->to, &k->hdr) < 0)
-        atomic_store_explicit(&t->tick_queued, false, memory_order_release);
+    send_own(t->to, &k->hdr); /* refused, the tick is freed: tick_queued clears */
 }
 
 uint64_t rt_mono_ms(void)

@@ -68,8 +68,9 @@ _Static_assert(offsetof(struct rt_actor, received) -
     "senders' and consumer's fields must not share a cache line");
 
 /* A timer: one-shot (msg set) or periodic (period > 0). Referenced by the
- * timer table until it fires or is cancelled, by the port while armed, and
- * by each message it has put in a mailbox. */
+ * timer table until it is cancelled or, one-shot, its message reaches the
+ * behaviour or is freed; by the port while armed; and by each message it
+ * has put in a mailbox until then. */
 typedef struct rt_timer {
     rt_mpscq_node cmd;           /* link in the port's start queue */
     int64_t id;
@@ -103,8 +104,6 @@ void rt__timer_release(rt_timer *t);
 /* Puts the timer's message (one-shot) or a new tick (periodic) in its
  * actor's mailbox. Called by the port when the timer is due. */
 void rt__timer_fire(rt_timer *t, uint64_t now_ms);
-/* Takes t out of the table (fired one-shot); false if it was cancelled. */
-bool rt__timer_forget(rt_system *sys, rt_timer *t);
 /* Cancels and forgets every timer (shutdown). */
 void rt__timers_cancel_all(rt_system *sys);
 

@@ -41,7 +41,7 @@ typedef struct rt_msg rt_msg;
     X(STOPPED, "the actor or the runtime has stopped")                         \
     X(OVERLOAD, "the receiver's mailbox is over its high-water mark")          \
     X(INVAL, "invalid argument")                                               \
-    X(NOTIMER, "no such timer (fired, cancelled or never started)")            \
+    X(NOTIMER, "no such timer (delivered, cancelled or never started)")        \
     X(THREAD, "could not start a thread")                                      \
     X(LOOP, "libuv loop error")
 
@@ -242,7 +242,10 @@ int64_t rt_send_after(rt_actor *to, uint64_t delay_ms, rt_msg *msg);
 int64_t rt_send_every(rt_actor *to, uint64_t period_ms, uint32_t type, uint64_t cookie);
 
 /* Cancels a timer. Once this returns, `to` receives nothing more from it,
- * even a message already in its mailbox. Returns 0 or RT_ENOTIMER. */
+ * even a message already in its mailbox. Returns 0, or RT_ENOTIMER when
+ * there is nothing left to cancel: the timer was cancelled (rt_system_stop
+ * cancels them all) or never started, or, one-shot, its message has reached
+ * the behaviour. */
 int rt_timer_cancel(rt_system *sys, int64_t timer);
 
 /* ---- the runtime -------------------------------------------------------------- */
@@ -270,9 +273,11 @@ rt_system *rt_system_create(const rt_system_opts *opts, int *err);
 int rt_system_run(rt_system *sys);
 
 /* Asks the runtime to stop: new sends from outside fail with RT_ESTOPPED,
- * timers are cancelled, queued messages are still handled, and once no
- * actor has work left every actor is stopped (finalizers run, watchers are
- * not notified) and the threads exit. Any thread, any number of times. */
+ * timers are cancelled (a timer's message waiting in a mailbox is dropped,
+ * as by rt_timer_cancel), other queued messages are still handled, and
+ * once no actor has work left every actor is stopped (finalizers run,
+ * watchers are not notified) and the threads exit. Any thread, any number
+ * of times. */
 void rt_system_stop(rt_system *sys);
 
 /* Joins the threads and frees the runtime. Call after rt_system_run

@@ -352,6 +352,71 @@ static void timers_fire_in_order(void)
             (unsigned long long)tm.order[i], (unsigned long long)want[i]);
 }
 
+/* A one-shot timer cancelled after it fired, its message already in the
+ * mailbox but not yet handled, delivers nothing, and the cancel says it
+ * cancelled it. The actor polls (re-sending a message to itself, so the
+ * WebAssembly port's host loop gets its turns) until its mailbox holds the
+ * timer's message beside the next poll; a mark makes the depth it reads
+ * exact. */
+enum { CANCEL_WAIT_MS = 5000 };
+
+static struct {
+    int64_t timer;
+    uint64_t until;
+    int cancel_rc, cancel_again_rc, delivered, gave_up, polled;
+} cq;
+
+static void cq_actor(rt_actor *self, rt_msg *m)
+{
+    rt_system *sys = rt_actor_system(self);
+    rt_actor_stats st;
+    switch (m->type) {
+    case M_GO:
+        cq.timer = rt_send_after(self, 1, rt_msg_new(M_NUM, sizeof(rt_msg)));
+        cq.until = now_ms() + CANCEL_WAIT_MS;
+        m->type = M_TICK;
+        rt_send(self, m);
+        break;
+    case M_TICK:
+        if (cq.polled) {
+            rt_send(self, rt_msg_new(M_DONE, sizeof(rt_msg)));
+            break;
+        }
+        rt_send(self, m); /* the next poll, then a look: two means the timer's */
+        rt_actor_stats_get(self, &st);
+        if (st.depth >= 2) {
+            cq.cancel_rc = rt_timer_cancel(sys, cq.timer); /* fired, not handled */
+            cq.polled = 1;
+        } else if (now_ms() >= cq.until) {
+            cq.gave_up = cq.polled = 1;
+        }
+        break;
+    case M_NUM:
+        cq.delivered++;
+        break;
+    case M_DONE:
+        cq.cancel_again_rc = rt_timer_cancel(sys, cq.timer);
+        rt_system_stop(sys);
+        break;
+    }
+}
+
+static void cancel_after_fire(void)
+{
+    memset(&cq, 0, sizeof cq);
+    rt_system *sys = start(1);
+    CHECK(sys != NULL, "rt_system_create");
+    rt_actor *a = rt_spawn(sys, cq_actor, &(rt_actor_opts){ .high_water = 1000, .policy = RT_OVERLOAD_SHED });
+    rt_send(a, rt_msg_new(M_GO, sizeof(rt_msg)));
+    rt_actor_release(a);
+    finish(sys);
+    CHECK(!watchdog_fired, "watchdog");
+    CHECK(!cq.gave_up, "the timer's message did not arrive in %d ms", CANCEL_WAIT_MS);
+    CHECK(cq.cancel_rc == 0, "cancel after the timer fired: %s", rt_strerror(cq.cancel_rc));
+    CHECK(cq.delivered == 0, "the message of a cancelled timer was delivered");
+    CHECK(cq.cancel_again_rc == RT_ENOTIMER, "second cancel: %s", rt_strerror(cq.cancel_again_rc));
+}
+
 enum { PERIOD_MS = 4, TICKS = 40 };
 
 static void periodic_sink(rt_actor *self, rt_msg *m)
@@ -1342,6 +1407,7 @@ int main(void)
     RUN(backlog_runs_beside_its_sender);
     RUN(outside_work_not_starved);
     RUN(timers_fire_in_order);
+    RUN(cancel_after_fire);
     RUN(periodic_timers);
     RUN(periodic_timer_ends_with_its_actor);
     RUN(request_reply);
