@@ -5,7 +5,8 @@
  * Runnable actors wait in one FIFO queue; the first one to arrive schedules
  * a drain with a zero-delay host timeout, and each drain runs actors up to a
  * budget, then yields back to the host so the page stays responsive. Timers
- * are host timeouts. Pinned and unpinned actors are the same here.
+ * are host timeouts, in steps for those due beyond what one host timeout
+ * can wait. Pinned and unpinned actors are the same here.
  *
  * rt_system_run() returns at once: the host's loop drives everything. Test
  * programs built with -sASYNCIFY and RT_WASM_BLOCKING_RUN get a blocking
@@ -99,29 +100,57 @@ void rt__port_quiescent(rt_system *sys)
     request_drain(sys); /* finalizes from the host loop, not mid-behaviour */
 }
 
-/* The host timeout id is kept in t->port as id + 1, so NULL means unarmed. */
+/* When t is due next: start + delay, then start + (n + 1) * period after
+ * its n-th tick (lateness never accumulates); the end of time if that does
+ * not fit. */
+static uint64_t due_of(const rt_timer *t)
+{
+    uint64_t after = t->delay_ms;
+    if (t->period_ms != 0 && __builtin_mul_overflow(t->seq + 1, t->period_ms, &after))
+        return UINT64_MAX;
+    uint64_t due;
+    return __builtin_add_overflow(t->start_ms, after, &due) ? UINT64_MAX : due;
+}
+
+static void timer_due(void *arg);
+
+/* Arms the host timeout for t's next due time. A host timeout takes at most
+ * 2^31 - 1 ms (setTimeout fires a longer one at once), so a timer due later
+ * waits in steps: timer_due re-arms until it is due. The timeout id is kept
+ * in t->port as id + 1, so NULL means unarmed. */
+static void arm(rt_timer *t, uint64_t now)
+{
+    uint64_t due = due_of(t);
+    uint64_t wait = due > now ? due - now : 0;
+    if (wait > INT32_MAX)
+        wait = INT32_MAX;
+    int id = emscripten_set_timeout(timer_due, (double)wait, t);
+    t->port = (void *)(intptr_t)(id + 1);
+}
+
 static void timer_due(void *arg)
 {
     rt_timer *t = arg;
     uint64_t now = (uint64_t)emscripten_get_now();
 
+    if (now < due_of(t)) {
+        arm(t, now); /* one step of a long wait */
+        return;
+    }
     t->port = NULL;
     rt__timer_fire(t, now);
     if (t->period_ms == 0 || t->cancelled) {
         rt__timer_release(t); /* the port's reference */
         return;
     }
-    uint64_t due = t->start_ms + (t->seq + 1) * t->period_ms;
-    int id = emscripten_set_timeout(timer_due, due > now ? (double)(due - now) : 0.0, t);
-    t->port = (void *)(intptr_t)(id + 1);
+    arm(t, now);
 }
 
 void rt__port_timer_start(rt_system *sys, rt_timer *t)
 {
     (void)sys;
     t->start_ms = (uint64_t)emscripten_get_now();
-    int id = emscripten_set_timeout(timer_due, (double)t->delay_ms, t);
-    t->port = (void *)(intptr_t)(id + 1);
+    arm(t, t->start_ms);
 }
 
 void rt__port_timer_cancel(rt_system *sys, rt_timer *t)

@@ -417,6 +417,52 @@ static void cancel_after_fire(void)
     CHECK(cq.cancel_again_rc == RT_ENOTIMER, "second cancel: %s", rt_strerror(cq.cancel_again_rc));
 }
 
+/* Timers far ahead wait: the WebAssembly port's host timeouts take at most
+ * 2^31 - 1 ms (a longer one fires at once), so it waits in steps. A
+ * one-shot and a periodic timer due in 2^32 ms, and one-shot ones at the
+ * ends of the range, must still be pending when a 50 ms timer fires. */
+static struct {
+    int64_t timers[4];
+    int early, cancel_rc[4];
+} far;
+
+static void far_actor(rt_actor *self, rt_msg *m)
+{
+    rt_system *sys = rt_actor_system(self);
+    switch (m->type) {
+    case M_GO:
+        far.timers[0] = rt_send_after(self, UINT64_C(1) << 32, rt_msg_new(M_NUM, sizeof(rt_msg)));
+        far.timers[1] = rt_send_every(self, UINT64_C(1) << 32, M_TICK, 0);
+        far.timers[2] = rt_send_after(self, UINT64_C(1) << 31, rt_msg_new(M_NUM, sizeof(rt_msg)));
+        far.timers[3] = rt_send_after(self, UINT64_MAX, rt_msg_new(M_NUM, sizeof(rt_msg)));
+        rt_send_after(self, 50, rt_msg_new(M_DONE, sizeof(rt_msg)));
+        break;
+    case M_DONE:
+        for (int i = 0; i < 4; i++)
+            far.cancel_rc[i] = rt_timer_cancel(sys, far.timers[i]);
+        rt_system_stop(sys);
+        break;
+    default:
+        far.early++;
+        break;
+    }
+}
+
+static void far_timers_wait(void)
+{
+    memset(&far, 0, sizeof far);
+    rt_system *sys = start(1);
+    CHECK(sys != NULL, "rt_system_create");
+    rt_actor *a = rt_spawn(sys, far_actor, NULL);
+    rt_send(a, rt_msg_new(M_GO, sizeof(rt_msg)));
+    rt_actor_release(a);
+    finish(sys);
+    CHECK(!watchdog_fired, "watchdog");
+    CHECK(far.early == 0, "%d timers due in 2^31 ms or more fired within 50 ms", far.early);
+    for (int i = 0; i < 4; i++)
+        CHECK(far.cancel_rc[i] == 0, "timer %d: cancel: %s", i, rt_strerror(far.cancel_rc[i]));
+}
+
 enum { PERIOD_MS = 4, TICKS = 40 };
 
 static void periodic_sink(rt_actor *self, rt_msg *m)
@@ -1408,6 +1454,7 @@ int main(void)
     RUN(outside_work_not_starved);
     RUN(timers_fire_in_order);
     RUN(cancel_after_fire);
+    RUN(far_timers_wait);
     RUN(periodic_timers);
     RUN(periodic_timer_ends_with_its_actor);
     RUN(request_reply);
