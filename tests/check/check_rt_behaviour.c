@@ -60,6 +60,14 @@ static void finish(rt_system *sys)
     rt_system_destroy(sys);
 }
 
+/* Spawns an actor and sends it M_GO; only the runtime holds it then. */
+static void spawn_go(rt_system *sys, rt_behaviour b, const rt_actor_opts *o)
+{
+    rt_actor *a = rt_spawn(sys, b, o);
+    rt_send(a, rt_msg_new(M_GO, sizeof(rt_msg)));
+    rt_actor_release(a);
+}
+
 static rt_msg *new_num(uint32_t from, uint64_t seq)
 {
     num *n = RT_MSG_NEW(num, M_NUM);
@@ -406,9 +414,7 @@ static void cancel_after_fire(void)
     memset(&cq, 0, sizeof cq);
     rt_system *sys = start(1);
     CHECK(sys != NULL, "rt_system_create");
-    rt_actor *a = rt_spawn(sys, cq_actor, &(rt_actor_opts){ .high_water = 1000, .policy = RT_OVERLOAD_SHED });
-    rt_send(a, rt_msg_new(M_GO, sizeof(rt_msg)));
-    rt_actor_release(a);
+    spawn_go(sys, cq_actor, &(rt_actor_opts){ .high_water = 1000, .policy = RT_OVERLOAD_SHED });
     finish(sys);
     CHECK(!watchdog_fired, "watchdog");
     CHECK(!cq.gave_up, "the timer's message did not arrive in %d ms", CANCEL_WAIT_MS);
@@ -453,9 +459,7 @@ static void far_timers_wait(void)
     memset(&far, 0, sizeof far);
     rt_system *sys = start(1);
     CHECK(sys != NULL, "rt_system_create");
-    rt_actor *a = rt_spawn(sys, far_actor, NULL);
-    rt_send(a, rt_msg_new(M_GO, sizeof(rt_msg)));
-    rt_actor_release(a);
+    spawn_go(sys, far_actor, NULL);
     finish(sys);
     CHECK(!watchdog_fired, "watchdog");
     CHECK(far.early == 0, "%d timers due in 2^31 ms or more fired within 50 ms", far.early);
@@ -766,9 +770,7 @@ static void failed_sends_free_the_message(void)
     memset(&fs, 0, sizeof fs);
     rt_system *sys = start(1);
     CHECK(sys != NULL, "rt_system_create");
-    rt_actor *a = rt_spawn(sys, fs_actor, NULL);
-    rt_send(a, rt_msg_new(M_GO, sizeof(rt_msg)));
-    rt_actor_release(a);
+    spawn_go(sys, fs_actor, NULL);
     finish(sys);
     CHECK(!watchdog_fired, "watchdog");
     CHECK(fs.request_rc == RT_EINVAL && fs.after_rc == RT_EINVAL && fs.current_rc == RT_EINVAL,
@@ -1120,9 +1122,7 @@ static void stopping_actor_not_muted(void)
     rt_system *sys = start(1);
     CHECK(sys != NULL, "rt_system_create");
     ms.sink = rt_spawn(sys, ms_sink, &(rt_actor_opts){ .pinned = true, .high_water = 1, .policy = RT_OVERLOAD_MUTE });
-    rt_actor *a = rt_spawn(sys, ms_stopper, &(rt_actor_opts){ .finalize = ms_final });
-    rt_send(a, rt_msg_new(M_GO, sizeof(rt_msg)));
-    rt_actor_release(a);
+    spawn_go(sys, ms_stopper, &(rt_actor_opts){ .finalize = ms_final });
 #ifndef __EMSCRIPTEN__
     /* Natively it runs on the worker now; the sink waits for the loop. */
     for (uint64_t until = now_ms() + WATCHDOG_MS; !atomic_load(&ms.finalized) && now_ms() < until;)
@@ -1215,9 +1215,7 @@ static void own_messages_case(rt_overload policy)
     /* Pinned: the actor's worker would hold it in its next slot until
      * M_GO returns. */
     own.peer = rt_spawn(sys, own_peer, &(rt_actor_opts){ .pinned = true });
-    rt_actor *a = rt_spawn(sys, own_actor, &(rt_actor_opts){ .high_water = 1, .policy = policy });
-    rt_send(a, rt_msg_new(M_GO, sizeof(rt_msg)));
-    rt_actor_release(a);
+    spawn_go(sys, own_actor, &(rt_actor_opts){ .high_water = 1, .policy = policy });
     finish(sys);
     rt_actor_release(own.peer);
     CHECK(!watchdog_fired, "watchdog");
