@@ -32,6 +32,7 @@
 enum { M_REQUEST = RT_MSG_USER + 0x1200, M_DIE, M_TLS_CHECK };
 enum {
     EVENTS_KEPT = 4096,         /* events a reconnecting client can catch up on */
+    EVENTS_PER_ADDRESS = 16,    /* /ws/events connections one client address may hold */
     ANSWER_SLACK_S = 5,         /* past the database's waits, before a transaction is given up */
 };
 
@@ -54,6 +55,7 @@ struct gw_events_conn {
     uint64_t at;             /* the last event sent or passed over */
     char *snapshot;          /* to send before the events after `at`, or NULL */
     bool behind;             /* the log has moved on past it: being closed */
+    uint8_t addr[PR_PK_BYTES]; /* its client's address (cd_addr_key) */
 };
 
 /* lws per-transaction state of the http protocol */
@@ -418,6 +420,14 @@ static gw_events_conn *evc_find(gateway *g, struct lws *wsi)
     return NULL;
 }
 
+/* The key of wsi's client address, as the node sessions keep theirs. */
+static void evc_addr(const gateway *g, struct lws *wsi, uint8_t addr[PR_PK_BYTES])
+{
+    struct sockaddr_storage client;
+    cd_wsi_client(wsi, &g->proxies, &client);
+    cd_addr_key((const struct sockaddr *)&client, addr);
+}
+
 /* A client the log has moved on past is closed; it reconnects with
  * since= and is sent a snapshot. Its socket may be too full to be told. */
 static void evc_behind(gw_events_conn *c)
@@ -532,7 +542,16 @@ static int events_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
         /* --private: the upgrade only with a ticket (POST /api/events/ticket) */
         char v[40];
         const char *tv = lws_get_urlarg_by_name(wsi, "ticket=", v, sizeof v);
-        return g != NULL && g->private_reads && (tv == NULL || !gw_ticket_take(g, tv)) ? -1 : 0;
+        if (g == NULL || (g->private_reads && (tv == NULL || !gw_ticket_take(g, tv))))
+            return -1;
+        /* each client costs its snapshot until it reads it: one address
+         * cannot open them without end */
+        uint8_t addr[PR_PK_BYTES];
+        unsigned held = 0;
+        evc_addr(g, wsi, addr);
+        for (size_t i = 0; i < g->nevc; i++)
+            held += memcmp(g->evc[i].addr, addr, sizeof addr) == 0;
+        return held >= EVENTS_PER_ADDRESS ? -1 : 0;
     }
     case LWS_CALLBACK_ESTABLISHED: {
         char uri[64] = "", v[32];
@@ -544,6 +563,7 @@ static int events_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
         c = &g->evc[g->nevc++];
         memset(c, 0, sizeof *c);
         c->wsi = wsi;
+        evc_addr(g, wsi, c->addr);
         const char *jv = lws_get_urlarg_by_name(wsi, "job=", v, sizeof v);
         c->job = jv ? strtoull(jv, NULL, 10) : 0;
         /* a client that saw up to since= reads on from there, if the log

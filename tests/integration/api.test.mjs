@@ -470,6 +470,39 @@ test('an events client that stops reading is dropped once the log has moved on p
   }
 });
 
+test('one address holds at most 16 /ws/events connections', async () => {
+  const other = await serve(await createDatabase(pg, 'evmany'));
+  // Resolves to the upgrade's status line; the socket stays open.
+  const upgrade = () => new Promise((resolve, reject) => {
+    const sock = net.connect(other.port, '127.0.0.1', () => sock.write('GET /ws/events HTTP/1.1\r\nHost: 127.0.0.1\r\n'
+      + 'Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n'
+      + 'Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: simfarm.events.v1\r\n\r\n'));
+    let got = '';
+    sock.on('data', (d) => { got += d; if (got.includes('\r\n')) resolve({ sock, line: got.split('\r\n')[0] }); });
+    sock.on('end', () => resolve({ sock, line: got.split('\r\n')[0] }));
+    sock.on('error', reject);
+  });
+  const open = [];
+  try {
+    for (let i = 0; i < 16; i++) open.push(await upgrade());
+    assert.ok(open.every((c) => /^HTTP\/1\.1 101/.test(c.line)), open.map((c) => c.line).join(', '));
+    assert.equal((await metrics(other)).simfarm_event_clients, 16);
+    const refused = await upgrade();
+    refused.sock.destroy();
+    assert.doesNotMatch(refused.line, /^HTTP\/1\.1 101/, 'the 17th is refused');
+    assert.equal((await metrics(other)).simfarm_event_clients, 16);
+    // one leaves: another may come
+    open.shift().sock.destroy();
+    await eventually(async () => (await metrics(other)).simfarm_event_clients === 15, 'the one that left is gone', 10000);
+    const again = await upgrade();
+    open.push(again);
+    assert.match(again.line, /^HTTP\/1\.1 101/);
+  } finally {
+    for (const c of open) c.sock.destroy();
+    await other.stop();
+  }
+});
+
 test('events of a cancelled job: submitted, started, and one job.finished', async () => {
   const ev = tailEvents(srv);
   await ev.until((e) => e.type === 'snapshot', 'snapshot');
