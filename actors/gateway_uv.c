@@ -381,12 +381,15 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
         if (lws_finalize_write_http_header(wsi, start, &p, end))
             return 1;
         size_t blen = ps->head ? 0 : s->body_len;
-        unsigned char *out = malloc(LWS_PRE + blen + 1);
-        if (out == NULL)
-            rt_oom(LWS_PRE + blen + 1);
-        memcpy(out + LWS_PRE, s->body, blen);
-        int w = blen > 0 ? lws_write(wsi, out + LWS_PRE, blen, LWS_WRITE_HTTP_FINAL) : 0;
-        free(out);
+        int w = 0;
+        if (blen > 0) {
+            unsigned char *out = malloc(LWS_PRE + blen);
+            if (out == NULL)
+                rt_oom(LWS_PRE + blen);
+            memcpy(out + LWS_PRE, s->body, blen);
+            w = lws_write(wsi, out + LWS_PRE, blen, LWS_WRITE_HTTP_FINAL);
+            free(out);
+        }
         session_close(g, ps->session);
         ps->session = 0;
         if (w != (int)blen || ps->close)
@@ -525,8 +528,6 @@ static int evc_write(gateway *g, gw_events_conn *c)
         lws_callback_on_writable(c->wsi);
     return 0;
 }
-
-
 
 static int events_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
 {

@@ -14,22 +14,9 @@
 #include <unistd.h>
 
 #include "node-native/keyfile.h"
+#include "tests/support/tmpdir.h"
 
-static char dir[] = "/tmp/simfarm-keyfile-XXXXXX";
-
-static void make_dir(void)
-{
-    cr_assert_not_null(mkdtemp(dir));
-}
-
-static void remove_dir(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
-}
-
-TestSuite(keyfile, .init = make_dir, .fini = remove_dir);
+TestSuite(keyfile, .init = tmpdir_make, .fini = tmpdir_remove);
 
 enum { RACERS = 12 };
 
@@ -38,7 +25,7 @@ enum { RACERS = 12 };
 Test(keyfile, nodes_started_at_once_share_one_key)
 {
     char path[256];
-    snprintf(path, sizeof path, "%s/new/node.key", dir);
+    snprintf(path, sizeof path, "%s/new/node.key", tmpdir);
     int go[2], out[2];
     cr_assert_eq(pipe(go), 0);
     cr_assert_eq(pipe(out), 0);
@@ -103,7 +90,7 @@ Test(keyfile, nodes_started_at_once_share_one_key)
 Test(keyfile, a_short_write_says_why)
 {
     char path[256];
-    snprintf(path, sizeof path, "%s/short.key", dir);
+    snprintf(path, sizeof path, "%s/short.key", tmpdir);
     signal(SIGXFSZ, SIG_IGN);
     struct rlimit was, lim = { 16, 16 };
     cr_assert_eq(getrlimit(RLIMIT_FSIZE, &was), 0);
@@ -119,14 +106,14 @@ Test(keyfile, a_short_write_says_why)
     cr_assert_not_null(strstr(err, strerror(EFBIG)), "%s", err);
     cr_assert_neq(access(path, F_OK), 0, "no partial key file is left");
     char cmd[300];
-    snprintf(cmd, sizeof cmd, "test -z \"$(ls -A '%s')\"", dir);
+    snprintf(cmd, sizeof cmd, "test -z \"$(ls -A '%s')\"", tmpdir);
     cr_assert_eq(system(cmd), 0, "no temporary file is left");
 }
 
 Test(keyfile, an_existing_key_is_loaded_again)
 {
     char path[256];
-    snprintf(path, sizeof path, "%s/again.key", dir);
+    snprintf(path, sizeof path, "%s/again.key", tmpdir);
     pr_key a, b;
     bool created;
     char err[512];

@@ -19,30 +19,16 @@
 #include <unistd.h>
 
 #include "actors/tlscert.h"
+#include "tests/support/tmpdir.h"
 
-static char dir[64];
-
-static void make_dir(void)
-{
-    snprintf(dir, sizeof dir, "/tmp/simfarm-tlscert-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-}
-
-static void remove_dir(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    cr_assert_eq(system(cmd), 0);
-}
-
-TestSuite(tlscert, .init = make_dir, .fini = remove_dir);
+TestSuite(tlscert, .init = tmpdir_make, .fini = tmpdir_remove);
 
 static const char *file(const char *name)
 {
     static char paths[8][128];
     static int next;
     char *p = paths[next++ % 8];
-    snprintf(p, sizeof paths[0], "%s/%s", dir, name);
+    snprintf(p, sizeof paths[0], "%s/%s", tmpdir, name);
     return p;
 }
 
