@@ -34,6 +34,7 @@ enum {
     EVENTS_KEPT = 4096,         /* events a reconnecting client can catch up on */
     EVENTS_PER_ADDRESS = 16,    /* /ws/events connections one client address may hold */
     ANSWER_SLACK_S = 5,         /* past the database's waits, before a transaction is given up */
+    BODY_DRAIN_FACTOR = 8,      /* a body up to this many times the limit is read before its 413 */
 };
 
 /* An HTTP transaction waiting for its answer. */
@@ -244,7 +245,7 @@ static void send_request(gateway *g, struct lws *wsi, gw_request *r)
  * connection is closed after the answer, since libwebsockets would take
  * what follows for one. Otherwise the status to refuse it with at once
  * (and close), with why: a chunked body (not decoded here), a length that
- * is not a number, one past max_body. */
+ * is not a number, one past BODY_DRAIN_FACTOR times max_body. */
 static int post_body(const gateway *g, struct lws *wsi, pss *ps, char *why, size_t cap)
 {
     char cl[32];
@@ -263,11 +264,17 @@ static int post_body(const gateway *g, struct lws *wsi, pss *ps, char *why, size
         snprintf(why, cap, "Content-Length must be a number of bytes");
         return 400;
     }
-    if (strtoull(cl, NULL, 10) > g->max_body) {
+    unsigned long long want = strtoull(cl, NULL, 10);
+    ps->close = false;
+    /* A body somewhat past the limit is read and dropped, then refused
+     * (HTTP_BODY_COMPLETION): closing on a client still sending it would
+     * reset the connection before it read the 413. */
+    ps->too_big = want > g->max_body;
+    if (want > (unsigned long long)BODY_DRAIN_FACTOR * g->max_body) {
+        ps->close = true;
         snprintf(why, cap, "request body over %zu bytes", g->max_body);
         return 413;
     }
-    ps->close = false;
     return 0;
 }
 
