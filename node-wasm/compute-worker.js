@@ -3,7 +3,9 @@
 // fetched and hashed (without it the module fetches its own); then { job,
 // chunk, hash, work, start: [lo, hi], count: [lo, hi], variant } from the
 // node worker. Out: { progress } (the chunk's items done so far, about
-// every 100 ms while it runs), then { err, data, ms, error }.
+// every 100 ms while it runs), then { err, data, ms, error }; or { fatal }
+// when the module would not instantiate or trapped: the node worker ends
+// this worker then.
 'use strict';
 importScripts('simfarm-node.js');
 
@@ -23,13 +25,18 @@ function bytesIn(m, bytes) {
   return p;
 }
 
-self.onmessage = async (e) => {
+self.onmessage = (e) => {
   const c = e.data;
   if (c.wasmBinary) {
     ready ||= instance({ wasmBinary: c.wasmBinary });
+    ready.catch(() => {}); // told with the first chunk
     return;
   }
   ready ||= instance({});
+  compute(c).catch((err) => self.postMessage({ fatal: String(err?.message || err) }));
+};
+
+async function compute(c) {
   const m = await ready;
   if (!hashPtr) hashPtr = m._ndw_alloc(32);
   m.HEAPU8.set(c.hash, hashPtr);
@@ -49,4 +56,4 @@ self.onmessage = async (e) => {
   const p = m._ndw_result();
   const data = m.HEAPU8.slice(p, p + m._ndw_result_len());
   self.postMessage({ err: 0, data, ms }, [data.buffer]);
-};
+}

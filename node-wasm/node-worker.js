@@ -25,6 +25,7 @@ importScripts('simfarm-node.js');
 const WS_PROTOCOL = 'simfarm.node.v1';
 const ND_ECANCELLED = -200; // actors/node.h
 const ND_STOPPED = 6;       // nd_state, actors/node.h
+const SIM_EDEVICE = -11;    // sim/sim.h: "device or driver error"
 let M = null;
 let ws = null;
 let workers = [];         // by number; null: none (past the count, or ended)
@@ -167,10 +168,34 @@ const host = {
 function computeWorker(w) {
   const worker = new Worker('compute-worker.js');
   worker.postMessage({ wasmBinary: M.wasmBinary }); // the module the node runs and hashed
-  // a worker that was ended (cancel) may still have a message on its way
+  // A worker that was ended (cancel, fewer cores) may still have a message
+  // or an error on its way. An error is the node worker's to handle: left
+  // unhandled it would reach the page, which takes it for the node's own.
   worker.onmessage = (e) => { if (workers[w] === worker) onWorkerDone(w, e); };
-  worker.onerror = (e) => self.postMessage({ type: 'log', level: 1, line: `compute worker ${w}: ${e.message}` });
+  worker.onerror = (e) => {
+    e.preventDefault();
+    if (workers[w] === worker) workerFailed(w, e.message);
+  };
   return worker;
+}
+
+// Compute worker w failed: its script or module would not load, or the
+// module trapped. It is ended; a chunk it held fails (the node lists it no
+// more, so the coordinator hands it out again), and the next chunk for w
+// gets a fresh worker (host.compute).
+function workerFailed(w, why) {
+  const x = workers[w];
+  const c = x.pending;
+  self.postMessage({ type: 'log', level: 1, line: `compute worker ${w}: ${why}` });
+  x.terminate();
+  workers[w] = null;
+  if (!c) return;
+  computedBefore += x.partial || 0;
+  const ms = Math.round(performance.now() - busySince[w]);
+  busyMs += performance.now() - busySince[w];
+  busySince[w] = 0;
+  M._ndw_done(w, SIM_EDEVICE, 0, 0, ms);
+  postProgress();
 }
 
 // The job of a chunk in hand (the last job handed out while one of its
@@ -197,6 +222,10 @@ function onWorkerDone(w, e) {
   const r = e.data;
   if (r.progress !== undefined) {
     if (workers[w].pending) workers[w].partial = r.progress;
+    return;
+  }
+  if (r.fatal !== undefined) {
+    workerFailed(w, r.fatal);
     return;
   }
   const c = workers[w].pending;

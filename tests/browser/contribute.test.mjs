@@ -4,7 +4,8 @@
 // public node; the job it computes is accepted chunk by chunk (each
 // completion's signature checked by the coordinator) and equals the native
 // single-process result bit for bit. Its cores slider adds and removes
-// workers without leaving the session. A tab closed in the middle of a chunk
+// workers without leaving the session; a compute worker that fails to load
+// is replaced, and its chunk handed out again. A tab closed in the middle of a chunk
 // gives its chunks back, and the job still completes. The page also works
 // over https and under a proxy's path prefix.
 import { test, before, after } from 'node:test';
@@ -15,7 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { build, eventually, run, top } from '../lib/proc.mjs';
 import { psql, startPostgres } from '../lib/pg.mjs';
-import { serve, call } from '../lib/coord.mjs';
+import { serve, call, metrics } from '../lib/coord.mjs';
 import { selfSigned } from '../lib/tls.mjs';
 import { prefixProxy } from '../lib/prefixproxy.mjs';
 import { launch } from './chromium.mjs';
@@ -70,9 +71,10 @@ async function sameAsNative(done, items, seed) {
 // Opens /contribute (fragment: after #) in a fresh context (its own
 // IndexedDB: a new key), sets the cores and starts; resolves once the page
 // says it is running.
-async function contribute(cores, { fragment = '', pauseHidden = false, server = srv, via = browser, init } = {}) {
+async function contribute(cores, { fragment = '', pauseHidden = false, server = srv, via = browser, init, route } = {}) {
   const context = await via.newContext();
   if (init) await context.addInitScript(init);
+  if (route) await context.route(route.url, route.handler);
   const tab = await context.newPage();
   const errors = [];
   tab.on('pageerror', (e) => errors.push(e.message));
@@ -204,6 +206,57 @@ test('the cores slider changes the workers within the session: more at once, few
     assert.match(log, /1 core from now on/);
     assert.doesNotMatch(log, /stopped/);
     assert.equal((await me()).connected_ms, first.connected_ms, 'one session all along');
+    assert.deepEqual(errors, []);
+  } finally {
+    await context.close();
+    await quick.stop();
+  }
+});
+
+test('a compute worker that fails to load is ended and replaced: its chunk goes back and the node goes on', async () => {
+  // The module's script, as the compute worker loads it, fails once (the
+  // network dropped it), after the worker was given its first chunk. The
+  // node worker loads it first; each compute worker after it.
+  await psql(pg, 'CREATE DATABASE brokenworker');
+  const quick = await serve(pg.url.replace('dbname=postgres', 'dbname=brokenworker'),
+    { extra: ['--allow-public-nodes', '--web', path.join(top, 'web'), '--heartbeat-ms', '500'] });
+  let loads = 0, held = null;
+  const route = {
+    url: '**/node/simfarm-node.js',
+    handler: (r) => {
+      if (++loads === 2) held = r; // compute worker 0's: dropped below
+      else r.continue();
+    },
+  };
+  const { context, tab, errors } = await contribute(1, { server: quick, route });
+  try {
+    const me = async () => (await call(quick, 'GET', '/api/nodes')).json.find((n) => n.online);
+    const node = await eventually(me, 'the browser node online', 15000);
+    const items = 40000, seed = 31;
+    const created = await call(quick, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option), items, seed });
+    assert.equal(created.status, 201, created.text);
+    const { id } = created.json;
+    await eventually(async () => (await me())?.in_flight === 1, 'a chunk in the tab', 15000);
+    await tab.waitForFunction(() => document.getElementById('job').textContent !== 'none', null, { timeout: 15000 });
+    assert.ok(held, 'the compute worker asked for its script');
+    await held.abort('connectionfailed');
+    const done = await eventually(async () => {
+      const j = (await call(quick, 'GET', `/api/jobs/${id}`)).json;
+      return j.state === 'complete' ? j : null;
+    }, 'job complete', 60000).catch(async (e) => {
+      e.message += `\npage log:\n${await tab.locator('#log').textContent()}`;
+      throw e;
+    });
+    assert.deepEqual(done.result.nodes.map((n) => n.node), [node.id]);
+    // given back when its lease ran out: the node listed it no more
+    assert.equal((await metrics(quick))['simfarm_claims_reclaimed_total{why="lease"}'], 1);
+    await sameAsNative(done, items, seed);
+    const log = await tab.locator('#log').textContent();
+    assert.match(log, /compute worker 0: .*simfarm-node\.js/);
+    assert.match(log, /failed: device or driver error/);
+    assert.equal(await tab.locator('#state').textContent(), 'running');
+    assert.equal((await me()).connected_ms, node.connected_ms, 'the same session');
+    assert.ok(loads >= 3, `script loads: ${loads}`);
     assert.deepEqual(errors, []);
   } finally {
     await context.close();
