@@ -811,10 +811,12 @@ static char *work_metrics(gateway *g)
                      "# HELP simfarm_claims_in_flight Chunks handed out to nodes and not yet answered.\n"
                      "# TYPE simfarm_claims_in_flight gauge\nsimfarm_claims_in_flight %" PRIu64 "\n"
                      "# HELP simfarm_claims_reclaimed_total Claims taken back, their ranges handed out again: "
-                     "their lease ran out, or their node went away.\n"
+                     "their lease ran out, their node went away, or their node stopped listing them (the chunk "
+                     "failed there).\n"
                      "# TYPE simfarm_claims_reclaimed_total counter\n"
                      "simfarm_claims_reclaimed_total{why=\"lease\"} %" PRIu64 "\n"
                      "simfarm_claims_reclaimed_total{why=\"node_gone\"} %" PRIu64 "\n"
+                     "simfarm_claims_reclaimed_total{why=\"given_back\"} %" PRIu64 "\n"
                      "# HELP simfarm_journal_conflicts_total Journal records at odds with others: accepts not "
                      "written because the row of their first item holds another count or result (insert), records "
                      "a job's restore skipped because they overlap others (restore).\n"
@@ -832,7 +834,7 @@ static char *work_metrics(gateway *g)
                      "simfarm_node_connections_refused_total %" PRIu64 "\n"
                      "# HELP simfarm_chunk_results_total Signed chunk results by what became of them.\n"
                      "# TYPE simfarm_chunk_results_total counter\n",
-        ss.jobs, ss.claims, ss.expired, ss.released, ss.conflicts_written, ss.conflicts_restored, ns.items_accepted,
+        ss.jobs, ss.claims, ss.expired, ss.released, ss.given_back, ss.conflicts_written, ss.conflicts_restored, ns.items_accepted,
         ns.cut_off, ns.refused);
     for (int i = 0; i < CD_RESULT_KINDS; i++)
         m = cat(m, rt_fmt("simfarm_chunk_results_total{outcome=\"%s\"} %" PRIu64 "\n", outcome[i], ns.results[i]));

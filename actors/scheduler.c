@@ -202,7 +202,7 @@ typedef struct sched {
      * enough. Away from the fields the behaviour rewrites all the time. */
     struct {
         char pad0[64];
-        _Atomic uint64_t jobs, claims, expired, released;
+        _Atomic uint64_t jobs, claims, expired, released, given_back;
         _Atomic uint64_t conflicts_written, conflicts_restored;
         char pad1[64];
     } g;
@@ -1613,6 +1613,7 @@ static void behaviour(rt_actor *self, rt_msg *m)
         atomic_store_explicit(&s->g.claims, ls.live_claims, memory_order_relaxed);
         atomic_store_explicit(&s->g.expired, ls.expired, memory_order_relaxed);
         atomic_store_explicit(&s->g.released, ls.released, memory_order_relaxed);
+        atomic_store_explicit(&s->g.given_back, ls.given_back, memory_order_relaxed);
         flush(s, NULL, 0, false);
         serve_parked(s, true);
         break;
@@ -1644,6 +1645,16 @@ static void behaviour(rt_actor *self, rt_msg *m)
     case CD_MSG_RENEW: {
         cd_renew *r = (cd_renew *)m;
         sc_renew(s->l, r->node, (const uint8_t (*)[16])r->tokens, r->n > CD_MAX_RENEW ? CD_MAX_RENEW : r->n, rt_mono_ms());
+        break;
+    }
+    case CD_MSG_GIVE_BACK: {
+        cd_renew *r = (cd_renew *)m;
+        if (sc_give_back(s->l, r->node, (const uint8_t (*)[16])r->tokens, r->n > CD_MAX_RENEW ? CD_MAX_RENEW : r->n,
+                rt_mono_ms()) > 0) {
+            claims_lost(s);
+            serve_parked(s, false);
+        }
+        flush(s, NULL, 0, false);
         break;
     }
     case CD_MSG_WITHDRAW:
@@ -1745,6 +1756,7 @@ void cd_scheduler_stats_get(rt_actor *scheduler, cd_scheduler_stats *out)
     out->claims = atomic_load_explicit(&s->g.claims, memory_order_relaxed);
     out->expired = atomic_load_explicit(&s->g.expired, memory_order_relaxed);
     out->released = atomic_load_explicit(&s->g.released, memory_order_relaxed);
+    out->given_back = atomic_load_explicit(&s->g.given_back, memory_order_relaxed);
     out->conflicts_written = atomic_load_explicit(&s->g.conflicts_written, memory_order_relaxed);
     out->conflicts_restored = atomic_load_explicit(&s->g.conflicts_restored, memory_order_relaxed);
 }

@@ -24,6 +24,7 @@ enum {
     CD_MSG_COMPLETED,
     CD_MSG_NODE_GONE,                    /* cd_node_gone: the session's claims go back at once */
     CD_MSG_RENEW,                        /* cd_renew: a heartbeat renews these leases */
+    CD_MSG_GIVE_BACK,                    /* cd_renew: the node holds these no more; they go back at once */
     CD_MSG_WATCH,                        /* cd_watch: send job events (cd_event) to who */
     CD_MSG_EVENT,                        /* cd_event: job.started, job.progress, job.finished */
     CD_MSG_CANCEL_JOB,                   /* cd_cancel_job: stop a job (its row already says cancelled) */
@@ -125,6 +126,7 @@ typedef struct cd_scheduler_stats {
     uint64_t claims;          /* chunks handed out and not yet answered */
     uint64_t expired;         /* claims whose lease ran out (their ranges handed out again), since the start */
     uint64_t released;        /* claims taken back because their node went away, since the start */
+    uint64_t given_back;      /* claims taken back because their node stopped listing them, since the start */
     /* Journal records at odds with others, since the start: accepts not
      * written because a row for the same first item holds another count
      * or result; records loaded jobs' restores skipped (they overlap others). */

@@ -83,6 +83,7 @@ enum {
     HELLO_MIN_MS = 10000,  /* the hello is due within this or 3 heartbeat intervals, the longer */
     MAX_BATCHES = 64,
     MAX_INFLIGHT = 1024,
+    CLAIM_RETRY_MS = 1000, /* a claim the scheduler did not answer in time is asked again after this */
     CLOSE_LINGER_S = 5,    /* how long a closed session waits for the node to close */
 };
 
@@ -727,6 +728,16 @@ static void claim_more(session *s)
     }
 }
 
+/* Asks for work again after ms (once, however often it is called
+ * meanwhile). */
+static void retry_claim(session *s, unsigned ms)
+{
+    if (!s->retry_pending) {
+        s->retry_pending = true;
+        rt_send_after(s->self, ms, rt_msg_new(M_RETRY, sizeof(rt_msg)));
+    }
+}
+
 static void on_claimed(session *s, const cd_claimed *r)
 {
     s->claiming = false;
@@ -735,10 +746,8 @@ static void on_claimed(session *s, const cd_claimed *r)
          * once, or after the pause it asks for. */
         if (r->retry_ms == 0)
             claim_more(s);
-        else if (!s->retry_pending) {
-            s->retry_pending = true;
-            rt_send_after(s->self, r->retry_ms, rt_msg_new(M_RETRY, sizeof(rt_msg)));
-        }
+        else
+            retry_claim(s, r->retry_ms);
         return;
     }
     /* One assign per job, in the order the chunks came. */
@@ -1209,13 +1218,42 @@ static void on_completed(session *s, const req *r, const cd_completed *res)
         batch_ack(s, bt);
 }
 
+/* Adds a claim's token to *r (a cd_renew of type `type`, made on first
+ * use), sending it to the scheduler when full. */
+static void token_to(session *s, cd_renew **r, int type, const uint8_t token[16])
+{
+    if (*r != NULL && (*r)->n == CD_MAX_RENEW) { /* a message per CD_MAX_RENEW claims */
+        rt_send(s->ss->scheduler, &(*r)->hdr);
+        *r = NULL;
+    }
+    if (*r == NULL) {
+        *r = RT_MSG_NEW(cd_renew, type);
+        (*r)->node = s->node_id;
+    }
+    memcpy((*r)->tokens[(*r)->n++], token, 16);
+}
+
+/* Whether a result under this claim token waits for the scheduler's
+ * answer: the node lists it no more, and the claim is not its to give
+ * back (the answer frees it). */
+static bool result_pending(const session *s, const uint8_t token[16])
+{
+    for (size_t i = 0; i < s->nreqs; i++)
+        if (s->reqs[i].kind == R_COMPLETE && memcmp(s->reqs[i].token, token, 16) == 0)
+            return true;
+    return false;
+}
+
 /* The node lists the chunks it holds, queued or computing, by chunk id
  * (ids restart with each job, so every claim with a listed id counts as
  * listed). Those are renewed. One it has not listed for two heartbeat
  * intervals is not held there any more (it failed, or the job's context
- * could not be had): its slot is freed for other work, and its lease runs
- * out, so that the scheduler hands the range out again. A claim just
- * assigned is renewed until the node has had time to list it. */
+ * could not be had): its slot is freed for other work and the scheduler
+ * hands its range out again now (an attempt, as a lease that ran out). A
+ * chunk the node has computed leaves its list as its result goes into a
+ * batch, which is sent within 50 ms (actors/node.c), long before that;
+ * while the scheduler has not answered its result, it counts as listed. A
+ * claim just assigned is renewed until the node has had time to list it. */
 static void on_heartbeat(session *s, pr_msg *m)
 {
     const pr_heartbeat *hb = &m->body.heartbeat;
@@ -1224,32 +1262,27 @@ static void on_heartbeat(session *s, pr_msg *m)
     if (s->nfly == 0) /* nothing to renew: the scheduler need not hear of it */
         return;
     uint64_t now = rt_mono_ms(), grace = 2 * (uint64_t)s->ss->heartbeat_ms;
-    cd_renew *r = RT_MSG_NEW(cd_renew, CD_MSG_RENEW);
-    r->node = s->node_id;
+    cd_renew *renew = NULL, *give_back = NULL;
     for (size_t k = 0; k < s->nfly;) {
         inflight *f = &s->fly[k];
         bool listed = false;
         for (uint32_t i = 0; i < hb->nin_flight && !listed; i++)
             listed = hb->in_flight[i] == f->chunk;
-        if (listed)
+        if (listed || result_pending(s, f->token))
             f->listed_ms = now;
         if (now - f->listed_ms > grace) {
+            token_to(s, &give_back, CD_MSG_GIVE_BACK, f->token);
             s->fly[k] = s->fly[--s->nfly];
             continue;
         }
-        if (r->n == CD_MAX_RENEW) { /* a message per CD_MAX_RENEW claims */
-            rt_send(s->ss->scheduler, &r->hdr);
-            r = RT_MSG_NEW(cd_renew, CD_MSG_RENEW);
-            r->node = s->node_id;
-        }
-        memcpy(r->tokens[r->n++], f->token, 16);
+        token_to(s, &renew, CD_MSG_RENEW, f->token);
         k++;
     }
     s->view.in_flight = (unsigned)s->nfly;
-    if (r->n > 0)
-        rt_send(s->ss->scheduler, &r->hdr);
-    else
-        rt_msg_free(&r->hdr);
+    if (renew != NULL)
+        rt_send(s->ss->scheduler, &renew->hdr);
+    if (give_back != NULL)
+        rt_send(s->ss->scheduler, &give_back->hdr);
     claim_more(s);
 }
 
@@ -1350,10 +1383,12 @@ static void on_reply(session *s, rt_msg *msg)
     case R_ENROL: on_enrolled(s, &r, timeout ? NULL : (cd_result *)msg); break;
     case R_CTX: on_ctx(s, &r, timeout ? NULL : (cd_result *)msg); break;
     case R_CLAIM:
-        if (timeout)
+        if (timeout) { /* the scheduler is slow to answer: ask again in a while */
             s->claiming = false;
-        else
+            retry_claim(s, CLAIM_RETRY_MS);
+        } else {
             on_claimed(s, (cd_claimed *)msg);
+        }
         break;
     case R_COMPLETE: on_completed(s, &r, timeout ? NULL : (cd_completed *)msg); break;
     case R_SAVE: s->save_round = r.job; break; /* written, or not in time: either way done waiting */

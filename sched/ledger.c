@@ -149,7 +149,7 @@ struct sc_ledger {
     bool wheel_started;
     uint32_t *scratch;         /* expired claims of one sweep */
     size_t scratch_cap;
-    uint64_t swept, expired, released; /* counters for sc_ledger_stats_get */
+    uint64_t swept, expired, released, given_back; /* counters for sc_ledger_stats_get */
     bool restoring;            /* replaying a journal: emit nothing */
 };
 
@@ -315,6 +315,7 @@ void sc_ledger_stats_get(const sc_ledger *l, sc_ledger_stats *out)
     out->swept = l->swept;
     out->expired = l->expired;
     out->released = l->released;
+    out->given_back = l->given_back;
 }
 
 static job *job_find(sc_ledger *l, uint64_t id)
@@ -1588,6 +1589,23 @@ size_t sc_reclaim(sc_ledger *l, uint64_t now_ms)
             job_end(l, j, SC_JOB_EXPIRED);
     }
     return expired;
+}
+
+size_t sc_give_back(sc_ledger *l, uint64_t node, const uint8_t (*tokens)[16], size_t n, uint64_t now_ms)
+{
+    (void)now_ms;
+    size_t given = 0;
+    for (size_t i = 0; i < n; i++) {
+        /* looked up one by one: losing a claim can end its job, which
+         * drops the job's other claims */
+        uint32_t idx = tok_find(l, tokens[i], NULL);
+        if (idx == NONE || l->claims[idx].node != node)
+            continue;
+        lose_claim(l, idx, false);
+        given++;
+    }
+    l->given_back += given;
+    return given;
 }
 
 size_t sc_release_node(sc_ledger *l, uint64_t node, uint64_t session, uint64_t now_ms)

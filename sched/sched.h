@@ -231,6 +231,13 @@ size_t sc_renew(sc_ledger *l, uint64_t node, const uint8_t (*tokens)[16], size_t
  * what expired, not to what is in flight. Returns the claims expired. */
 size_t sc_reclaim(sc_ledger *l, uint64_t now_ms);
 
+/* The node no longer holds these claims of its own (it stopped listing
+ * them in its heartbeats: the chunk failed there, or its job's context
+ * could not be had): they go back at once, each an attempt, as if its
+ * lease had run out. Tokens of other nodes, or of no live claim, are
+ * skipped. Returns the claims given back. */
+size_t sc_give_back(sc_ledger *l, uint64_t node, const uint8_t (*tokens)[16], size_t n, uint64_t now_ms);
+
 /* A node's connection ended: the claims node took through session go back
  * at once (each counts as an attempt), all of node's when session is 0.
  * The node may already hold claims through a newer session; those stay. */
@@ -257,6 +264,7 @@ typedef struct sc_ledger_stats {
     uint64_t swept;         /* claims looked at by sweeps, expired or not */
     uint64_t expired;       /* claims expired by sweeps */
     uint64_t released;      /* claims taken back because their node went away */
+    uint64_t given_back;    /* claims their node said it no longer held (sc_give_back) */
 } sc_ledger_stats;
 
 void sc_ledger_stats_get(const sc_ledger *l, sc_ledger_stats *out);

@@ -196,7 +196,11 @@ test('the cores slider changes the workers within the session: more at once, few
     const done = await eventually(async () => {
       const j = (await call(quick, 'GET', `/api/jobs/${id}`)).json;
       return j.state === 'complete' ? j : null;
-    }, 'job complete', 240000);
+    }, 'job complete', 240000).catch(async (e) => {
+      const j = (await call(quick, 'GET', `/api/jobs/${id}`)).text;
+      e.message += `\njob: ${j}\nnode: ${JSON.stringify(await me())}\npage log:\n${await tab.locator('#log').textContent()}`;
+      throw e;
+    });
     assert.equal(done.result.nodes.length, 1);
     assert.equal(done.result.items_done, items);
     assert.equal(done.result.items_failed, 0);
@@ -248,8 +252,13 @@ test('a compute worker that fails to load is ended and replaced: its chunk goes 
       throw e;
     });
     assert.deepEqual(done.result.nodes.map((n) => n.node), [node.id]);
-    // given back when its lease ran out: the node listed it no more
-    assert.equal((await metrics(quick))['simfarm_claims_reclaimed_total{why="lease"}'], 1);
+    // given back once the node had listed it no more for two heartbeats,
+    // not when its lease (30 s) would have run out
+    const m = await eventually(async () => { // the scheduler's figures, refreshed every second
+      const x = await metrics(quick);
+      return x['simfarm_claims_reclaimed_total{why="given_back"}'] === 1 ? x : null;
+    }, 'the claim counted as given back', 5000);
+    assert.equal(m['simfarm_claims_reclaimed_total{why="lease"}'], 0);
     await sameAsNative(done, items, seed);
     const log = await tab.locator('#log').textContent();
     assert.match(log, /compute worker 0: .*simfarm-node\.js/);

@@ -292,7 +292,8 @@ test('wss: the node checks the coordinator\'s certificate and computes over TLS'
 test('a chunk the node no longer lists is let go: its slot takes other work', async () => {
   // Heartbeats every 200 ms. A scripted node with one slot lists the chunk
   // it was given, then lists nothing, as a node does once a chunk failed
-  // there or its job's context could not be had.
+  // there or its job's context could not be had: the coordinator gives the
+  // chunk's range out again at once.
   const srv = await serve(pg.url, { extra: ['--open-enrolment', '--heartbeat-ms', '200', '--chunk-ms', '100'] });
   const n = await ScriptedNode.connect(srv.port);
   let listed = [];
@@ -314,7 +315,16 @@ test('a chunk the node no longer lists is let go: its slot takes other work', as
     assert.equal(assigns().length, 1, 'a chunk the node lists keeps its slot');
     listed = [];
     await n.until(() => assigns().length >= 2, 'another chunk once the first is not listed', 10000);
-    assert.notEqual(assigns()[1].body.chunks[0].chunk, first.body.chunks[0].chunk);
+    const again = assigns()[1].body.chunks[0];
+    assert.notEqual(again.chunk, first.body.chunks[0].chunk);
+    // The range it no longer holds is handed out again at once, not when
+    // its lease (30 s) would have run out.
+    assert.deepEqual([again.start, again.count], [first.body.chunks[0].start, first.body.chunks[0].count]);
+    const m = await eventually(async () => { // the scheduler's figures, refreshed every second
+      const x = await metrics(srv);
+      return x['simfarm_claims_reclaimed_total{why="given_back"}'] >= 1 ? x : null; // those after it too
+    }, 'the claim counted as given back', 5000);
+    assert.equal(m['simfarm_claims_reclaimed_total{why="lease"}'], 0);
     assert.equal((await call(srv, 'POST', `/api/jobs/${id}/cancel`)).status, 200);
   } finally {
     clearInterval(beat);

@@ -240,7 +240,7 @@ static void run_walk(uint64_t seed, int steps)
                 len = result_of(c->c.first, c->c.count - 1, buf, sizeof buf);
                 cr_assert_eq(sc_complete(l, job, c->c.chunk, c->c.token, c->node, buf, len, now, &out, NULL), SC_EBADRESULT);
             }
-        } else if (op < 78) { /* heartbeat from one node */
+        } else if (op < 75) { /* heartbeat from one node */
             uint64_t node = 1 + rnd(&s, NODES);
             uint8_t (*toks)[16] = malloc((m->nclaims + 1) * 16);
             size_t n = 0, want = 0;
@@ -253,6 +253,12 @@ static void run_walk(uint64_t seed, int steps)
             }
             cr_assert_eq(sc_renew(l, node, (const uint8_t (*)[16])toks, n, now), want);
             free(toks);
+        } else if (op < 78 && c != NULL) { /* a node gives a claim back: its own, or one it does not hold */
+            uint64_t node = rnd(&s, 4) ? c->node : c->node % NODES + 1;
+            size_t want = node == c->node && c->state == LIVE;
+            cr_assert_eq(sc_give_back(l, node, (const uint8_t (*)[16])&c->c.token, 1, now), want);
+            if (want)
+                c->state = GONE;
         } else if (op < 93) { /* time passes */
             now += rnd(&s, 1500);
             size_t want = 0;
@@ -487,6 +493,50 @@ Test(sched, a_session_that_ends_releases_only_its_own_claims)
         cr_assert_eq(out, SC_ACCEPTED, "the new session's chunk %u", i);
     }
     cr_assert_eq(sc_release_node(l, 5, 0, 0), 0, "nothing is left to release");
+    sc_ledger_destroy(l);
+    journal_free(&jr);
+}
+
+Test(sched, a_claim_its_node_gives_back_goes_out_again_at_once_as_an_attempt)
+{
+    journal jr = { 0 };
+    sc_ledger *l = simple(&jr);
+    sc_job_spec s = spec_of(1, 10);
+    sc_job_add(l, &s);
+    sc_claim_out c;
+    unsigned n;
+    sc_node_info node = { .id = 7, .tier = SC_TIER_OWN, .items_per_s = 1000 };
+    sc_node_info other = { .id = 8, .tier = SC_TIER_OWN, .items_per_s = 1000 };
+    sc_claim(l, &node, 1, 0, &c, &n);
+    cr_assert_eq(n, 1);
+    uint8_t unknown[1][16] = { { 1, 2, 3 } };
+    cr_assert_eq(sc_give_back(l, 7, (const uint8_t (*)[16])unknown, 1, 0), 0, "no claim has that token");
+    cr_assert_eq(sc_give_back(l, 8, (const uint8_t (*)[16])&c.token, 1, 0), 0, "not node 8's to give back");
+    cr_assert_eq(sc_give_back(l, 7, (const uint8_t (*)[16])&c.token, 1, 0), 1);
+    cr_assert_eq(sc_give_back(l, 7, (const uint8_t (*)[16])&c.token, 1, 0), 0, "given back once");
+    /* handed out again at once, long before its lease would run out */
+    sc_claim(l, &other, 1, 1, &c, &n);
+    cr_assert_eq(n, 1);
+    cr_assert_eq(c.attempt, 1, "a give-back is an attempt");
+    cr_assert_eq(c.first, 0);
+    cr_assert_eq(c.count, 10, "the exact range");
+    cr_assert_eq(sc_give_back(l, 7, (const uint8_t (*)[16])&c.token, 1, 1), 0, "node 8's now");
+    cr_assert_eq(sc_give_back(l, 8, (const uint8_t (*)[16])&c.token, 1, 1), 1);
+    sc_claim(l, &node, 1, 2, &c, &n);
+    cr_assert_eq(n, 1);
+    cr_assert_eq(c.attempt, 2);
+    sc_job_status st;
+    sc_job_status_get(l, 1, &st);
+    cr_assert_eq(st.state, SC_JOB_RUNNING);
+    cr_assert_eq(sc_give_back(l, 7, (const uint8_t (*)[16])&c.token, 1, 2), 1);
+    sc_job_status_get(l, 1, &st);
+    cr_assert_eq(st.state, SC_JOB_FAILED, "given back max_attempts times: it fails");
+    cr_assert_eq(st.failed_items, 10);
+    sc_ledger_stats ls;
+    sc_ledger_stats_get(l, &ls);
+    cr_assert_eq(ls.given_back, 3);
+    cr_assert_eq(ls.expired, 0);
+    cr_assert_eq(ls.live_claims, 0);
     sc_ledger_destroy(l);
     journal_free(&jr);
 }
