@@ -97,7 +97,11 @@ const host = {
     }
     sock.binaryType = 'arraybuffer';
     ws = sock;
-    sock.onopen = () => { if (ws === sock) M._ndw_up(); };
+    let opened = false;
+    sock.onopen = () => {
+      opened = true;
+      if (ws === sock) M._ndw_up();
+    };
     sock.onmessage = (e) => {
       if (ws !== sock || !(e.data instanceof ArrayBuffer)) return;
       const b = new Uint8Array(e.data);
@@ -106,7 +110,8 @@ const host = {
     sock.onclose = (e) => {
       if (ws !== sock) return;
       ws = null;
-      down(e.reason || (e.code === 1006 ? 'cannot connect' : `closed (${e.code})`));
+      // 1006: closed with no close frame, before or after it opened
+      down(e.reason || (e.code !== 1006 ? `closed (${e.code})` : opened ? 'connection lost' : 'cannot connect'));
     };
   },
   send(bytes) {

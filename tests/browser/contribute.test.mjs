@@ -6,7 +6,8 @@
 // single-process result bit for bit. Its cores slider adds and removes
 // workers without leaving the session; a compute worker that fails to load
 // is replaced, and its chunk handed out again. A tab closed in the middle of a chunk
-// gives its chunks back, and the job still completes. The page also works
+// gives its chunks back, and the job still completes; one whose coordinator
+// is killed and started again comes back by itself. The page also works
 // over https and under a proxy's path prefix.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -358,6 +359,55 @@ test('a tab closed in the middle of a chunk gives it back and the job completes'
     assert.equal(done.result.items_failed, 0);
   } finally {
     await second.context.close();
+  }
+});
+
+test('a coordinator killed and restarted: the tab says so, comes back by itself as the same node and the job completes', async () => {
+  // A coordinator of its own, killed (no bye, no close frame) while the tab
+  // computes, then started again on the same port, database and admin
+  // token. Nothing is pressed in the tab meanwhile.
+  await psql(pg, 'CREATE DATABASE restart');
+  const db = pg.url.replace('dbname=postgres', 'dbname=restart');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-restart-'));
+  const extra = ['--allow-public-nodes', '--web', path.join(top, 'web'), '--chunk-ms', '1000'];
+  const first = await serve(db, { extra, tokenFile: path.join(dir, 'token') });
+  let second = null;
+  const { context, tab, errors } = await contribute(1, { server: first });
+  try {
+    const me = async (s) => (await call(s, 'GET', '/api/nodes')).json.find((n) => n.online);
+    const node = await eventually(() => me(first), 'the browser node online', 15000);
+    const items = 100000000, seed = 51;
+    const created = await call(first, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option), items, seed });
+    assert.equal(created.status, 201, created.text);
+    const { id } = created.json;
+    await eventually(async () => (await me(first))?.chunks_done >= 2, 'two chunks accepted', 60000);
+    process.kill(first.pid, 'SIGKILL');
+    await first.stop();
+    await pageState(tab, 'coordinator unavailable');
+
+    second = await serve(db, { extra: [...extra, '--listen', `127.0.0.1:${first.port}`], tokenFile: path.join(dir, 'token') });
+    await pageState(tab, 'running');
+    const back = await eventually(() => me(second), 'the browser node online again', 30000);
+    assert.equal(back.id, node.id, 'the same node, by its key');
+    const done = await eventually(async () => {
+      const j = (await call(second, 'GET', `/api/jobs/${id}`)).json;
+      return j.state === 'complete' ? j : null;
+    }, 'job complete', 240000).catch(async (e) => {
+      e.message += `\npage log:\n${await tab.locator('#log').textContent()}`;
+      throw e;
+    });
+    assert.equal(done.result.items_done, items);
+    assert.equal(done.result.items_failed, 0);
+    await sameAsNative(done, items, seed);
+    const log = await tab.locator('#log').textContent();
+    assert.match(log, /lost 127\.0\.0\.1:\d+ \(connection lost\); trying again/);
+    assert.equal((log.match(new RegExp(`as node ${node.id},`, 'g')) ?? []).length, 2, log);
+    assert.doesNotMatch(log, /stopped/);
+    assert.deepEqual(errors, []);
+  } finally {
+    await context.close();
+    await second?.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
   }
 });
 
