@@ -199,7 +199,8 @@ test('the cores slider changes the workers within the session: more at once, few
       return j.state === 'complete' ? j : null;
     }, 'job complete', 240000).catch(async (e) => {
       const j = (await call(quick, 'GET', `/api/jobs/${id}`)).text;
-      e.message += `\njob: ${j}\nnode: ${JSON.stringify(await me())}\npage log:\n${await tab.locator('#log').textContent()}`;
+      e.message += `\njob: ${j}\nnode: ${JSON.stringify(await me())}\npage log:\n${await tab.locator('#log').textContent()}` +
+        `\ncoordinator:\n${quick.stderr().slice(-4000)}`;
       throw e;
     });
     assert.equal(done.result.nodes.length, 1);
