@@ -111,7 +111,12 @@ run_node_tests() { # suite files...
     elif [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
         f=1
     fi
-    [ "$f" -eq 0 ] || { echo "-- $suite failed (exit $rc); failing tests in $log:"; grep -E '^not ok|^# Subtest|error:|Error' "$log" | head -n 40; }
+    if [ "$f" -ne 0 ]; then
+        echo "-- $suite failed (exit $rc); failing tests in $log:"
+        grep -E '^not ok|^# Subtest|error:|Error' "$log" | head -n 40
+        echo "-- what the failing tests said:"
+        awk '/^not ok/ { n = 80 } n > 0 { print; n-- }' "$log" | head -n 240
+    fi
     record "$suite" "$p" "$f"
 }
 
