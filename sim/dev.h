@@ -165,34 +165,38 @@ SIM_FN int sim_lane_of(int i)
     return (i & 3) * SIM_Q + (i >> 2);
 }
 
-/* Philox blocks for the counters (c0, c1, lo(b), hi(b)), b = blk0 .. blk0 +
- * SIM_Q - 1: word w of block blk0 + b goes to out[w SIM_Q + b], its item's
- * lane. The same rounds as sim_philox, laid out so compilers run the blocks
- * side by side: the 32-bit words are held in 64-bit lanes, so the products
- * need no widening, which x86 vector units handle better. */
-SIM_FN void sim_philox_blocks(sim_u32 c0, sim_u32 c1, sim_u64 blk0, sim_u32 k0, sim_u32 k1, sim_u32 *out)
-{
 #if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__OPENCL_VERSION__) && !defined(__wasm__) && (SIM_Q % 8) == 0
-    /* Eight blocks per vector (GCC's vector extension, the same operations
-     * as below spelled for the CPU's vector units), every vector in the
-     * same round loop so they share the key schedule and overlap. */
-    typedef sim_u64 v8u64 __attribute__((vector_size(64)));
-    typedef sim_u32 v8u32 __attribute__((vector_size(32)));
-    enum { NV = SIM_Q / 8 };
-    const v8u64 iota = { 0, 1, 2, 3, 4, 5, 6, 7 };
-    v8u64 x0[NV] = { { 0 } }, x1[NV] = { { 0 } }, x2[NV], x3[NV];
-    for (int v = 0; v < NV; v++) {
-        v8u64 blk = iota + (blk0 + (sim_u64)(8 * v));
-        x0[v] += c0;
-        x1[v] += c1;
+#define SIM_PHILOX_V8 1
+typedef sim_u64 sim_v8u64 __attribute__((vector_size(64)));
+typedef sim_u32 sim_v8u32 __attribute__((vector_size(32)));
+
+/* GCC 12 says x0 .. x3 may be used uninitialized where this is inlined
+ * into the target clones; every element read is set first. */
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+/* nv (1 to 4, a constant where it is inlined) vectors of eight blocks,
+ * blocks blk0 + 8 v0 .. through all rounds together: see
+ * sim_philox_blocks. GCC's vector extension, the same operations as the
+ * portable loop below spelled for the CPU's vector units. */
+SIM_FN void sim_philox_v8(int nv, sim_u32 c0, sim_u32 c1, sim_u64 blk0, int v0, sim_u32 k0, sim_u32 k1,
+    sim_u32 *out)
+{
+    const sim_v8u64 iota = { 0, 1, 2, 3, 4, 5, 6, 7 };
+    sim_v8u64 x0[4], x1[4], x2[4], x3[4];
+    for (int v = 0; v < nv; v++) {
+        sim_v8u64 blk = iota + (blk0 + (sim_u64)(8 * (v0 + v)));
+        x0[v] = (sim_v8u64){ c0, c0, c0, c0, c0, c0, c0, c0 };
+        x1[v] = (sim_v8u64){ c1, c1, c1, c1, c1, c1, c1, c1 };
         x2[v] = blk & 0xffffffffu;
         x3[v] = blk >> 32;
     }
     sim_u64 ka = k0, kb = k1;
     for (int r = 0; r < 10; r++) {
-        for (int v = 0; v < NV; v++) {
-            v8u64 p0 = x0[v] * (sim_u64)0xD2511F53u;
-            v8u64 p1 = x2[v] * (sim_u64)0xCD9E8D57u;
+        for (int v = 0; v < nv; v++) {
+            sim_v8u64 p0 = x0[v] * (sim_u64)0xD2511F53u;
+            sim_v8u64 p1 = x2[v] * (sim_u64)0xCD9E8D57u;
             x0[v] = (p1 >> 32) ^ x1[v] ^ ka;
             x2[v] = (p0 >> 32) ^ x3[v] ^ kb;
             x1[v] = p1 & 0xffffffffu;
@@ -201,14 +205,45 @@ SIM_FN void sim_philox_blocks(sim_u32 c0, sim_u32 c1, sim_u64 blk0, sim_u32 k0, 
         ka = (ka + 0x9E3779B9u) & 0xffffffffu;
         kb = (kb + 0xBB67AE85u) & 0xffffffffu;
     }
-    for (int v = 0; v < NV; v++) {
-        v8u32 y0 = __builtin_convertvector(x0[v], v8u32), y1 = __builtin_convertvector(x1[v], v8u32);
-        v8u32 y2 = __builtin_convertvector(x2[v], v8u32), y3 = __builtin_convertvector(x3[v], v8u32);
-        memcpy(out + 0 * SIM_Q + 8 * v, &y0, sizeof y0);
-        memcpy(out + 1 * SIM_Q + 8 * v, &y1, sizeof y1);
-        memcpy(out + 2 * SIM_Q + 8 * v, &y2, sizeof y2);
-        memcpy(out + 3 * SIM_Q + 8 * v, &y3, sizeof y3);
+    for (int v = 0; v < nv; v++) {
+        sim_v8u32 y0 = __builtin_convertvector(x0[v], sim_v8u32), y1 = __builtin_convertvector(x1[v], sim_v8u32);
+        sim_v8u32 y2 = __builtin_convertvector(x2[v], sim_v8u32), y3 = __builtin_convertvector(x3[v], sim_v8u32);
+        int at = 8 * (v0 + v);
+        memcpy(out + 0 * SIM_Q + at, &y0, sizeof y0);
+        memcpy(out + 1 * SIM_Q + at, &y1, sizeof y1);
+        memcpy(out + 2 * SIM_Q + at, &y2, sizeof y2);
+        memcpy(out + 3 * SIM_Q + at, &y3, sizeof y3);
     }
+}
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
+/* Philox blocks for the counters (c0, c1, lo(b), hi(b)), b = blk0 .. blk0 +
+ * SIM_Q - 1: word w of block blk0 + b goes to out[w SIM_Q + b], its item's
+ * lane. The same rounds as sim_philox, laid out so compilers run the blocks
+ * side by side: the 32-bit words are held in 64-bit lanes, so the products
+ * need no widening, which x86 vector units handle better. */
+SIM_FN void sim_philox_blocks(sim_u32 c0, sim_u32 c1, sim_u64 blk0, sim_u32 k0, sim_u32 k1, sim_u32 *out)
+{
+#if defined(SIM_PHILOX_V8)
+    /* Vectors of eight blocks. With AVX-512's 32 registers, four go
+     * through the rounds together, sharing the key schedule, and their
+     * slow 64-bit products overlap. With 16 (AVX2, SSE) four spill to
+     * memory in every round: there one at a time is five times faster. */
+    enum { NV = SIM_Q / 8 };
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx512f")) {
+        for (int v = 0; v + 4 <= NV; v += 4)
+            sim_philox_v8(4, c0, c1, blk0, v, k0, k1, out);
+        for (int v = NV - NV % 4; v < NV; v++)
+            sim_philox_v8(1, c0, c1, blk0, v, k0, k1, out);
+        return;
+    }
+#endif
+    for (int v = 0; v < NV; v++)
+        sim_philox_v8(1, c0, c1, blk0, v, k0, k1, out);
 #elif defined(__wasm_simd128__) && (SIM_Q % 8) == 0
     /* Four blocks per vector, a word in each 32-bit lane: extmul takes two
      * lanes' products to 64 bits and shuffles pick their halves (i64x2.mul
