@@ -930,6 +930,48 @@ SIM_FN int sim_acc_pairs_v(const double *x, int n, const sim_layout *l, int *slo
 }
 #endif
 
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__CUDACC__) && !defined(__OPENCL_VERSION__)
+#define SIM_ACC_SPLIT 1
+/* sim_acc_lanes2's loop for x[0 .. n) of one output, the same integers,
+ * without converting a double to an int64: x86 vector units before
+ * AVX-512 have no such conversion, and gcc leaves a loop with one scalar.
+ * Each truncated value q (an integer, |q| < 2^56) is split exactly into
+ * hi 2^32 + lo, hi = floor(q 2^-32) and lo in [0, 2^32), both small
+ * enough that adding 1.5 2^52 puts them in the low bits of a double's
+ * mantissa, where the integer subtraction of 1.5 2^52's bits reads them. */
+SIM_FN void sim_acc_split(const double *x, int n, const sim_layout *l, int *slot, sim_i64 *s, sim_i64 *s2,
+    sim_i64 *mn, sim_i64 *mx, sim_i64 *nsat)
+{
+    const double magic = SIM_EXP_SHIFT; /* 1.5 * 2^52 */
+    const sim_u64 mbits = 0x4338000000000000ull; /* its bits */
+    sim_i64 ls = 0, ls2 = 0, lmn = *mn, lmx = *mx, lns = 0;
+    for (int i = 0; i < n; i++) {
+        double y = x[i] * l->scale, y2 = x[i] * x[i] * l->sq_scale;
+        int bad = !((y < SIM_FIX_LIMIT) & (y > -SIM_FIX_LIMIT) & (y2 < SIM_FIX_LIMIT));
+        double yc = y != y ? 0.0 : y, y2c = y2 != y2 ? 0.0 : y2;
+        yc = yc < SIM_FIX_LIMIT ? yc : SIM_FIX_CLAMP;
+        yc = yc > -SIM_FIX_LIMIT ? yc : -SIM_FIX_CLAMP;
+        y2c = y2c < SIM_FIX_LIMIT ? y2c : SIM_FIX_CLAMP;
+        double q = __builtin_trunc(yc), q2 = __builtin_trunc(y2c);
+        double qh = __builtin_floor(q * 0x1p-32), q2h = __builtin_floor(q2 * 0x1p-32);
+        double ql = q - qh * 0x1p32, q2l = q2 - q2h * 0x1p32;
+        sim_i64 iq = (sim_i64)(((sim_f64_bits(qh + magic) - mbits) << 32) + (sim_f64_bits(ql + magic) - mbits));
+        sim_i64 iq2 = (sim_i64)(((sim_f64_bits(q2h + magic) - mbits) << 32) + (sim_f64_bits(q2l + magic) - mbits));
+        lns += bad;
+        ls += iq;
+        ls2 += iq2;
+        lmn = iq < lmn ? iq : lmn;
+        lmx = iq > lmx ? iq : lmx;
+        slot[i] = sim_hist_slot(l, x[i]);
+    }
+    *s += ls;
+    *s2 += ls2;
+    *mn = lmn;
+    *mx = lmx;
+    *nsat += lns;
+}
+#endif
+
 /* Adds the items g0 + lo .. g0 + hi - 1 of a group (outputs in lane order,
  * see sim_lane_of) into acc[0 .. nout): the same integers as sim_acc_add on
  * each value, in loops compilers vectorize (the two sim_fix calls spelled
@@ -974,6 +1016,12 @@ SIM_FN void sim_acc_lanes2(sim_acc *acc, sim_u64 (*alt)[SIM_HIST_BINS + 2], cons
         if (sim_acc_pairs_v(x, n, l, slot, 0, &s, &s2, &mn, &mx, &nsat) != 0)
             sim_acc_pairs_v(x, n, l, slot, 1, &s, &s2, &mn, &mx, &nsat);
         int i0 = n & ~1;
+#elif defined(SIM_ACC_SPLIT)
+        int i0 = 0;
+        if (!__builtin_cpu_supports("avx512dq")) { /* AVX-512 converts doubles to int64 in vectors */
+            sim_acc_split(x, n, l, slot, &s, &s2, &mn, &mx, &nsat);
+            i0 = n;
+        }
 #else
         int i0 = 0;
 #endif
