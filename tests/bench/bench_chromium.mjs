@@ -53,7 +53,8 @@ window.bench = (n, seconds, first, chunkMs, ctxHex, hashHex) => new Promise((res
     };
     worker.onerror = (e) => reject(new Error(e.message));
     worker.onmessage = (e) => {
-      if (e.data.err !== 0) { reject(new Error(e.data.error)); return; }
+      if (e.data.progress !== undefined) return; // the chunk's items so far (for the contribute page)
+      if (e.data.fatal !== undefined || e.data.err !== 0) { reject(new Error(e.data.fatal ?? e.data.error)); return; }
       const now = performance.now();
       if (t0 === 0) t0 = now; // the first chunk warms the worker up
       else items += chunk;
