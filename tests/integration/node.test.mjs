@@ -773,7 +773,10 @@ test('SIGTERM drains within the grace period; past it the chunks are handed back
     '--grace', '1']);
   try {
     await node.until(/as node \d+/, 'node connected');
-    await inFlight(srv, id);
+    await inFlight(srv, id).catch((e) => {
+      e.message += `\nnode:\n${node.err.slice(-3000)}\ncoordinator:\n${srv.err.slice(-3000)}`;
+      throw e;
+    });
     // the node computing, not just the coordinator's claim on its way: its
     // report (every 10 s) counts the items of the chunks in hand
     await node.until(/\d+ chunks, \d+ items, [1-9]\d* items\/s/, 'the node computing');
