@@ -49,6 +49,18 @@ async function browserNodes() {
   return list.filter((n) => n.capabilities?.arch === 'wasm32');
 }
 
+// Waits for a job to complete (get() reads it), up to ms; a failure says
+// what the tab's log held, and what more() adds.
+async function untilComplete(get, ms, tab, more = async () => '') {
+  return eventually(async () => {
+    const j = await get();
+    return j.state === 'complete' ? j : null;
+  }, 'job complete', ms).catch(async (e) => {
+    if (tab) e.message += `${await more()}\npage log:\n${await tab.locator('#log').textContent()}`;
+    throw e;
+  });
+}
+
 // A finished job's outputs against the native single-process run of the
 // same items and seed, bit for bit.
 async function sameAsNative(done, items, seed) {
@@ -112,10 +124,7 @@ test('a tab with 2 cores computes a job that equals the native single-process ru
     const created = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option), items, seed });
     assert.equal(created.status, 201, created.text);
     const { id } = created.json;
-    const done = await eventually(async () => {
-      const j = await job(id);
-      return j.state === 'complete' ? j : null;
-    }, 'job complete', 240000);
+    const done = await untilComplete(() => job(id), 240000);
 
     // Every chunk came from the tab and was accepted (the journal's
     // contributions), each completion's Ed25519 signature checked first.
@@ -194,15 +203,9 @@ test('the cores slider changes the workers within the session: more at once, few
     for (const c of ['2', '1', '2', '1']) await tab.locator('#cores').fill(c);
     await live('one slot again', (n) => n.slots === 1 && n.max_parallel === 1);
 
-    const done = await eventually(async () => {
-      const j = (await call(quick, 'GET', `/api/jobs/${id}`)).json;
-      return j.state === 'complete' ? j : null;
-    }, 'job complete', 240000).catch(async (e) => {
-      const j = (await call(quick, 'GET', `/api/jobs/${id}`)).text;
-      e.message += `\njob: ${j}\nnode: ${JSON.stringify(await me())}\npage log:\n${await tab.locator('#log').textContent()}` +
-        `\ncoordinator:\n${quick.stderr().slice(-4000)}`;
-      throw e;
-    });
+    const done = await untilComplete(async () => (await call(quick, 'GET', `/api/jobs/${id}`)).json, 240000, tab,
+      async () => `\njob: ${(await call(quick, 'GET', `/api/jobs/${id}`)).text}\nnode: ${JSON.stringify(await me())}` +
+        `\ncoordinator:\n${quick.stderr().slice(-4000)}`);
     assert.equal(done.result.nodes.length, 1);
     assert.equal(done.result.items_done, items);
     assert.equal(done.result.items_failed, 0);
@@ -246,13 +249,7 @@ test('a compute worker that fails to load is ended and replaced: its chunk goes 
     await tab.waitForFunction(() => document.getElementById('job').textContent !== 'none', null, { timeout: 15000 });
     assert.ok(held, 'the compute worker asked for its script');
     await held.abort('connectionfailed');
-    const done = await eventually(async () => {
-      const j = (await call(quick, 'GET', `/api/jobs/${id}`)).json;
-      return j.state === 'complete' ? j : null;
-    }, 'job complete', 60000).catch(async (e) => {
-      e.message += `\npage log:\n${await tab.locator('#log').textContent()}`;
-      throw e;
-    });
+    const done = await untilComplete(async () => (await call(quick, 'GET', `/api/jobs/${id}`)).json, 60000, tab);
     assert.deepEqual(done.result.nodes.map((n) => n.node), [node.id]);
     // given back once the node had listed it no more for two heartbeats,
     // not when its lease (30 s) would have run out
@@ -352,10 +349,7 @@ test('a tab closed in the middle of a chunk gives it back and the job completes'
   // A second tab finishes the job.
   const second = await contribute(2);
   try {
-    const done = await eventually(async () => {
-      const j = await job(id);
-      return j.state === 'complete' ? j : null;
-    }, 'job complete', 400000);
+    const done = await untilComplete(() => job(id), 400000);
     assert.equal(done.result.items_done, items);
     assert.equal(done.result.items_failed, 0);
   } finally {
@@ -390,13 +384,7 @@ test('a coordinator killed and restarted: the tab says so, comes back by itself 
     await pageState(tab, 'running');
     const back = await eventually(() => me(second), 'the browser node online again', 30000);
     assert.equal(back.id, node.id, 'the same node, by its key');
-    const done = await eventually(async () => {
-      const j = (await call(second, 'GET', `/api/jobs/${id}`)).json;
-      return j.state === 'complete' ? j : null;
-    }, 'job complete', 240000).catch(async (e) => {
-      e.message += `\npage log:\n${await tab.locator('#log').textContent()}`;
-      throw e;
-    });
+    const done = await untilComplete(async () => (await call(second, 'GET', `/api/jobs/${id}`)).json, 240000, tab);
     assert.equal(done.result.items_done, items);
     assert.equal(done.result.items_failed, 0);
     await sameAsNative(done, items, seed);
@@ -453,13 +441,7 @@ test('a claim token in the fragment enrols the tab under its owner and tier; hid
       return n.online && n.connected_ms > first;
     }, 'a new session', 15000);
     await pageState(tab, 'running');
-    const done = await eventually(async () => {
-      const j = await job(id);
-      return j.state === 'complete' ? j : null;
-    }, 'job complete', 120000).catch(async (e) => {
-      e.message += `\npage log:\n${await tab.locator('#log').textContent()}`;
-      throw e;
-    });
+    const done = await untilComplete(() => job(id), 120000, tab);
     assert.deepEqual(done.result.nodes.map((n) => n.node), [node.id]);
   } finally {
     await context.close();
