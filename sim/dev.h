@@ -70,6 +70,9 @@ static inline uint64_t sim_f64_bits(double d)
  * -fno-math-errno, the builtin is the instruction, in vector loops too. */
 #define sim_sqrt(x) __builtin_sqrt(x)
 #define sim_fabs(x) __builtin_fabs(x)
+#if defined(__x86_64__)
+#include <immintrin.h> /* AVX2 paths in functions with target("avx2"), chosen at run time */
+#endif
 #if defined(__wasm_simd128__)
 #include <wasm_simd128.h>
 /* A constant in every lane, read from memory. V8's newer optimizing tier
@@ -218,6 +221,55 @@ SIM_FN void sim_philox_v8(int nv, sim_u32 c0, sim_u32 c1, sim_u64 blk0, int v0, 
 #if !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+
+#if defined(__x86_64__)
+#define SIM_PHILOX_AVX2 1
+/* Eight blocks at a time in AVX2, each word in two vectors of four 64-bit
+ * lanes: the same rounds as sim_philox_v8, whose 64-bit products gcc 12
+ * builds for AVX2 from three vpmuludq, or from a chain of shifts and adds.
+ * vpmuludq alone is Philox's 32 x 32 -> 64-bit product: it reads only the
+ * low half of each lane, so the high halves are never cleared, and only
+ * the low halves are stored. Not forced inline: target("avx2") code does
+ * not inline into the CPU loops' default clone, which calls it only where
+ * the processor has AVX2. */
+static inline __attribute__((target("avx2"))) void sim_philox_avx2(sim_u32 c0, sim_u32 c1, sim_u64 blk0,
+    sim_u32 k0, sim_u32 k1, sim_u32 *out)
+{
+    const __m256i m0 = _mm256_set1_epi64x(0xD2511F53), m1 = _mm256_set1_epi64x(0xCD9E8D57);
+    /* a vector's four low halves, in both of its 128-bit halves */
+    const __m256i pick = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+    for (int b = 0; b < SIM_Q; b += 8) {
+        __m256i x0[2], x1[2], x2[2], x3[2];
+        for (int v = 0; v < 2; v++) {
+            sim_u64 blk = blk0 + (sim_u64)(b + 4 * v);
+            __m256i bv = _mm256_add_epi64(_mm256_set1_epi64x((long long)blk), _mm256_setr_epi64x(0, 1, 2, 3));
+            x0[v] = _mm256_set1_epi64x(c0);
+            x1[v] = _mm256_set1_epi64x(c1);
+            x2[v] = bv; /* its high half is ignored, as above */
+            x3[v] = _mm256_srli_epi64(bv, 32);
+        }
+        sim_u32 ka = k0, kb = k1;
+        for (int r = 0; r < 10; r++) {
+            const __m256i kav = _mm256_set1_epi64x(ka), kbv = _mm256_set1_epi64x(kb);
+            for (int v = 0; v < 2; v++) {
+                __m256i p0 = _mm256_mul_epu32(x0[v], m0), p1 = _mm256_mul_epu32(x2[v], m1);
+                x0[v] = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(p1, 32), x1[v]), kav);
+                x2[v] = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(p0, 32), x3[v]), kbv);
+                x1[v] = p1;
+                x3[v] = p0;
+            }
+            ka += 0x9E3779B9u;
+            kb += 0xBB67AE85u;
+        }
+        const __m256i *w[4] = { x0, x1, x2, x3 };
+        for (int k = 0; k < 4; k++) {
+            __m256i lo = _mm256_permutevar8x32_epi32(w[k][0], pick);
+            __m256i hi = _mm256_permutevar8x32_epi32(w[k][1], pick);
+            _mm256_storeu_si256((__m256i *)(out + k * SIM_Q + b), _mm256_blend_epi32(lo, hi, 0xf0));
+        }
+    }
+}
+#endif
 #endif
 
 /* Philox blocks for the counters (c0, c1, lo(b), hi(b)), b = blk0 .. blk0 +
@@ -241,9 +293,49 @@ SIM_FN void sim_philox_blocks(sim_u32 c0, sim_u32 c1, sim_u64 blk0, sim_u32 k0, 
             sim_philox_v8(1, c0, c1, blk0, v, k0, k1, out);
         return;
     }
+    if (__builtin_cpu_supports("avx2")) {
+        sim_philox_avx2(c0, c1, blk0, k0, k1, out);
+        return;
+    }
 #endif
     for (int v = 0; v < NV; v++)
         sim_philox_v8(1, c0, c1, blk0, v, k0, k1, out);
+#elif defined(__OPENCL_VERSION__) && (SIM_Q % 8) == 0
+    /* Eight blocks at a time, in two of OpenCL's vectors of four per word
+     * (pocl passes vectors of eight 64-bit lanes to its conversions in
+     * memory on processors without AVX-512), held in registers through all
+     * rounds: the loop below keeps them in arrays, in memory. The high
+     * halves of the 64-bit lanes are never cleared: the masks before the
+     * products, and the narrowing at the end, drop them. */
+    const ulong lo32 = 0xffffffffu;
+    for (int b = 0; b < SIM_Q; b += 8) {
+        ulong4 blk = (ulong4)(blk0 + (ulong)b) + (ulong4)(0, 1, 2, 3), blk4 = blk + (ulong)4;
+        ulong4 x0 = (ulong4)(c0), x1 = (ulong4)(c1), x2 = blk, x3 = blk >> 32;
+        ulong4 y0 = x0, y1 = x1, y2 = blk4, y3 = blk4 >> 32;
+        ulong ka = k0, kb = k1;
+        for (int r = 0; r < 10; r++) {
+            ulong4 p0 = (x0 & lo32) * (ulong)0xD2511F53u, p1 = (x2 & lo32) * (ulong)0xCD9E8D57u;
+            ulong4 q0 = (y0 & lo32) * (ulong)0xD2511F53u, q1 = (y2 & lo32) * (ulong)0xCD9E8D57u;
+            x0 = (p1 >> 32) ^ x1 ^ ka;
+            x2 = (p0 >> 32) ^ x3 ^ kb;
+            x1 = p1;
+            x3 = p0;
+            y0 = (q1 >> 32) ^ y1 ^ ka;
+            y2 = (q0 >> 32) ^ y3 ^ kb;
+            y1 = q1;
+            y3 = q0;
+            ka = (ka + 0x9E3779B9u) & lo32;
+            kb = (kb + 0xBB67AE85u) & lo32;
+        }
+        vstore4(convert_uint4(x0), 0, out + 0 * SIM_Q + b);
+        vstore4(convert_uint4(x1), 0, out + 1 * SIM_Q + b);
+        vstore4(convert_uint4(x2), 0, out + 2 * SIM_Q + b);
+        vstore4(convert_uint4(x3), 0, out + 3 * SIM_Q + b);
+        vstore4(convert_uint4(y0), 0, out + 0 * SIM_Q + b + 4);
+        vstore4(convert_uint4(y1), 0, out + 1 * SIM_Q + b + 4);
+        vstore4(convert_uint4(y2), 0, out + 2 * SIM_Q + b + 4);
+        vstore4(convert_uint4(y3), 0, out + 3 * SIM_Q + b + 4);
+    }
 #elif defined(__wasm_simd128__) && (SIM_Q % 8) == 0
     /* Four blocks per vector, a word in each 32-bit lane: extmul takes two
      * lanes' products to 64 bits and shuffles pick their halves (i64x2.mul
@@ -298,8 +390,11 @@ SIM_FN void sim_philox_blocks(sim_u32 c0, sim_u32 c1, sim_u64 blk0, sim_u32 k0, 
     sim_u64 ka = k0, kb = k1;
     for (int r = 0; r < 10; r++) {
         for (int b = 0; b < SIM_Q; b++) {
-            sim_u64 p0 = 0xD2511F53u * x0[b];
-            sim_u64 p1 = 0xCD9E8D57u * x2[b];
+            /* the masks change no value (every word is below 2^32) but
+             * show compilers a 32 x 32-bit product: one vpmuludq on x86,
+             * not three */
+            sim_u64 p0 = 0xD2511F53u * (x0[b] & lo32);
+            sim_u64 p1 = 0xCD9E8D57u * (x2[b] & lo32);
             sim_u64 n0 = (p1 >> 32) ^ x1[b] ^ ka;
             sim_u64 n2 = (p0 >> 32) ^ x3[b] ^ kb;
             x1[b] = p1 & lo32;
@@ -930,21 +1025,23 @@ SIM_FN int sim_acc_pairs_v(const double *x, int n, const sim_layout *l, int *slo
 }
 #endif
 
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__CUDACC__) && !defined(__OPENCL_VERSION__)
+#if (defined(__GNUC__) && defined(__x86_64__) && !defined(__CUDACC__) && !defined(__OPENCL_VERSION__)) || \
+    (defined(__OPENCL_VERSION__) && SIM_CL_CPU)
 #define SIM_ACC_SPLIT 1
 /* sim_acc_lanes2's loop for x[0 .. n) of one output, the same integers,
  * without converting a double to an int64: x86 vector units before
- * AVX-512 have no such conversion, and gcc leaves a loop with one scalar.
- * Each truncated value q (an integer, |q| < 2^56) is split exactly into
- * hi 2^32 + lo, hi = floor(q 2^-32) and lo in [0, 2^32), both small
- * enough that adding 1.5 2^52 puts them in the low bits of a double's
- * mantissa, where the integer subtraction of 1.5 2^52's bits reads them. */
+ * AVX-512 have no such conversion, and gcc and clang (an OpenCL program
+ * on a CPU device) leave a loop with one scalar. Conversions to int32
+ * they have. A clamped value y (|y| < 2^56) is h 2^31 + r with h =
+ * (int32)(y 2^-31), the quotient truncated, and r = y - h 2^31 exact, of
+ * y's sign and below 2^31 in magnitude; (int64)y is then h 2^31 +
+ * (int32)r. (pocl's trunc and floor are long sequences of integer
+ * operations: this uses neither.) */
 SIM_FN void sim_acc_split(const double *x, int n, const sim_layout *l, int *slot, sim_i64 *s, sim_i64 *s2,
     sim_i64 *mn, sim_i64 *mx, sim_i64 *nsat)
 {
-    const double magic = SIM_EXP_SHIFT; /* 1.5 * 2^52 */
-    const sim_u64 mbits = 0x4338000000000000ull; /* its bits */
     sim_i64 ls = 0, ls2 = 0, lmn = *mn, lmx = *mx, lns = 0;
+    SIM_VLOOP
     for (int i = 0; i < n; i++) {
         double y = x[i] * l->scale, y2 = x[i] * x[i] * l->sq_scale;
         int bad = !((y < SIM_FIX_LIMIT) & (y > -SIM_FIX_LIMIT) & (y2 < SIM_FIX_LIMIT));
@@ -952,11 +1049,9 @@ SIM_FN void sim_acc_split(const double *x, int n, const sim_layout *l, int *slot
         yc = yc < SIM_FIX_LIMIT ? yc : SIM_FIX_CLAMP;
         yc = yc > -SIM_FIX_LIMIT ? yc : -SIM_FIX_CLAMP;
         y2c = y2c < SIM_FIX_LIMIT ? y2c : SIM_FIX_CLAMP;
-        double q = __builtin_trunc(yc), q2 = __builtin_trunc(y2c);
-        double qh = __builtin_floor(q * 0x1p-32), q2h = __builtin_floor(q2 * 0x1p-32);
-        double ql = q - qh * 0x1p32, q2l = q2 - q2h * 0x1p32;
-        sim_i64 iq = (sim_i64)(((sim_f64_bits(qh + magic) - mbits) << 32) + (sim_f64_bits(ql + magic) - mbits));
-        sim_i64 iq2 = (sim_i64)(((sim_f64_bits(q2h + magic) - mbits) << 32) + (sim_f64_bits(q2l + magic) - mbits));
+        sim_i32 h = (sim_i32)(yc * 0x1p-31), h2 = (sim_i32)(y2c * 0x1p-31);
+        sim_i32 r = (sim_i32)(yc - (double)h * 0x1p31), r2 = (sim_i32)(y2c - (double)h2 * 0x1p31);
+        sim_i64 iq = (sim_i64)h * 2147483648 + r, iq2 = (sim_i64)h2 * 2147483648 + r2;
         lns += bad;
         ls += iq;
         ls2 += iq2;
@@ -969,6 +1064,137 @@ SIM_FN void sim_acc_split(const double *x, int n, const sim_layout *l, int *slot
     *mn = lmn;
     *mx = lmx;
     *nsat += lns;
+}
+#endif
+
+#if defined(SIM_ACC_SPLIT) && defined(__OPENCL_VERSION__)
+/* sim_acc_avx2 in OpenCL's vectors of four, for CPU devices: the same
+ * unchecked pass, the same exact sums of doubles, but the truncated value
+ * q is built without trunc (a long sequence of integer operations in
+ * pocl): h = (int)(y 2^-31) and r = y - h 2^31 as in sim_acc_split, then
+ * qh = h 2^31, a multiple of 2^31, and q - qh = (int)r, below 2^31 in
+ * magnitude. Sums of either part in four lanes of at most 32 values are
+ * exact; min and max are those of y, whose truncations keep their order.
+ * Returns 1, changing nothing, when a value was out of range or NaN or
+ * the histogram's bounds are not finite. */
+SIM_FN int sim_acc_cl(const double *x, int n, const sim_layout *l, int *slot, sim_i64 *s, sim_i64 *s2,
+    sim_i64 *mn, sim_i64 *mx)
+{
+    if (!(fabs(l->hist_lo) <= 1.7976931348623157e308 && fabs(l->hist_inv_width) <= 1.7976931348623157e308))
+        return 1;
+    const double lim = SIM_FIX_LIMIT, bins = (double)SIM_HIST_BINS;
+    double4 sh = (double4)(0.0), sl = sh, s2h = sh, s2l = sh;
+    double4 mnv = (double4)(lim), mxv = (double4)(-lim);
+    long4 ok = (long4)(-1);
+    for (int i = 0; i + 4 <= n; i += 4) {
+        double4 xv = vload4(0, x + i);
+        double4 y = xv * l->scale, y2 = xv * xv * l->sq_scale;
+        ok &= (y < lim) & (y > -lim) & (y2 < lim);
+        /* out of range, the conversions' results are discarded: see ok */
+        double4 qh = convert_double4(convert_int4_sat_rtz(y * 0x1p-31)) * 0x1p31;
+        double4 q2h = convert_double4(convert_int4_sat_rtz(y2 * 0x1p-31)) * 0x1p31;
+        sh += qh;
+        sl += convert_double4(convert_int4_sat_rtz(y - qh));
+        s2h += q2h;
+        s2l += convert_double4(convert_int4_sat_rtz(y2 - q2h));
+        mnv = select(mnv, y, y < mnv);
+        mxv = select(mxv, y, y > mxv);
+        double4 b = (xv - l->hist_lo) * l->hist_inv_width;
+        double4 bc = select((double4)(-1.0), select((double4)(bins), b, b < bins), b >= 0.0);
+        vstore4(convert_int4_rtz(bc) + 1, 0, slot + i);
+    }
+    if (any(ok == 0))
+        return 1;
+    /* the high parts' sums are multiples of 2^31 below 2^63 in magnitude,
+     * exact; their quotients by 2^31 fit a long and the shift wraps as the
+     * true sum, which fits, does */
+    double th = (sh.s0 + sh.s1) + (sh.s2 + sh.s3), tl = (sl.s0 + sl.s1) + (sl.s2 + sl.s3);
+    double t2h = (s2h.s0 + s2h.s1) + (s2h.s2 + s2h.s3), t2l = (s2l.s0 + s2l.s1) + (s2l.s2 + s2l.s3);
+    *s += (long)(((ulong)(long)(th * 0x1p-31) << 31) + (ulong)(long)tl);
+    *s2 += (long)(((ulong)(long)(t2h * 0x1p-31) << 31) + (ulong)(long)t2l);
+    if (n >= 4) {
+        double dmn = fmin(fmin(mnv.s0, mnv.s1), fmin(mnv.s2, mnv.s3));
+        double dmx = fmax(fmax(mxv.s0, mxv.s1), fmax(mxv.s2, mxv.s3));
+        *mn = (long)dmn < *mn ? (long)dmn : *mn;
+        *mx = (long)dmx > *mx ? (long)dmx : *mx;
+    }
+    return 0;
+}
+#endif
+
+#if defined(SIM_ACC_SPLIT) && !defined(__OPENCL_VERSION__)
+#define SIM_ACC_AVX2 1
+/* sim_acc_lanes2's loop for x[0 .. n & ~3) of one output in AVX2, the same
+ * integers as sim_acc_pairs_v computes them: the truncated values q stay
+ * doubles, each split exactly into qh, q rounded to a multiple of 2^32
+ * (by adding and subtracting 1.5 2^84), and q - qh, within 2^31 in
+ * magnitude. Sums of either part in four lanes of at most 32 values each
+ * are exact in any order, and min and max are the doubles' (truncation is
+ * monotone); all are made integers once at the end.
+ *
+ * No value is tested: returns 1, changing nothing, when one was out of
+ * range or NaN (the max, min or sums show it) or the histogram's bounds
+ * are not finite; then sim_acc_split does the values again, checked. */
+static inline __attribute__((target("avx2"))) int sim_acc_avx2(const double *x, int n, const sim_layout *l,
+    int *slot, sim_i64 *s, sim_i64 *s2, sim_i64 *mn, sim_i64 *mx)
+{
+    if (!(sim_fabs(l->hist_lo) <= 1.7976931348623157e308 && sim_fabs(l->hist_inv_width) <= 1.7976931348623157e308))
+        return 1;
+    const __m256d lim = _mm256_set1_pd(SIM_FIX_LIMIT), nlim = _mm256_set1_pd(-SIM_FIX_LIMIT);
+    const __m256d sc = _mm256_set1_pd(l->scale), sq = _mm256_set1_pd(l->sq_scale);
+    const __m256d hlo = _mm256_set1_pd(l->hist_lo), hiw = _mm256_set1_pd(l->hist_inv_width);
+    const __m256d bins = _mm256_set1_pd((double)SIM_HIST_BINS), m1 = _mm256_set1_pd(-1.0);
+    const __m256d big = _mm256_set1_pd(0x1.8p84); /* its ulp is 2^32 */
+    const __m128i one = _mm_set1_epi32(1);
+    __m256d sh = _mm256_setzero_pd(), sl = sh, s2h = sh, s2l = sh, m2v = sh;
+    __m256d mnv = lim, mxv = nlim; /* beyond every value in range */
+    for (int i = 0; i + 4 <= n; i += 4) {
+        __m256d xv = _mm256_loadu_pd(x + i);
+        __m256d y = _mm256_mul_pd(xv, sc), y2 = _mm256_mul_pd(_mm256_mul_pd(xv, xv), sq);
+        __m256d q = _mm256_round_pd(y, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        __m256d q2 = _mm256_round_pd(y2, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        __m256d qh = _mm256_sub_pd(_mm256_add_pd(q, big), big);
+        __m256d q2h = _mm256_sub_pd(_mm256_add_pd(q2, big), big);
+        sh = _mm256_add_pd(sh, qh);
+        sl = _mm256_add_pd(sl, _mm256_sub_pd(q, qh));
+        s2h = _mm256_add_pd(s2h, q2h);
+        s2l = _mm256_add_pd(s2l, _mm256_sub_pd(q2, q2h));
+        mnv = _mm256_min_pd(mnv, q);
+        mxv = _mm256_max_pd(mxv, q);
+        m2v = _mm256_max_pd(m2v, q2);
+        /* sim_hist_slot for b not NaN: below 0 the floor of max(b, -1) is
+         * -1, from 0 on it is the truncation (b is NaN only for an x that
+         * is not finite, and the pass is then done again, checked) */
+        __m256d b = _mm256_mul_pd(_mm256_sub_pd(xv, hlo), hiw);
+        __m256d bc = _mm256_max_pd(_mm256_min_pd(b, bins), m1);
+        __m128i si = _mm_add_epi32(_mm256_cvttpd_epi32(_mm256_floor_pd(bc)), one);
+        _mm_storeu_si128((__m128i *)(slot + i), si);
+    }
+    /* a NaN or infinite value makes sl or s2l NaN */
+    __m256d bad = _mm256_or_pd(_mm256_or_pd(_mm256_cmp_pd(mxv, lim, _CMP_GE_OQ), _mm256_cmp_pd(mnv, nlim, _CMP_LE_OQ)),
+        _mm256_or_pd(_mm256_cmp_pd(m2v, lim, _CMP_GE_OQ), _mm256_cmp_pd(sl, s2l, _CMP_UNORD_Q)));
+    if (_mm256_movemask_pd(bad) != 0)
+        return 1;
+    double v[7][4];
+    _mm256_storeu_pd(v[0], sh);
+    _mm256_storeu_pd(v[1], sl);
+    _mm256_storeu_pd(v[2], s2h);
+    _mm256_storeu_pd(v[3], s2l);
+    _mm256_storeu_pd(v[4], mnv);
+    _mm256_storeu_pd(v[5], mxv);
+    /* the high parts' sums are multiples of 2^32 below 2^63 in magnitude,
+     * exact; their quotients by 2^32 fit an int64 and the shift wraps as
+     * the true sum, which fits, does */
+    double th = (v[0][0] + v[0][1]) + (v[0][2] + v[0][3]), tl = (v[1][0] + v[1][1]) + (v[1][2] + v[1][3]);
+    double t2h = (v[2][0] + v[2][1]) + (v[2][2] + v[2][3]), t2l = (v[3][0] + v[3][1]) + (v[3][2] + v[3][3]);
+    *s += (sim_i64)(((sim_u64)(sim_i64)(th * 0x1p-32) << 32) + (sim_u64)(sim_i64)tl);
+    *s2 += (sim_i64)(((sim_u64)(sim_i64)(t2h * 0x1p-32) << 32) + (sim_u64)(sim_i64)t2l);
+    for (int k = 0; k < 4 && n >= 4; k++) {
+        sim_i64 qmn = (sim_i64)v[4][k], qmx = (sim_i64)v[5][k];
+        *mn = qmn < *mn ? qmn : *mn;
+        *mx = qmx > *mx ? qmx : *mx;
+    }
+    return 0;
 }
 #endif
 
@@ -1016,9 +1242,19 @@ SIM_FN void sim_acc_lanes2(sim_acc *acc, sim_u64 (*alt)[SIM_HIST_BINS + 2], cons
         if (sim_acc_pairs_v(x, n, l, slot, 0, &s, &s2, &mn, &mx, &nsat) != 0)
             sim_acc_pairs_v(x, n, l, slot, 1, &s, &s2, &mn, &mx, &nsat);
         int i0 = n & ~1;
-#elif defined(SIM_ACC_SPLIT)
+#elif defined(SIM_ACC_AVX2)
         int i0 = 0;
         if (!__builtin_cpu_supports("avx512dq")) { /* AVX-512 converts doubles to int64 in vectors */
+            if (__builtin_cpu_supports("avx2") && sim_acc_avx2(x, n, l, slot, &s, &s2, &mn, &mx) == 0) {
+                i0 = n & ~3;
+            } else {
+                sim_acc_split(x, n, l, slot, &s, &s2, &mn, &mx, &nsat);
+                i0 = n;
+            }
+        }
+#elif defined(SIM_ACC_SPLIT)
+        int i0 = n & ~3;
+        if (sim_acc_cl(x, n, l, slot, &s, &s2, &mn, &mx) != 0) {
             sim_acc_split(x, n, l, slot, &s, &s2, &mn, &mx, &nsat);
             i0 = n;
         }

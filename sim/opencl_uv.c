@@ -33,7 +33,7 @@ EMBED(sim_cl_src_combat, "sim/combat_dev.h");
  * group of SIM_W items, accumulates the items inside [first, end) and
  * writes its accumulators; the host merges them (order does not matter). */
 static const char cl_entries[] =
-    "#if SIM_CL_ALT /* CPU devices: four histogram counters, as the CPU loop */ \n"
+    "#if SIM_CL_CPU /* CPU devices: four histogram counters, as the CPU loop */ \n"
     "#define SIM_ALT_DECL ulong alt[3 * SIM_MAX_OUT][SIM_HIST_BINS + 2]; \\\n"
     "    for (int r = 0; r < 3 * SIM_MAX_OUT; r++) \\\n"
     "        for (int k = 0; k < SIM_HIST_BINS + 2; k++) \\\n"
@@ -196,6 +196,23 @@ int sim_cl_create(sim_cl **out, char *err, size_t errlen)
     return sim_cl_open(out, env ? (unsigned)strtoul(env, NULL, 10) : 0, err, errlen);
 }
 
+/* The start of the compiler's log, as much as fits in buf (the driver
+ * gives none of it to a buffer too small for the whole). */
+static void build_log(const sim_cl *cl, char *buf, size_t len)
+{
+    size_t size = 0;
+    char *log;
+    buf[0] = '\0';
+    if (clGetProgramBuildInfo(cl->program, cl->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &size) != CL_SUCCESS ||
+        size == 0 || (log = malloc(size)) == NULL)
+        return;
+    if (clGetProgramBuildInfo(cl->program, cl->device, CL_PROGRAM_BUILD_LOG, size, log, NULL) == CL_SUCCESS) {
+        log[size - 1] = '\0';
+        snprintf(buf, len, "%s", log);
+    }
+    free(log);
+}
+
 int sim_cl_open(sim_cl **out, unsigned device, char *err, size_t errlen)
 {
     char prelude[256];
@@ -225,8 +242,9 @@ int sim_cl_open(sim_cl **out, unsigned device, char *err, size_t errlen)
     }
     /* the hint on CPU devices; loops over groups of 4 are unrolled, and
      * clang warns that it found no loop to apply it to */
-    snprintf(prelude, sizeof prelude, "#define SIM_W %u\n#define SIM_CL_ALT %d\n%s", cl->group,
-        (type & CL_DEVICE_TYPE_GPU) ? 0 : 1, (type & CL_DEVICE_TYPE_GPU) || cl->group < 8 ? "" : CPU_LOOP_HINT);
+    int cpu = (type & CL_DEVICE_TYPE_GPU) ? 0 : 1;
+    snprintf(prelude, sizeof prelude, "#define SIM_W %u\n#define SIM_CL_CPU %d\n%s", cl->group, cpu,
+        !cpu || cl->group < 8 ? "" : CPU_LOOP_HINT);
     cl->ctx = clCreateContext(NULL, 1, &cl->device, NULL, NULL, &e);
     if (e != CL_SUCCESS) {
         rc = cl_fail(err, errlen, SIM_EDEVICE, "clCreateContext", e);
@@ -247,8 +265,7 @@ int sim_cl_open(sim_cl **out, unsigned device, char *err, size_t errlen)
         if (err != NULL && errlen > 0) {
             int n = snprintf(err, errlen, "OpenCL: building the kernels failed (error %d):\n", (int)e);
             if (n > 0 && (size_t)n < errlen)
-                clGetProgramBuildInfo(cl->program, cl->device, CL_PROGRAM_BUILD_LOG, errlen - (size_t)n - 1,
-                    err + n, NULL);
+                build_log(cl, err + n, errlen - (size_t)n);
         }
         rc = SIM_EDEVICE;
         goto fail_program;
