@@ -43,6 +43,19 @@ int sim_cl_run(sim_cl *cl, const sim_job *job, uint64_t first, uint64_t count, s
     return SIM_ENOBACKEND;
 }
 
+unsigned sim_cl_group_width(const sim_cl *cl)
+{
+    (void)cl;
+    return 0;
+}
+
+int sim_cl_acc_group(sim_cl *cl, const sim_layout *layout, int nout, const double *values, int lo, int hi,
+    sim_acc *acc)
+{
+    (void)cl, (void)layout, (void)nout, (void)values, (void)lo, (void)hi, (void)acc;
+    return SIM_ENOBACKEND;
+}
+
 int sim_cuda_create(sim_cuda **out, char *err, size_t errlen)
 {
     (void)out;

@@ -77,6 +77,22 @@ static const char cl_entries[] =
     "}                                                                                     \n"
     "SIM_CL_ENTRY(sim_option_cl, sim_option_params, sim_option_group)                      \n"
     "SIM_CL_ENTRY(sim_combat_cl, sim_combat_params, sim_combat_group)                      \n"
+    "__kernel void sim_acc_group(__global const double *gv, __global const sim_layout *gl, \n"
+    "    int nout, int lo, int hi, __global sim_acc *out)                                  \n"
+    "{                                                                                     \n"
+    "    sim_layout L[SIM_MAX_OUT];                                                        \n"
+    "    sim_acc acc[SIM_MAX_OUT];                                                         \n"
+    "    double v[SIM_MAX_OUT][SIM_W];                                                     \n"
+    "    for (int o = 0; o < nout; o++) {                                                  \n"
+    "        L[o] = gl[o];                                                                 \n"
+    "        sim_acc_zero(&acc[o]);                                                        \n"
+    "        for (int l = 0; l < SIM_W; l++)                                               \n"
+    "            v[o][l] = gv[o * SIM_W + l];                                              \n"
+    "    }                                                                                 \n"
+    "    sim_acc_lanes2(acc, 0, L, nout, v, lo, hi);                                       \n"
+    "    for (int o = 0; o < nout; o++)                                                    \n"
+    "        out[o] = acc[o];                                                              \n"
+    "}                                                                                     \n"
     "__kernel void sim_sizes(__global ulong *out)                                          \n"
     "{                                                                                     \n"
     "    out[0] = sizeof(sim_acc);                                                         \n"
@@ -375,5 +391,45 @@ out:
     if (bp != NULL)
         clReleaseMemObject(bp);
     free(accs);
+    return rc;
+}
+
+unsigned sim_cl_group_width(const sim_cl *cl)
+{
+    return cl->group;
+}
+
+int sim_cl_acc_group(sim_cl *cl, const sim_layout *layout, int nout, const double *values, int lo, int hi,
+    sim_acc *acc)
+{
+    const size_t nv = (size_t)nout * cl->group;
+    cl_int e;
+    int rc = 0;
+    if (nout < 1 || nout > SIM_MAX_OUT || lo < 0 || hi <= lo || hi > (int)cl->group)
+        return SIM_EINVAL;
+    cl_kernel k = clCreateKernel(cl->program, "sim_acc_group", &e);
+    if (e != CL_SUCCESS)
+        return SIM_EDEVICE;
+    cl_mem bv = clCreateBuffer(cl->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nv * sizeof *values,
+        (void *)values, &e);
+    cl_mem bl = clCreateBuffer(cl->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, (size_t)nout * sizeof *layout,
+        (void *)layout, &e);
+    cl_mem bo = clCreateBuffer(cl->ctx, CL_MEM_WRITE_ONLY, (size_t)nout * sizeof *acc, NULL, &e);
+    size_t one = 1;
+    if (bv == NULL || bl == NULL || bo == NULL || clSetKernelArg(k, 0, sizeof bv, &bv) != CL_SUCCESS ||
+        clSetKernelArg(k, 1, sizeof bl, &bl) != CL_SUCCESS || clSetKernelArg(k, 2, sizeof nout, &nout) != CL_SUCCESS ||
+        clSetKernelArg(k, 3, sizeof lo, &lo) != CL_SUCCESS || clSetKernelArg(k, 4, sizeof hi, &hi) != CL_SUCCESS ||
+        clSetKernelArg(k, 5, sizeof bo, &bo) != CL_SUCCESS ||
+        clEnqueueNDRangeKernel(cl->queue, k, 1, NULL, &one, &one, 0, NULL, NULL) != CL_SUCCESS ||
+        clEnqueueReadBuffer(cl->queue, bo, CL_TRUE, 0, (size_t)nout * sizeof *acc, acc, 0, NULL, NULL) !=
+            CL_SUCCESS)
+        rc = SIM_EDEVICE;
+    if (bo != NULL)
+        clReleaseMemObject(bo);
+    if (bl != NULL)
+        clReleaseMemObject(bl);
+    if (bv != NULL)
+        clReleaseMemObject(bv);
+    clReleaseKernel(k);
     return rc;
 }

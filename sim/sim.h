@@ -166,6 +166,14 @@ void sim_cl_destroy(sim_cl *cl);
 const char *sim_cl_device(const sim_cl *cl);
 /* Same contract as sim_run_cpu, computed on the OpenCL device. */
 int sim_cl_run(sim_cl *cl, const sim_job *job, uint64_t first, uint64_t count, sim_stats *out);
+/* Items per group in the device's program (SIM_W there). */
+unsigned sim_cl_group_width(const sim_cl *cl);
+/* For tests: the device program's sim_acc_lanes2 on one group, items
+ * [lo, hi) of its lanes, into acc[0 .. nout) from zero; values[o * width
+ * + lane] is output o of a lane, width the group width. SIM_EINVAL for a
+ * bad range or count, SIM_EDEVICE when the device fails. */
+int sim_cl_acc_group(sim_cl *cl, const sim_layout *layout, int nout, const double *values, int lo, int hi,
+    sim_acc *acc);
 
 typedef struct sim_cuda sim_cuda;
 

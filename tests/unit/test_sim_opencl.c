@@ -5,6 +5,7 @@
  * kernels' shared headers compiled at run time.
  */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,4 +116,47 @@ Test(sim_opencl, other_group_widths_give_the_same_bits)
         sim_cl_destroy(cl);
     }
     cl = dflt;
+}
+
+/* The device program's accumulation of one group against sim_acc_add on
+ * the host, value by value: values in range (the unchecked vector pass on
+ * CPU devices) and groups with NaN, infinities and values past the clamp
+ * (the checked pass), whole and partial groups, several outputs. */
+Test(sim_opencl, group_accumulation_equals_one_value_at_a_time)
+{
+    static const double odd[] = { NAN, INFINITY, -INFINITY, -0.0, 1e6, -1e9, 1e300 };
+    const int w = (int)sim_cl_group_width(cl);
+    double *v = malloc(sizeof *v * SIM_MAX_OUT * (size_t)w);
+    sim_layout lay[SIM_MAX_OUT];
+    sim_acc dev[SIM_MAX_OUT], host[SIM_MAX_OUT];
+    uint64_t x = 0x2545f4914f6cdd1dull, saturated = 0;
+    cr_assert_not_null(v);
+    for (int o = 0; o < SIM_MAX_OUT; o++)
+        cr_assert_eq(sim_layout_make(&lay[o], o < 3 ? 1000.0 : 5.0, -30.0 - o, 120.0), 0);
+    for (int t = 0; t < 60; t++) {
+        int nout = 1 + t % 5;
+        for (int o = 0; o < nout; o++)
+            for (int l = 0; l < w; l++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                double u = (double)(x >> 11) * 0x1p-53 * 2.0 - 1.0;
+                v[o * w + l] = t % 3 == 2 && x % 29 == 0 ? odd[x % 7] : u * (t % 2 ? 200.0 : 1.0);
+            }
+        int lo = t % 4 == 0 ? 0 : (int)(x % (uint64_t)w);
+        int hi = t % 4 == 0 ? w : lo + 1 + (int)((x >> 20) % (uint64_t)(w - lo));
+        cr_assert_eq(sim_cl_acc_group(cl, lay, nout, v, lo, hi, dev), 0);
+        for (int o = 0; o < nout; o++) {
+            sim_acc_zero(&host[o]);
+            /* item i of the group sits in lane (i mod 4) w/4 + i/4 */
+            for (int i = lo; i < hi; i++)
+                sim_acc_add(&host[o], &lay[o], v[o * w + (i & 3) * (w / 4) + (i >> 2)]);
+            cr_assert(memcmp(&dev[o], &host[o], sizeof dev[o]) == 0,
+                "round %d, output %d, items %d..%d: sum %llx/%llx min %lld/%lld max %lld/%lld saturated %llu/%llu",
+                t, o, lo, hi, (unsigned long long)dev[o].sum[0], (unsigned long long)host[o].sum[0],
+                (long long)dev[o].min, (long long)host[o].min, (long long)dev[o].max, (long long)host[o].max,
+                (unsigned long long)dev[o].saturated, (unsigned long long)host[o].saturated);
+            saturated += host[o].saturated;
+        }
+    }
+    cr_assert_gt(saturated, 0, "some groups had values to clamp");
+    free(v);
 }
