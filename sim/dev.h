@@ -778,16 +778,19 @@ SIM_FN void sim_normal_pairs(const sim_u32 *wr, const sim_u32 *wa, double *zc, d
         double qd = (double)(sim_i32)(wa[j] >> 30);
         double md = (double)(sim_i32)(wa[j] & 0x3fffffffu);
         int hi = md > 536870912.0;
-        /* cos and sin of the angle inside the quadrant, then of the whole
-         * angle: odd quadrants swap them, quadrants 1-2 negate the cosine
-         * and 2-3 the sine (a product with -1 is an exact negation) */
+        /* radius times cos and sin of the angle inside the quadrant, then
+         * of the whole angle: odd quadrants swap them, quadrants 1-2
+         * negate the cosine and 2-3 the sine (a product with -1 is an
+         * exact negation, so it may come after the radius's). Both
+         * products first, then the selects: a select between the loads
+         * themselves became a scalar load from a selected address in
+         * pocl's code. */
         int odd = (qd == 1.0) | (qd == 3.0);
         int swap = hi != odd;
-        double c = swap ? sn[j] : cs[j], s = swap ? cs[j] : sn[j];
-        c = c * (((qd == 1.0) | (qd == 2.0)) ? -1.0 : 1.0);
-        s = s * (qd >= 2.0 ? -1.0 : 1.0);
-        zc[j] = r[j] * c;
-        zs[j] = r[j] * s;
+        double rc = r[j] * cs[j], rs = r[j] * sn[j];
+        double c = swap ? rs : rc, s = swap ? rc : rs;
+        zc[j] = c * (((qd == 1.0) | (qd == 2.0)) ? -1.0 : 1.0);
+        zs[j] = s * (qd >= 2.0 ? -1.0 : 1.0);
     }
 }
 
