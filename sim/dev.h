@@ -223,7 +223,6 @@ SIM_FN void sim_philox_v8(int nv, sim_u32 c0, sim_u32 c1, sim_u64 blk0, int v0, 
 #endif
 
 #if defined(__x86_64__)
-#define SIM_PHILOX_AVX2 1
 /* Eight blocks at a time in AVX2, each word in two vectors of four 64-bit
  * lanes: the same rounds as sim_philox_v8, whose 64-bit products gcc 12
  * builds for AVX2 from three vpmuludq, or from a chain of shifts and adds.
@@ -1094,14 +1093,15 @@ SIM_FN int sim_acc_cl(const double *x, int n, const sim_layout *l, int *slot, si
         double4 y = xv * l->scale, y2 = xv * xv * l->sq_scale;
         ok &= (y < lim) & (y > -lim) & (y2 < lim);
         /* out of range, the conversions' results are discarded: see ok */
-        double4 qh = convert_double4(convert_int4_sat_rtz(y * 0x1p-31)) * 0x1p31;
-        double4 q2h = convert_double4(convert_int4_sat_rtz(y2 * 0x1p-31)) * 0x1p31;
+        double4 qh = convert_double4(convert_int4_rtz(y * 0x1p-31)) * 0x1p31;
+        double4 q2h = convert_double4(convert_int4_rtz(y2 * 0x1p-31)) * 0x1p31;
         sh += qh;
-        sl += convert_double4(convert_int4_sat_rtz(y - qh));
+        sl += convert_double4(convert_int4_rtz(y - qh));
         s2h += q2h;
-        s2l += convert_double4(convert_int4_sat_rtz(y2 - q2h));
-        mnv = select(mnv, y, y < mnv);
-        mxv = select(mxv, y, y > mxv);
+        s2l += convert_double4(convert_int4_rtz(y2 - q2h));
+        /* NaN makes min and max undefined, and the pass is discarded */
+        mnv = min(mnv, y);
+        mxv = max(mxv, y);
         double4 b = (xv - l->hist_lo) * l->hist_inv_width;
         double4 bc = select((double4)(-1.0), select((double4)(bins), b, b < bins), b >= 0.0);
         vstore4(convert_int4_rtz(bc) + 1, 0, slot + i);
