@@ -303,9 +303,11 @@ SIM_FN void sim_philox_blocks(sim_u32 c0, sim_u32 c1, sim_u64 blk0, sim_u32 k0, 
     /* Eight blocks at a time, in two of OpenCL's vectors of four per word
      * (pocl passes vectors of eight 64-bit lanes to its conversions in
      * memory on processors without AVX-512), held in registers through all
-     * rounds: the loop below keeps them in arrays, in memory. The high
-     * halves of the 64-bit lanes are never cleared: the masks before the
-     * products, and the narrowing at the end, drop them. */
+     * rounds: the loop below keeps them in arrays, in memory (and so did
+     * pocl with arrays of two vectors here, 8 % slower than these two
+     * named sets). The high halves of the 64-bit lanes are never cleared:
+     * the masks before the products, and the narrowing at the end, drop
+     * them. */
     const ulong lo32 = 0xffffffffu;
     for (int b = 0; b < SIM_Q; b += 8) {
         ulong4 blk = (ulong4)(blk0 + (ulong)b) + (ulong4)(0, 1, 2, 3), blk4 = blk + (ulong)4;
@@ -1027,38 +1029,49 @@ SIM_FN int sim_acc_pairs_v(const double *x, int n, const sim_layout *l, int *slo
 }
 #endif
 
-#if (defined(__GNUC__) && defined(__x86_64__) && !defined(__CUDACC__) && !defined(__OPENCL_VERSION__)) || \
-    (defined(__OPENCL_VERSION__) && SIM_CL_CPU)
-#define SIM_ACC_SPLIT 1
-/* sim_acc_lanes2's loop for x[0 .. n) of one output, the same integers,
- * without converting a double to an int64: x86 vector units before
- * AVX-512 have no such conversion, and gcc and clang (an OpenCL program
- * on a CPU device) leave a loop with one scalar. Conversions to int32
- * they have. A clamped value y (|y| < 2^56) is h 2^31 + r with h =
+/* sim_acc_lanes2's checked loop for x[i0 .. n) of one output: each value
+ * scaled, tested, clamped and truncated as sim_fix does, summed in int64
+ * (at most 128 terms, which cannot overflow: see SIM_FIX_LIMIT), with min,
+ * max, the out-of-range count and the histogram slots. Forced inline, so
+ * split is a constant where it is called.
+ *
+ * With split 1 no double is converted to an int64: x86 vector units
+ * before AVX-512 have no such conversion, and gcc and clang (an OpenCL
+ * program on a CPU device) leave a loop with one scalar. Conversions to
+ * int32 they have. A clamped value y (|y| < 2^56) is h 2^31 + r with h =
  * (int32)(y 2^-31), the quotient truncated, and r = y - h 2^31 exact, of
  * y's sign and below 2^31 in magnitude; (int64)y is then h 2^31 +
  * (int32)r. (pocl's trunc and floor are long sequences of integer
- * operations: this uses neither.) */
-SIM_FN void sim_acc_split(const double *x, int n, const sim_layout *l, int *slot, sim_i64 *s, sim_i64 *s2,
-    sim_i64 *mn, sim_i64 *mx, sim_i64 *nsat)
+ * operations: this uses neither.) The same integers either way. */
+SIM_FN void sim_acc_checked(const double *x, int i0, int n, const sim_layout *l, int split, int *slot,
+    sim_i64 *s, sim_i64 *s2, sim_i64 *mn, sim_i64 *mx, sim_i64 *nsat)
 {
     sim_i64 ls = 0, ls2 = 0, lmn = *mn, lmx = *mx, lns = 0;
     SIM_VLOOP
-    for (int i = 0; i < n; i++) {
+    for (int i = i0; i < n; i++) {
         double y = x[i] * l->scale, y2 = x[i] * x[i] * l->sq_scale;
+        /* y2 is a square times a positive scale: at least 0, or NaN,
+         * so only its upper bound needs a check and a clamp */
         int bad = !((y < SIM_FIX_LIMIT) & (y > -SIM_FIX_LIMIT) & (y2 < SIM_FIX_LIMIT));
         double yc = y != y ? 0.0 : y, y2c = y2 != y2 ? 0.0 : y2;
         yc = yc < SIM_FIX_LIMIT ? yc : SIM_FIX_CLAMP;
         yc = yc > -SIM_FIX_LIMIT ? yc : -SIM_FIX_CLAMP;
         y2c = y2c < SIM_FIX_LIMIT ? y2c : SIM_FIX_CLAMP;
-        sim_i32 h = (sim_i32)(yc * 0x1p-31), h2 = (sim_i32)(y2c * 0x1p-31);
-        sim_i32 r = (sim_i32)(yc - (double)h * 0x1p31), r2 = (sim_i32)(y2c - (double)h2 * 0x1p31);
-        sim_i64 iq = (sim_i64)h * 2147483648 + r, iq2 = (sim_i64)h2 * 2147483648 + r2;
+        sim_i64 q, q2;
+        if (split) {
+            sim_i32 h = (sim_i32)(yc * 0x1p-31), h2 = (sim_i32)(y2c * 0x1p-31);
+            sim_i32 r = (sim_i32)(yc - (double)h * 0x1p31), r2 = (sim_i32)(y2c - (double)h2 * 0x1p31);
+            q = (sim_i64)h * 2147483648 + r;
+            q2 = (sim_i64)h2 * 2147483648 + r2;
+        } else {
+            q = (sim_i64)yc;
+            q2 = (sim_i64)y2c;
+        }
         lns += bad;
-        ls += iq;
-        ls2 += iq2;
-        lmn = iq < lmn ? iq : lmn;
-        lmx = iq > lmx ? iq : lmx;
+        ls += q;
+        ls2 += q2;
+        lmn = q < lmn ? q : lmn;
+        lmx = q > lmx ? q : lmx;
         slot[i] = sim_hist_slot(l, x[i]);
     }
     *s += ls;
@@ -1067,13 +1080,18 @@ SIM_FN void sim_acc_split(const double *x, int n, const sim_layout *l, int *slot
     *mx = lmx;
     *nsat += lns;
 }
+
+#if (defined(__GNUC__) && defined(__x86_64__) && !defined(__CUDACC__) && !defined(__OPENCL_VERSION__)) || \
+    (defined(__OPENCL_VERSION__) && SIM_CL_CPU)
+/* where sim_acc_lanes2 splits rather than converting to int64 */
+#define SIM_ACC_SPLIT 1
 #endif
 
 #if defined(SIM_ACC_SPLIT) && defined(__OPENCL_VERSION__)
 /* sim_acc_avx2 in OpenCL's vectors of four, for CPU devices: the same
  * unchecked pass, the same exact sums of doubles, but the truncated value
  * q is built without trunc (a long sequence of integer operations in
- * pocl): h = (int)(y 2^-31) and r = y - h 2^31 as in sim_acc_split, then
+ * pocl): h = (int)(y 2^-31) and r = y - h 2^31 as in sim_acc_checked, then
  * qh = h 2^31, a multiple of 2^31, and q - qh = (int)r, below 2^31 in
  * magnitude. Sums of either part in four lanes of at most 32 values are
  * exact; min and max are those of y, whose truncations keep their order.
@@ -1137,7 +1155,7 @@ SIM_FN int sim_acc_cl(const double *x, int n, const sim_layout *l, int *slot, si
  *
  * No value is tested: returns 1, changing nothing, when one was out of
  * range or NaN (the max, min or sums show it) or the histogram's bounds
- * are not finite; then sim_acc_split does the values again, checked. */
+ * are not finite; then sim_acc_checked does the values again. */
 static inline __attribute__((target("avx2"))) int sim_acc_avx2(const double *x, int n, const sim_layout *l,
     int *slot, sim_i64 *s, sim_i64 *s2, sim_i64 *mn, sim_i64 *mx)
 {
@@ -1251,37 +1269,20 @@ SIM_FN void sim_acc_lanes2(sim_acc *acc, sim_u64 (*alt)[SIM_HIST_BINS + 2], cons
             if (__builtin_cpu_supports("avx2") && sim_acc_avx2(x, n, l, slot, &s, &s2, &mn, &mx) == 0) {
                 i0 = n & ~3;
             } else {
-                sim_acc_split(x, n, l, slot, &s, &s2, &mn, &mx, &nsat);
+                sim_acc_checked(x, 0, n, l, 1, slot, &s, &s2, &mn, &mx, &nsat);
                 i0 = n;
             }
         }
 #elif defined(SIM_ACC_SPLIT)
         int i0 = n & ~3;
         if (sim_acc_cl(x, n, l, slot, &s, &s2, &mn, &mx) != 0) {
-            sim_acc_split(x, n, l, slot, &s, &s2, &mn, &mx, &nsat);
+            sim_acc_checked(x, 0, n, l, 1, slot, &s, &s2, &mn, &mx, &nsat);
             i0 = n;
         }
 #else
         int i0 = 0;
 #endif
-        SIM_VLOOP
-        for (int i = i0; i < n; i++) {
-            double y = x[i] * l->scale, y2 = x[i] * x[i] * l->sq_scale;
-            /* y2 is a square times a positive scale: at least 0, or NaN,
-             * so only its upper bound needs a check and a clamp */
-            int bad = !((y < SIM_FIX_LIMIT) & (y > -SIM_FIX_LIMIT) & (y2 < SIM_FIX_LIMIT));
-            double yc = y != y ? 0.0 : y, y2c = y2 != y2 ? 0.0 : y2;
-            yc = yc < SIM_FIX_LIMIT ? yc : SIM_FIX_CLAMP;
-            yc = yc > -SIM_FIX_LIMIT ? yc : -SIM_FIX_CLAMP;
-            y2c = y2c < SIM_FIX_LIMIT ? y2c : SIM_FIX_CLAMP;
-            sim_i64 q = (sim_i64)yc, q2 = (sim_i64)y2c;
-            nsat += bad;
-            s += q;
-            s2 += q2;
-            mn = q < mn ? q : mn;
-            mx = q > mx ? q : mx;
-            slot[i] = sim_hist_slot(l, x[i]);
-        }
+        sim_acc_checked(x, i0, n, l, 0, slot, &s, &s2, &mn, &mx, &nsat);
         int i = 0;
         if (alt)
             for (; i + 3 < n; i += 4) {
