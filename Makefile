@@ -216,11 +216,21 @@ $(BUILD)/wasm/node_%.js: tests/wasm/node_%.c $(NODE_WASM_SRC) $(NODE_WASM_HDR) |
 # SIM_ENOBACKEND. NVCC= (empty) turns it off.
 NVCC ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
 NVCC_ARCH ?= -gencode arch=compute_80,code=compute_80 -gencode arch=compute_90,code=sm_90
+NVCC_FLAGS := -fmad=false -O3 -I.
 ifneq ($(NVCC),)
 SIM_FATBIN := $(BUILD)/sim/kernels.fatbin
-$(SIM_FATBIN): sim/kernels.cu sim/dev.h sim/option_dev.h sim/combat_dev.h
+SIM_CU_SRC := sim/kernels.cu sim/dev.h sim/option_dev.h sim/combat_dev.h
+$(SIM_FATBIN): $(SIM_CU_SRC)
 	@mkdir -p $(@D)
-	$(NVCC) -fatbin -fmad=false -O3 -I. $(NVCC_ARCH) $< -o $@
+	$(NVCC) -fatbin $(NVCC_FLAGS) $(NVCC_ARCH) $< -o $@
+# The same source with the same flags as PTX text, which
+# tests/integration/cuda_ptx.test.mjs reads for fused or approximate
+# arithmetic (the fatbin's PTX is compressed, and the toolkit here has no
+# cuobjdump to read it with).
+SIM_PTX := $(BUILD)/sim/kernels.ptx
+$(SIM_PTX): $(SIM_CU_SRC)
+	@mkdir -p $(@D)
+	$(NVCC) -ptx $(NVCC_FLAGS) -arch=compute_80 $< -o $@
 $(BUILD)/obj/sim/cuda_uv.o: $(SIM_FATBIN)
 $(BUILD)/obj/sim/cuda_uv.o: ALL_CFLAGS += -DSIM_CUDA_FATBIN='"$(SIM_FATBIN)"'
 endif
@@ -256,7 +266,7 @@ $(SYSROOT)/.complete:
 # ---- targets ------------------------------------------------------------------
 .PHONY: all test run wasm web bench bench-compare fuzz gpu-bundle soak asan tsan clean help deps install uninstall
 
-all: $(DEPS_MK) $(BIN) $(UNIT_BIN) $(CHECK_BIN) $(ITEST_BIN) $(WASM_NATIVE) $(BENCH_BIN) $(NODE_WASM_OUT) ## build the simfarm binary, tests, benchmarks and the browser node
+all: $(DEPS_MK) $(BIN) $(UNIT_BIN) $(CHECK_BIN) $(ITEST_BIN) $(WASM_NATIVE) $(BENCH_BIN) $(NODE_WASM_OUT) $(SIM_PTX) ## build the simfarm binary, tests, benchmarks and the browser node
 
 deps: ## install missing Debian/npm packages and the WebAssembly sysroot
 	scripts/install-deps.sh
