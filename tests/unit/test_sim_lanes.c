@@ -15,39 +15,27 @@
 
 #include "sim/option_dev.h"
 #include "sim/sim.h"
+#include "tests/support/xorshift.h"
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static uint64_t next(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-
-/* Uniform in [-s, s). */
-static double uniform(double s)
-{
-    return ((double)(next() >> 11) * 0x1p-53 * 2.0 - 1.0) * s;
-}
+static uint64_t rs = 0x9e3779b97f4a7c15ull;
 
 /* A value of one of the shapes the accumulator must get right; scale is
  * the layout's, 2^frac_bits. */
 static double pick(int shape, double scale)
 {
     switch (shape) {
-    case 0: return uniform(1.0);
-    case 1: return uniform(200.0);
-    case 2: return fabs(uniform(3000.0));
+    case 0: return xorshift_uniform(&rs, 1.0);
+    case 1: return xorshift_uniform(&rs, 200.0);
+    case 2: return fabs(xorshift_uniform(&rs, 3000.0));
     /* q + 2^31 for q a multiple of 2^32, ties of the split's rounding */
-    case 3: return (ldexp((double)(int64_t)(next() % 4096) - 2048.0, 32) + 0x1p31) / scale;
+    case 3: return (ldexp((double)(int64_t)(xorshift64(&rs) % 4096) - 2048.0, 32) + 0x1p31) / scale;
     /* as large as a value can be in range: its square, scaled, stays
      * below 2^56 while it is below 2^55.5 */
-    case 4: return (next() & 1 ? 1.0 : -1.0) * (1.0 + fabs(uniform(0.41))) * 0x1p55 / scale;
+    case 4:
+        return (xorshift64(&rs) & 1 ? 1.0 : -1.0) * (1.0 + fabs(xorshift_uniform(&rs, 0.41))) * 0x1p55 / scale;
     default: {
         static const double odd[] = { NAN, INFINITY, -INFINITY, -0.0, 0x1p57, -0x1p60, 1e300 };
-        return odd[next() % (sizeof odd / sizeof odd[0])] / (next() & 1 ? 1.0 : scale);
+        return odd[xorshift64(&rs) % (sizeof odd / sizeof odd[0])] / (xorshift64(&rs) & 1 ? 1.0 : scale);
     }
     }
 }
@@ -73,11 +61,11 @@ Test(sim_lanes, accumulation_equals_one_value_at_a_time)
         int odd = t % 4 == 3;
         for (int o = 0; o < nout; o++)
             for (int l = 0; l < SIM_W; l++) {
-                int shape = odd && next() % 8 == 0 ? 5 : (int)((t / 4 + o) % 5);
+                int shape = odd && xorshift64(&rs) % 8 == 0 ? 5 : (int)((t / 4 + o) % 5);
                 out[o][l] = pick(shape, lay[o].scale);
             }
-        int lo = t % 3 == 0 ? 0 : (int)(next() % SIM_W);
-        int hi = t % 3 == 0 ? SIM_W : lo + 1 + (int)(next() % (uint64_t)(SIM_W - lo));
+        int lo = t % 3 == 0 ? 0 : (int)(xorshift64(&rs) % SIM_W);
+        int hi = t % 3 == 0 ? SIM_W : lo + 1 + (int)(xorshift64(&rs) % (uint64_t)(SIM_W - lo));
         memset(alt, 0, sizeof alt);
         sim_acc_lanes2(lanes, t & 1 ? alt : NULL, lay, nout, out, lo, hi);
         for (int o = 0; o < nout; o++) {
@@ -102,9 +90,10 @@ Test(sim_lanes, philox_blocks_are_philox_in_lane_order)
 {
     sim_u32 w[SIM_W];
     for (int t = 0; t < 200; t++) {
-        sim_u32 c0 = (sim_u32)next(), c1 = (sim_u32)next(), k0 = (sim_u32)next(), k1 = (sim_u32)next();
+        sim_u32 c0 = (sim_u32)xorshift64(&rs), c1 = (sim_u32)xorshift64(&rs);
+        sim_u32 k0 = (sim_u32)xorshift64(&rs), k1 = (sim_u32)xorshift64(&rs);
         /* block numbers across a carry into the counter's high word */
-        sim_u64 blk0 = t < 40 ? 0xffffffffull - 20 + (sim_u64)t : next() >> (t % 3 * 16);
+        sim_u64 blk0 = t < 40 ? 0xffffffffull - 20 + (sim_u64)t : xorshift64(&rs) >> (t % 3 * 16);
         sim_philox_blocks(c0, c1, blk0, k0, k1, w);
         for (int b = 0; b < SIM_Q; b++) {
             sim_u64 blk = blk0 + (sim_u64)b;

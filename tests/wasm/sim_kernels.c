@@ -19,6 +19,7 @@
 #include "sim/option_dev.h"
 #include "sim/sim.h"
 #include "sim/sim_json.h"
+#include "tests/support/xorshift.h"
 
 static const struct {
     const char *name, *kernel, *json;
@@ -80,20 +81,6 @@ static void print_hash(const char *key)
 
 static uint64_t rs = 88172645463325252ull;
 
-static uint64_t xorshift(void)
-{
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return rs;
-}
-
-/* Uniform in [-s, s). */
-static double uniform(double s)
-{
-    return s * ((double)(xorshift() >> 11) * (2.0 / 9007199254740992.0) - 1.0);
-}
-
 /* Every lane function on whole and partial groups, with the edges of
  * their branch-free selects among the inputs. */
 static void lane_functions(void)
@@ -112,27 +99,28 @@ static void lane_functions(void)
     const int nw = (int)(sizeof words / sizeof words[0]), na = (int)(sizeof args / sizeof args[0]);
 
     for (int t = 0; t < 300; t++) {
-        sim_u32 c0 = (sim_u32)xorshift(), k0 = (sim_u32)xorshift(), k1 = (sim_u32)xorshift();
+        sim_u32 c0 = (sim_u32)xorshift64(&rs), k0 = (sim_u32)xorshift64(&rs), k1 = (sim_u32)xorshift64(&rs);
         /* blocks across a carry into the counter's high word */
-        sim_u64 blk = t < 40 ? 0xffffffffull - 20 + (sim_u64)t : xorshift() >> (t % 3 * 16);
+        sim_u64 blk = t < 40 ? 0xffffffffull - 20 + (sim_u64)t : xorshift64(&rs) >> (t % 3 * 16);
         sim_philox_blocks(c0, (sim_u32)t & 3, blk, k0, k1, w);
         hash_bytes(w, sizeof w);
     }
     print_hash("lanes.philox");
     for (int t = 0; t < 1000; t++) {
         for (int l = 0; l < SIM_W; l++)
-            w[l] = t < 30 ? words[(l * 7 + t) % nw] ^ (sim_u32)(t & 1 ? 0 : xorshift() & 7) : (sim_u32)xorshift();
+            w[l] = t < 30 ? words[(l * 7 + t) % nw] ^ (sim_u32)(t & 1 ? 0 : xorshift64(&rs) & 7)
+                          : (sim_u32)xorshift64(&rs);
         sim_normals(w, z);
         hash_bytes(z, sizeof z);
-        sim_normal_pairs(w, w + SIM_W / 2, z, z + SIM_W / 2, 1 + (int)(xorshift() % (SIM_W / 2)));
+        sim_normal_pairs(w, w + SIM_W / 2, z, z + SIM_W / 2, 1 + (int)(xorshift64(&rs) % (SIM_W / 2)));
         hash_bytes(z, sizeof z);
     }
     print_hash("lanes.normals");
     for (int t = 0; t < 1000; t++) {
         double s = t % 4 == 0 ? 800.0 : t % 4 == 1 ? 40.0 : t % 4 == 2 ? 2.0 : 1e-3;
         for (int l = 0; l < SIM_W; l++)
-            x[l] = t < 10 ? args[(l + t) % na] : uniform(s);
-        sim_exp_lanes(x, t % 3 == 0 ? SIM_W : 1 + (int)(xorshift() % SIM_W));
+            x[l] = t < 10 ? args[(l + t) % na] : xorshift_uniform(&rs, s);
+        sim_exp_lanes(x, t % 3 == 0 ? SIM_W : 1 + (int)(xorshift64(&rs) % SIM_W));
         hash_bytes(x, sizeof x);
     }
     print_hash("lanes.exp");
@@ -151,9 +139,10 @@ static void lane_functions(void)
         double s = t % 5 == 0 ? 1e5 : t % 5 == 1 ? 50.0 : t % 5 == 2 ? 1e-6 : 20.0;
         for (int o = 0; o < nout; o++)
             for (int l = 0; l < SIM_W; l++)
-                out[o][l] = t % 7 == 0 && xorshift() % 16 == 0 ? values[xorshift() % 9] : uniform(s);
-        int lo = t % 3 == 0 ? 0 : (int)(xorshift() % SIM_W);
-        int hi = t % 3 == 0 ? SIM_W : lo + 1 + (int)(xorshift() % (uint64_t)(SIM_W - lo));
+                out[o][l] = t % 7 == 0 && xorshift64(&rs) % 16 == 0 ? values[xorshift64(&rs) % 9]
+                                                                    : xorshift_uniform(&rs, s);
+        int lo = t % 3 == 0 ? 0 : (int)(xorshift64(&rs) % SIM_W);
+        int hi = t % 3 == 0 ? SIM_W : lo + 1 + (int)(xorshift64(&rs) % (uint64_t)(SIM_W - lo));
         sim_acc_lanes2(acc, t & 1 ? alt : NULL, lay, nout, out, lo, hi);
     }
     hash_bytes(acc, sizeof acc);
