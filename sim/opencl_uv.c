@@ -244,10 +244,16 @@ int sim_cl_open(sim_cl **out, unsigned device, char *err, size_t errlen)
         goto fail;
     clGetDeviceInfo(cl->device, CL_DEVICE_NAME, sizeof cl->name - 1, cl->name, NULL);
     clGetDeviceInfo(cl->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
-    cl->work_items = (type & CL_DEVICE_TYPE_GPU) ? GPU_WORK_ITEMS : CPU_WORK_ITEMS;
-    cl->group = (type & CL_DEVICE_TYPE_GPU) ? GPU_GROUP : CPU_GROUP;
+    /* SIMFARM_OPENCL_PROFILE=gpu gives any device a GPU's program and
+     * launch shape: for tests, which run on pocl the code a GPU runs */
+    const char *prof = getenv("SIMFARM_OPENCL_PROFILE");
+    const int gpu = (type & CL_DEVICE_TYPE_GPU) || (prof != NULL && strcmp(prof, "gpu") == 0);
+    cl->work_items = gpu ? GPU_WORK_ITEMS : CPU_WORK_ITEMS;
+    cl->group = gpu ? GPU_GROUP : CPU_GROUP;
     /* One work item per work-group on a CPU device: the item loops inside
-     * a work item are what its compiler vectorizes. */
+     * a work item are what its compiler vectorizes. So also with the GPU
+     * profile: pocl, left to pick, makes work-groups of thousands of work
+     * items, whose private arrays overflow its thread's stack. */
     cl->local_one = 1;
     cl->local = (type & CL_DEVICE_TYPE_GPU) ? NULL : &cl->local_one;
     {
@@ -258,9 +264,8 @@ int sim_cl_open(sim_cl **out, unsigned device, char *err, size_t errlen)
     }
     /* the hint on CPU devices; loops over groups of 4 are unrolled, and
      * clang warns that it found no loop to apply it to */
-    int cpu = (type & CL_DEVICE_TYPE_GPU) ? 0 : 1;
-    snprintf(prelude, sizeof prelude, "#define SIM_W %u\n#define SIM_CL_CPU %d\n%s", cl->group, cpu,
-        !cpu || cl->group < 8 ? "" : CPU_LOOP_HINT);
+    snprintf(prelude, sizeof prelude, "#define SIM_W %u\n#define SIM_CL_CPU %d\n%s", cl->group, !gpu,
+        gpu || cl->group < 8 ? "" : CPU_LOOP_HINT);
     cl->ctx = clCreateContext(NULL, 1, &cl->device, NULL, NULL, &e);
     if (e != CL_SUCCESS) {
         rc = cl_fail(err, errlen, SIM_EDEVICE, "clCreateContext", e);

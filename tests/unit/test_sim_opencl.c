@@ -11,6 +11,7 @@
 
 #include "sim/sim.h"
 #include "sim/sim_json.h"
+#include "tests/support/xorshift.h"
 
 static sim_cl *cl;
 
@@ -59,18 +60,30 @@ static void same_bits(const char *kernel, const char *json, uint64_t seed, uint6
 
 TestSuite(sim_opencl, .init = open_device, .fini = close_device, .timeout = 120);
 
+/* option parameter sets and item ranges: every style, put and call,
+ * antithetic pairs, Greeks, block counters past 2^32 */
+static const struct {
+    const char *json;
+    uint64_t seed, first, n;
+} option_sets[] = {
+    { "{\"S0\": 100, \"K\": 100, \"r\": 0.05, \"sigma\": 0.2, \"T\": 1}", 1, 0, 20000 },
+    { "{\"type\": \"put\", \"S0\": 80, \"K\": 100, \"q\": 0.02, \"sigma\": 0.45, \"T\": 3, \"antithetic\": true}", 2, 5, 9999 },
+    { "{\"style\": \"asian_arithmetic\", \"S0\": 100, \"K\": 95, \"sigma\": 0.3, \"T\": 1, \"steps\": 52}", 3, 1ull << 33, 3001 },
+    { "{\"style\": \"asian_geometric\", \"S0\": 100, \"K\": 105, \"sigma\": 0.3, \"T\": 1, \"steps\": 12, \"greeks\": true}", 4, 7, 2000 },
+    { "{\"style\": \"barrier\", \"barrier\": 120, \"barrier_type\": \"up_out\", \"S0\": 100, \"K\": 100, \"sigma\": 0.25, \"T\": 1, \"steps\": 50}", 5, 0, 4000 },
+    { "{\"style\": \"barrier\", \"barrier\": 85, \"barrier_type\": \"down_in\", \"type\": \"put\", \"S0\": 100, \"K\": 100, \"sigma\": 0.25, \"T\": 1, \"steps\": 50}", 6, 3, 4001 },
+    { "{\"S0\": 100, \"K\": 90, \"r\": 0.02, \"sigma\": 0.3, \"T\": 2, \"greeks\": true}", 0xdeadbeefcafef00dull, 1, 5000 },
+};
+
 Test(sim_opencl, option_matches_cpu_bits)
 {
-    same_bits("option", "{\"S0\": 100, \"K\": 100, \"r\": 0.05, \"sigma\": 0.2, \"T\": 1}", 1, 0, 20000);
-    same_bits("option", "{\"type\": \"put\", \"S0\": 80, \"K\": 100, \"q\": 0.02, \"sigma\": 0.45, \"T\": 3, \"antithetic\": true}", 2, 5, 9999);
-    same_bits("option", "{\"style\": \"asian_arithmetic\", \"S0\": 100, \"K\": 95, \"sigma\": 0.3, \"T\": 1, \"steps\": 52}", 3, 1ull << 33, 3001);
-    same_bits("option", "{\"style\": \"asian_geometric\", \"S0\": 100, \"K\": 105, \"sigma\": 0.3, \"T\": 1, \"steps\": 12, \"greeks\": true}", 4, 7, 2000);
-    same_bits("option", "{\"style\": \"barrier\", \"barrier\": 120, \"barrier_type\": \"up_out\", \"S0\": 100, \"K\": 100, \"sigma\": 0.25, \"T\": 1, \"steps\": 50}", 5, 0, 4000);
-    same_bits("option", "{\"style\": \"barrier\", \"barrier\": 85, \"barrier_type\": \"down_in\", \"type\": \"put\", \"S0\": 100, \"K\": 100, \"sigma\": 0.25, \"T\": 1, \"steps\": 50}", 6, 3, 4001);
-    same_bits("option", "{\"S0\": 100, \"K\": 90, \"r\": 0.02, \"sigma\": 0.3, \"T\": 2, \"greeks\": true}", 0xdeadbeefcafef00dull, 1, 5000);
+    for (size_t i = 0; i < sizeof option_sets / sizeof option_sets[0]; i++)
+        same_bits("option", option_sets[i].json, option_sets[i].seed, option_sets[i].first, option_sets[i].n);
 }
 
-Test(sim_opencl, combat_matches_cpu_bits)
+/* combat: a rotation with cooldowns, a cast time, mastery, a proc that
+ * resets a cooldown, stat weights */
+static void combat_sets(void)
 {
     const char *rot = "\"abilities\": [{\"name\": \"big\", \"coefficient\": 3, \"cooldown\": 12, \"mastery\": true},"
         " {\"name\": \"cast\", \"coefficient\": 1.6, \"cast_time\": 2, \"cooldown\": 6, \"hasted_cooldown\": true},"
@@ -80,6 +93,11 @@ Test(sim_opencl, combat_matches_cpu_bits)
     snprintf(b, sizeof b, "{\"power\": 4000, \"crit\": 500, \"versatility\": 3000, \"stat_weights\": true, \"fight_length\": 120, %s}", rot);
     same_bits("combat", a, 42, 0, 1000);
     same_bits("combat", b, 43, 3, 201);
+}
+
+Test(sim_opencl, combat_matches_cpu_bits)
+{
+    combat_sets();
 }
 
 Test(sim_opencl, chunked_device_runs_merge_to_the_whole)
@@ -122,7 +140,7 @@ Test(sim_opencl, other_group_widths_give_the_same_bits)
  * the host, value by value: values in range (the unchecked vector pass on
  * CPU devices) and groups with NaN, infinities and values past the clamp
  * (the checked pass), whole and partial groups, several outputs. */
-Test(sim_opencl, group_accumulation_equals_one_value_at_a_time)
+static void group_accumulation(void)
 {
     static const double odd[] = { NAN, INFINITY, -INFINITY, -0.0, 1e6, -1e9, 1e300 };
     const int w = (int)sim_cl_group_width(cl);
@@ -137,8 +155,7 @@ Test(sim_opencl, group_accumulation_equals_one_value_at_a_time)
         int nout = 1 + t % 5;
         for (int o = 0; o < nout; o++)
             for (int l = 0; l < w; l++) {
-                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-                double u = (double)(x >> 11) * 0x1p-53 * 2.0 - 1.0;
+                double u = xorshift_uniform(&x, 1.0);
                 v[o * w + l] = t % 3 == 2 && x % 29 == 0 ? odd[x % 7] : u * (t % 2 ? 200.0 : 1.0);
             }
         int lo = t % 4 == 0 ? 0 : (int)(x % (uint64_t)w);
@@ -159,4 +176,33 @@ Test(sim_opencl, group_accumulation_equals_one_value_at_a_time)
     }
     cr_assert_gt(saturated, 0, "some groups had values to clamp");
     free(v);
+}
+
+Test(sim_opencl, group_accumulation_equals_one_value_at_a_time)
+{
+    group_accumulation();
+}
+
+/* The program and launch shape of a GPU (SIMFARM_OPENCL_PROFILE=gpu) on
+ * this device: groups of 4 items without the CPU devices' vector code,
+ * the checked accumulation converting to int64, one histogram per output,
+ * up to 65,536 work items. No GPU runs the tests; this runs the code a GPU
+ * gets. */
+Test(sim_opencl, gpu_program_gives_the_same_bits)
+{
+    sim_cl *dflt = cl;
+    char err[4096];
+    setenv("SIMFARM_OPENCL_PROFILE", "gpu", 1);
+    int rc = sim_cl_create(&cl, err, sizeof err);
+    unsetenv("SIMFARM_OPENCL_PROFILE");
+    cr_assert_eq(rc, 0, "%s", err);
+    cr_assert_eq(sim_cl_group_width(cl), 4);
+    /* more groups than work items: each takes several */
+    same_bits("option", option_sets[0].json, 1, 3, 300001);
+    for (size_t i = 0; i < sizeof option_sets / sizeof option_sets[0]; i++)
+        same_bits("option", option_sets[i].json, option_sets[i].seed, option_sets[i].first, option_sets[i].n);
+    combat_sets();
+    group_accumulation();
+    sim_cl_destroy(cl);
+    cl = dflt;
 }
