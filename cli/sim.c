@@ -33,7 +33,8 @@ static void sim_usage(FILE *out)
         "gives the same bits as one run). docs/kernels.md lists the parameters.\n"
         "--json prints one JSON object instead, the statistics to the last bit (%%.17g):\n"
         "{kernel, first, items, seed, backend, device, seconds, outputs: [{name, count,\n"
-        "mean, stderr, min, max}]}, as a farmed job's result gives them.\n");
+        "mean, stderr, min, max}]}, as a farmed job's result gives them.\n"
+        "N, S, I and K are whole numbers: decimal digits, or exponent notation (3e8).\n");
 }
 
 /* Reads a whole file (at most MAX_PARAMS_BYTES) into a NUL-terminated
@@ -57,15 +58,59 @@ static char *read_file(const char *path, size_t *len)
     return buf;
 }
 
-/* A decimal uint64 in [lo, hi]; false otherwise. */
+/* A whole number in [lo, hi], in decimal digits, with a fraction of zeros
+ * or in exponent notation ("3e8", "2.5e6", "1E9", "100.0"): read exactly,
+ * so a fraction that does not vanish ("2.55e1") or a value past hi is
+ * refused, never rounded. False otherwise. */
 static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 {
-    char *end;
-    if (s == NULL || *s == '\0' || *s == '-')
+    uint64_t v = 0;
+    int digits = 0, frac = 0, exp = 0, zeros = 0; /* zeros: trailing 0s of the fraction read */
+    const char *p = s;
+    if (s == NULL)
         return 0;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0 || *end != '\0' || v < lo || v > hi)
+    for (int in_frac = 0; *p != '\0' && *p != 'e' && *p != 'E'; p++) {
+        if (*p == '.' && !in_frac) {
+            in_frac = 1;
+            continue;
+        }
+        if (*p < '0' || *p > '9')
+            return 0;
+        digits++;
+        if (in_frac) {
+            frac++;
+            zeros = *p == '0' ? zeros + 1 : 0;
+        }
+        if (v > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
+            return 0;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    if (digits == 0)
+        return 0;
+    if (*p != '\0') {
+        if (*++p == '+')
+            p++;
+        if (*p == '\0')
+            return 0;
+        for (; *p != '\0'; p++) {
+            if (*p < '0' || *p > '9' || exp > 100)
+                return 0;
+            exp = exp * 10 + (*p - '0');
+        }
+    }
+    /* v 10^(exp - frac): drop the fraction's digits the exponent does
+     * not cover, which must be zeros, then scale */
+    for (; frac > exp; frac--, zeros--) {
+        if (zeros <= 0)
+            return 0;
+        v /= 10;
+    }
+    for (; exp > frac; exp--) {
+        if (v > UINT64_MAX / 10)
+            return 0;
+        v *= 10;
+    }
+    if (v < lo || v > hi)
         return 0;
     *out = v;
     return 1;

@@ -36,3 +36,20 @@ test('simfarm sim reads its numbers as decimal: 010 is ten items, 0x10 a usage e
   assert.equal(hex.code, 2);
   assert.match(hex.stderr, /--items must be an integer in \[1, \d+\], got '0x10'/);
 });
+
+test('simfarm sim reads whole numbers in exponent notation exactly, and refuses the rest', async () => {
+  for (const [arg, items] of [['2.5e3', 2500], ['1E2', 100], ['2.50e1', 25], ['12.0', 12]]) {
+    const r = await run(simfarm, ['sim', 'option', 'examples/option.json', '--items', arg, '--json']);
+    assert.equal(r.code, 0, `${arg}: ${r.stderr}`);
+    assert.equal(JSON.parse(r.stdout).items, items, arg);
+  }
+  for (const arg of ['2.55e1', '1e-3', '1e', '.e5', '1e20', '2.81474976710657e14']) {
+    const r = await run(simfarm, ['sim', 'option', 'examples/option.json', '--items', arg]);
+    assert.equal(r.code, 2, `${arg}: ${r.stdout}`);
+    assert.match(r.stderr, new RegExp(`--items must be an integer in \\[1, 281474976710656\\], got '${arg.replace(/\./g, '\\.')}'`));
+  }
+  const seed = await run(simfarm, ['sim', 'option', 'examples/option.json', '--items', '4', '--seed',
+    '1.8446744073709551615e19', '--json']);
+  assert.equal(seed.code, 0, seed.stderr);
+  assert.match(seed.stdout, /"seed":18446744073709551615,/);
+});
