@@ -5,11 +5,16 @@
 # parameter file over two ranges, in one run and in several chunks), then
 # measures the kernels (bench_sim: the CPU, OpenCL and CUDA lines). Prints
 # a line per check and last "N passed, N failed"; exits 1 if a check failed.
-# GPU_CHECK_ITEMS sets the items of the example runs (default 10^7);
-# GPU_CHECK_BENCH=0 leaves out bench_sim.
+# GPU_CHECK_ITEMS sets the items of the option examples' runs (default
+# 10^7), GPU_CHECK_COMBAT_ITEMS those of the combat example's (default 10^5,
+# or GPU_CHECK_ITEMS if fewer: its 300-second fights with stat weights take
+# about 70 us an item on a CPU core); GPU_CHECK_BENCH=0 leaves out bench_sim.
 set -u
 cd "$(dirname "$0")"
 ITEMS=${GPU_CHECK_ITEMS:-10000000}
+COMBAT_ITEMS=${GPU_CHECK_COMBAT_ITEMS:-$((ITEMS < 100000 ? ITEMS : 100000))}
+SPECS="option:option option:asian option:barrier combat:combat"
+FIRSTS="0 123456789012"
 for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do
     [ -d "$d" ] && LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
 done
@@ -32,10 +37,25 @@ ok() { pass=$((pass + 1)); echo "PASS $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL $1"; [ -s out.txt ] && sed 's/^/    /' out.txt | tail -n 20; }
 
 # The fingerprint line of `simfarm sim` (a hash of every statistic's bits),
-# or the error it printed.
+# or the error it printed; $1 is the file for its output.
 fingerprint() {
-    bin/simfarm sim "$@" > out.txt 2>&1 && grep '^result fingerprint' out.txt || { cat out.txt; return 1; }
+    f=$1
+    shift
+    bin/simfarm sim "$@" > "$f" 2>&1 && grep '^result fingerprint' "$f" || { cat "$f"; return 1; }
 }
+items_of() { [ "$1" = combat ] && echo "$COMBAT_ITEMS" || echo "$ITEMS"; }
+
+# The CPU backend's fingerprints, once for both backends, all runs at once
+# (one thread each; the machine has the cores)
+mkdir -p want
+for spec in $SPECS; do
+    kernel=${spec%%:*}
+    for first in $FIRSTS; do
+        fingerprint "want/$spec.$first.log" "$kernel" "examples/${spec#*:}.json" --items "$(items_of "$kernel")" \
+            --first "$first" --seed 7 > "want/$spec.$first" &
+    done
+done
+wait
 
 for backend in cuda opencl; do
     if ! bin/simfarm sim option examples/option.json --items 1000 --backend "$backend" > out.txt 2>&1; then
@@ -48,14 +68,19 @@ for backend in cuda opencl; do
     else
         bin/test_sim_opencl > out.txt 2>&1 && ok "test_sim_opencl" || bad test_sim_opencl
     fi
-    for spec in option:option option:asian option:barrier combat:combat; do
+    for spec in $SPECS; do
         kernel=${spec%%:*}
         file=examples/${spec#*:}.json
-        for first in 0 123456789012; do
-            want=$(fingerprint "$kernel" "$file" --items "$ITEMS" --first "$first" --seed 7) || { bad "cpu $file"; continue; }
+        n=$(items_of "$kernel")
+        for first in $FIRSTS; do
+            want=$(cat "want/$spec.$first")
+            case $want in
+            "result fingerprint "*) ;;
+            *) echo "$want" > out.txt; bad "cpu $file"; continue ;;
+            esac
             for chunks in 1 13; do
-                name="$backend: $file, items [$first, +$ITEMS), $chunks chunk(s)"
-                got=$(fingerprint "$kernel" "$file" --items "$ITEMS" --first "$first" --seed 7 --backend "$backend" --chunks "$chunks")
+                name="$backend: $file, items [$first, +$n), $chunks chunk(s)"
+                got=$(fingerprint out.txt "$kernel" "$file" --items "$n" --first "$first" --seed 7 --backend "$backend" --chunks "$chunks")
                 [ "$got" = "$want" ] && ok "$name: $got" || { echo "    want $want, got $got" > out.txt; bad "$name"; }
             done
         done
@@ -67,6 +92,6 @@ if [ "${GPU_CHECK_BENCH:-1}" != 0 ]; then
     bin/bench_sim 2>&1 | tee out.txt
     grep -q '^BENCH sim_european_cuda ' out.txt && ok "bench_sim: CUDA figures" || bad "bench_sim: no CUDA figures"
 fi
-rm -f out.txt
+rm -rf out.txt want
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
