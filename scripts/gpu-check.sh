@@ -5,6 +5,8 @@
 # parameter file over two ranges, in one run and in several chunks), then
 # measures the kernels (bench_sim: the CPU, OpenCL and CUDA lines). Prints
 # a line per check and last "N passed, N failed"; exits 1 if a check failed.
+# With a CUDA device, bench_sim's CUDA lines also run at other launch
+# sizes (SIMFARM_CUDA_THREADS).
 # GPU_CHECK_ITEMS sets the items of the option examples' runs (default
 # 10^7), GPU_CHECK_COMBAT_ITEMS those of the combat example's (default 10^5,
 # or GPU_CHECK_ITEMS if fewer: its 300-second fights with stat weights take
@@ -33,6 +35,7 @@ command -v nvidia-smi > /dev/null && nvidia-smi -L
 
 pass=0
 fail=0
+cuda_opened=0
 ok() { pass=$((pass + 1)); echo "PASS $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL $1"; [ -s out.txt ] && sed 's/^/    /' out.txt | tail -n 20; }
 
@@ -63,6 +66,7 @@ for backend in cuda opencl; do
         continue
     fi
     ok "$backend: opens a device: $(sed -n 's/.*backend [a-z]* (\(.*\))$/\1/p' out.txt)"
+    [ "$backend" = cuda ] && cuda_opened=1
     if [ "$backend" = cuda ]; then
         bin/test_sim_cuda > out.txt 2>&1 && ok "test_sim_cuda (four parameter sets, bits as the CPU's)" || bad test_sim_cuda
     else
@@ -91,6 +95,14 @@ if [ "${GPU_CHECK_BENCH:-1}" != 0 ]; then
     echo "== bench_sim"
     bin/bench_sim 2>&1 | tee out.txt
     grep -q '^BENCH sim_european_cuda ' out.txt && ok "bench_sim: CUDA figures" || bad "bench_sim: no CUDA figures"
+    if [ "$cuda_opened" = 1 ]; then
+        # other launch sizes than the default 32768 threads: their figures
+        # say whether it holds the GPU's cores busy
+        for t in 8192 131072 524288; do
+            echo "== bench_sim cuda, SIMFARM_CUDA_THREADS=$t"
+            SIMFARM_CUDA_THREADS=$t bin/bench_sim cuda 2>&1
+        done
+    fi
 fi
 rm -rf out.txt want
 echo "$pass passed, $fail failed"

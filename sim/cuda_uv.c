@@ -89,14 +89,19 @@ struct driver {
 };
 
 #define MAX_KERNELS 8
-#define THREADS 128
-#define MAX_THREADS 32768 /* work items per launch; their accumulators are merged on the host */
+#define THREADS 128 /* per block */
+/* Threads per launch, at most: each takes every launch_threads-th group,
+ * and the host merges their accumulators. SIMFARM_CUDA_THREADS sets it (a
+ * multiple of THREADS up to 2^20), for measuring other launch sizes. */
+#define LAUNCH_THREADS 32768
+#define MAX_LAUNCH_THREADS (1u << 20)
 
 struct sim_cuda {
     struct driver d;
     CUcontext ctx;
     CUmodule mod;
     CUfunction fn[MAX_KERNELS];
+    uint64_t launch_threads;
     char name[256];
 };
 
@@ -179,9 +184,19 @@ int sim_cuda_open(sim_cuda **out, unsigned device, char *err, size_t errlen)
     CUdevice dev;
     CUresult r;
     int rc;
+    const char *lt = getenv("SIMFARM_CUDA_THREADS");
+    char *end = NULL;
+    unsigned long n = lt != NULL ? strtoul(lt, &end, 10) : LAUNCH_THREADS;
+    if (n == 0 || n % THREADS != 0 || n > MAX_LAUNCH_THREADS || (lt != NULL && (*lt < '0' || *lt > '9' || *end != '\0'))) {
+        if (err != NULL)
+            snprintf(err, errlen, "CUDA: SIMFARM_CUDA_THREADS must be a multiple of %d up to %u, got '%s'",
+                THREADS, MAX_LAUNCH_THREADS, lt);
+        return SIM_EINVAL;
+    }
     sim_cuda *cu = calloc(1, sizeof *cu);
     if (cu == NULL)
         return SIM_ENOMEM;
+    cu->launch_threads = n;
     if ((rc = load_driver(&cu->d, err, errlen)) != 0)
         goto fail;
     struct driver *d = &cu->d;
@@ -260,7 +275,7 @@ int sim_cuda_run(sim_cuda *cu, const sim_job *job, uint64_t first, uint64_t coun
 
     uint64_t base = sim__group_base(first), end = first + count, seed = job->seed, cfirst = first;
     uint64_t ngroups = (end - base + 3) / 4; /* SIM_W is 4 in kernels.cu */
-    uint64_t threads = ngroups < MAX_THREADS ? ngroups : MAX_THREADS;
+    uint64_t threads = ngroups < cu->launch_threads ? ngroups : cu->launch_threads;
     unsigned blocks = (unsigned)((threads + THREADS - 1) / THREADS);
     size_t nacc = (size_t)blocks * THREADS * (size_t)job->nout;
     sim_acc *accs = malloc(nacc * sizeof *accs);

@@ -8,6 +8,9 @@
  * prints the same benchmarks with names ending in _wasm.
  *
  *   BENCH sim_european_cpu <paths/s> paths/s ...
+ *
+ * `bench_sim cuda` prints the CUDA lines only: scripts/gpu-check.sh runs it
+ * with several SIMFARM_CUDA_THREADS (threads per launch).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,7 +136,8 @@ static void bench_cuda(const sim_job *eu, const sim_job *as, const sim_job *cb)
         return;
     }
     double unused;
-    printf("# CUDA device: %s\n", sim_cuda_device(cu));
+    const char *lt = getenv("SIMFARM_CUDA_THREADS");
+    printf("# CUDA device: %s, %s threads per launch\n", sim_cuda_device(cu), lt ? lt : "32768 (the default)");
     printf("BENCH sim_european_cuda %.4g paths/s\n", items_per_s(run_cuda, cu, eu, 1 << 24, 1.0, &unused));
     fflush(stdout);
     printf("BENCH sim_asian252_cuda %.4g paths/s\n", items_per_s(run_cuda, cu, as, 1 << 18, 1.0, &unused));
@@ -167,9 +171,20 @@ static double numpy(double *per_cpu_s)
 }
 #endif
 
-int main(void)
+int main(int argc, char **argv)
 {
     sim_job *eu = make("option", european), *as = make("option", asian252), *cb = make("combat", combat);
+    (void)argv;
+#ifndef __EMSCRIPTEN__
+    if (argc == 2 && strcmp(argv[1], "cuda") == 0) { /* the CUDA lines only */
+        bench_cuda(eu, as, cb);
+        goto out;
+    }
+#endif
+    if (argc > 1) {
+        fprintf(stderr, "usage: bench_sim [cuda]\n");
+        return 2;
+    }
     double e_cpu, a_cpu, c_cpu;
     double e = items_per_s(run_cpu, NULL, eu, 1 << 20, 1.0, &e_cpu);
     printf("BENCH sim_european_%s %.4g paths/s\n", SUFFIX, e);
@@ -211,6 +226,7 @@ int main(void)
         printf("BENCH sim_european_cpu_over_numpy %.3g ratio\n", e / np);
     if (np_cpu > 0)
         printf("BENCH sim_european_cpu_over_numpy_per_cpu_second %.3g ratio\n", e_cpu / np_cpu);
+out:
 #endif
     sim_job_destroy(eu);
     sim_job_destroy(as);

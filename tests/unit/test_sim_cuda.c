@@ -5,6 +5,7 @@
  * or SIM_ENODEVICE and a message, never crash.
  */
 #include <criterion/criterion.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sim/sim.h"
@@ -50,5 +51,39 @@ Test(sim_cuda, absent_device_is_reported_or_bits_match, .timeout = 120)
             cr_assert(sim_stats_equal(&cpu[o], &dev[o]), "%s output %d", sets[s][1], o);
         sim_job_destroy(job);
     }
+    sim_cuda_destroy(cu);
+}
+
+/* SIMFARM_CUDA_THREADS (threads per launch, for measuring launch sizes):
+ * a value that is not a multiple of 128 up to 2^20 is refused by name,
+ * with or without a driver; a good one changes no bit. */
+Test(sim_cuda, launch_size_from_the_environment, .timeout = 120)
+{
+    sim_cuda *cu = NULL;
+    char err[512] = "";
+    const char *bad[] = { "100", "0", "", "128x", "-128", "2097152" };
+    for (int i = 0; i < 6; i++) {
+        setenv("SIMFARM_CUDA_THREADS", bad[i], 1);
+        int rc = sim_cuda_create(&cu, err, sizeof err);
+        unsetenv("SIMFARM_CUDA_THREADS");
+        if (rc == SIM_ENOBACKEND) /* built without nvcc: nothing reads it */
+            return;
+        cr_assert_eq(rc, SIM_EINVAL, "'%s': rc %d: %s", bad[i], rc, err);
+        cr_assert(strstr(err, "SIMFARM_CUDA_THREADS") != NULL, "%s", err);
+    }
+    setenv("SIMFARM_CUDA_THREADS", "256", 1);
+    int rc = sim_cuda_create(&cu, err, sizeof err);
+    unsetenv("SIMFARM_CUDA_THREADS");
+    if (rc != 0) {
+        cr_assert(rc == SIM_ENODEVICE, "rc %d: %s", rc, err);
+        return;
+    }
+    /* 256 threads over many more groups: each thread takes several */
+    sim_job *job = job_json("option", "{\"S0\": 100, \"K\": 100, \"r\": 0.05, \"sigma\": 0.2, \"T\": 1}", 9);
+    sim_stats cpu[SIM_MAX_OUT], dev[SIM_MAX_OUT];
+    cr_assert_eq(sim_run_cpu(job, 5, 100003, cpu), 0);
+    cr_assert_eq(sim_cuda_run(cu, job, 5, 100003, dev), 0);
+    cr_assert(sim_stats_equal(&cpu[0], &dev[0]));
+    sim_job_destroy(job);
     sim_cuda_destroy(cu);
 }
