@@ -187,7 +187,8 @@ int sim_cuda_open(sim_cuda **out, unsigned device, char *err, size_t errlen)
     const char *lt = getenv("SIMFARM_CUDA_THREADS");
     char *end = NULL;
     unsigned long n = lt != NULL ? strtoul(lt, &end, 10) : LAUNCH_THREADS;
-    if (n == 0 || n % THREADS != 0 || n > MAX_LAUNCH_THREADS || (lt != NULL && (*lt < '0' || *lt > '9' || *end != '\0'))) {
+    int digits = lt == NULL || (*lt >= '0' && *lt <= '9' && *end == '\0');
+    if (!digits || n == 0 || n % THREADS != 0 || n > MAX_LAUNCH_THREADS) {
         if (err != NULL)
             snprintf(err, errlen, "CUDA: SIMFARM_CUDA_THREADS must be a multiple of %d up to %u, got '%s'",
                 THREADS, MAX_LAUNCH_THREADS, lt);

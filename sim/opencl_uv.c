@@ -252,8 +252,8 @@ int sim_cl_open(sim_cl **out, unsigned device, char *err, size_t errlen)
     cl->group = gpu ? GPU_GROUP : CPU_GROUP;
     /* One work item per work-group on a CPU device: the item loops inside
      * a work item are what its compiler vectorizes. So also with the GPU
-     * profile: pocl, left to pick, makes work-groups of thousands of work
-     * items, whose private arrays overflow its thread's stack. */
+     * profile: pocl, left to pick, chose work-groups of 4,096 work items
+     * and crashed inside the kernel. */
     cl->local_one = 1;
     cl->local = (type & CL_DEVICE_TYPE_GPU) ? NULL : &cl->local_one;
     {
