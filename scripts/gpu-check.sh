@@ -66,8 +66,8 @@ for backend in cuda opencl; do
         continue
     fi
     ok "$backend: opens a device: $(sed -n 's/.*backend [a-z]* (\(.*\))$/\1/p' out.txt)"
-    [ "$backend" = cuda ] && cuda_opened=1
     if [ "$backend" = cuda ]; then
+        cuda_opened=1
         bin/test_sim_cuda > out.txt 2>&1 && ok "test_sim_cuda (four parameter sets, bits as the CPU's)" || bad test_sim_cuda
     else
         bin/test_sim_opencl > out.txt 2>&1 && ok "test_sim_opencl" || bad test_sim_opencl

@@ -40,6 +40,12 @@ const char *sim_cuda_device(const sim_cuda *cu)
     return "";
 }
 
+unsigned sim_cuda_launch_threads(const sim_cuda *cu)
+{
+    (void)cu;
+    return 0;
+}
+
 int sim_cuda_run(sim_cuda *cu, const sim_job *job, uint64_t first, uint64_t count, sim_stats *out)
 {
     (void)cu, (void)job, (void)first, (void)count, (void)out;
@@ -101,7 +107,7 @@ struct sim_cuda {
     CUcontext ctx;
     CUmodule mod;
     CUfunction fn[MAX_KERNELS];
-    uint64_t launch_threads;
+    unsigned launch_threads;
     char name[256];
 };
 
@@ -197,7 +203,7 @@ int sim_cuda_open(sim_cuda **out, unsigned device, char *err, size_t errlen)
     sim_cuda *cu = calloc(1, sizeof *cu);
     if (cu == NULL)
         return SIM_ENOMEM;
-    cu->launch_threads = n;
+    cu->launch_threads = (unsigned)n;
     if ((rc = load_driver(&cu->d, err, errlen)) != 0)
         goto fail;
     struct driver *d = &cu->d;
@@ -250,6 +256,11 @@ void sim_cuda_destroy(sim_cuda *cu)
 const char *sim_cuda_device(const sim_cuda *cu)
 {
     return cu->name;
+}
+
+unsigned sim_cuda_launch_threads(const sim_cuda *cu)
+{
+    return cu->launch_threads;
 }
 
 int sim_cuda_run(sim_cuda *cu, const sim_job *job, uint64_t first, uint64_t count, sim_stats *out)

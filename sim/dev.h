@@ -892,6 +892,13 @@ SIM_FN int sim_hist_slot(const sim_layout *L, double x)
     return 1 + (int)bc;
 }
 
+/* Whether the histogram's bounds are finite: the unchecked vector passes
+ * need them so, for their bins of finite values to be the checked ones. */
+SIM_FN int sim_hist_finite(const sim_layout *L)
+{
+    return sim_fabs(L->hist_lo) <= 1.7976931348623157e308 && sim_fabs(L->hist_inv_width) <= 1.7976931348623157e308;
+}
+
 /* Adds one value to an accumulator. */
 SIM_FN void sim_acc_add(sim_acc *a, const sim_layout *L, double x)
 {
@@ -952,8 +959,7 @@ SIM_FN void sim_acc_merge(sim_acc *dst, const sim_acc *src)
 SIM_FN int sim_acc_pairs_v(const double *x, int n, const sim_layout *l, int *slot, int check, sim_i64 *s,
     sim_i64 *s2, sim_i64 *mn, sim_i64 *mx, sim_i64 *nsat)
 {
-    if (!check && !(sim_fabs(l->hist_lo) <= 1.7976931348623157e308 &&
-                    sim_fabs(l->hist_inv_width) <= 1.7976931348623157e308))
+    if (!check && !sim_hist_finite(l))
         return 1;
     const v128_t lim = SIM_K2(SIM_FIX_LIMIT), nlim = SIM_K2(-SIM_FIX_LIMIT);
     const v128_t sc = SIM_V2(l->scale), sq = SIM_V2(l->sq_scale);
@@ -1100,7 +1106,7 @@ SIM_FN void sim_acc_checked(const double *x, int i0, int n, const sim_layout *l,
 SIM_FN int sim_acc_cl(const double *x, int n, const sim_layout *l, int *slot, sim_i64 *s, sim_i64 *s2,
     sim_i64 *mn, sim_i64 *mx)
 {
-    if (!(fabs(l->hist_lo) <= 1.7976931348623157e308 && fabs(l->hist_inv_width) <= 1.7976931348623157e308))
+    if (!sim_hist_finite(l))
         return 1;
     const double lim = SIM_FIX_LIMIT, bins = (double)SIM_HIST_BINS;
     double4 sh = (double4)(0.0), sl = sh, s2h = sh, s2l = sh;
@@ -1159,7 +1165,7 @@ SIM_FN int sim_acc_cl(const double *x, int n, const sim_layout *l, int *slot, si
 static inline __attribute__((target("avx2"))) int sim_acc_avx2(const double *x, int n, const sim_layout *l,
     int *slot, sim_i64 *s, sim_i64 *s2, sim_i64 *mn, sim_i64 *mx)
 {
-    if (!(sim_fabs(l->hist_lo) <= 1.7976931348623157e308 && sim_fabs(l->hist_inv_width) <= 1.7976931348623157e308))
+    if (!sim_hist_finite(l))
         return 1;
     const __m256d lim = _mm256_set1_pd(SIM_FIX_LIMIT), nlim = _mm256_set1_pd(-SIM_FIX_LIMIT);
     const __m256d sc = _mm256_set1_pd(l->scale), sq = _mm256_set1_pd(l->sq_scale);
@@ -1196,7 +1202,7 @@ static inline __attribute__((target("avx2"))) int sim_acc_avx2(const double *x, 
         _mm256_or_pd(_mm256_cmp_pd(m2v, lim, _CMP_GE_OQ), _mm256_cmp_pd(sl, s2l, _CMP_UNORD_Q)));
     if (_mm256_movemask_pd(bad) != 0)
         return 1;
-    double v[7][4];
+    double v[6][4];
     _mm256_storeu_pd(v[0], sh);
     _mm256_storeu_pd(v[1], sl);
     _mm256_storeu_pd(v[2], s2h);

@@ -73,6 +73,12 @@ const char *sim_cuda_device(const sim_cuda *cu)
     return "";
 }
 
+unsigned sim_cuda_launch_threads(const sim_cuda *cu)
+{
+    (void)cu;
+    return 0;
+}
+
 int sim_cuda_run(sim_cuda *cu, const sim_job *job, uint64_t first, uint64_t count, sim_stats *out)
 {
     (void)cu, (void)job, (void)first, (void)count, (void)out;

@@ -244,10 +244,11 @@ int sim_cl_open(sim_cl **out, unsigned device, char *err, size_t errlen)
         goto fail;
     clGetDeviceInfo(cl->device, CL_DEVICE_NAME, sizeof cl->name - 1, cl->name, NULL);
     clGetDeviceInfo(cl->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    const int gpu_device = (type & CL_DEVICE_TYPE_GPU) != 0;
     /* SIMFARM_OPENCL_PROFILE=gpu gives any device a GPU's program and
      * launch shape: for tests, which run on pocl the code a GPU runs */
     const char *prof = getenv("SIMFARM_OPENCL_PROFILE");
-    const int gpu = (type & CL_DEVICE_TYPE_GPU) || (prof != NULL && strcmp(prof, "gpu") == 0);
+    const int gpu = gpu_device || (prof != NULL && strcmp(prof, "gpu") == 0);
     cl->work_items = gpu ? GPU_WORK_ITEMS : CPU_WORK_ITEMS;
     cl->group = gpu ? GPU_GROUP : CPU_GROUP;
     /* One work item per work-group on a CPU device: the item loops inside
@@ -255,7 +256,7 @@ int sim_cl_open(sim_cl **out, unsigned device, char *err, size_t errlen)
      * profile: pocl, left to pick, chose work-groups of 4,096 work items
      * and crashed inside the kernel. */
     cl->local_one = 1;
-    cl->local = (type & CL_DEVICE_TYPE_GPU) ? NULL : &cl->local_one;
+    cl->local = gpu_device ? NULL : &cl->local_one;
     {
         const char *g = getenv("SIMFARM_OPENCL_GROUP"); /* 4, 8, 16, 32, 64 or 128: for tests */
         unsigned v = g ? (unsigned)strtoul(g, NULL, 10) : 0;
@@ -338,6 +339,12 @@ const char *sim_cl_device(const sim_cl *cl)
     return cl->name;
 }
 
+static void release_mem(cl_mem m)
+{
+    if (m != NULL)
+        clReleaseMemObject(m);
+}
+
 int sim_cl_run(sim_cl *cl, const sim_job *job, uint64_t first, uint64_t count, sim_stats *out)
 {
     cl_kernel k = NULL;
@@ -389,12 +396,9 @@ int sim_cl_run(sim_cl *cl, const sim_job *job, uint64_t first, uint64_t count, s
         for (int o = 0; o < job->nout; o++)
             sim_acc_merge(&out[o].acc, &accs[w * (size_t)job->nout + (size_t)o]);
 out:
-    if (bo != NULL)
-        clReleaseMemObject(bo);
-    if (bl != NULL)
-        clReleaseMemObject(bl);
-    if (bp != NULL)
-        clReleaseMemObject(bp);
+    release_mem(bo);
+    release_mem(bl);
+    release_mem(bp);
     free(accs);
     return rc;
 }
@@ -429,12 +433,9 @@ int sim_cl_acc_group(sim_cl *cl, const sim_layout *layout, int nout, const doubl
         clEnqueueReadBuffer(cl->queue, bo, CL_TRUE, 0, (size_t)nout * sizeof *acc, acc, 0, NULL, NULL) !=
             CL_SUCCESS)
         rc = SIM_EDEVICE;
-    if (bo != NULL)
-        clReleaseMemObject(bo);
-    if (bl != NULL)
-        clReleaseMemObject(bl);
-    if (bv != NULL)
-        clReleaseMemObject(bv);
+    release_mem(bo);
+    release_mem(bl);
+    release_mem(bv);
     clReleaseKernel(k);
     return rc;
 }

@@ -186,6 +186,8 @@ int sim_cuda_create(sim_cuda **out, char *err, size_t errlen);
 int sim_cuda_open(sim_cuda **out, unsigned device, char *err, size_t errlen);
 void sim_cuda_destroy(sim_cuda *cu);
 const char *sim_cuda_device(const sim_cuda *cu);
+/* Threads per launch at most (32768, or SIMFARM_CUDA_THREADS). */
+unsigned sim_cuda_launch_threads(const sim_cuda *cu);
 int sim_cuda_run(sim_cuda *cu, const sim_job *job, uint64_t first, uint64_t count, sim_stats *out);
 
 #endif /* SIM_SIM_H */

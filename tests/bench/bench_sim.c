@@ -136,8 +136,7 @@ static void bench_cuda(const sim_job *eu, const sim_job *as, const sim_job *cb)
         return;
     }
     double unused;
-    const char *lt = getenv("SIMFARM_CUDA_THREADS");
-    printf("# CUDA device: %s, %s threads per launch\n", sim_cuda_device(cu), lt ? lt : "32768 (the default)");
+    printf("# CUDA device: %s, %u threads per launch\n", sim_cuda_device(cu), sim_cuda_launch_threads(cu));
     printf("BENCH sim_european_cuda %.4g paths/s\n", items_per_s(run_cuda, cu, eu, 1 << 24, 1.0, &unused));
     fflush(stdout);
     printf("BENCH sim_asian252_cuda %.4g paths/s\n", items_per_s(run_cuda, cu, as, 1 << 18, 1.0, &unused));
