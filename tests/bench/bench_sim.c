@@ -2,16 +2,25 @@
  * bench_sim.c — throughput of the simulation kernels, one thread:
  * European call, arithmetic Asian with 252 fixings and the combat kernel
  * on the CPU backend, the European call on OpenCL, the three on CUDA
- * where a CUDA device is found, and (native build)
- * single-threaded numpy doing the same Monte Carlo in the same run
- * (tests/bench/sim_numpy.py, run with /usr/bin/python3). The emcc build
- * prints the same benchmarks with names ending in _wasm.
+ * where a CUDA device is found. The emcc build prints the same
+ * benchmarks with names ending in _wasm.
  *
  *   BENCH sim_european_cpu <paths/s> paths/s ...
  *
+ * The native build compares the European call on the CPU backend with
+ * single-threaded numpy doing the same Monte Carlo
+ * (tests/bench/sim_numpy.py, run with /usr/bin/python3), the emcc build
+ * under node ($BUILD/wasm/bench_sim.js, BUILD defaulting to build) and
+ * OpenCL, in rounds that run each once (european_rounds):
+ *
+ *   BENCH sim_european_cpu_over_numpy <median of the rounds> ratio
+ *
  * `bench_sim cuda` prints the CUDA lines only: scripts/gpu-check.sh runs it
- * with several SIMFARM_CUDA_THREADS (threads per launch).
+ * with several SIMFARM_CUDA_THREADS (threads per launch). `bench_sim
+ * european N` runs N European paths once, after a warm-up, and prints
+ * their speed: the rounds run the emcc build so.
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,36 +88,48 @@ static int run_cpu(void *ctx, const sim_job *job, uint64_t first, uint64_t n, si
     return sim_run_cpu(job, first, n, out);
 }
 
-/* Items per second: doubles the item count until one run takes at least
- * min_s, then reports the best of five runs of that size (the machine may
- * be shared: the best run is the least disturbed). *per_cpu_s gets the
- * items per second of the process's CPU time (all its threads), best of
- * the same runs: on a shared machine it does not count the time others
- * took the cores, and for a multi-threaded backend it is the speed per
- * core. */
+/* One run of n items from item first: its wall and CPU seconds (the
+ * process's CPU time, all its threads: on a shared machine it does not
+ * count the time others took the cores, and for a multi-threaded backend
+ * it gives the speed per core). */
+static int timed_run(runner r, void *ctx, const sim_job *job, uint64_t first, uint64_t n, double *wall,
+    double *cpu)
+{
+    sim_stats out[SIM_MAX_OUT];
+    double t = now(), c = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    int rc = r(ctx, job, first, n, out);
+    *wall = now() - t;
+    *cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c;
+    return rc;
+}
+
+/* Doubles n until one run takes at least min_s; 0 if a run fails. */
+static uint64_t calibrate(runner r, void *ctx, const sim_job *job, uint64_t n, double min_s)
+{
+    double t, c;
+    for (;;) {
+        if (timed_run(r, ctx, job, 0, n, &t, &c) != 0)
+            return 0;
+        if (t >= min_s || n >= (UINT64_C(1) << 40))
+            return n;
+        n *= 2;
+    }
+}
+
+/* Items per second: the best of five runs that each take at least min_s
+ * (the machine may be shared: the best run is the least disturbed), and
+ * in *per_cpu_s the best by CPU time. */
 static double items_per_s(runner r, void *ctx, const sim_job *job, uint64_t n, double min_s,
     double *per_cpu_s)
 {
-    sim_stats out[SIM_MAX_OUT];
-    double t, c;
-    for (;;) {
-        t = now();
-        c = clock_s(CLOCK_PROCESS_CPUTIME_ID);
-        if (r(ctx, job, 0, n, out) != 0)
+    double best = 1e300, best_c = 1e300, t, c;
+    if ((n = calibrate(r, ctx, job, n, min_s)) == 0)
+        return 0;
+    for (int i = 0; i < 5; i++) {
+        if (timed_run(r, ctx, job, n, n, &t, &c) != 0) /* a different range: no caching anywhere */
             return 0;
-        t = now() - t;
-        c = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c;
-        if (t >= min_s || n >= (UINT64_C(1) << 40))
-            break;
-        n *= 2;
-    }
-    double best = t, best_c = c;
-    for (int i = 0; i < 4; i++) {
-        double t0 = now(), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
-        r(ctx, job, n, n, out); /* a different range: no caching anywhere */
-        double dt = now() - t0, dc = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
-        best = dt < best ? dt : best;
-        best_c = dc < best_c ? dc : best_c;
+        best = t < best ? t : best;
+        best_c = c < best_c ? c : best_c;
     }
     *per_cpu_s = (double)n / best_c;
     return (double)n / best;
@@ -146,34 +167,180 @@ static void bench_cuda(const sim_job *eu, const sim_job *as, const sim_job *cb)
     sim_cuda_destroy(cu);
 }
 
-/* Runs the numpy benchmark and passes its lines through; returns its
- * paths/s (and in *per_cpu_s its paths per CPU second), or 0 when numpy is
- * missing. */
-static double numpy(double *per_cpu_s)
+/* Runs cmd, a program that prints "BENCH sim_european_<x> <paths/s> ..."
+ * and "# sim_european_<x> per CPU second: <v>" for one run of its own;
+ * returns the first (0 when it printed none) and puts the second in
+ * *per_cpu_s (0 when none). Its other comment lines are passed through
+ * when echo is set. */
+static double child_rate(const char *cmd, int echo, double *per_cpu_s)
 {
-    double v = 0;
-    *per_cpu_s = 0;
     char line[256];
-    FILE *p = popen("/usr/bin/python3 tests/bench/sim_numpy.py 2>&1", "r");
+    double v = 0, x;
+    *per_cpu_s = 0;
+    FILE *p = popen(cmd, "r");
     if (p == NULL)
         return 0;
     while (fgets(line, sizeof line, p) != NULL) {
-        fputs(line, stdout);
-        double x;
-        if (sscanf(line, "BENCH sim_european_numpy %lf", &x) == 1)
+        if (sscanf(line, "BENCH sim_european_%*[a-z] %lf", &x) == 1)
             v = x;
-        if (sscanf(line, "# sim_european_numpy per CPU second: %lf", &x) == 1)
+        else if (sscanf(line, "# sim_european_%*[a-z] per CPU second: %lf", &x) == 1)
             *per_cpu_s = x;
+        else if (echo || line[0] != '#')
+            fputs(line, line[0] == '#' ? stdout : stderr);
     }
-    pclose(p);
+    if (pclose(p) != 0)
+        return 0;
     return v;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+enum { ROUNDS = 5 };
+
+/* A comparison with the CPU backend, one reading per round. */
+typedef struct ratio {
+    const char *name;
+    double v[ROUNDS];
+    int n;
+} ratio;
+
+static void ratio_add(ratio *q, double num, double den)
+{
+    if (num > 0 && den > 0)
+        q->v[q->n++] = num / den;
+}
+
+/* The median of the rounds' ratios as the BENCH line, every round's in a
+ * comment. */
+static void ratio_print(ratio *q)
+{
+    if (q->n == 0)
+        return;
+    double s[ROUNDS];
+    memcpy(s, q->v, sizeof s);
+    qsort(s, (size_t)q->n, sizeof s[0], cmp_double);
+    double med = q->n % 2 ? s[q->n / 2] : 0.5 * (s[q->n / 2 - 1] + s[q->n / 2]);
+    printf("BENCH %s %.3g ratio\n# %s, each round:", q->name, med, q->name);
+    for (int i = 0; i < q->n; i++)
+        printf(" %.3g", q->v[i]);
+    printf("\n");
+}
+
+/* The European call on the CPU backend against numpy, the emcc build
+ * under node (when built) and OpenCL (when a device is found), in ROUNDS
+ * rounds: each round runs each of them once, one after the other, so that
+ * a comparison is made within the round, under the same conditions; on a
+ * shared machine the speed of every program moves from minute to minute.
+ * The throughput lines give the best round, the ratios the median round. */
+static void european_rounds(const sim_job *eu)
+{
+    const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
+    char wasm_js[512], cmd[1024];
+    snprintf(wasm_js, sizeof wasm_js, "%s/wasm/bench_sim.js", build);
+    int have_numpy = 1, have_wasm = access(wasm_js, R_OK) == 0 && system("node --version >/dev/null 2>&1") == 0;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cores = cores > 0 ? cores : 1;
+    sim_cl *cl = NULL;
+    char err[4096];
+    if (sim_cl_create(&cl, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_sim: no OpenCL: %s\n", err);
+        cl = NULL;
+    }
+    uint64_t n = calibrate(run_cpu, NULL, eu, 1 << 20, 1.0);
+    uint64_t n_cl = cl ? calibrate(run_cl, cl, eu, 1 << 20, 1.0) : 0;
+    double best[4] = { 0 }, best_c[4] = { 0 }; /* cpu, opencl, numpy, wasm */
+    ratio np = { .name = "sim_european_cpu_over_numpy" }, np_c = { .name = "sim_european_cpu_over_numpy_per_cpu_second" };
+    ratio oc = { .name = "sim_european_opencl_over_cpu_per_core" },
+          oc_c = { .name = "sim_european_opencl_over_cpu_per_cpu_second" };
+    ratio wa = { .name = "sim_european_wasm_over_cpu" };
+    for (int r = 0; r < ROUNDS && n > 0; r++) {
+        double t, c, rate[4] = { 0 }, rate_c[4] = { 0 };
+        if (timed_run(run_cpu, NULL, eu, n, n, &t, &c) != 0)
+            break;
+        rate[0] = (double)n / t;
+        rate_c[0] = (double)n / c;
+        if (n_cl > 0 && timed_run(run_cl, cl, eu, n_cl, n_cl, &t, &c) == 0) {
+            rate[1] = (double)n_cl / t;
+            rate_c[1] = (double)n_cl / c;
+        }
+        /* numpy does about a fifth of our paths per second, node half;
+         * one that fails is not run again */
+        if (have_numpy) {
+            snprintf(cmd, sizeof cmd, "/usr/bin/python3 tests/bench/sim_numpy.py %" PRIu64 " 2>&1", n / 5);
+            have_numpy = (rate[2] = child_rate(cmd, r == 0, &rate_c[2])) > 0;
+        }
+        if (have_wasm) {
+            snprintf(cmd, sizeof cmd, "NODE_OPTIONS=--no-experimental-fetch node %s european %" PRIu64 " 2>&1",
+                wasm_js, n / 2);
+            have_wasm = (rate[3] = child_rate(cmd, r == 0, &rate_c[3])) > 0;
+        }
+        for (int k = 0; k < 4; k++) {
+            best[k] = rate[k] > best[k] ? rate[k] : best[k];
+            best_c[k] = rate_c[k] > best_c[k] ? rate_c[k] : best_c[k];
+        }
+        ratio_add(&np, rate[0], rate[2]);
+        ratio_add(&np_c, rate_c[0], rate_c[2]);
+        ratio_add(&oc, rate[1], rate[0] * (double)cores);
+        ratio_add(&oc_c, rate_c[1], rate_c[0]);
+        ratio_add(&wa, rate[3], rate[0]);
+    }
+    static const char *const names[4] = { "cpu", "opencl", "numpy", "wasm" };
+    for (int k = 0; k < 4; k++) {
+        if (best[k] <= 0)
+            continue;
+        if (k == 3) { /* its BENCH line is the emcc build's own */
+            printf("# sim_european_wasm in these rounds: %.4g paths/s\n", best[k]);
+            continue;
+        }
+        printf("BENCH sim_european_%s %.4g paths/s\n", names[k], best[k]);
+        if (best_c[k] > 0)
+            printf("# sim_european_%s per CPU second: %.4g\n", names[k], best_c[k]);
+    }
+    if (cl != NULL)
+        printf("# OpenCL device: %s on %ld cores; CPU figures are one thread\n", sim_cl_device(cl), cores);
+    ratio *all[] = { &np, &np_c, &oc, &oc_c, &wa };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        ratio_print(all[i]);
+    fflush(stdout);
+    if (cl != NULL)
+        sim_cl_destroy(cl);
 }
 #endif
 
+/* `bench_sim european N`: one run of N European paths after a warm-up,
+ * for european_rounds in the native build. */
+static int european_once(const sim_job *eu, const char *arg)
+{
+    char *end;
+    unsigned long long n = strtoull(arg, &end, 10);
+    double t, c;
+    if (*end != '\0' || n == 0 || n > (UINT64_C(1) << 40)) {
+        fprintf(stderr, "bench_sim: european: '%s' is not a path count from 1 to 2^40\n", arg);
+        return 2;
+    }
+    for (int i = 0; i < 3; i++) /* the engine optimizes what has run */
+        if (timed_run(run_cpu, NULL, eu, 0, n / 8 + 1, &t, &c) != 0)
+            return 1;
+    if (timed_run(run_cpu, NULL, eu, n, n, &t, &c) != 0)
+        return 1;
+    printf("BENCH sim_european_%s %.4g paths/s\n", SUFFIX, (double)n / t);
+    if (CPU_CLOCK)
+        printf("# sim_european_%s per CPU second: %.4g\n", SUFFIX, (double)n / c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    int rc = 0;
     sim_job *eu = make("option", european), *as = make("option", asian252), *cb = make("combat", combat);
-    (void)argv;
+    if (argc == 3 && strcmp(argv[1], "european") == 0) {
+        rc = european_once(eu, argv[2]);
+        goto out;
+    }
 #ifndef __EMSCRIPTEN__
     if (argc == 2 && strcmp(argv[1], "cuda") == 0) { /* the CUDA lines only */
         bench_cuda(eu, as, cb);
@@ -181,15 +348,18 @@ int main(int argc, char **argv)
     }
 #endif
     if (argc > 1) {
-        fprintf(stderr, "usage: bench_sim [cuda]\n");
-        return 2;
+        fprintf(stderr, "usage: bench_sim [cuda | european PATHS]\n");
+        rc = 2;
+        goto out;
     }
-    double e_cpu, a_cpu, c_cpu;
-    double e = items_per_s(run_cpu, NULL, eu, 1 << 20, 1.0, &e_cpu);
+    double a_cpu, c_cpu;
+#ifdef __EMSCRIPTEN__
+    double e_cpu, e = items_per_s(run_cpu, NULL, eu, 1 << 20, 1.0, &e_cpu);
     printf("BENCH sim_european_%s %.4g paths/s\n", SUFFIX, e);
-    if (CPU_CLOCK)
-        printf("# sim_european_%s per CPU second: %.4g\n", SUFFIX, e_cpu);
     fflush(stdout);
+#else
+    european_rounds(eu);
+#endif
     double a = items_per_s(run_cpu, NULL, as, 1 << 12, 1.0, &a_cpu);
     printf("BENCH sim_asian252_%s %.4g paths/s\n", SUFFIX, a);
     if (CPU_CLOCK)
@@ -201,34 +371,11 @@ int main(int argc, char **argv)
         printf("# sim_combat_%s per CPU second: %.4g\n", SUFFIX, c_cpu);
     fflush(stdout);
 #ifndef __EMSCRIPTEN__
-    sim_cl *cl = NULL;
-    char err[4096];
-    if (sim_cl_create(&cl, err, sizeof err) == 0) {
-        double o_cpu, o = items_per_s(run_cl, cl, eu, 1 << 20, 1.0, &o_cpu);
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        printf("BENCH sim_european_opencl %.4g paths/s\n", o);
-        printf("# sim_european_opencl per CPU second: %.4g\n", o_cpu);
-        /* the target compares OpenCL with our CPU backend on the same cores:
-         * by the clock (all cores against one thread times the cores), and
-         * by CPU time, which others' load on the cores does not skew */
-        printf("BENCH sim_european_opencl_over_cpu_per_core %.3g ratio\n", o / (e * (double)(cores > 0 ? cores : 1)));
-        printf("BENCH sim_european_opencl_over_cpu_per_cpu_second %.3g ratio\n", o_cpu / e_cpu);
-        printf("# OpenCL device: %s on %ld cores; CPU figures are one thread\n", sim_cl_device(cl), cores);
-        sim_cl_destroy(cl);
-    } else {
-        fprintf(stderr, "bench_sim: no OpenCL: %s\n", err);
-    }
-    fflush(stdout);
     bench_cuda(eu, as, cb);
-    double np_cpu, np = numpy(&np_cpu);
-    if (np > 0)
-        printf("BENCH sim_european_cpu_over_numpy %.3g ratio\n", e / np);
-    if (np_cpu > 0)
-        printf("BENCH sim_european_cpu_over_numpy_per_cpu_second %.3g ratio\n", e_cpu / np_cpu);
-out:
 #endif
+out:
     sim_job_destroy(eu);
     sim_job_destroy(as);
     sim_job_destroy(cb);
-    return 0;
+    return rc;
 }

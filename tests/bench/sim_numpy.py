@@ -1,7 +1,11 @@
 """The European call Monte Carlo of bench_sim.c done the usual way with
 numpy, single-threaded: numpy.random.default_rng, vectorised, 500,000 paths
-per call. Prints BENCH sim_european_numpy <paths/s> paths/s."""
+per call. One timed run of at least the paths given (default 5,000,000,
+rounded up to whole calls) after one call of warm-up; bench_sim runs it
+between its own runs. Prints BENCH sim_european_numpy <paths/s> paths/s and
+the paths per CPU second of the process."""
 import os
+import sys
 
 # one thread, like one simfarm worker (set before numpy loads BLAS/OpenMP)
 for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -22,22 +26,22 @@ def price(rng):
 
 
 def main():
+    try:
+        want = int(sys.argv[1]) if len(sys.argv) > 1 else 5_000_000
+    except ValueError:
+        want = 0
+    if len(sys.argv) > 2 or want <= 0:
+        sys.exit("usage: sim_numpy.py [paths, a positive integer]")
+    calls = -(-want // PATHS)
     rng = np.random.default_rng(2024)
     price(rng)  # warm up
-    calls, start = 0, time.perf_counter()
-    while time.perf_counter() - start < 1.0:
-        price(rng)
-        calls += 1
-    best = best_cpu = float("inf")
-    for _ in range(3):
-        t0, c0 = time.perf_counter(), time.process_time()
-        for _ in range(calls):
-            p = price(rng)
-        best = min(best, time.perf_counter() - t0)
-        best_cpu = min(best_cpu, time.process_time() - c0)
-    print(f"BENCH sim_european_numpy {calls * PATHS / best:.4g} paths/s")
+    t0, c0 = time.perf_counter(), time.process_time()
+    for _ in range(calls):
+        p = price(rng)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    print(f"BENCH sim_european_numpy {calls * PATHS / wall:.4g} paths/s")
     # CPU time of the process: what others' load on the machine does not skew
-    print(f"# sim_european_numpy per CPU second: {calls * PATHS / best_cpu:.4g}")
+    print(f"# sim_european_numpy per CPU second: {calls * PATHS / cpu:.4g}")
     print(f"# numpy {np.__version__}, price {p:.4f}")
 
 
