@@ -133,26 +133,23 @@ SIM_FN void sim_option_group(const sim_option_params *p, sim_u32 k0, sim_u32 k1,
         }
     }
 
-    /* Payoffs: x is the underlying at expiry, or the average. */
+    /* Payoffs: x is the underlying at expiry, or the average. Each path's
+     * payoff takes the place of x, which is not read again. */
     double val[SIM_OPT_MAXSC][SIM_W];
     const int in = (p->barrier_flags & SIM_OPT_IN) != 0;
     for (int c = 0; c < nsc; c++) {
         const double disc = p->scen[c].disc;
-        SIM_VLOOP
-        for (int l = 0; l < SIM_W; l++)
-            val[c][l] = 0.0;
+        double avg[2][SIM_W];
+        double *pay[2];
         for (int a = 0; a < na; a++) {
-            double avg[SIM_W];
-            /* e^x in place for the final price: the log prices are not
-             * read again */
             double *x = lns[a][c];
             /* every test on the style outside the lane loops: clang
              * vectorizes a loop with one inside badly */
             if (p->style == SIM_OPT_ASIAN_ARITH || p->style == SIM_OPT_ASIAN_GEOM) {
                 SIM_VLOOP
                 for (int l = 0; l < SIM_W; l++)
-                    avg[l] = acc[a][c][l] * p->inv_steps;
-                x = avg;
+                    avg[a][l] = acc[a][c][l] * p->inv_steps;
+                x = avg[a];
             }
             if (p->style != SIM_OPT_ASIAN_ARITH)
                 sim_exp_lanes(x, SIM_W);
@@ -160,21 +157,27 @@ SIM_FN void sim_option_group(const sim_option_params *p, sim_u32 k0, sim_u32 k1,
                 SIM_VLOOP
                 for (int l = 0; l < SIM_W; l++) {
                     double f = sim_option_payoff(p, x[l]);
-                    val[c][l] = val[c][l] + ((hit[a][c][l] > 0.0) == in ? f : 0.0);
+                    x[l] = (hit[a][c][l] > 0.0) == in ? f : 0.0;
                 }
             } else {
                 SIM_VLOOP
                 for (int l = 0; l < SIM_W; l++)
-                    val[c][l] = val[c][l] + sim_option_payoff(p, x[l]);
+                    x[l] = sim_option_payoff(p, x[l]);
             }
+            pay[a] = x;
         }
-        /* the price goes straight to its output; the Greeks read the
-         * bumped scenarios' values, 1 and up */
+        /* The price goes straight to its output; the Greeks read the
+         * bumped scenarios' values, 1 and up. The mean of a pair is (f0 +
+         * f1) e^(-rT) / 2, in that order on every backend. */
         double *dst = c == 0 ? out[0] : val[c];
-        SIM_VLOOP
-        for (int l = 0; l < SIM_W; l++) {
-            double v = val[c][l] * disc;
-            dst[l] = na == 2 ? v * 0.5 : v;
+        if (na == 2) {
+            SIM_VLOOP
+            for (int l = 0; l < SIM_W; l++)
+                dst[l] = ((pay[0][l] + pay[1][l]) * disc) * 0.5;
+        } else {
+            SIM_VLOOP
+            for (int l = 0; l < SIM_W; l++)
+                dst[l] = pay[0][l] * disc;
         }
     }
 
