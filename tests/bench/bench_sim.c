@@ -80,6 +80,16 @@ static sim_job *make(const char *kernel, const char *json)
     return job;
 }
 
+/* BENCH <kernel>_<backend> <v> <unit>, and its speed per CPU second in a
+ * comment where the build keeps a CPU clock and it was measured. */
+static void print_speed(const char *kernel, const char *backend, const char *unit, double v, double per_cpu_s)
+{
+    printf("BENCH %s_%s %.4g %s\n", kernel, backend, v, unit);
+    if (CPU_CLOCK && per_cpu_s > 0)
+        printf("# %s_%s per CPU second: %.4g\n", kernel, backend, per_cpu_s);
+    fflush(stdout);
+}
+
 typedef int (*runner)(void *ctx, const sim_job *job, uint64_t first, uint64_t n, sim_stats *out);
 
 static int run_cpu(void *ctx, const sim_job *job, uint64_t first, uint64_t n, sim_stats *out)
@@ -158,12 +168,9 @@ static void bench_cuda(const sim_job *eu, const sim_job *as, const sim_job *cb)
     }
     double unused;
     printf("# CUDA device: %s, %u threads per launch\n", sim_cuda_device(cu), sim_cuda_launch_threads(cu));
-    printf("BENCH sim_european_cuda %.4g paths/s\n", items_per_s(run_cuda, cu, eu, 1 << 24, 1.0, &unused));
-    fflush(stdout);
-    printf("BENCH sim_asian252_cuda %.4g paths/s\n", items_per_s(run_cuda, cu, as, 1 << 18, 1.0, &unused));
-    fflush(stdout);
-    printf("BENCH sim_combat_cuda %.4g iterations/s\n", items_per_s(run_cuda, cu, cb, 1 << 18, 1.0, &unused));
-    fflush(stdout);
+    print_speed("sim_european", "cuda", "paths/s", items_per_s(run_cuda, cu, eu, 1 << 24, 1.0, &unused), 0);
+    print_speed("sim_asian252", "cuda", "paths/s", items_per_s(run_cuda, cu, as, 1 << 18, 1.0, &unused), 0);
+    print_speed("sim_combat", "cuda", "iterations/s", items_per_s(run_cuda, cu, cb, 1 << 18, 1.0, &unused), 0);
     sim_cuda_destroy(cu);
 }
 
@@ -288,18 +295,12 @@ static void european_rounds(const sim_job *eu)
         ratio_add(&oc_c, rate_c[1], rate_c[0]);
         ratio_add(&wa, rate[3], rate[0]);
     }
-    static const char *const names[4] = { "cpu", "opencl", "numpy", "wasm" };
-    for (int k = 0; k < 4; k++) {
-        if (best[k] <= 0)
-            continue;
-        if (k == 3) { /* its BENCH line is the emcc build's own */
-            printf("# sim_european_wasm in these rounds: %.4g paths/s\n", best[k]);
-            continue;
-        }
-        printf("BENCH sim_european_%s %.4g paths/s\n", names[k], best[k]);
-        if (best_c[k] > 0)
-            printf("# sim_european_%s per CPU second: %.4g\n", names[k], best_c[k]);
-    }
+    static const char *const names[3] = { "cpu", "opencl", "numpy" };
+    for (int k = 0; k < 3; k++)
+        if (best[k] > 0)
+            print_speed("sim_european", names[k], "paths/s", best[k], best_c[k]);
+    if (best[3] > 0) /* its BENCH line is the emcc build's own */
+        printf("# sim_european_wasm in these rounds: %.4g paths/s\n", best[3]);
     if (cl != NULL)
         printf("# OpenCL device: %s on %ld cores; CPU figures are one thread\n", sim_cl_device(cl), cores);
     ratio *all[] = { &np, &np_c, &oc, &oc_c, &wa };
@@ -327,9 +328,7 @@ static int european_once(const sim_job *eu, const char *arg)
             return 1;
     if (timed_run(run_cpu, NULL, eu, n, n, &t, &c) != 0)
         return 1;
-    printf("BENCH sim_european_%s %.4g paths/s\n", SUFFIX, (double)n / t);
-    if (CPU_CLOCK)
-        printf("# sim_european_%s per CPU second: %.4g\n", SUFFIX, (double)n / c);
+    print_speed("sim_european", SUFFIX, "paths/s", (double)n / t, (double)n / c);
     return 0;
 }
 
@@ -355,21 +354,14 @@ int main(int argc, char **argv)
     double a_cpu, c_cpu;
 #ifdef __EMSCRIPTEN__
     double e_cpu, e = items_per_s(run_cpu, NULL, eu, 1 << 20, 1.0, &e_cpu);
-    printf("BENCH sim_european_%s %.4g paths/s\n", SUFFIX, e);
-    fflush(stdout);
+    print_speed("sim_european", SUFFIX, "paths/s", e, e_cpu);
 #else
     european_rounds(eu);
 #endif
     double a = items_per_s(run_cpu, NULL, as, 1 << 12, 1.0, &a_cpu);
-    printf("BENCH sim_asian252_%s %.4g paths/s\n", SUFFIX, a);
-    if (CPU_CLOCK)
-        printf("# sim_asian252_%s per CPU second: %.4g\n", SUFFIX, a_cpu);
-    fflush(stdout);
+    print_speed("sim_asian252", SUFFIX, "paths/s", a, a_cpu);
     double c = items_per_s(run_cpu, NULL, cb, 1 << 10, 1.0, &c_cpu);
-    printf("BENCH sim_combat_%s %.4g iterations/s\n", SUFFIX, c);
-    if (CPU_CLOCK)
-        printf("# sim_combat_%s per CPU second: %.4g\n", SUFFIX, c_cpu);
-    fflush(stdout);
+    print_speed("sim_combat", SUFFIX, "iterations/s", c, c_cpu);
 #ifndef __EMSCRIPTEN__
     bench_cuda(eu, as, cb);
 #endif
