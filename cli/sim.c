@@ -7,10 +7,14 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdalign.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <uv.h>
 
 #include "cli/cli.h"
 #include "sim/sim.h"
@@ -19,22 +23,27 @@
 enum { SIM_EXIT_OK = 0, SIM_EXIT_FAIL = 1, SIM_EXIT_USAGE = 2 };
 
 #define MAX_PARAMS_BYTES (1 << 20)
-
+#define MAX_CORES 1024
+/* A CPU run hands out pieces of about items / (8 cores), so threads that
+ * finish early take more, but of at least this many items. */
+#define MIN_PIECE 1024
 
 static void sim_usage(FILE *out)
 {
     fprintf(out,
         "usage: simfarm sim <kernel> <params.json> [--items N] [--backend cpu|opencl|cuda]\n"
-        "                   [--seed S] [--first I] [--chunks K] [--json]\n"
+        "                   [--cores C] [--seed S] [--first I] [--chunks K] [--json]\n"
         "\n"
         "Runs items [I, I + N) of a kernel (option, combat) on this machine and prints\n"
         "each output's mean and standard error. Defaults: --items 1000000, --backend cpu,\n"
-        "--seed 1, --first 0, --chunks 1 (the range split into K runs merged, which\n"
-        "gives the same bits as one run). docs/kernels.md lists the parameters.\n"
+        "--cores all this process may use (the cpu backend's threads), --seed 1,\n"
+        "--first 0, --chunks 1 (the range split into K runs merged). Any number of\n"
+        "cores or chunks gives the same bits. docs/kernels.md lists the parameters.\n"
         "--json prints one JSON object instead, the statistics to the last bit (%%.17g):\n"
         "{kernel, first, items, seed, backend, device, seconds, outputs: [{name, count,\n"
         "mean, stderr, min, max}]}, as a farmed job's result gives them.\n"
-        "N, S, I and K are whole numbers: decimal digits, or exponent notation (3e8).\n");
+        "N, C, S, I and K are whole numbers: decimal digits, or exponent notation (3e8).\n"
+        "On a terminal, a run of the cpu backend shows its progress on stderr.\n");
 }
 
 /* Reads a whole file (at most MAX_PARAMS_BYTES) into a NUL-terminated
@@ -123,6 +132,164 @@ static double now(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Part i of [first, first + n) cut into k parts whose sizes differ by at
+ * most one, the larger first. */
+static void cut(uint64_t first, uint64_t n, uint64_t k, uint64_t i, uint64_t *a, uint64_t *len)
+{
+    *a = first + n / k * i + (i < n % k ? i : n % k);
+    *len = n / k + (i < n % k ? 1 : 0);
+}
+
+/* A run of the CPU backend on several threads. The range, cut into
+ * chunks and each chunk into pieces, is handed out a piece at a time;
+ * each thread merges its pieces into its own statistics, and the main
+ * thread merges those. The statistics are integers that merge exactly in
+ * any order, so the result has the same bits for any number of threads. */
+typedef struct cpu_run {
+    const sim_job *job;
+    uint64_t first, items, chunks, pieces; /* pieces per chunk */
+    sim_stats (*part)[SIM_MAX_OUT];        /* one row per thread */
+    uv_mutex_t lock;
+    uv_cond_t finished;
+    unsigned running; /* threads still going, under lock */
+    int rc;           /* the first failure, under lock */
+    /* Taken and added to by every thread, on a line of their own. */
+    alignas(64) atomic_uint_fast64_t next; /* the next piece to take */
+    atomic_uint_fast64_t done;             /* items computed so far */
+} cpu_run;
+
+typedef struct cpu_thread {
+    cpu_run *run;
+    unsigned index;
+    uv_thread_t tid;
+} cpu_thread;
+
+static void cpu_thread_main(void *arg)
+{
+    cpu_thread *t = arg;
+    cpu_run *r = t->run;
+    sim_stats *mine = r->part[t->index], piece[SIM_MAX_OUT];
+    int nout = sim_job_nout(r->job), rc = 0;
+    for (int o = 0; o < nout; o++)
+        sim_stats_init(&mine[o], sim_job_layout(r->job, o));
+    for (;;) {
+        /* Relaxed: each piece goes to one thread, and the results travel
+         * through the join, not through this counter. */
+        uint64_t u = atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed);
+        if (u >= r->chunks * r->pieces)
+            break;
+        uint64_t ca, cn, a, n;
+        cut(r->first, r->items, r->chunks, u / r->pieces, &ca, &cn);
+        cut(ca, cn, r->pieces, u % r->pieces, &a, &n);
+        if (n == 0)
+            continue;
+        if ((rc = sim_run_cpu(r->job, a, n, piece)) != 0)
+            break;
+        for (int o = 0; o < nout; o++)
+            sim_stats_merge(&mine[o], &piece[o]);
+        /* Relaxed: a count for the progress line only. */
+        atomic_fetch_add_explicit(&r->done, n, memory_order_relaxed);
+    }
+    uv_mutex_lock(&r->lock);
+    if (rc != 0 && r->rc == 0) {
+        r->rc = rc;
+        /* the others stop at their next piece */
+        atomic_store_explicit(&r->next, r->chunks * r->pieces, memory_order_relaxed);
+    }
+    r->running--;
+    uv_cond_signal(&r->finished);
+    uv_mutex_unlock(&r->lock);
+}
+
+/* What a kernel's speed counts: combat fights, option paths. */
+static const char *speed_unit(const char *kernel)
+{
+    return strcmp(kernel, "combat") == 0 ? "iterations" : "paths";
+}
+
+/* The progress line on stderr (a terminal): how far, how fast, how long
+ * to go. */
+static void show_progress(cpu_run *r, double elapsed)
+{
+    /* Relaxed: a count for this line only. */
+    uint64_t done = atomic_load_explicit(&r->done, memory_order_relaxed);
+    double rate = (double)done / elapsed;
+    fprintf(stderr, "\r%5.1f%% of %" PRIu64 " items, %.3g %s/s", 100.0 * (double)done / (double)r->items,
+        r->items, rate * sim_job_paths_per_item(r->job), speed_unit(sim_kernel_name(sim_job_kernel(r->job))));
+    if (done > 0)
+        fprintf(stderr, ", %.0f s to go", (double)(r->items - done) / rate);
+    fputs("\033[K", stderr);
+    fflush(stderr);
+}
+
+/* Items [first, first + items) in the given number of chunks on *cores
+ * threads (fewer where there are fewer pieces: *cores says how many ran),
+ * merged into total (initialized); a progress line on stderr while it
+ * runs when progress is set. 0, or a SIM_E* code. */
+static int run_cpu(const sim_job *job, uint64_t first, uint64_t items, uint64_t chunks, unsigned *ncores,
+    bool progress, sim_stats *total)
+{
+    unsigned cores = *ncores;
+    cpu_run r = { .job = job, .first = first, .items = items, .chunks = chunks };
+    uint64_t per_chunk = (items + chunks - 1) / chunks;
+    uint64_t size = items / ((uint64_t)cores * 8);
+    size = size > MIN_PIECE ? size : MIN_PIECE;
+    r.pieces = (per_chunk + size - 1) / size;
+    if (r.chunks * r.pieces < cores)
+        cores = (unsigned)(r.chunks * r.pieces);
+    atomic_init(&r.next, 0);
+    atomic_init(&r.done, 0);
+    int rc = SIM_ENOMEM;
+    cpu_thread *t = calloc(cores, sizeof *t);
+    r.part = calloc(cores, sizeof *r.part);
+    if (t == NULL || r.part == NULL || uv_mutex_init(&r.lock) != 0)
+        goto free_arrays;
+    if (uv_cond_init(&r.finished) != 0)
+        goto destroy_lock;
+    r.running = cores; /* before any thread exists to lower it */
+    unsigned started = 0;
+    for (; started < cores; started++) {
+        t[started] = (cpu_thread){ .run = &r, .index = started };
+        if (uv_thread_create(&t[started].tid, cpu_thread_main, &t[started]) != 0) {
+            uv_mutex_lock(&r.lock);
+            r.running -= cores - started;
+            uv_mutex_unlock(&r.lock);
+            break;
+        }
+    }
+    /* With no thread at all nothing was computed; with fewer than asked
+     * the ones running take every piece. */
+    *ncores = started;
+    double t0 = now(), shown = 0.0;
+    uv_mutex_lock(&r.lock);
+    while (r.running > 0) {
+        uv_cond_timedwait(&r.finished, &r.lock, (uint64_t)250 * 1000 * 1000);
+        double el = now() - t0;
+        if (progress && r.running > 0 && el >= 1.0 && el - shown >= 0.5) {
+            show_progress(&r, el);
+            shown = el;
+        }
+    }
+    uv_mutex_unlock(&r.lock);
+    if (shown > 0.0) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+    }
+    for (unsigned i = 0; i < started; i++)
+        uv_thread_join(&t[i].tid);
+    rc = started == 0 ? SIM_ENOMEM : r.rc;
+    for (unsigned i = 0; i < started && rc == 0; i++)
+        for (int o = 0; o < sim_job_nout(job); o++)
+            sim_stats_merge(&total[o], &r.part[i][o]);
+    uv_cond_destroy(&r.finished);
+destroy_lock:
+    uv_mutex_destroy(&r.lock);
+free_arrays:
+    free(t);
+    free(r.part);
+    return rc;
+}
+
 /* A double as JSON, to the last bit; null for what JSON cannot hold. */
 static void print_num(double v)
 {
@@ -162,7 +329,7 @@ static void print_json(const sim_job *job, const sim_stats *total, const char *k
 int cmd_sim(int argc, char **argv)
 {
     const char *kernel = NULL, *path = NULL, *backend = "cpu";
-    uint64_t items = 1000000, seed = 1, first = 0, chunks = 1;
+    uint64_t items = 1000000, seed = 1, first = 0, chunks = 1, cores = 0;
     bool as_json = false;
     char err[4096];
     int rc, exit_code = SIM_EXIT_FAIL;
@@ -200,6 +367,13 @@ int cmd_sim(int argc, char **argv)
                 return SIM_EXIT_USAGE;
             }
             i++;
+        } else if (strcmp(a, "--cores") == 0) {
+            if (!parse_u64(v, 1, MAX_CORES, &cores)) {
+                fprintf(stderr, "simfarm sim: --cores must be an integer in [1, %d], got '%s'\n", MAX_CORES,
+                    v ? v : "");
+                return SIM_EXIT_USAGE;
+            }
+            i++;
         } else if (strcmp(a, "--backend") == 0) {
             if (v == NULL || (strcmp(v, "cpu") != 0 && strcmp(v, "opencl") != 0 && strcmp(v, "cuda") != 0)) {
                 fprintf(stderr, "simfarm sim: --backend must be cpu, opencl or cuda, got '%s'\n", v ? v : "");
@@ -232,6 +406,15 @@ int cmd_sim(int argc, char **argv)
     }
     if (chunks > items)
         chunks = items;
+    if (cores != 0 && strcmp(backend, "cpu") != 0) {
+        fprintf(stderr, "simfarm sim: --cores is for the cpu backend; the %s backend runs on its whole device\n",
+            backend);
+        return SIM_EXIT_USAGE;
+    }
+    if (cores == 0) {
+        cores = uv_available_parallelism();
+        cores = cores < MAX_CORES ? cores : MAX_CORES;
+    }
 
     size_t len = 0;
     char *json = read_file(path, &len);
@@ -254,7 +437,8 @@ int cmd_sim(int argc, char **argv)
 
     sim_cl *cl = NULL;
     sim_cuda *cu = NULL;
-    const char *device = "this thread";
+    char threads[32];
+    const char *device = threads;
     if (strcmp(backend, "opencl") == 0) {
         if ((rc = sim_cl_create(&cl, err, sizeof err)) != 0)
             goto device_fail;
@@ -270,21 +454,21 @@ int cmd_sim(int argc, char **argv)
     for (int o = 0; o < nout; o++)
         sim_stats_init(&total[o], sim_job_layout(job, o));
     double t0 = now();
-    for (uint64_t c = 0; c < chunks; c++) {
-        uint64_t a = first + items / chunks * c + (c < items % chunks ? c : items % chunks);
-        uint64_t n = items / chunks + (c < items % chunks ? 1 : 0);
-        if (cl != NULL)
-            rc = sim_cl_run(cl, job, a, n, part);
-        else if (cu != NULL)
-            rc = sim_cuda_run(cu, job, a, n, part);
-        else
-            rc = sim_run_cpu(job, a, n, part);
-        if (rc != 0) {
-            fprintf(stderr, "simfarm sim: run failed: %s\n", sim_strerror(rc));
-            goto out;
-        }
-        for (int o = 0; o < nout; o++)
+    if (cl == NULL && cu == NULL) {
+        unsigned ran = (unsigned)cores;
+        rc = run_cpu(job, first, items, chunks, &ran, isatty(STDERR_FILENO), total);
+        snprintf(threads, sizeof threads, "%u thread%s", ran, ran > 1 ? "s" : "");
+    }
+    for (uint64_t c = 0; c < chunks && (cl != NULL || cu != NULL) && rc == 0; c++) {
+        uint64_t a, n;
+        cut(first, items, chunks, c, &a, &n);
+        rc = cl != NULL ? sim_cl_run(cl, job, a, n, part) : sim_cuda_run(cu, job, a, n, part);
+        for (int o = 0; o < nout && rc == 0; o++)
             sim_stats_merge(&total[o], &part[o]);
+    }
+    if (rc != 0) {
+        fprintf(stderr, "simfarm sim: run failed: %s\n", sim_strerror(rc));
+        goto out;
     }
     double dt = now() - t0;
 
@@ -304,16 +488,19 @@ int cmd_sim(int argc, char **argv)
                 sim_stats_saturated(&total[o]), sim_job_output_name(job, o));
     }
     printf("%.3f s, %.4g %s/s\n", dt, (double)items * sim_job_paths_per_item(job) / (dt > 0 ? dt : 1e-9),
-        strcmp(kernel, "combat") == 0 ? "iterations" : "paths");
-    /* The chunk's result bytes: identical on every backend and chunking. */
-    unsigned char buf[SIM_STATS_MAX_ENCODED];
-    size_t blen;
-    if (sim_stats_encode(&total[0], buf, sizeof buf, &blen) == 0) {
-        uint32_t h = 2166136261u; /* FNV-1a, a short fingerprint to compare runs by eye */
+        speed_unit(kernel));
+    /* Every output's result bytes, identical on every backend and for
+     * any chunking: FNV-1a, a short fingerprint to compare runs by eye. */
+    uint32_t h = 2166136261u;
+    for (int o = 0; o < nout; o++) {
+        unsigned char buf[SIM_STATS_MAX_ENCODED];
+        size_t blen = 0;
+        if (sim_stats_encode(&total[o], buf, sizeof buf, &blen) != 0)
+            blen = 0;
         for (size_t i = 0; i < blen; i++)
             h = (h ^ buf[i]) * 16777619u;
-        printf("result fingerprint %08x\n", h);
     }
+    printf("result fingerprint %08x\n", h);
     exit_code = SIM_EXIT_OK;
     goto out;
 

@@ -106,8 +106,11 @@ static inline uint64_t sim__group_base(uint64_t first)
 
 /* gcc compiles the CPU item loops once per vector width and picks the
  * widest at load time; the arithmetic is the same IEEE operations in the
- * same order on every width (no contraction), so the bits do not change. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+ * same order on every width (no contraction), so the bits do not change.
+ * Not under a sanitizer: the loader runs the clones' resolvers before the
+ * sanitizer's runtime is up (a ThreadSanitizer build crashes at start). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
 #define SIM_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define SIM_CPU_CLONES

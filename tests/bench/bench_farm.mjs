@@ -8,7 +8,7 @@
 //                           farm's speed (target ≥ 0.97)
 //   farm_european           end-to-end paths/s of a 10^9-path European call
 //                           job, submit to result
-//   farm_over_local         that against `simfarm sim` processes running the
+//   farm_over_local         that against `simfarm sim --cores N` running the
 //                           same paths on the same cores
 //   farm_long_over_local    the long job's paths/s against the same local
 //                           figure (target ≥ 0.95)
@@ -35,15 +35,14 @@ function bench(name, value, unit) {
   console.log(`BENCH ${name} ${Number(value.toPrecision(3))} ${unit}`);
 }
 
-// `simfarm sim` on every core: the range cut in one part per core.
+// `simfarm sim` on every core: one process, a thread per core.
 async function localPathsPerSecond(items, params) {
-  const per = Math.floor(items / cores);
   const t0 = performance.now();
-  const runs = await Promise.all(Array.from({ length: cores }, (_, i) => run(simfarm,
-    ['sim', 'option', params, '--items', String(per), '--first', String(i * per), '--json'], { timeoutMs: 600000 })));
+  const r = await run(simfarm, ['sim', 'option', params, '--items', String(items), '--cores', String(cores),
+    '--json'], { timeoutMs: 600000 });
   const s = (performance.now() - t0) / 1000;
-  for (const r of runs) if (r.code !== 0) throw new Error(`simfarm sim: ${r.stderr}`);
-  return (per * cores) / s;
+  if (r.code !== 0) throw new Error(`simfarm sim: ${r.stderr}`);
+  return items / s;
 }
 
 function startNode(srv, dir, name) {

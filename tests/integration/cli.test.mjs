@@ -53,3 +53,61 @@ test('simfarm sim reads whole numbers in exponent notation exactly, and refuses 
   assert.equal(seed.code, 0, seed.stderr);
   assert.match(seed.stdout, /"seed":18446744073709551615,/);
 });
+
+// The statistics of a --json run, without what depends on the machine.
+function statsOf(r) {
+  assert.equal(r.code, 0, r.stderr);
+  const j = JSON.parse(r.stdout);
+  return { items: j.items, first: j.first, outputs: j.outputs, device: j.device };
+}
+
+test('simfarm sim gives the same bits on any number of cores and chunks', async () => {
+  for (const [kernel, file, items] of [['option', 'examples/option.json', '200003'],
+    ['combat', 'examples/combat.json', '3001']]) {
+    const runs = [];
+    for (const extra of [['--cores', '1'], ['--cores', '3'], ['--cores', '4', '--chunks', '7']]) {
+      const r = await run(simfarm, ['sim', kernel, file, '--items', items, '--first', '12345', '--json', ...extra]);
+      runs.push(statsOf(r));
+    }
+    assert.equal(runs[0].device, '1 thread');
+    assert.equal(runs[1].device, '3 threads');
+    assert.ok(runs[0].outputs.length > 1, `${kernel}: more than one output`);
+    for (const r of runs.slice(1))
+      assert.deepEqual(r.outputs, runs[0].outputs, kernel);
+  }
+  // A range too small to share runs on one thread, and says so.
+  const small = statsOf(await run(simfarm, ['sim', 'option', 'examples/option.json', '--items', '10', '--cores',
+    '8', '--json']));
+  assert.equal(small.device, '1 thread');
+});
+
+test('simfarm sim refuses a bad --cores, and --cores with a device backend', async () => {
+  for (const arg of ['0', '1025', 'two', '1.5']) {
+    const r = await run(simfarm, ['sim', 'option', 'examples/option.json', '--cores', arg]);
+    assert.equal(r.code, 2, arg);
+    assert.match(r.stderr, new RegExp(`--cores must be an integer in \\[1, 1024\\], got '${arg.replace('.', '\\.')}'`));
+  }
+  const r = await run(simfarm, ['sim', 'option', 'examples/option.json', '--cores', '2', '--backend', 'opencl']);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /--cores is for the cpu backend; the opencl backend runs on its whole device/);
+});
+
+test('simfarm sim shows its progress on a terminal, and only there', async () => {
+  // An arithmetic Asian option of 252 steps, about four seconds on one core
+  // here: the line appears after a second. script(1) gives the run a terminal.
+  const args = ['sim', 'option', 'examples/asian.json', '--items', '2400000'];
+  const cmd = [simfarm, ...args, '--cores', '1'].join(' ');
+  const tty = await run('script', ['-qfec', cmd, '/dev/null'], { timeoutMs: 120000 });
+  assert.equal(tty.code, 0, tty.stdout);
+  const took = Number(/^([\d.]+) s, /m.exec(tty.stdout)?.[1]);
+  assert.ok(took >= 1.6, `the run took ${took} s: too short to be sure of a progress line; give it more items`);
+  const progress = tty.stdout.split('\r')
+    .filter((l) => /^ *\d+\.\d% of 2400000 items, [\d.e+]+ paths\/s, \d+ s to go\x1b\[K/.test(l));
+  assert.ok(progress.length >= 1, `no progress line in ${JSON.stringify(tty.stdout.slice(0, 400))}`);
+  // the line is cleared before the result is printed
+  assert.match(tty.stdout, /\r\x1b\[Kkernel option, items \[0, 2400000\)/);
+  const piped = await run(simfarm, [...args, '--cores', '2'], { timeoutMs: 120000 });
+  assert.equal(piped.code, 0, piped.stderr);
+  assert.equal(piped.stderr, '');
+  assert.match(piped.stdout, /^price +5\.7/m);
+});
