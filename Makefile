@@ -223,6 +223,10 @@ SIM_CU_SRC := sim/kernels.cu sim/dev.h sim/option_dev.h sim/combat_dev.h
 $(SIM_FATBIN): $(SIM_CU_SRC)
 	@mkdir -p $(@D)
 	$(NVCC) -fatbin $(NVCC_FLAGS) $(NVCC_ARCH) $< -o $@
+# The flags, for scripts/gpu-check.sh, which may build it again.
+SIM_FATBIN_FLAGS := $(SIM_FATBIN).flags
+$(SIM_FATBIN_FLAGS): $(SIM_FATBIN)
+	echo '$(NVCC_FLAGS) $(NVCC_ARCH)' > $@
 # The same source with the same flags as PTX text, which
 # tests/integration/cuda_ptx.test.mjs reads for fused or approximate
 # arithmetic (the fatbin's PTX is compressed, and the toolkit here has no
@@ -232,7 +236,9 @@ $(SIM_PTX): $(SIM_CU_SRC)
 	@mkdir -p $(@D)
 	$(NVCC) -ptx $(NVCC_FLAGS) -arch=compute_80 $< -o $@
 $(BUILD)/obj/sim/cuda_uv.o: $(SIM_FATBIN)
-$(BUILD)/obj/sim/cuda_uv.o: ALL_CFLAGS += -DSIM_CUDA_FATBIN='"$(SIM_FATBIN)"'
+NVCC_RELEASE := $(shell $(NVCC) --version | sed -n 's/.*release \([0-9][0-9.]*\),.*/\1/p')
+$(BUILD)/obj/sim/cuda_uv.o: ALL_CFLAGS += -DSIM_CUDA_FATBIN='"$(SIM_FATBIN)"' -DSIM_CUDA_TOOLKIT='"$(NVCC_RELEASE)"' \
+	-DSIM_CUDA_ARCH='"$(NVCC_ARCH)"'
 endif
 # ---- end CUDA (sim/) ----
 
@@ -266,7 +272,7 @@ $(SYSROOT)/.complete:
 # ---- targets ------------------------------------------------------------------
 .PHONY: all test run wasm web bench bench-compare fuzz gpu-bundle soak asan tsan clean help deps install uninstall
 
-all: $(DEPS_MK) $(BIN) $(UNIT_BIN) $(CHECK_BIN) $(ITEST_BIN) $(WASM_NATIVE) $(BENCH_BIN) $(NODE_WASM_OUT) $(SIM_PTX) ## build the simfarm binary, tests, benchmarks and the browser node
+all: $(DEPS_MK) $(BIN) $(UNIT_BIN) $(CHECK_BIN) $(ITEST_BIN) $(WASM_NATIVE) $(BENCH_BIN) $(NODE_WASM_OUT) $(SIM_PTX) $(SIM_FATBIN_FLAGS) ## build the simfarm binary, tests, benchmarks and the browser node
 
 deps: ## install missing Debian/npm packages and the WebAssembly sysroot
 	scripts/install-deps.sh

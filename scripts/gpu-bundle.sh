@@ -3,8 +3,8 @@
 # on an x86-64 Linux machine with a GPU driver but none of the build's
 # libraries (a GPU server that is not a Debian build machine): simfarm, the
 # CUDA and OpenCL bit-identity tests, bench_sim, the shared libraries they
-# load (not the C library's own, which the machine has), examples/ and
-# gpu-check.sh, which runs them all. Copy the folder over and run
+# load (not the C library's own, which the machine has), examples/, the
+# CUDA kernels' source and gpu-check.sh, which runs them all. Copy the folder over and run
 # `./gpu-check.sh` in it.
 #
 # Usage: scripts/gpu-bundle.sh [DIR]   (default $BUILD/gpu-bundle)
@@ -25,6 +25,12 @@ cp $BINS "$DIR/bin/"
 cp -r examples "$DIR/"
 cp tests/bench/sim_numpy.py "$DIR/tests/bench/"
 cp scripts/gpu-check.sh "$DIR/"
+# The CUDA kernels' source, the fatbin embedded in simfarm and the nvcc
+# flags it was built with: gpu-check.sh builds them again where the
+# driver is older than the toolkit that built the bundle.
+mkdir -p "$DIR/src/sim"
+cp sim/kernels.cu sim/dev.h sim/option_dev.h sim/combat_dev.h "$DIR/src/sim/"
+cp "$BUILD/sim/kernels.fatbin" "$BUILD/sim/kernels.fatbin.flags" "$DIR/"
 # Every library the programs load, but the C library's own (libc, libm,
 # the loader, libdl, libpthread, librt, libresolv, libutil), which go
 # together with the machine's and are there on any Linux.

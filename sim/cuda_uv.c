@@ -6,6 +6,7 @@
  * nothing from CUDA and runs (reporting SIM_ENODEVICE) where no driver is
  * installed. Without nvcc every call reports SIM_ENOBACKEND.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,7 @@ typedef unsigned long long CUdeviceptr;
 struct driver {
     void *lib;
     CUresult (*cuInit)(unsigned);
+    CUresult (*cuDriverGetVersion)(int *);
     CUresult (*cuDeviceGet)(CUdevice *, int);
     CUresult (*cuDeviceGetName)(char *, int, CUdevice);
     CUresult (*cuCtxCreate)(CUcontext *, unsigned, CUdevice);
@@ -101,6 +103,8 @@ struct driver {
  * multiple of THREADS up to 2^20), for measuring other launch sizes. */
 #define LAUNCH_THREADS 32768
 #define MAX_LAUNCH_THREADS (1u << 20)
+/* A module file (SIMFARM_CUDA_MODULE) is at most this big. */
+#define MAX_MODULE_BYTES (64u << 20)
 
 struct sim_cuda {
     struct driver d;
@@ -131,6 +135,7 @@ static int load_driver(struct driver *d, char *err, size_t errlen)
         memcpy(&d->field, &p_, sizeof p_);                                \
     } while (0)
     SYM(cuInit, "cuInit");
+    SYM(cuDriverGetVersion, "cuDriverGetVersion");
     SYM(cuDeviceGet, "cuDeviceGet");
     SYM(cuDeviceGetName, "cuDeviceGetName");
     SYM(cuCtxCreate, "cuCtxCreate_v2");
@@ -185,11 +190,43 @@ static int check_sizes(sim_cuda *cu, char *err, size_t errlen)
     return 0;
 }
 
+/* The module SIMFARM_CUDA_MODULE names, read whole into *out (NUL-ended,
+ * as PTX text must be; the caller frees it), or *out NULL when it is not
+ * set: then the embedded fatbin is loaded. It is for a driver older than
+ * the toolkit that built this program, which cannot load its fatbin: the
+ * same sim/kernels.cu built with an nvcc the driver accepts (a fatbin,
+ * cubin or PTX), with -fmad=false as the Makefile builds it. */
+static int read_module(char **out, char *err, size_t errlen)
+{
+    const char *path = getenv("SIMFARM_CUDA_MODULE");
+    *out = NULL;
+    if (path == NULL)
+        return 0;
+    FILE *f = fopen(path, "rb");
+    char *buf = f != NULL ? malloc(MAX_MODULE_BYTES + 1) : NULL;
+    size_t n = buf != NULL ? fread(buf, 1, MAX_MODULE_BYTES + 1, f) : 0;
+    const char *why = f == NULL || (buf != NULL && ferror(f)) ? strerror(errno) : buf == NULL ? "out of memory" :
+        n == 0 ? "empty" : n > MAX_MODULE_BYTES ? "larger than 64 MiB" : NULL;
+    int bad = why != NULL;
+    if (bad && err != NULL)
+        snprintf(err, errlen, "CUDA: SIMFARM_CUDA_MODULE: cannot read %s: %s", path, why);
+    if (f != NULL)
+        fclose(f);
+    if (bad) {
+        free(buf);
+        return SIM_EINVAL;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    return 0;
+}
+
 int sim_cuda_open(sim_cuda **out, unsigned device, char *err, size_t errlen)
 {
     CUdevice dev;
     CUresult r;
     int rc;
+    char *module = NULL;
     const char *lt = getenv("SIMFARM_CUDA_THREADS");
     char *end = NULL;
     unsigned long n = lt != NULL ? strtoul(lt, &end, 10) : LAUNCH_THREADS;
@@ -200,9 +237,13 @@ int sim_cuda_open(sim_cuda **out, unsigned device, char *err, size_t errlen)
                 THREADS, MAX_LAUNCH_THREADS, lt);
         return SIM_EINVAL;
     }
+    if ((rc = read_module(&module, err, errlen)) != 0)
+        return rc;
     sim_cuda *cu = calloc(1, sizeof *cu);
-    if (cu == NULL)
+    if (cu == NULL) {
+        free(module);
         return SIM_ENOMEM;
+    }
     cu->launch_threads = (unsigned)n;
     if ((rc = load_driver(&cu->d, err, errlen)) != 0)
         goto fail;
@@ -216,10 +257,22 @@ int sim_cuda_open(sim_cuda **out, unsigned device, char *err, size_t errlen)
         rc = cu_fail(err, errlen, SIM_EDEVICE, "cuCtxCreate", r);
         goto fail_lib;
     }
-    if ((r = d->cuModuleLoadData(&cu->mod, sim_cuda_fatbin)) != 0) {
-        rc = cu_fail(err, errlen, SIM_EDEVICE, "cuModuleLoadData (no code for this GPU?)", r);
+    if ((r = d->cuModuleLoadData(&cu->mod, module != NULL ? module : sim_cuda_fatbin)) != 0) {
+        int v = 0;
+        d->cuDriverGetVersion(&v);
+        rc = SIM_EDEVICE;
+        if (err != NULL && module != NULL)
+            snprintf(err, errlen, "CUDA: cuModuleLoadData failed (CUresult %d) on SIMFARM_CUDA_MODULE %s "
+                "(the driver supports CUDA %d.%d)", r, getenv("SIMFARM_CUDA_MODULE"), v / 1000, v % 1000 / 10);
+        else if (err != NULL)
+            snprintf(err, errlen, "CUDA: cuModuleLoadData failed (CUresult %d): the kernels were built with "
+                "CUDA %s (%s), the driver supports CUDA %d.%d; update the driver, or build sim/kernels.cu with an "
+                "nvcc it accepts and name the file in SIMFARM_CUDA_MODULE (docs/kernels.md)",
+                r, SIM_CUDA_TOOLKIT, SIM_CUDA_ARCH, v / 1000, v % 1000 / 10);
         goto fail_ctx;
     }
+    free(module);
+    module = NULL;
     for (size_t i = 0; sim_kernel_at(i) != NULL; i++) {
         SIM_ASSERT(i < MAX_KERNELS); /* the kernel table is small and fixed */
         if ((r = d->cuModuleGetFunction(&cu->fn[i], cu->mod, sim_kernel_at(i)->cuda_entry)) != 0) {
@@ -240,6 +293,7 @@ fail_lib:
     dlclose(cu->d.lib);
 fail:
     free(cu);
+    free(module);
     return rc;
 }
 

@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sim/sim.h"
 #include "sim/sim_json.h"
@@ -86,4 +87,30 @@ Test(sim_cuda, launch_size_from_the_environment, .timeout = 120)
     cr_assert(sim_stats_equal(&cpu[0], &dev[0]));
     sim_job_destroy(job);
     sim_cuda_destroy(cu);
+}
+
+/* SIMFARM_CUDA_MODULE (a module built for an older driver): a file that
+ * cannot be read is refused, naming the variable and the file, before any
+ * driver is looked for. */
+Test(sim_cuda, module_file_from_the_environment, .timeout = 60)
+{
+    sim_cuda *cu = NULL;
+    char err[512] = "";
+    char empty[] = "/tmp/simfarm-empty-module-XXXXXX";
+    int fd = mkstemp(empty);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    const char *bad[] = { "/nonexistent/kernels.fatbin", empty, "/tmp" };
+    const char *why[] = { "No such file", "empty", "Is a directory" };
+    for (int i = 0; i < 3; i++) {
+        setenv("SIMFARM_CUDA_MODULE", bad[i], 1);
+        int rc = sim_cuda_create(&cu, err, sizeof err);
+        unsetenv("SIMFARM_CUDA_MODULE");
+        if (rc == SIM_ENOBACKEND) /* built without nvcc: nothing reads it */
+            break;
+        cr_assert_eq(rc, SIM_EINVAL, "'%s': rc %d: %s", bad[i], rc, err);
+        cr_assert(strstr(err, "SIMFARM_CUDA_MODULE: cannot read ") != NULL, "%s", err);
+        cr_assert(strstr(err, bad[i]) != NULL && strstr(err, why[i]) != NULL, "%s", err);
+    }
+    unlink(empty);
 }
