@@ -43,6 +43,8 @@ static void sim_usage(FILE *out)
         "{kernel, first, items, seed, backend, device, seconds, outputs: [{name, count,\n"
         "mean, stderr, min, max}]}, as a farmed job's result gives them.\n"
         "N, C, S, I and K are whole numbers: decimal digits, or exponent notation (3e8).\n"
+        "params.json may also be a job submission (docs/api.md) for this kernel: its\n"
+        "params are run, over its items with its seed unless --items or --seed say.\n"
         "On a terminal, a run of the cpu backend shows its progress on stderr.\n");
 }
 
@@ -326,11 +328,73 @@ static void print_json(const sim_job *job, const sim_stats *total, const char *k
     puts("]}");
 }
 
+/* When the file is a job submission (docs/api.md: an object with kernel
+ * and params), its params replace *mp, and its items and seed stand in for
+ * the flags not given (*items and *seed untouched where they were). 0 when
+ * done or when the file is only parameters; -1 with the reason in why. */
+static int take_submission(msgpack_sbuffer *mp, const char *kernel, bool items_set, uint64_t *items,
+    bool seed_set, uint64_t *seed, char *why, size_t len)
+{
+    msgpack_unpacked up;
+    size_t off = 0;
+    int rc = 0;
+    msgpack_unpacked_init(&up);
+    if (msgpack_unpack_next(&up, mp->data, mp->size, &off) != MSGPACK_UNPACK_SUCCESS)
+        goto done; /* the kernel's parser says what is wrong with it */
+    const msgpack_object *root = &up.data, *k = sim_map_get(root, "kernel"), *p = sim_map_get(root, "params");
+    if (k == NULL || p == NULL)
+        goto done;
+    const msgpack_object *st = sim_map_get(root, "strategy"), *n = sim_map_get(root, "items"),
+        *sd = sim_map_get(root, "seed");
+    rc = -1;
+    if (!sim_str_is(k, kernel)) {
+        if (k->type == MSGPACK_OBJECT_STR)
+            snprintf(why, len, "a job submission for kernel '%.*s', not '%s'", (int)(k->via.str.size < 64 ?
+                k->via.str.size : 64), k->via.str.ptr, kernel);
+        else
+            snprintf(why, len, "field 'kernel': must be a string");
+    } else if (st != NULL && !sim_str_is(st, "single")) {
+        if (st->type == MSGPACK_OBJECT_STR)
+            snprintf(why, len, "a job submission with strategy '%.*s', which runs on a farm (simfarm submit); "
+                "simfarm sim runs one set of params", (int)(st->via.str.size < 64 ? st->via.str.size : 64),
+                st->via.str.ptr);
+        else
+            snprintf(why, len, "field 'strategy': must be a string");
+    } else if (p->type != MSGPACK_OBJECT_MAP) {
+        snprintf(why, len, "field 'params': must be an object");
+    } else if (!items_set && n != NULL && (n->type != MSGPACK_OBJECT_POSITIVE_INTEGER || n->via.u64 < 1 ||
+        n->via.u64 > SIM_MAX_ITEMS)) {
+        snprintf(why, len, "field 'items': must be an integer in [1, %" PRIu64 "] here", (uint64_t)SIM_MAX_ITEMS);
+    } else if (!seed_set && sd != NULL && sd->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        snprintf(why, len, "field 'seed': must be an integer in [0, 2^64)");
+    } else {
+        msgpack_sbuffer params;
+        msgpack_packer pk;
+        msgpack_sbuffer_init(&params);
+        msgpack_packer_init(&pk, &params, msgpack_sbuffer_write);
+        if (msgpack_pack_object(&pk, *p) != 0) {
+            msgpack_sbuffer_destroy(&params);
+            snprintf(why, len, "out of memory");
+            goto done;
+        }
+        msgpack_sbuffer_destroy(mp);
+        *mp = params;
+        if (!items_set && n != NULL)
+            *items = n->via.u64;
+        if (!seed_set && sd != NULL)
+            *seed = sd->via.u64;
+        rc = 0;
+    }
+done:
+    msgpack_unpacked_destroy(&up);
+    return rc;
+}
+
 int cmd_sim(int argc, char **argv)
 {
     const char *kernel = NULL, *path = NULL, *backend = "cpu";
     uint64_t items = 1000000, seed = 1, first = 0, chunks = 1, cores = 0;
-    bool as_json = false;
+    bool as_json = false, items_set = false, seed_set = false;
     char err[4096];
     int rc, exit_code = SIM_EXIT_FAIL;
 
@@ -348,12 +412,14 @@ int cmd_sim(int argc, char **argv)
                     (uint64_t)SIM_MAX_ITEMS, v ? v : "");
                 return SIM_EXIT_USAGE;
             }
+            items_set = true;
             i++;
         } else if (strcmp(a, "--seed") == 0) {
             if (!parse_u64(v, 0, UINT64_MAX, &seed)) {
                 fprintf(stderr, "simfarm sim: --seed must be an integer in [0, 2^64), got '%s'\n", v ? v : "");
                 return SIM_EXIT_USAGE;
             }
+            seed_set = true;
             i++;
         } else if (strcmp(a, "--first") == 0) {
             if (!parse_u64(v, 0, SIM_ITEM_END - 1, &first)) {
@@ -399,13 +465,6 @@ int cmd_sim(int argc, char **argv)
         sim_usage(stderr);
         return SIM_EXIT_USAGE;
     }
-    if (sim_range_check(first, items) != 0) {
-        fprintf(stderr, "simfarm sim: items [%" PRIu64 ", +%" PRIu64 ") run past the item space (2^62)\n",
-            first, items);
-        return SIM_EXIT_USAGE;
-    }
-    if (chunks > items)
-        chunks = items;
     if (cores != 0 && strcmp(backend, "cpu") != 0) {
         fprintf(stderr, "simfarm sim: --cores is for the cpu backend; the %s backend runs on its whole device\n",
             backend);
@@ -425,7 +484,10 @@ int cmd_sim(int argc, char **argv)
     msgpack_sbuffer mp;
     msgpack_sbuffer_init(&mp);
     sim_job *job = NULL;
+    err[0] = '\0';
     rc = sim_json_to_msgpack(json, len, &mp, err, sizeof err);
+    if (rc == 0 && take_submission(&mp, kernel, items_set, &items, seed_set, &seed, err, sizeof err) != 0)
+        rc = SIM_EPARAM;
     if (rc == 0)
         rc = sim_job_create(&job, kernel, mp.data, mp.size, seed, err, sizeof err);
     msgpack_sbuffer_destroy(&mp);
@@ -434,6 +496,14 @@ int cmd_sim(int argc, char **argv)
         fprintf(stderr, "simfarm sim: %s: %s\n", path, err[0] ? err : sim_strerror(rc));
         return SIM_EXIT_USAGE;
     }
+    if (sim_range_check(first, items) != 0) {
+        fprintf(stderr, "simfarm sim: items [%" PRIu64 ", +%" PRIu64 ") run past the item space (2^62)\n",
+            first, items);
+        sim_job_destroy(job);
+        return SIM_EXIT_USAGE;
+    }
+    if (chunks > items)
+        chunks = items;
 
     sim_cl *cl = NULL;
     sim_cuda *cu = NULL;

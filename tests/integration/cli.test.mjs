@@ -1,6 +1,8 @@
 // The simfarm binary as a user runs it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { build, run } from '../lib/proc.mjs';
 
@@ -110,4 +112,43 @@ test('simfarm sim shows its progress on a terminal, and only there', async () =>
   assert.equal(piped.code, 0, piped.stderr);
   assert.equal(piped.stderr, '');
   assert.match(piped.stdout, /^price +5\.7/m);
+});
+
+test('simfarm sim runs a job submission\'s params, items and seed, and refuses what only a farm runs', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-sim-'));
+  try {
+    const params = { S0: 100, K: 95, sigma: 0.25, T: 0.5, antithetic: true };
+    const file = (name, obj) => {
+      const f = path.join(dir, name);
+      fs.writeFileSync(f, JSON.stringify(obj));
+      return f;
+    };
+    const sub = file('job.json', { kernel: 'option', name: 'a put', params, items: 5003, seed: 7 });
+    const plain = file('params.json', params);
+    const fromSub = statsOf(await run(simfarm, ['sim', 'option', sub, '--json']));
+    const fromParams = statsOf(await run(simfarm, ['sim', 'option', plain, '--items', '5003', '--seed', '7', '--json']));
+    assert.equal(fromSub.items, 5003);
+    assert.deepEqual(fromSub.outputs, fromParams.outputs);
+    // the flags win over the submission's items and seed
+    const flagged = JSON.parse((await run(simfarm, ['sim', 'option', sub, '--items', '100', '--seed', '9', '--json'])).stdout);
+    assert.equal(flagged.items, 100);
+    assert.equal(flagged.seed, 9);
+
+    const refused = [
+      [sub, 'combat', /a job submission for kernel 'option', not 'combat'/],
+      [file('sw.json', { kernel: 'option', params, items: 10, strategy: 'stat_weights', weights: [] }), 'option',
+        /a job submission with strategy 'stat_weights', which runs on a farm \(simfarm submit\)/],
+      [file('zero.json', { kernel: 'option', params, items: 0 }), 'option', /field 'items': must be an integer in \[1, /],
+      [file('arr.json', { kernel: 'option', params: [1] }), 'option', /field 'params': must be an object/],
+      [file('seed.json', { kernel: 'option', params, seed: -3 }), 'option', /field 'seed': must be an integer/],
+      [file('bad.json', { kernel: 'option', params: { ...params, sigma: -1 } }), 'option', /field 'sigma'/],
+    ];
+    for (const [f, kernel, why] of refused) {
+      const r = await run(simfarm, ['sim', kernel, f]);
+      assert.equal(r.code, 2, `${f}: ${r.stdout}`);
+      assert.match(r.stderr, why);
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });
