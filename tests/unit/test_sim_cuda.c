@@ -92,7 +92,7 @@ Test(sim_cuda, launch_size_from_the_environment, .timeout = 120)
 /* SIMFARM_CUDA_MODULE (a module built for an older driver): a file that
  * cannot be read is refused, naming the variable and the file, before any
  * driver is looked for. */
-Test(sim_cuda, module_file_from_the_environment, .timeout = 60)
+Test(sim_cuda, module_file_from_the_environment, .timeout = 120)
 {
     sim_cuda *cu = NULL;
     char err[512] = "";
