@@ -35,13 +35,14 @@ static void sim_usage(FILE *out)
         "                   [--cores C] [--seed S] [--first I] [--chunks K] [--json]\n"
         "\n"
         "Runs items [I, I + N) of a kernel (option, combat) on this machine and prints\n"
-        "each output's mean and standard error. Defaults: --items 1000000, --backend cpu,\n"
-        "--cores all this process may use (the cpu backend's threads), --seed 1,\n"
-        "--first 0, --chunks 1 (the range split into K runs merged). Any number of\n"
-        "cores or chunks gives the same bits. docs/kernels.md lists the parameters.\n"
+        "each output's mean and standard error, and its closed form where there is one.\n"
+        "Defaults: --items 1000000, --backend cpu, --cores all this process may use (the\n"
+        "cpu backend's threads), --seed 1, --first 0, --chunks 1 (the range split into K\n"
+        "runs merged). Any number of cores or chunks gives the same bits.\n"
+        "docs/kernels.md lists the parameters.\n"
         "--json prints one JSON object instead, the statistics to the last bit (%%.17g):\n"
-        "{kernel, first, items, seed, backend, device, seconds, outputs: [{name, count,\n"
-        "mean, stderr, min, max}]}, as a farmed job's result gives them.\n"
+        "{kernel, first, items, seed, backend, device, seconds, closed_form?, outputs:\n"
+        "[{name, count, mean, stderr, min, max}]}, as a farmed job's result gives them.\n"
         "N, C, S, I and K are whole numbers: decimal digits, or exponent notation (3e8).\n"
         "params.json may also be a job submission (docs/api.md) for this kernel: its\n"
         "params are run, over its items with its seed unless --items or --seed say.\n"
@@ -311,7 +312,19 @@ static void print_json(const sim_job *job, const sim_stats *total, const char *k
             printf("\\%c", *c);
         else if ((unsigned char)*c >= 0x20)
             putchar(*c);
-    printf("\",\"seconds\":%.3f,\"outputs\":[", dt);
+    printf("\",\"seconds\":%.3f,", dt);
+    double ref[SIM_MAX_OUT];
+    unsigned has = sim_job_reference(job, ref);
+    if (has != 0) {
+        fputs("\"closed_form\":{", stdout);
+        for (int o = 0, n = 0; o < sim_job_nout(job); o++)
+            if (has & (1u << o)) {
+                printf("%s\"%s\":", n++ ? "," : "", sim_job_output_name(job, o));
+                print_num(ref[o]);
+            }
+        fputs("},", stdout);
+    }
+    fputs("\"outputs\":[", stdout);
     for (int o = 0; o < sim_job_nout(job); o++) {
         const sim_stats *t = &total[o];
         printf("%s{\"name\":\"%s\",\"count\":%" PRIu64 ",\"mean\":", o ? "," : "", sim_job_output_name(job, o),
@@ -549,10 +562,18 @@ int cmd_sim(int argc, char **argv)
     }
     printf("kernel %s, items [%" PRIu64 ", %" PRIu64 "), seed %" PRIu64 ", backend %s (%s)\n", kernel,
         first, first + items, seed, backend, device);
-    printf("%-14s %18s %14s %14s %14s\n", "output", "mean", "std error", "min", "max");
+    /* where there is a closed form, it and the estimate's distance from it
+     * in standard errors */
+    double ref[SIM_MAX_OUT];
+    unsigned has = sim_job_reference(job, ref);
+    printf("%-14s %18s %14s %14s %14s%s\n", "output", "mean", "std error", "min", "max",
+        has ? "    closed form       z" : "");
     for (int o = 0; o < nout; o++) {
-        printf("%-14s %18.8f %14.8f %14.6g %14.6g\n", sim_job_output_name(job, o), sim_stats_mean(&total[o]),
+        printf("%-14s %18.8f %14.8f %14.6g %14.6g", sim_job_output_name(job, o), sim_stats_mean(&total[o]),
             sim_stats_stderr(&total[o]), sim_stats_min(&total[o]), sim_stats_max(&total[o]));
+        if (has & (1u << o))
+            printf(" %14.8f %7.2f", ref[o], (sim_stats_mean(&total[o]) - ref[o]) / sim_stats_stderr(&total[o]));
+        putchar('\n');
         if (sim_stats_saturated(&total[o]) > 0)
             printf("  warning: %" PRIu64 " values of %s were clamped to the fixed-point range\n",
                 sim_stats_saturated(&total[o]), sim_job_output_name(job, o));

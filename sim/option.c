@@ -11,6 +11,7 @@
 #pragma GCC optimize("O3", "no-trapping-math")
 #endif
 #define SIM_W 128
+#include <math.h>
 #include <string.h>
 
 #include "sim/option_dev.h"
@@ -180,6 +181,47 @@ static SIM_CPU_CLONES void option_run_cpu(const sim_job *job, uint64_t first, ui
             acc[o].hist[k] += alt[o][k] + alt[SIM_MAX_OUT + o][k] + alt[2 * SIM_MAX_OUT + o][k];
 }
 
+/* N(x), the standard normal distribution function. */
+static double ncdf(double x)
+{
+    return 0.5 * erfc(-x / M_SQRT2);
+}
+
+/* The closed forms there are: Black–Scholes (with the dividend yield) for
+ * a European option's price and Greeks, and for a geometric Asian's price
+ * the lognormal law of the average of its fixings at T/steps, 2T/steps ..
+ * T. These are the host's libm, for checking estimates; no kernel reads
+ * them. */
+static unsigned option_reference(const sim_job *job, double *ref)
+{
+    const sim_option_params *p = job->params;
+    const double s = p->s0, k = p->k, r = p->r, q = p->q, sig = p->sigma, t = p->t;
+    double fwd, sd; /* the forward of what the payoff reads, and its log's sd */
+    if (p->style == SIM_OPT_EUROPEAN) {
+        fwd = s * exp((r - q) * t);
+        sd = sig * sqrt(t);
+    } else if (p->style == SIM_OPT_ASIAN_GEOM) {
+        double n = (double)p->steps;
+        double v = sig * sig * t * (n + 1) * (2 * n + 1) / (6 * n * n);
+        fwd = exp(log(s) + (r - q - 0.5 * sig * sig) * t * (n + 1) / (2 * n) + 0.5 * v);
+        sd = sqrt(v);
+    } else {
+        return 0;
+    }
+    const double df = exp(-r * t), w = p->put ? -1.0 : 1.0;
+    const double d1 = (log(fwd / k) + 0.5 * sd * sd) / sd, d2 = d1 - sd;
+    ref[0] = w * df * (fwd * ncdf(w * d1) - k * ncdf(w * d2));
+    if (p->style != SIM_OPT_EUROPEAN || !p->greeks)
+        return 1;
+    const double eq = exp(-q * t), pdf = exp(-0.5 * d1 * d1) / sqrt(2 * M_PI);
+    ref[1] = w * eq * ncdf(w * d1);                                   /* delta */
+    ref[2] = s * eq * pdf * sqrt(t);                                  /* vega */
+    ref[3] = w * k * t * df * ncdf(w * d2);                           /* rho */
+    ref[4] = -s * eq * pdf * sig / (2 * sqrt(t)) - w * r * k * df * ncdf(w * d2) +
+        w * q * s * eq * ncdf(w * d1);                                /* theta */
+    return 0x1f;
+}
+
 const sim_kernel sim__option_kernel = {
     .name = "option",
     .help = "European, Asian and barrier options under geometric Brownian motion; an item is a path",
@@ -188,6 +230,7 @@ const sim_kernel sim__option_kernel = {
     .params_size = sizeof(sim_option_params),
     .parse = option_parse,
     .run_cpu = option_run_cpu,
+    .reference = option_reference,
     .cl_entry = "sim_option_cl",
     .cuda_entry = "sim_option_cuda",
 };

@@ -252,6 +252,11 @@ int sim_job_paths_per_item(const sim_job *job)
     return job->paths_per_item;
 }
 
+unsigned sim_job_reference(const sim_job *job, double ref[SIM_MAX_OUT])
+{
+    return job->kernel->reference != NULL ? job->kernel->reference(job, ref) : 0;
+}
+
 int sim_range_check(uint64_t first, uint64_t count)
 {
     if (count > SIM_MAX_ITEMS || first >= SIM_ITEM_END || count > SIM_ITEM_END - first)

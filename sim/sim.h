@@ -136,6 +136,11 @@ const char *sim_job_output_name(const sim_job *job, int o);
 const sim_layout *sim_job_layout(const sim_job *job, int o);
 /* Simulated paths or iterations per item (2 for antithetic pairs). */
 int sim_job_paths_per_item(const sim_job *job);
+/* The outputs' closed-form values where the job has one, to check
+ * estimates against: bit o of the result is set where ref[o] holds output
+ * o's. option: a European option's price and Greeks (Black–Scholes) and a
+ * geometric Asian's price; 0 for every other job. */
+unsigned sim_job_reference(const sim_job *job, double ref[SIM_MAX_OUT]);
 
 /* Checks that [first, first + count) is a valid range to run. */
 int sim_range_check(uint64_t first, uint64_t count);

@@ -81,6 +81,9 @@ struct sim_kernel {
     int (*parse)(sim__pctx *c, void *params, sim_job *job);
     /* Items [first, first + count) into acc[0 .. nout), on this thread. */
     void (*run_cpu)(const sim_job *job, uint64_t first, uint64_t count, sim_acc *acc);
+    /* Closed-form values of the outputs into ref; bit o of the result set
+     * where ref[o] holds output o's (sim_job_reference). NULL: none. */
+    unsigned (*reference)(const sim_job *job, double *ref);
     const char *cl_entry; /* OpenCL kernel function name */
     const char *cuda_entry;
 };

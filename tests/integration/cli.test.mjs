@@ -152,3 +152,27 @@ test('simfarm sim runs a job submission\'s params, items and seed, and refuses w
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('simfarm sim shows the closed form beside an estimate that has one', async () => {
+  const r = await run(simfarm, ['sim', 'option', 'examples/option.json', '--items', '400000']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^output +mean +std error +min +max +closed form +z$/m);
+  const want = { price: 10.450584, delta: 0.636831, vega: 37.524035, rho: 53.232482, theta: -6.414028 };
+  for (const [name, value] of Object.entries(want)) {
+    const row = new RegExp(`^${name} +(\\S+) +(\\S+) +\\S+ +\\S+ +(\\S+) +(\\S+)$`, 'm').exec(r.stdout);
+    assert.ok(row, `${name} row in\n${r.stdout}`);
+    const [, mean, se, closed, z] = row.map(Number);
+    assert.ok(Math.abs(closed - value) < 1e-6 * Math.abs(value) + 1e-6, `${name}: closed form ${closed}`);
+    assert.ok(Math.abs(z - (mean - closed) / se) < 0.01, `${name}: z ${z}`);
+    assert.ok(Math.abs(z) < 5, `${name}: ${mean} is ${z} standard errors from ${closed}`);
+  }
+  const json = JSON.parse((await run(simfarm, ['sim', 'option', 'examples/option.json', '--items', '1000',
+    '--json'])).stdout);
+  assert.deepEqual(Object.keys(json.closed_form), ['price', 'delta', 'vega', 'rho', 'theta']);
+  assert.ok(Math.abs(json.closed_form.price - 10.450584) < 1e-6);
+  // an arithmetic Asian option has none: no column, no key
+  const asian = await run(simfarm, ['sim', 'option', 'examples/asian.json', '--items', '1000']);
+  assert.match(asian.stdout, /^output +mean +std error +min +max$/m);
+  const aj = JSON.parse((await run(simfarm, ['sim', 'option', 'examples/asian.json', '--items', '1000', '--json'])).stdout);
+  assert.equal(aj.closed_form, undefined);
+});

@@ -447,6 +447,57 @@ Test(sim_option, geometric_asian_matches_closed_form, .timeout = 60)
     sim_job_destroy(job);
 }
 
+/* sim_job_reference: the closed forms simfarm sim prints beside its
+ * estimates. Textbook values (Hull, Options, Futures and Other Derivatives:
+ * S0 42, K 40, r 0.1, sigma 0.2, T 0.5 gives a call of 4.76 and a put of
+ * 0.81), this file's own Black–Scholes and geometric Asian formulas, and
+ * none for the jobs that have no closed form. */
+Test(sim_option, closed_forms_for_checking_estimates)
+{
+    double ref[SIM_MAX_OUT];
+    sim_job *job = must_job("option", "{\"S0\": 42, \"K\": 40, \"r\": 0.1, \"sigma\": 0.2, \"T\": 0.5}", 1);
+    cr_assert_eq(sim_job_reference(job, ref), 1u);
+    cr_assert(fabs(ref[0] - 4.7594) < 1e-4, "%.6f", ref[0]);
+    sim_job_destroy(job);
+    job = must_job("option", "{\"type\": \"put\", \"S0\": 42, \"K\": 40, \"r\": 0.1, \"sigma\": 0.2, \"T\": 0.5}", 1);
+    cr_assert_eq(sim_job_reference(job, ref), 1u);
+    cr_assert(fabs(ref[0] - 0.8086) < 1e-4, "%.6f", ref[0]);
+    sim_job_destroy(job);
+
+    for (int put = 0; put < 2; put++) {
+        char json[256];
+        snprintf(json, sizeof json, "{\"type\": \"%s\", \"S0\": 100, \"K\": 120, \"r\": 0.01, \"q\": 0.02, "
+            "\"sigma\": 0.35, \"T\": 0.5, \"steps\": 3, \"antithetic\": true, \"greeks\": true}", put ? "put" : "call");
+        job = must_job("option", json, 1);
+        struct bs w = black_scholes(put, 100, 120, 0.01, 0.02, 0.35, 0.5);
+        const double want[5] = { w.price, w.delta, w.vega, w.rho, w.theta };
+        cr_assert_eq(sim_job_reference(job, ref), 0x1fu);
+        for (int o = 0; o < 5; o++)
+            cr_assert(fabs(ref[o] - want[o]) <= 1e-12 * (1 + fabs(want[o])), "%s output %d: %.15g vs %.15g", json, o,
+                ref[o], want[o]);
+        sim_job_destroy(job);
+    }
+
+    job = must_job("option", "{\"style\": \"asian_geometric\", \"S0\": 100, \"K\": 100, \"r\": 0.05, "
+        "\"q\": 0.01, \"sigma\": 0.3, \"T\": 1, \"steps\": 12, \"greeks\": true}", 1);
+    cr_assert_eq(sim_job_reference(job, ref), 1u, "a price, no Greeks");
+    double want = geometric_asian_call(100, 100, 0.05, 0.01, 0.3, 1, 12);
+    cr_assert(fabs(ref[0] - want) < 1e-12 * want, "%.15g vs %.15g", ref[0], want);
+    sim_job_destroy(job);
+
+    const char *none[][2] = {
+        { "option", "{\"style\": \"asian_arithmetic\", \"S0\": 100, \"K\": 100, \"sigma\": 0.3, \"T\": 1, \"steps\": 12}" },
+        { "option", "{\"style\": \"barrier\", \"barrier\": 120, \"barrier_type\": \"up_out\", \"S0\": 100, \"K\": 100, "
+            "\"sigma\": 0.25, \"T\": 1, \"steps\": 50}" },
+        { "combat", "{\"power\": 5000, \"abilities\": [{\"coefficient\": 2}]}" },
+    };
+    for (int i = 0; i < 3; i++) {
+        job = must_job(none[i][0], none[i][1], 1);
+        cr_assert_eq(sim_job_reference(job, ref), 0u, "%s", none[i][1]);
+        sim_job_destroy(job);
+    }
+}
+
 Test(sim_option, arithmetic_asian_lies_above_geometric, .timeout = 60)
 {
     sim_job *a = must_job("option", "{\"style\": \"asian_arithmetic\", \"S0\": 100, \"K\": 100, "
