@@ -62,6 +62,10 @@ typedef struct job_info {
     uint32_t nvariants;       /* tournament, stat_weights: the variants' names */
     char (*vnames)[65];
     double *steps;            /* stat_weights: variants 1 .. n-1 */
+    /* The outputs' closed forms (sim_job_reference), bit o of has_ref for
+     * output o; none for a tournament, whose outputs are its leader's. */
+    double ref[SIM_MAX_OUT];
+    unsigned has_ref;
 } job_info;
 
 /* A write in flight: the request and the barrier it counts for (-1: none). */
@@ -334,6 +338,10 @@ static size_t outputs_json(const job_info *ji, const sc_job_status *st, char *j,
         json_num(mx, sizeof mx, sim_stats_max(a));
         n += (size_t)snprintf(j + n, cap - n, "%s{\"name\":\"%s\",\"count\":%" PRIu64 ",\"mean\":%s,\"stderr\":%s,"
             "\"min\":%s,\"max\":%s,", o ? "," : "", ji->names[o], sim_stats_count(a), mean, se, mn, mx);
+        if (ji->has_ref & (1u << o)) {
+            json_num(mn, sizeof mn, ji->ref[o]);
+            n += (size_t)snprintf(j + n, cap - n, "\"closed_form\":%s,", mn);
+        }
         json_num(mn, sizeof mn, a->layout.hist_lo);
         json_num(mx, sizeof mx, a->layout.hist_hi);
         n += (size_t)snprintf(j + n, cap - n, "\"hist\":{\"lo\":%s,\"hi\":%s,\"under\":%" PRIu64 ",\"over\":%" PRIu64
@@ -1217,6 +1225,8 @@ static void start_job(sched *s, PGresult *res, int row)
             goto out;
         }
     }
+    if (ji->strategy != SC_TOURNAMENT)
+        ji->has_ref = sim_job_reference(job, ji->ref);
     /* Owners take turns: a stable number from the owner's name. */
     const char *owner = PQgetvalue(res, row, 8);
     uint64_t h = 1469598103934665603ull;

@@ -119,7 +119,13 @@ static void print_outputs(const view *v, const char *indent)
             snprintf(est, sizeof est, "-");
         remote_text(remote_get(o, "min"), mn, sizeof mn, "?");
         remote_text(remote_get(o, "max"), mx, sizeof mx, "?");
-        printf("%s%-*s  %s   (min %s, max %s)\n", indent, (int)w, name, est, mn, mx);
+        printf("%s%-*s  %s   (min %s, max %s)", indent, (int)w, name, est, mn, mx);
+        /* the closed form, and how many standard errors the estimate is from it */
+        const msgpack_object *cf = remote_get(o, "closed_form");
+        double ref = remote_num(cf, NAN), se = remote_num(remote_get(o, "stderr"), NAN);
+        if (cf != NULL && ref == ref)
+            printf("   closed form %.8g, z %.2f", ref, (remote_num(remote_get(o, "mean"), NAN) - ref) / se);
+        putchar('\n');
     }
 }
 

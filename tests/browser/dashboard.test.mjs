@@ -230,6 +230,11 @@ function dashboard(name) {
     assert.equal(await page.text(cell), price.mean.toFixed(Math.ceil(-Math.log10(price.stderr)) + 1));
     assert.equal(await page.text(cell), estimate(price.mean, price.stderr));
     assert.ok(Math.abs(price.mean - 10.4506) < 4 * price.stderr, `price ${price.mean} ± ${price.stderr}`);
+    // Black–Scholes beside the estimate, and the distance in standard errors
+    assert.ok(Math.abs(price.closed_form - 10.450584) < 1e-6, `closed form ${price.closed_form}`);
+    assert.equal(await page.attr('tr[data-output="price"] td.closed', 'data-exact'), String(price.closed_form));
+    assert.equal(await page.text('tr[data-output="price"] td.z'),
+      ((price.mean - price.closed_form) / price.stderr).toFixed(2));
 
     // The plots hold drawn data: the estimate's blue line, the histogram's green bars.
     await drawn('#convergence', [11, 92, 173], 20);

@@ -84,6 +84,12 @@ test('stat_weights: each weight is the finite difference of the price, with its 
   const cli = await run(simfarm, ['job', String(res.json.id), '--server', srv.url, '--token', srv.token]);
   assert.equal(cli.code, 0, cli.stderr);
   assert.match(cli.stdout, /^ {4}delta +0\.6\d+ ± [\d.e-]+ +\(step 1\)$/m);
+  // The baseline's outputs carry its closed form (Black–Scholes), which
+  // `simfarm job` prints beside the estimate.
+  const price = job.result.outputs[0];
+  assert.ok(Math.abs(price.closed_form - base) < 1e-9, `closed form ${price.closed_form}, Black–Scholes ${base}`);
+  const z = ((price.mean - price.closed_form) / price.stderr).toFixed(2);
+  assert.match(cli.stdout, new RegExp(`^ +price .*closed form 10\\.450584, z ${z.replace('-', '\\-')}$`, 'm'));
   // The outputs are the baseline's: one local run of the unperturbed parameters, to the last bit.
   const pfile = path.join(tmp, 'call.json');
   fs.writeFileSync(pfile, JSON.stringify(call100));

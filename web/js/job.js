@@ -178,14 +178,23 @@ export function jobView(root, id) {
       return;
     }
     if (outs.length === 0) { clear(resultBox); return; }
+    // Where the parameters have a closed form (a European option, a
+    // geometric Asian's price), it and the estimate's distance from it in
+    // standard errors.
+    const closed = outs.some((o) => typeof o.closed_form === 'number');
+    const closedCells = (o) => !closed ? [] : typeof o.closed_form !== 'number' ? [h('td', { class: 'num' }, '–'), h('td', { class: 'num' }, '–')]
+      : [h('td', { class: 'num closed', dataset: { exact: String(o.closed_form) } }, fmt.estimate(o.closed_form, o.stderr)),
+        h('td', { class: 'num z' }, o.stderr > 0 ? ((o.mean - o.closed_form) / o.stderr).toFixed(2) : '–')];
     clear(resultBox, h('h2', { id: 'h-result' }, title),
       table(null, ['output', { text: 'mean', class: 'num' }, { text: '± 95%', class: 'num' }, { text: 'std. error', class: 'num' },
+        ...(closed ? [{ text: 'closed form', class: 'num' }, { text: 'z', class: 'num' }] : []),
         { text: 'min', class: 'num' }, { text: 'max', class: 'num' }, { text: 'count', class: 'num' }],
       outs.map((o) => h('tr', { dataset: { output: o.name } },
         h('th', { scope: 'row' }, o.name),
         h('td', { class: 'num mean', dataset: { exact: String(o.mean) } }, fmt.estimate(o.mean, o.stderr)),
         h('td', { class: 'num' }, o.stderr === null ? '–' : fmt.estimate(Z95 * o.stderr, o.stderr)),
         h('td', { class: 'num' }, fmt.num(o.stderr, 3)),
+        ...closedCells(o),
         h('td', { class: 'num' }, fmt.num(o.min)),
         h('td', { class: 'num' }, fmt.num(o.max)),
         h('td', { class: 'num' }, fmt.int(o.count))))));
