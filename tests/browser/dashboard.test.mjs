@@ -238,6 +238,8 @@ function dashboard(name) {
 
     // The plots hold drawn data: the estimate's blue line, the histogram's green bars.
     await drawn('#convergence', [11, 92, 173], 20);
+    await drawn('#convergence', [194, 65, 12], 20); // the closed form, dashed
+    assert.match(await page.attr('#convergence', 'aria-label'), /and its closed form 10\.4505835\d* \(dashed\)$/);
     await drawn('#histogram', [23, 102, 58], 200);
     assert.equal(price.hist.bins.reduce((a, b) => a + b, 0) + price.hist.under + price.hist.over, price.count);
 

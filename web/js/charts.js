@@ -4,7 +4,8 @@
 import uPlot from '../node_modules/uplot/dist/uPlot.esm.js';
 import { short } from './format.js';
 
-export const COLORS = { line: '#0b5cad', band: 'rgba(11, 92, 173, 0.18)', bars: '#17663a', rate: '#8a3ab9' };
+export const COLORS = { line: '#0b5cad', band: 'rgba(11, 92, 173, 0.18)', bars: '#17663a', rate: '#8a3ab9',
+  closed: '#c2410c' };
 
 function width(el) {
   return Math.max(260, Math.floor(el.clientWidth || el.parentElement?.clientWidth || 600) - 8);
@@ -21,7 +22,8 @@ const axis = { stroke: '#16181d', grid: { stroke: '#e3e7ee' }, ticks: { stroke: 
 // Counts and rates as 1.2 M: long numbers would not fit beside the plot.
 const counts = { ...axis, values: (u, vals) => vals.map((v) => short(v)) };
 
-// data: [[items done...], [mean...], [lower...], [upper...]].
+// data: [[items done...], [mean...], [lower...], [upper...], [closed form
+// or null...]]: the closed form, where the output has one, is a dashed line.
 export function convergence(el, name) {
   const opts = {
     width: width(el), height: 240,
@@ -32,11 +34,12 @@ export function convergence(el, name) {
       { label: 'estimate', stroke: COLORS.line, width: 2 },
       { label: '95% low', stroke: COLORS.band, width: 1 },
       { label: '95% high', stroke: COLORS.band, width: 1 },
+      { label: 'closed form', stroke: COLORS.closed, width: 2, dash: [6, 4] },
     ],
     bands: [{ series: [3, 2], fill: COLORS.band }],
     legend: { live: false },
   };
-  const plot = new uPlot(opts, [[], [], [], []], el);
+  const plot = new uPlot(opts, [[], [], [], [], []], el);
   const unfit = fit(plot, el);
   return { set: (data) => plot.setData(data), destroy: () => { unfit(); plot.destroy(); } };
 }

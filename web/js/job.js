@@ -49,10 +49,16 @@ export function jobView(root, id) {
   }
 
   // The plot's series: items done, the estimate and its 95% band.
+  function closedForm(name) {
+    const ref = outputs().find((o) => o.name === name)?.closed_form;
+    return typeof ref === 'number' ? ref : null;
+  }
+
   function series(name) {
     const pts = [...(history.get(name) ?? new Map())].sort((a, b) => a[0] - b[0]);
+    const ref = closedForm(name);
     return [pts.map((p) => p[0]), pts.map((p) => p[1][0]),
-      pts.map((p) => p[1][0] - Z95 * p[1][1]), pts.map((p) => p[1][0] + Z95 * p[1][1])];
+      pts.map((p) => p[1][0] - Z95 * p[1][1]), pts.map((p) => p[1][0] + Z95 * p[1][1]), pts.map(() => ref)];
   }
 
   function record(p) {
@@ -136,15 +142,18 @@ export function jobView(root, id) {
     const pick = h('select', { id: 'output-pick', onchange: (e) => { output = e.target.value; setupPlots(); } },
       outs.map((o) => h('option', { value: o.name }, o.name)));
     pick.value = output;
+    const ref = closedForm(output);
     const conv = h('div', { class: 'chart', id: 'convergence', role: 'img',
-      'aria-label': `running estimate of ${output} with its 95% band against items done` });
+      'aria-label': `running estimate of ${output} with its 95% band against items done`
+        + (ref === null ? '' : `, and its closed form ${ref} (dashed)`) });
     const hist = h('div', { class: 'chart', id: 'histogram', role: 'img', 'aria-label': `histogram of ${output}` });
     const thr = h('div', { class: 'chart', id: 'throughput', role: 'img', 'aria-label': 'items per second over time' });
     clear(plotBox, h('h2', { id: 'h-plots' }, 'Convergence and outcomes'),
       outs.length > 1 ? h('div', { class: 'row' }, h('label', { for: 'output-pick' }, 'Output'), pick) : null,
       h('div', { class: 'plots' },
         h('div', { class: 'plot' }, h('h3', {}, `Estimate of ${output} (95% band)`), conv,
-          h('p', { class: 'note' }, 'After each accepted chunk (up to 256 points from the journal), then live.')),
+          h('p', { class: 'note' }, 'After each accepted chunk (up to 256 points from the journal), then live.'
+            + (ref === null ? '' : ' Dashed: the closed form.'))),
         h('div', { class: 'plot' }, h('h3', {}, `Histogram of ${output}`), hist, h('p', { class: 'note', id: 'hist-note' })),
         h('div', { class: 'plot' }, h('h3', {}, 'Throughput'), thr, h('p', { class: 'note', id: 'rate-note' }))));
     plots = [charts.convergence(conv, output), charts.histogram(hist, output), charts.throughput(thr)];
