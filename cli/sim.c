@@ -17,6 +17,7 @@
 #include <uv.h>
 
 #include "cli/cli.h"
+#include "cli/remote.h"
 #include "sim/sim.h"
 #include "sim/sim_json.h"
 
@@ -359,20 +360,18 @@ static int take_submission(msgpack_sbuffer *mp, const char *kernel, bool items_s
         goto done;
     const msgpack_object *st = sim_map_get(root, "strategy"), *n = sim_map_get(root, "items"),
         *sd = sim_map_get(root, "seed");
+    char text[65];
     rc = -1;
-    if (!sim_str_is(k, kernel)) {
-        if (k->type == MSGPACK_OBJECT_STR)
-            snprintf(why, len, "a job submission for kernel '%.*s', not '%s'", (int)(k->via.str.size < 64 ?
-                k->via.str.size : 64), k->via.str.ptr, kernel);
-        else
-            snprintf(why, len, "field 'kernel': must be a string");
+    if (k->type != MSGPACK_OBJECT_STR) {
+        snprintf(why, len, "field 'kernel': must be a string");
+    } else if (!sim_str_is(k, kernel)) {
+        snprintf(why, len, "a job submission for kernel '%s', not '%s'", remote_text(k, text, sizeof text, ""),
+            kernel);
+    } else if (st != NULL && st->type != MSGPACK_OBJECT_STR) {
+        snprintf(why, len, "field 'strategy': must be a string");
     } else if (st != NULL && !sim_str_is(st, "single")) {
-        if (st->type == MSGPACK_OBJECT_STR)
-            snprintf(why, len, "a job submission with strategy '%.*s', which runs on a farm (simfarm submit); "
-                "simfarm sim runs one set of params", (int)(st->via.str.size < 64 ? st->via.str.size : 64),
-                st->via.str.ptr);
-        else
-            snprintf(why, len, "field 'strategy': must be a string");
+        snprintf(why, len, "a job submission with strategy '%s', which runs on a farm (simfarm submit); simfarm "
+            "sim runs one set of params", remote_text(st, text, sizeof text, ""));
     } else if (p->type != MSGPACK_OBJECT_MAP) {
         snprintf(why, len, "field 'params': must be an object");
     } else if (!items_set && n != NULL && (n->type != MSGPACK_OBJECT_POSITIVE_INTEGER || n->via.u64 < 1 ||
@@ -541,13 +540,14 @@ int cmd_sim(int argc, char **argv)
         unsigned ran = (unsigned)cores;
         rc = run_cpu(job, first, items, chunks, &ran, isatty(STDERR_FILENO), total);
         snprintf(threads, sizeof threads, "%u thread%s", ran, ran > 1 ? "s" : "");
-    }
-    for (uint64_t c = 0; c < chunks && (cl != NULL || cu != NULL) && rc == 0; c++) {
-        uint64_t a, n;
-        cut(first, items, chunks, c, &a, &n);
-        rc = cl != NULL ? sim_cl_run(cl, job, a, n, part) : sim_cuda_run(cu, job, a, n, part);
-        for (int o = 0; o < nout && rc == 0; o++)
-            sim_stats_merge(&total[o], &part[o]);
+    } else {
+        for (uint64_t c = 0; c < chunks && rc == 0; c++) {
+            uint64_t a, n;
+            cut(first, items, chunks, c, &a, &n);
+            rc = cl != NULL ? sim_cl_run(cl, job, a, n, part) : sim_cuda_run(cu, job, a, n, part);
+            for (int o = 0; o < nout && rc == 0; o++)
+                sim_stats_merge(&total[o], &part[o]);
+        }
     }
     if (rc != 0) {
         fprintf(stderr, "simfarm sim: run failed: %s\n", sim_strerror(rc));

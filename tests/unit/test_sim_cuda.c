@@ -55,6 +55,15 @@ Test(sim_cuda, absent_device_is_reported_or_bits_match, .timeout = 120)
     sim_cuda_destroy(cu);
 }
 
+/* sim_cuda_create with the environment variable var set to value. */
+static int create_with(const char *var, const char *value, sim_cuda **cu, char *err, size_t len)
+{
+    setenv(var, value, 1);
+    int rc = sim_cuda_create(cu, err, len);
+    unsetenv(var);
+    return rc;
+}
+
 /* SIMFARM_CUDA_THREADS (threads per launch, for measuring launch sizes):
  * a value that is not a multiple of 128 up to 2^20 is refused by name,
  * with or without a driver; a good one changes no bit. */
@@ -64,17 +73,13 @@ Test(sim_cuda, launch_size_from_the_environment, .timeout = 120)
     char err[512] = "";
     const char *bad[] = { "100", "0", "", "128x", "-128", "2097152" };
     for (int i = 0; i < 6; i++) {
-        setenv("SIMFARM_CUDA_THREADS", bad[i], 1);
-        int rc = sim_cuda_create(&cu, err, sizeof err);
-        unsetenv("SIMFARM_CUDA_THREADS");
+        int rc = create_with("SIMFARM_CUDA_THREADS", bad[i], &cu, err, sizeof err);
         if (rc == SIM_ENOBACKEND) /* built without nvcc: nothing reads it */
             return;
         cr_assert_eq(rc, SIM_EINVAL, "'%s': rc %d: %s", bad[i], rc, err);
         cr_assert(strstr(err, "SIMFARM_CUDA_THREADS") != NULL, "%s", err);
     }
-    setenv("SIMFARM_CUDA_THREADS", "256", 1);
-    int rc = sim_cuda_create(&cu, err, sizeof err);
-    unsetenv("SIMFARM_CUDA_THREADS");
+    int rc = create_with("SIMFARM_CUDA_THREADS", "256", &cu, err, sizeof err);
     if (rc != 0) {
         cr_assert(rc == SIM_ENODEVICE, "rc %d: %s", rc, err);
         return;
@@ -103,9 +108,7 @@ Test(sim_cuda, module_file_from_the_environment, .timeout = 120)
     const char *bad[] = { "/nonexistent/kernels.fatbin", empty, "/tmp" };
     const char *why[] = { "No such file", "empty", "Is a directory" };
     for (int i = 0; i < 3; i++) {
-        setenv("SIMFARM_CUDA_MODULE", bad[i], 1);
-        int rc = sim_cuda_create(&cu, err, sizeof err);
-        unsetenv("SIMFARM_CUDA_MODULE");
+        int rc = create_with("SIMFARM_CUDA_MODULE", bad[i], &cu, err, sizeof err);
         if (rc == SIM_ENOBACKEND) /* built without nvcc: nothing reads it */
             break;
         cr_assert_eq(rc, SIM_EINVAL, "'%s': rc %d: %s", bad[i], rc, err);

@@ -48,12 +48,14 @@ export function jobView(root, id) {
     history.get(name).set(x, [mean, stderr ?? 0]);
   }
 
-  // The plot's series: items done, the estimate and its 95% band.
+  // An output's closed form, or null where it has none.
   function closedForm(name) {
     const ref = outputs().find((o) => o.name === name)?.closed_form;
     return typeof ref === 'number' ? ref : null;
   }
 
+  // The plot's series: items done, the estimate, its 95% band and the
+  // closed form (null where there is none).
   function series(name) {
     const pts = [...(history.get(name) ?? new Map())].sort((a, b) => a[0] - b[0]);
     const ref = closedForm(name);
