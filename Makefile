@@ -53,13 +53,15 @@ LDLIBS += $(PKG_LIBS) -lm -lpthread
 # ---- subsystems -----------------------------------------------------------
 # Each C folder becomes one static library, linked in dependency order
 # (the arrows in docs/architecture.md point down this list).
-SUBSYSTEMS := node-native actors sched sim proto runtime
-# Port-specific sources: <name>_uv.c is native only, <name>_wasm.c is for
-# the emcc build only; every other .c file is built for both.
+SUBSYSTEMS := node-native actors/coord actors/node sched sim proto runtime base
+# Port-specific sources: <name>_native.c is native only, <name>_wasm.c is
+# for the emcc build only; every other .c file is built for both (of the
+# folders the emcc build takes at all: base, runtime, proto, sim, sched and
+# actors/node).
 subsys_src = $(filter-out %_wasm.c,$(wildcard $(1)/*.c))
-subsys_wasm_src = $(filter-out %_uv.c,$(wildcard $(1)/*.c))
+subsys_wasm_src = $(filter-out %_native.c,$(wildcard $(1)/*.c))
 subsys_obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(call subsys_src,$(1)))
-subsys_lib = $(BUILD)/lib/lib$(subst -,_,$(1)).a
+subsys_lib = $(BUILD)/lib/lib$(subst /,_,$(subst -,_,$(1))).a
 LIBS := $(foreach s,$(SUBSYSTEMS),$(if $(call subsys_src,$(s)),$(call subsys_lib,$(s))))
 
 define subsys_rule
@@ -81,7 +83,7 @@ $(BUILD)/gen/migrations.c: $(SQL_SRC) scripts/embed-sql.sh
 $(BUILD)/obj/gen/migrations.o: $(BUILD)/gen/migrations.c | $(DEPS_MK)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
-$(call subsys_lib,actors): $(BUILD)/obj/gen/migrations.o
+$(call subsys_lib,actors/coord): $(BUILD)/obj/gen/migrations.o
 
 # ---- the simfarm binary -----------------------------------------------------
 BIN := $(BUILD)/bin/simfarm
@@ -154,7 +156,7 @@ WASM_BENCH := ed25519 sim sim_stages proto
 WASM_CHECK := rt_behaviour
 WASM_OUT := $(patsubst tests/wasm/%.c,$(BUILD)/wasm/%.js,$(WASM_SRC)) \
 	$(WASM_BENCH:%=$(BUILD)/wasm/bench_%.js) $(WASM_CHECK:%=$(BUILD)/wasm/check_%.js)
-WASM_SUBSYS := sim proto runtime
+WASM_SUBSYS := sim proto runtime base
 WASM_LIB_SRC := $(foreach s,$(WASM_SUBSYS),$(call subsys_wasm_src,$(s)))
 # One emcc command compiles and links each program, so no .d files: every
 # header of the subsystems it includes is a prerequisite instead.
@@ -187,8 +189,8 @@ $(BUILD)/wasm-asan/%.js: tests/check/%.c $(WASM_LIB_SRC) $(WASM_LIB_HDR) | $(DEP
 # above in one module that both kinds of Web Worker load, plus the
 # JavaScript glue, built into web/node/ (ignored by git) for the coordinator
 # to serve next to web/contribute.html.
-NODE_WASM_SRC := actors/node.c $(call subsys_wasm_src,sched) $(WASM_LIB_SRC)
-NODE_WASM_HDR := actors/node.h node-wasm/node_wasm.h $(wildcard sched/*.h) $(WASM_LIB_HDR)
+NODE_WASM_SRC := $(call subsys_wasm_src,actors/node) $(call subsys_wasm_src,sched) $(WASM_LIB_SRC)
+NODE_WASM_HDR := $(wildcard actors/node/*.h) node-wasm/node_wasm.h $(wildcard sched/*.h) $(WASM_LIB_HDR)
 NODE_WASM_JS := $(wildcard node-wasm/*.js)
 NODE_WASM_OUT := web/node/simfarm-node.js $(NODE_WASM_JS:node-wasm/%=web/node/%)
 NODE_WASM_LDFLAGS := -sMODULARIZE=1 -sEXPORT_NAME=SimfarmNode -sENVIRONMENT=web,worker,node \
@@ -210,7 +212,7 @@ $(BUILD)/wasm/node_%.js: tests/wasm/node_%.c $(NODE_WASM_SRC) $(NODE_WASM_HDR) |
 # ---- CUDA (sim/) ----
 # When nvcc exists (on PATH or in /usr/local/cuda/bin), sim/kernels.cu (the
 # kernels' shared headers plus CUDA entry points) is compiled with
-# -fmad=false into a fatbin that sim/cuda_uv.o embeds; it is loaded through
+# -fmad=false into a fatbin that sim/cuda_native.o embeds; it is loaded through
 # the driver at run time (libcuda.so.1 is opened with dlopen, so nothing
 # links against CUDA). Without nvcc the CUDA backend reports
 # SIM_ENOBACKEND. NVCC= (empty) turns it off.
@@ -235,9 +237,9 @@ SIM_PTX := $(BUILD)/sim/kernels.ptx
 $(SIM_PTX): $(SIM_CU_SRC)
 	@mkdir -p $(@D)
 	$(NVCC) -ptx $(NVCC_FLAGS) -arch=compute_80 $< -o $@
-$(BUILD)/obj/sim/cuda_uv.o: $(SIM_FATBIN)
+$(BUILD)/obj/sim/cuda_native.o: $(SIM_FATBIN)
 NVCC_RELEASE := $(shell $(NVCC) --version | sed -n 's/.*release \([0-9][0-9.]*\),.*/\1/p')
-$(BUILD)/obj/sim/cuda_uv.o: ALL_CFLAGS += -DSIM_CUDA_FATBIN='"$(SIM_FATBIN)"' -DSIM_CUDA_TOOLKIT='"$(NVCC_RELEASE)"' \
+$(BUILD)/obj/sim/cuda_native.o: ALL_CFLAGS += -DSIM_CUDA_FATBIN='"$(SIM_FATBIN)"' -DSIM_CUDA_TOOLKIT='"$(NVCC_RELEASE)"' \
 	-DSIM_CUDA_ARCH='"$(NVCC_ARCH)"'
 endif
 # ---- end CUDA (sim/) ----
@@ -246,7 +248,7 @@ endif
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
 FUZZ_SECONDS ?= 60
-FUZZ_LIB_SRC := $(foreach s,sim proto sched,$(call subsys_src,$(s)))
+FUZZ_LIB_SRC := $(foreach s,base sim proto sched,$(call subsys_src,$(s)))
 
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRC) | $(DEPS_MK)
 	@mkdir -p $(@D)

@@ -6,7 +6,8 @@
 #ifndef SIMFARM_CLI_H
 #define SIMFARM_CLI_H
 
-#include "actors/proxies.h"
+#include "actors/coord/proxies.h"
+#include "base/exit.h"
 #include "runtime/runtime.h"
 
 #include <stdbool.h>
@@ -47,7 +48,7 @@ typedef struct coordinator_opts {
     unsigned heartbeat_ms;   /* nodes' heartbeat interval; 0 = 5000 */
     uint64_t chunk_ms;       /* target chunk duration; 0 = the scheduler's default */
     uint64_t db_backlog_bytes; /* the bound on queries held while the database is away
-                                  or behind (actors/store.h); 0 = the store's default */
+                                  or behind (actors/coord/store.h); 0 = the store's default */
     const cd_proxies *trusted_proxies; /* reverse proxies whose X-Forwarded-For is read; may be NULL */
     bool hangup_stops;       /* SIGHUP stops it, as a terminal that closes sends it (up);
                                 otherwise SIGHUP reads the TLS certificate again (serve) */

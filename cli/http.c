@@ -36,17 +36,6 @@
 #define MAX_ANSWER (64u << 20)
 #define MAX_HEAD (64u << 10)
 
-const char *http_strerror(int code)
-{
-    switch (code) {
-    case 0: return "success";
-#define X(name, value, text) case value: return text;
-    HTTP_ERRNO_MAP(X)
-#undef X
-    default: return "unknown error";
-    }
-}
-
 static int say(char *err, size_t errlen, int code, const char *fmt, ...)
 {
     if (err != NULL && errlen > 0) {
@@ -305,7 +294,7 @@ int http_ca_check(const char *path, char *err, size_t errlen)
 {
     X509_STORE *store = X509_STORE_new();
     if (store == NULL)
-        rt_oom(sizeof(void *));
+        sf_oom(sizeof(void *));
     ERR_clear_error();
     int ok = X509_STORE_load_file(store, path);
     X509_STORE_free(store);
@@ -403,7 +392,7 @@ static void append(reader *r, const char *p, size_t n)
             cap *= 2;
         char *b = realloc(r->buf, cap);
         if (b == NULL)
-            rt_oom(cap);
+            sf_oom(cap);
         r->buf = b;
         r->cap = cap;
     }
@@ -570,7 +559,7 @@ static int complete(reader *r, http_response *res, bool at_eof)
     }
     res->body = malloc(have + 1);
     if (res->body == NULL)
-        rt_oom(have + 1);
+        sf_oom(have + 1);
     memcpy(res->body, body, have);
     res->body[have] = '\0';
     res->body_len = have;

@@ -11,28 +11,12 @@
 #ifndef SIMFARM_CLI_HTTP_H
 #define SIMFARM_CLI_HTTP_H
 
+#include "base/err.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Error codes (negative), with a static description each. */
-#define HTTP_ERRNO_MAP(X)                                                    \
-    X(EURL, -1, "not an http:// or https://HOST:PORT URL")                   \
-    X(ETLS, -2, "the TLS handshake failed")                                  \
-    X(ERESOLVE, -3, "cannot resolve the host")                               \
-    X(ECONNECT, -4, "cannot connect")                                        \
-    X(ETIMEDOUT, -5, "timed out")                                            \
-    X(EIO, -6, "the connection failed")                                      \
-    X(EPROTO, -7, "not an HTTP/1.x answer")                                  \
-    X(ETOOBIG, -8, "the answer is too big")
-
-enum {
-#define X(name, value, text) HTTP_##name = value,
-    HTTP_ERRNO_MAP(X)
-#undef X
-};
-
-/* A static description of code (0 or an HTTP_E* value). */
-const char *http_strerror(int code);
+/* The client's codes, HTTP_E*, are in base/err.h (sf_strerror()). */
 
 /* Where a server is: parsed from http[s]://HOST[:PORT][/PREFIX]. */
 typedef struct http_url {

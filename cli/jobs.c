@@ -2,11 +2,11 @@
  * jobs.c — the job subcommands of the client: submit, jobs, job, cancel and
  * watch (docs/cli.md), over the coordinator's /api/jobs (docs/api.md).
  */
-#include "actors/jobs.h"
+#include "actors/coord/jobs.h"
 #include "cli/cli.h"
 #include "cli/remote.h"
 
-#include "sim/sim_json.h"
+#include "base/json.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -192,15 +192,15 @@ static bool is_map(const msgpack_sbuffer *sb)
 
 /* Reads the job file at path ("-": standard input) and checks that it is
  * a JSON object, as the coordinator will. Returns 0 with *text (owned,
- * NUL-terminated), or prints what is wrong and returns REMOTE_USAGE. */
+ * NUL-terminated), or prints what is wrong and returns SF_EXIT_USAGE. */
 static int read_job_file(remote *r, const char *path, char **text, size_t *len)
 {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
     if (f == NULL)
-        return remote_fail(r, REMOTE_USAGE, "cannot read %s: %s", path, strerror(errno));
+        return remote_fail(r, SF_EXIT_USAGE, "cannot read %s: %s", path, strerror(errno));
     char *buf = malloc(MAX_JOB_FILE + 2);
     if (buf == NULL)
-        rt_oom(MAX_JOB_FILE + 2);
+        sf_oom(MAX_JOB_FILE + 2);
     size_t n = fread(buf, 1, MAX_JOB_FILE + 1, f);
     bool failed = ferror(f) != 0;
     int saved = errno;
@@ -209,20 +209,20 @@ static int read_job_file(remote *r, const char *path, char **text, size_t *len)
     buf[n] = '\0';
     int rc = 0;
     if (failed) {
-        rc = remote_fail(r, REMOTE_USAGE, "cannot read %s: %s", path, strerror(saved));
+        rc = remote_fail(r, SF_EXIT_USAGE, "cannot read %s: %s", path, strerror(saved));
     } else if (n > MAX_JOB_FILE) {
-        rc = remote_fail(r, REMOTE_USAGE, "%s is over 1 MiB, more than the coordinator takes", path);
+        rc = remote_fail(r, SF_EXIT_USAGE, "%s is over 1 MiB, more than the coordinator takes", path);
     } else if (memchr(buf, '\0', n) != NULL) {
-        rc = remote_fail(r, REMOTE_USAGE, "%s is not JSON text (it holds a NUL byte)", path);
+        rc = remote_fail(r, SF_EXIT_USAGE, "%s is not JSON text (it holds a NUL byte)", path);
     } else {
         msgpack_sbuffer sb;
         msgpack_sbuffer_init(&sb);
         char err[160], where[256];
-        if (sim_json_to_msgpack(buf, n, &sb, err, sizeof err) != 0) {
+        if (sf_json_to_msgpack(buf, n, &sb, err, sizeof err) != 0) {
             json_where(buf, err, where, sizeof where);
-            rc = remote_fail(r, REMOTE_USAGE, "%s is not valid JSON: %s", path, where);
+            rc = remote_fail(r, SF_EXIT_USAGE, "%s is not valid JSON: %s", path, where);
         } else if (!is_map(&sb)) {
-            rc = remote_fail(r, REMOTE_USAGE, "%s: a job is a JSON object: {\"kernel\": ..., \"params\": {...}, "
+            rc = remote_fail(r, SF_EXIT_USAGE, "%s: a job is a JSON object: {\"kernel\": ..., \"params\": {...}, "
                 "\"items\": N}", path);
         }
         msgpack_sbuffer_destroy(&sb);
@@ -337,7 +337,7 @@ static int watch_job(remote *r, int64_t id)
          * wait for it. A first request that fails is an answer. */
         bool transient = seen && (rc != 0 || res.status == 503);
         if (rc != 0 && !transient)
-            return remote_fail(r, REMOTE_FAIL, "%s", err);
+            return remote_fail(r, SF_EXIT_FAIL, "%s", err);
         if (transient) {
             int64_t now = now_ms();
             if (failing_since == 0)
@@ -350,7 +350,7 @@ static int watch_job(remote *r, int64_t id)
             if (drawn)
                 putchar('\n');
             if (rc != 0)
-                return remote_fail(r, REMOTE_FAIL, "%s", err);
+                return remote_fail(r, SF_EXIT_FAIL, "%s", err);
         }
         failing_since = 0;
         if (res.status >= 200 && res.status < 300)
@@ -364,7 +364,7 @@ static int watch_job(remote *r, int64_t id)
         if (remote_parse(r, &res, &doc) != 0) {
             remote_doc_free(&doc);
             http_response_free(&res);
-            return REMOTE_FAIL;
+            return SF_EXIT_FAIL;
         }
         view v;
         read_view(doc.root, &v);
@@ -404,7 +404,7 @@ static int watch_job(remote *r, int64_t id)
             http_response_free(&res);
             if (tty)
                 signal(SIGINT, SIG_DFL);
-            return ok ? REMOTE_OK : remote_fail(r, REMOTE_FAIL, "job %" PRId64 " %s", id, state);
+            return ok ? SF_EXIT_OK : remote_fail(r, SF_EXIT_FAIL, "job %" PRId64 " %s", id, state);
         }
         if (!r->json) {
             progress_line(line, sizeof line, id, &v, rate, tty);
@@ -461,7 +461,7 @@ static int send_submission(remote *r, const char *text, size_t len, http_respons
         if (!again || now_ms() - start + POLL_MS >= SUBMIT_RETRY_MS) {
             r->timeout_ms = 0;
             if (rc != 0)
-                return remote_fail(r, REMOTE_FAIL, "%s", err);
+                return remote_fail(r, SF_EXIT_FAIL, "%s", err);
             return res->status >= 200 && res->status < 300 ? 0 : remote_refused(r, res, NULL);
         }
         http_response_free(res);
@@ -480,11 +480,11 @@ int cmd_submit(int argc, char **argv)
     char drawn[CD_SUBMISSION_KEY_DRAWN];
     if (key == NULL) {
         if (sodium_init() < 0)
-            return remote_fail(&r, REMOTE_FAIL, "libsodium cannot start");
+            return remote_fail(&r, SF_EXIT_FAIL, "libsodium cannot start");
         cd_submission_key_draw(drawn);
         key = drawn;
     } else if (!cd_submission_key_ok(key)) {
-        return remote_fail(&r, REMOTE_USAGE, "--key: must be 1 to 128 visible ASCII characters");
+        return remote_fail(&r, SF_EXIT_USAGE, "--key: must be 1 to 128 visible ASCII characters");
     }
     r.key = key;
     char *text = NULL;
@@ -501,10 +501,10 @@ int cmd_submit(int argc, char **argv)
     int64_t id = 0;
     if (remote_parse(&r, &res, &doc) != 0 || !remote_int(remote_get(doc.root, "id"), &id)) {
         if (doc.root != NULL)
-            remote_fail(&r, REMOTE_FAIL, "the server's answer has no job id: %.200s", res.body);
+            remote_fail(&r, SF_EXIT_FAIL, "the server's answer has no job id: %.200s", res.body);
         remote_doc_free(&doc);
         http_response_free(&res);
-        return REMOTE_FAIL;
+        return SF_EXIT_FAIL;
     }
     remote_doc_free(&doc);
     if (r.json && !watch)
@@ -513,7 +513,7 @@ int cmd_submit(int argc, char **argv)
         printf("job %" PRId64 " submitted: %s%s/api/jobs/%" PRId64 "\n", id, r.url.origin, r.url.prefix, id);
     fflush(stdout);
     http_response_free(&res);
-    return watch ? watch_job(&r, id) : REMOTE_OK;
+    return watch ? watch_job(&r, id) : SF_EXIT_OK;
 }
 
 static const char watch_usage[] =
@@ -583,10 +583,10 @@ int cmd_jobs(int argc, char **argv)
     if (rc != REMOTE_GO_ON)
         return rc;
     if (state != NULL && !one_of(state, all_states, 6))
-        return remote_fail(&r, REMOTE_USAGE, "--state is one of pending, running, complete, failed, cancelled, "
+        return remote_fail(&r, SF_EXIT_USAGE, "--state is one of pending, running, complete, failed, cancelled, "
             "expired; not '%s'", state);
     if (limit != NULL && !remote_whole(limit, 1, 1000))
-        return remote_fail(&r, REMOTE_USAGE, "--limit wants a number from 1 to 1000, not '%s'", limit);
+        return remote_fail(&r, SF_EXIT_USAGE, "--limit wants a number from 1 to 1000, not '%s'", limit);
     char target[1024];
     const char *names[] = { "state", "owner", "kernel", "limit" }, *values[] = { state, owner, kernel, limit };
     if ((rc = remote_target(&r, target, sizeof target, "/api/jobs", names, values, 4)) != 0)
@@ -613,7 +613,7 @@ int cmd_job(int argc, char **argv)
     if (r.json) {
         remote_print_body(&res);
         http_response_free(&res);
-        return REMOTE_OK;
+        return SF_EXIT_OK;
     }
     remote_doc doc;
     if ((rc = remote_parse(&r, &res, &doc)) == 0) {
@@ -682,5 +682,5 @@ int cmd_cancel(int argc, char **argv)
     else
         printf("job %" PRId64 " cancelled\n", id);
     http_response_free(&res);
-    return REMOTE_OK;
+    return SF_EXIT_OK;
 }

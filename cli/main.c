@@ -18,12 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/version.h"
 #include "cli/cli.h"
 #include "sim/sim.h"
 
-#define SIMFARM_VERSION "0.1.0"
 
-enum { EXIT_OK = 0, EXIT_USAGE = 2 };
 
 bool cli_number(const char *v, long min, long max, long *out)
 {
@@ -109,7 +108,7 @@ static int list_opencl(void)
 
 static int cmd_version(void)
 {
-    printf("simfarm %s\n", SIMFARM_VERSION);
+    printf("simfarm %s\n", SF_VERSION);
     printf("  libuv        %s\n", uv_version_string());
     printf("  libsodium    %s\n", sodium_version_string());
     printf("  msgpack-c    %s\n", msgpack_version());
@@ -117,7 +116,7 @@ static int cmd_version(void)
     printf("  libpq        %d\n", PQlibVersion());
     if (list_opencl() <= 0)
         printf("  opencl       no devices found\n");
-    return EXIT_OK;
+    return SF_EXIT_OK;
 }
 
 
@@ -147,9 +146,9 @@ int main(int argc, char **argv)
             return commands[i].run(argc - 1, argv + 1);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         usage(stdout);
-        return EXIT_OK;
+        return SF_EXIT_OK;
     }
     fprintf(stderr, "simfarm: unknown command '%s'\n\n", cmd);
     usage(stderr);
-    return EXIT_USAGE;
+    return SF_EXIT_USAGE;
 }

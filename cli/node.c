@@ -51,7 +51,7 @@ int cmd_node(int argc, char **argv)
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             node_usage(stdout);
-            return ND_EXIT_OK;
+            return SF_EXIT_OK;
         }
         static const char *const valued[] = { "--server", "--key", "--ca", "--claim-token", "--cores", "--backend",
             "--grace", "--priority", "--log-format", NULL };
@@ -59,7 +59,7 @@ int cmd_node(int argc, char **argv)
         if (cli_value_flag(argc, argv, i, valued, why, sizeof why) != 0) {
             fprintf(stderr, "simfarm node: %s\n\n", why);
             node_usage(stderr);
-            return ND_EXIT_USAGE;
+            return SF_EXIT_USAGE;
         }
         const char *v = argv[++i];
         if (strcmp(a, "--server") == 0) {
@@ -76,7 +76,7 @@ int cmd_node(int argc, char **argv)
             long n;
             if (!cli_number(v, 1, ND_MAX_WORKERS, &n)) {
                 fprintf(stderr, "simfarm node: --cores wants a number from 1 to %u, not '%s'\n", ND_MAX_WORKERS, v);
-                return ND_EXIT_USAGE;
+                return SF_EXIT_USAGE;
             }
             o.cores = (unsigned)n;
         } else if (strcmp(a, "--backend") == 0) {
@@ -85,7 +85,7 @@ int cmd_node(int argc, char **argv)
             long n;
             if (!cli_number(v, 0, 86400, &n)) {
                 fprintf(stderr, "simfarm node: --grace wants seconds from 0 to 86400, not '%s'\n", v);
-                return ND_EXIT_USAGE;
+                return SF_EXIT_USAGE;
             }
             o.grace_s = (unsigned)n;
         } else if (strcmp(a, "--priority") == 0) {
@@ -97,18 +97,18 @@ int cmd_node(int argc, char **argv)
                 o.priority = ND_PRIORITY_NORMAL;
             else {
                 fprintf(stderr, "simfarm node: --priority wants low, idle or normal, not '%s'\n", v);
-                return ND_EXIT_USAGE;
+                return SF_EXIT_USAGE;
             }
         } else if (strcmp(a, "--log-format") == 0) {
             if (strcmp(v, "json") != 0 && strcmp(v, "text") != 0) {
                 fprintf(stderr, "simfarm node: --log-format wants text or json, not '%s'\n", v);
-                return ND_EXIT_USAGE;
+                return SF_EXIT_USAGE;
             }
             o.log_json = strcmp(v, "json") == 0;
         } else {
             fprintf(stderr, "simfarm node: unknown option '%s'\n\n", a);
             node_usage(stderr);
-            return ND_EXIT_USAGE;
+            return SF_EXIT_USAGE;
         }
     }
     return nd_run(&o);

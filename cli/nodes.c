@@ -84,13 +84,13 @@ int cmd_nodes(int argc, char **argv)
         return rc;
     if (status != NULL && strcmp(status, "online") != 0 && strcmp(status, "offline") != 0 &&
         strcmp(status, "revoked") != 0)
-        return remote_fail(&r, REMOTE_USAGE, "--status is one of online, offline, revoked; not '%s'", status);
+        return remote_fail(&r, SF_EXIT_USAGE, "--status is one of online, offline, revoked; not '%s'", status);
     if (tier != NULL && !remote_tier(tier))
-        return remote_fail(&r, REMOTE_USAGE, "--tier is one of own, team, community, public; not '%s'", tier);
+        return remote_fail(&r, SF_EXIT_USAGE, "--tier is one of own, team, community, public; not '%s'", tier);
     if (limit != NULL && !remote_whole(limit, 1, 1000))
-        return remote_fail(&r, REMOTE_USAGE, "--limit wants a number from 1 to 1000, not '%s'", limit);
+        return remote_fail(&r, SF_EXIT_USAGE, "--limit wants a number from 1 to 1000, not '%s'", limit);
     if (offset != NULL && !remote_whole(offset, 0, LONG_MAX))
-        return remote_fail(&r, REMOTE_USAGE, "--offset wants a whole number, 0 or more, not '%s'", offset);
+        return remote_fail(&r, SF_EXIT_USAGE, "--offset wants a whole number, 0 or more, not '%s'", offset);
     char target[1024];
     const char *names[] = { "status", "owner", "tier", "limit", "offset" },
                *values[] = { status, owner, tier, limit, offset };

@@ -4,7 +4,7 @@
 #include "cli/remote.h"
 
 #include "runtime/runtime.h"
-#include "sim/sim_json.h"
+#include "base/json.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -61,7 +61,7 @@ int remote_target(const remote *r, char *target, size_t cap, const char *path, c
         size_t len = strlen(target);
         snprintf(target + len, cap - len, "%c%s=", sep, names[i]);
         if (http_query_escape(target, cap, values[i]) != 0)
-            return remote_fail(r, REMOTE_USAGE, "--%s is too long", names[i]);
+            return remote_fail(r, SF_EXIT_USAGE, "--%s is too long", names[i]);
         sep = '&';
     }
     return 0;
@@ -81,14 +81,14 @@ static char *trim(char *s)
 
 /* Reads `key = value` lines from path into r's server, token and ca where
  * those are still empty. A missing file is fine unless required. Returns 0
- * or REMOTE_USAGE after printing what is wrong and where. */
+ * or SF_EXIT_USAGE after printing what is wrong and where. */
 static int read_config(remote *r, const char *path, bool required)
 {
     FILE *f = fopen(path, "r");
     if (f == NULL) {
         if (!required && errno == ENOENT)
             return 0;
-        return remote_fail(r, REMOTE_USAGE, "cannot read the config file %s: %s", path, strerror(errno));
+        return remote_fail(r, SF_EXIT_USAGE, "cannot read the config file %s: %s", path, strerror(errno));
     }
     struct {
         const char *key;
@@ -105,7 +105,7 @@ static int read_config(remote *r, const char *path, bool required)
     while (rc == 0 && fgets(line, sizeof line, f) != NULL) {
         lineno++;
         if (strchr(line, '\n') == NULL && !feof(f)) {
-            rc = remote_fail(r, REMOTE_USAGE, "%s:%d: line too long", path, lineno);
+            rc = remote_fail(r, SF_EXIT_USAGE, "%s:%d: line too long", path, lineno);
             break;
         }
         char *s = trim(line);
@@ -113,36 +113,36 @@ static int read_config(remote *r, const char *path, bool required)
             continue;
         char *eq = strchr(s, '=');
         if (eq == NULL) {
-            rc = remote_fail(r, REMOTE_USAGE, "%s:%d: expected 'key = value'", path, lineno);
+            rc = remote_fail(r, SF_EXIT_USAGE, "%s:%d: expected 'key = value'", path, lineno);
             break;
         }
         *eq = '\0';
         char *key = trim(s), *value = trim(eq + 1);
         if (*key == '\0' || *value == '\0') {
-            rc = remote_fail(r, REMOTE_USAGE, "%s:%d: expected 'key = value'", path, lineno);
+            rc = remote_fail(r, SF_EXIT_USAGE, "%s:%d: expected 'key = value'", path, lineno);
             break;
         }
         size_t k = 0;
         while (k < sizeof keys / sizeof keys[0] && strcmp(key, keys[k].key) != 0)
             k++;
         if (k == sizeof keys / sizeof keys[0]) {
-            rc = remote_fail(r, REMOTE_USAGE, "%s:%d: unknown key '%s' (known: server, token, ca)", path, lineno, key);
+            rc = remote_fail(r, SF_EXIT_USAGE, "%s:%d: unknown key '%s' (known: server, token, ca)", path, lineno, key);
             break;
         }
         if (keys[k].seen) {
-            rc = remote_fail(r, REMOTE_USAGE, "%s:%d: '%s' is set twice", path, lineno, key);
+            rc = remote_fail(r, SF_EXIT_USAGE, "%s:%d: '%s' is set twice", path, lineno, key);
             break;
         }
         keys[k].seen = true;
         if (strlen(value) >= keys[k].cap) {
-            rc = remote_fail(r, REMOTE_USAGE, "%s:%d: the value is too long", path, lineno);
+            rc = remote_fail(r, SF_EXIT_USAGE, "%s:%d: the value is too long", path, lineno);
             break;
         }
         if (keys[k].dest[0] == '\0')
             snprintf(keys[k].dest, keys[k].cap, "%s", value);
     }
     if (rc == 0 && ferror(f))
-        rc = remote_fail(r, REMOTE_USAGE, "cannot read the config file %s: %s", path, strerror(errno));
+        rc = remote_fail(r, SF_EXIT_USAGE, "cannot read the config file %s: %s", path, strerror(errno));
     fclose(f);
     return rc;
 }
@@ -195,7 +195,7 @@ int remote_init(remote *r, const char *cmd, const char *usage, int argc, char **
         const char *a = argv[i];
         if (rest || a[0] != '-' || strcmp(a, "-") == 0) {
             if (r->nargs >= max_args || r->nargs >= (int)(sizeof r->args / sizeof r->args[0]))
-                return remote_fail(r, REMOTE_USAGE, "unexpected argument '%s' (see simfarm %s --help)", a, cmd);
+                return remote_fail(r, SF_EXIT_USAGE, "unexpected argument '%s' (see simfarm %s --help)", a, cmd);
             r->args[r->nargs++] = a;
             continue;
         }
@@ -211,10 +211,10 @@ int remote_init(remote *r, const char *cmd, const char *usage, int argc, char **
         if (o == NULL)
             o = find_opt(opts, a, nlen);
         if (o == NULL)
-            return remote_fail(r, REMOTE_USAGE, "unknown option '%.*s' (see simfarm %s --help)", (int)nlen, a, cmd);
+            return remote_fail(r, SF_EXIT_USAGE, "unknown option '%.*s' (see simfarm %s --help)", (int)nlen, a, cmd);
         if (o->value == NULL) {
             if (eq != NULL)
-                return remote_fail(r, REMOTE_USAGE, "%s takes no value", o->name);
+                return remote_fail(r, SF_EXIT_USAGE, "%s takes no value", o->name);
             *o->on = true;
             continue;
         }
@@ -223,17 +223,17 @@ int remote_init(remote *r, const char *cmd, const char *usage, int argc, char **
         } else if (i + 1 < argc) {
             *o->value = argv[++i];
         } else {
-            return remote_fail(r, REMOTE_USAGE, "%s needs a value", o->name);
+            return remote_fail(r, SF_EXIT_USAGE, "%s needs a value", o->name);
         }
         if (o->on != NULL)
             *o->on = true;
     }
     if (help) {
         fputs(usage, stdout);
-        return REMOTE_OK;
+        return SF_EXIT_OK;
     }
     if (r->nargs < min_args)
-        return remote_fail(r, REMOTE_USAGE, "missing %s (see simfarm %s --help)", missing, cmd);
+        return remote_fail(r, SF_EXIT_USAGE, "missing %s (see simfarm %s --help)", missing, cmd);
 
     /* Flags, then the environment, then the config file. */
     if (server == NULL && getenv("SIMFARM_SERVER") != NULL && *getenv("SIMFARM_SERVER") != '\0')
@@ -271,7 +271,7 @@ int remote_init(remote *r, const char *cmd, const char *usage, int argc, char **
             if (r->ca[0] != '/' && slash != NULL) {
                 char joined[sizeof r->ca];
                 if (snprintf(joined, sizeof joined, "%.*s/%s", (int)(slash - cfg), cfg, r->ca) >= (int)sizeof joined)
-                    return remote_fail(r, REMOTE_USAGE, "%s: the ca path is too long", cfg);
+                    return remote_fail(r, SF_EXIT_USAGE, "%s: the ca path is too long", cfg);
                 memcpy(r->ca, joined, sizeof joined);
             }
         }
@@ -280,10 +280,10 @@ int remote_init(remote *r, const char *cmd, const char *usage, int argc, char **
         snprintf(r->server, sizeof r->server, "%s", REMOTE_DEFAULT_SERVER);
     char err[700];
     if (http_url_parse(r->server, &r->url, err, sizeof err) != 0)
-        return remote_fail(r, REMOTE_USAGE, "%s", err);
+        return remote_fail(r, SF_EXIT_USAGE, "%s", err);
     /* The CAs matter to https only; a bad file is the user's to fix. */
     if (r->url.tls && r->ca[0] != '\0' && http_ca_check(r->ca, err, sizeof err) != 0)
-        return remote_fail(r, REMOTE_USAGE, "%s (from %s)", err, ca_from);
+        return remote_fail(r, SF_EXIT_USAGE, "%s (from %s)", err, ca_from);
     return REMOTE_GO_ON;
 }
 
@@ -293,7 +293,7 @@ int remote_id(const remote *r, const char *s, const char *what, int64_t *id)
     errno = 0;
     long long v = strtoll(s, &end, 10);
     if (!isdigit((unsigned char)s[0]) || *end != '\0' || errno != 0 || v < 1)
-        return remote_fail(r, REMOTE_USAGE, "%s ids are positive whole numbers, not '%s'", what, s);
+        return remote_fail(r, SF_EXIT_USAGE, "%s ids are positive whole numbers, not '%s'", what, s);
     *id = v;
     return 0;
 }
@@ -317,7 +317,7 @@ int remote_refused(remote *r, http_response *res, const char *missing)
     msgpack_sbuffer_init(&doc.sb);
     msgpack_unpacked_init(&doc.up);
     char perr[128];
-    if (res->body_len > 0 && sim_json_to_msgpack(res->body, res->body_len, &doc.sb, perr, sizeof perr) == 0 &&
+    if (res->body_len > 0 && sf_json_to_msgpack(res->body, res->body_len, &doc.sb, perr, sizeof perr) == 0 &&
         msgpack_unpack_next(&doc.up, doc.sb.data, doc.sb.size, NULL) == MSGPACK_UNPACK_SUCCESS) {
         remote_text(remote_get(&doc.up.data, "error"), error, sizeof error, "");
         remote_text(remote_get(&doc.up.data, "field"), field, sizeof field, "");
@@ -329,20 +329,20 @@ int remote_refused(remote *r, http_response *res, const char *missing)
     http_response_free(res);
 
     if (status == 404 && missing != NULL)
-        return remote_fail(r, REMOTE_FAIL, "%s", missing);
+        return remote_fail(r, SF_EXIT_FAIL, "%s", missing);
     if (error[0] == '\0')
         snprintf(error, sizeof error, "%s answered %d%s", r->url.origin, status,
             status == 404 ? " (no such path: is it a simfarm coordinator?)" : "");
     if (status == 401 && r->token[0] == '\0')
-        return remote_fail(r, REMOTE_FAIL, "%s (no token given: use --token, $SIMFARM_TOKEN or 'token = ...' "
+        return remote_fail(r, SF_EXIT_FAIL, "%s (no token given: use --token, $SIMFARM_TOKEN or 'token = ...' "
             "in the config file)", error);
     if (status == 401)
-        return remote_fail(r, REMOTE_FAIL, "%s (the token from %s)", error, r->token_from);
+        return remote_fail(r, SF_EXIT_FAIL, "%s (the token from %s)", error, r->token_from);
     if (status == 429 && retry[0] != '\0')
-        return remote_fail(r, REMOTE_FAIL, "%s (retry after %s s)", error, retry);
+        return remote_fail(r, SF_EXIT_FAIL, "%s (retry after %s s)", error, retry);
     if (field[0] != '\0')
-        return remote_fail(r, REMOTE_FAIL, "%s: %s", field, error);
-    return remote_fail(r, REMOTE_FAIL, "%s", error);
+        return remote_fail(r, SF_EXIT_FAIL, "%s: %s", field, error);
+    return remote_fail(r, SF_EXIT_FAIL, "%s", error);
 }
 
 int remote_call(remote *r, const char *method, const char *target, const char *body, size_t len,
@@ -350,7 +350,7 @@ int remote_call(remote *r, const char *method, const char *target, const char *b
 {
     char err[700];
     if (remote_exchange(r, method, target, body, len, res, err, sizeof err) != 0)
-        return remote_fail(r, REMOTE_FAIL, "%s", err);
+        return remote_fail(r, SF_EXIT_FAIL, "%s", err);
     if (res->status >= 200 && res->status < 300)
         return 0;
     return remote_refused(r, res, missing);
@@ -372,10 +372,10 @@ int remote_parse(const remote *r, const http_response *res, remote_doc *doc)
     msgpack_unpacked_init(&doc->up);
     doc->root = NULL;
     char err[160];
-    if (sim_json_to_msgpack(res->body, res->body_len, &doc->sb, err, sizeof err) != 0)
-        return remote_fail(r, REMOTE_FAIL, "cannot read the server's answer: %s", err);
+    if (sf_json_to_msgpack(res->body, res->body_len, &doc->sb, err, sizeof err) != 0)
+        return remote_fail(r, SF_EXIT_FAIL, "cannot read the server's answer: %s", err);
     if (msgpack_unpack_next(&doc->up, doc->sb.data, doc->sb.size, NULL) != MSGPACK_UNPACK_SUCCESS)
-        return remote_fail(r, REMOTE_FAIL, "cannot read the server's answer");
+        return remote_fail(r, SF_EXIT_FAIL, "cannot read the server's answer");
     doc->root = &doc->up.data;
     return 0;
 }
@@ -541,7 +541,7 @@ void remote_count(char *buf, size_t cap, double n)
 int remote_json_quote(char *buf, size_t cap, const char *s)
 {
     size_t n = strlen(buf);
-    if (cap - n < 3 || sim_json_quote(buf + n, cap - n, s) >= cap - n) {
+    if (cap - n < 3 || sf_json_quote(buf + n, cap - n, s) >= cap - n) {
         buf[n] = '\0';
         return -1;
     }
@@ -561,11 +561,11 @@ void remote_table_add(remote_table *t, const char *const *cells)
 {
     for (int c = 0; c < t->ncols; c++) {
         if (t->n == t->cap)
-            t->cells = rt_grow(t->cells, &t->cap, sizeof *t->cells);
+            t->cells = sf_grow(t->cells, &t->cap, sizeof *t->cells);
         size_t len = strlen(cells[c]);
         char *copy = malloc(len + 1);
         if (copy == NULL)
-            rt_oom(len + 1);
+            sf_oom(len + 1);
         memcpy(copy, cells[c], len + 1);
         t->cells[t->n++] = copy;
     }
@@ -586,7 +586,7 @@ void remote_table_print(remote_table *t, FILE *out)
     size_t rows = t->n / (size_t)t->ncols;
     size_t *w = calloc((size_t)t->ncols, sizeof *w);
     if (w == NULL)
-        rt_oom((size_t)t->ncols * sizeof *w);
+        sf_oom((size_t)t->ncols * sizeof *w);
     for (size_t i = 0; i < t->n; i++) {
         size_t cw = width(t->cells[i]);
         if (cw > w[i % (size_t)t->ncols])
@@ -623,12 +623,12 @@ int remote_list(remote *r, const char *target, const char *what, const char *con
     if (r->json) {
         remote_print_body(&res);
         http_response_free(&res);
-        return REMOTE_OK;
+        return SF_EXIT_OK;
     }
     remote_doc doc;
     rc = remote_parse(r, &res, &doc);
     if (rc == 0 && doc.root->type != MSGPACK_OBJECT_ARRAY)
-        rc = remote_fail(r, REMOTE_FAIL, "the server's answer is not a list of %s", what);
+        rc = remote_fail(r, SF_EXIT_FAIL, "the server's answer is not a list of %s", what);
     if (rc == 0 && doc.root->via.array.size == 0) {
         printf("no %s\n", what);
     } else if (rc == 0) {

@@ -2,15 +2,16 @@
  * remote.h — what the client subcommands (submit, jobs, job, cancel, watch,
  * nodes, token) share: their common flags, the config file, requests to the
  * coordinator's HTTP API (docs/api.md) and reading its JSON answers, which
- * sim_json_to_msgpack turns into msgpack objects walked here.
+ * sf_json_to_msgpack turns into msgpack objects walked here.
  *
  * Every error is one line on stderr, "simfarm <cmd>: what went wrong", and
- * an exit status: REMOTE_FAIL when a request failed, REMOTE_USAGE when the
+ * an exit status: SF_EXIT_FAIL when a request failed, SF_EXIT_USAGE when the
  * command line, a local file or the config file is wrong.
  */
 #ifndef SIMFARM_CLI_REMOTE_H
 #define SIMFARM_CLI_REMOTE_H
 
+#include "base/exit.h"
 #include "cli/http.h"
 
 #include <msgpack.h>
@@ -18,7 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-enum { REMOTE_OK = 0, REMOTE_FAIL = 1, REMOTE_USAGE = 2, REMOTE_GO_ON = -1 };
+enum { REMOTE_GO_ON = -1 }; /* parse_common: the flag is not one of the common ones */
 
 #define REMOTE_DEFAULT_SERVER "http://127.0.0.1:8080"
 
@@ -78,7 +79,7 @@ bool remote_tier(const char *s);
 
 /* Writes path and, for each of the n names whose value is not NULL,
  * "?name=value" then "&name=value" (the value escaped) into target.
- * Returns 0, or prints that --NAME is too long and returns REMOTE_USAGE. */
+ * Returns 0, or prints that --NAME is too long and returns SF_EXIT_USAGE. */
 int remote_target(const remote *r, char *target, size_t cap, const char *path, const char *const *names,
     const char *const *values, int n);
 
@@ -86,7 +87,7 @@ int remote_target(const remote *r, char *target, size_t cap, const char *path, c
  * "/api/jobs?limit=5"; body JSON or NULL) with the token when there is one.
  * Returns 0 with a 2xx answer in *res (the caller frees it with
  * http_response_free), or prints the one-line error and returns
- * REMOTE_FAIL with *res empty: the server's own message, or `missing` for a
+ * SF_EXIT_FAIL with *res empty: the server's own message, or `missing` for a
  * 404 when it is not NULL ("no such job 42"). */
 int remote_call(remote *r, const char *method, const char *target, const char *body, size_t len,
     const char *missing, http_response *res);
@@ -94,7 +95,7 @@ int remote_call(remote *r, const char *method, const char *target, const char *b
 /* The two halves of remote_call. remote_exchange sends the request and
  * returns 0 with any answer, or an HTTP_E* code with the reason in err,
  * printing nothing. remote_refused prints the one-line error for a non-2xx
- * answer, frees it and returns REMOTE_FAIL. */
+ * answer, frees it and returns SF_EXIT_FAIL. */
 int remote_exchange(remote *r, const char *method, const char *target, const char *body, size_t len,
     http_response *res, char *err, size_t errlen);
 int remote_refused(remote *r, http_response *res, const char *missing);
@@ -111,7 +112,7 @@ typedef struct remote_doc {
 } remote_doc;
 
 /* Parses a JSON answer. Returns 0, or prints why it cannot be read and
- * returns REMOTE_FAIL. doc is to be freed with remote_doc_free either way. */
+ * returns SF_EXIT_FAIL. doc is to be freed with remote_doc_free either way. */
 int remote_parse(const remote *r, const http_response *res, remote_doc *doc);
 void remote_doc_free(remote_doc *doc);
 
@@ -153,7 +154,7 @@ void remote_count(char *buf, size_t cap, double n);
 int remote_json_quote(char *buf, size_t cap, const char *s);
 
 /* Parses a positive id (a job's, a token's): 0, or prints a usage error
- * naming what and returns REMOTE_USAGE. */
+ * naming what and returns SF_EXIT_USAGE. */
 int remote_id(const remote *r, const char *s, const char *what, int64_t *id);
 
 /* Calls method on /api/<what>s/<id><suffix> for the id in the command's

@@ -8,9 +8,9 @@
  *
  *   simfarm serve --db "host=/tmp/pg dbname=simfarm" --listen 127.0.0.1:8080
  */
-#include "actors/gateway.h"
-#include "actors/scheduler.h"
-#include "actors/store.h"
+#include "actors/coord/gateway.h"
+#include "actors/coord/scheduler.h"
+#include "actors/coord/store.h"
 #include "cli/cli.h"
 
 #include <arpa/inet.h>
@@ -24,7 +24,6 @@
 #include <unistd.h>
 #include <uv.h>
 
-enum { SERVE_OK = 0, SERVE_FAIL = 1, SERVE_USAGE = 2 };
 
 static void serve_usage(FILE *out)
 {
@@ -217,7 +216,7 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             serve_usage(stdout);
-            return SERVE_OK;
+            return SF_EXIT_OK;
         }
         if (strcmp(a, "--open-enrolment") == 0 || strcmp(a, "--allow-public-nodes") == 0) {
             open = true;
@@ -233,13 +232,13 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
         if (cli_value_flag(argc, argv, i, valued, why, sizeof why) != 0) {
             fprintf(stderr, "simfarm serve: %s\n\n", why);
             serve_usage(stderr);
-            return SERVE_USAGE;
+            return SF_EXIT_USAGE;
         }
         const char *v = argv[++i];
         if (strcmp(a, "--listen") == 0) {
             if (cli_listen(v, host, sizeof host, &port, why, sizeof why) != 0) {
                 fprintf(stderr, "simfarm serve: %s\n", why);
-                return SERVE_USAGE;
+                return SF_EXIT_USAGE;
             }
         } else if (strcmp(a, "--db") == 0) {
             db = v;
@@ -254,20 +253,20 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
         } else if (strcmp(a, "--trusted-proxy") == 0) {
             if (cd_proxies_add(proxies, v, why, sizeof why) != 0) {
                 fprintf(stderr, "simfarm serve: --trusted-proxy: %s\n", why);
-                return SERVE_USAGE;
+                return SF_EXIT_USAGE;
             }
         } else if (strcmp(a, "--heartbeat-ms") == 0) {
             long n;
             if (!cli_number(v, 100, 60000, &n)) {
                 fprintf(stderr, "simfarm serve: --heartbeat-ms wants a number from 100 to 60000, not '%s'\n", v);
-                return SERVE_USAGE;
+                return SF_EXIT_USAGE;
             }
             heartbeat_ms = (unsigned)n;
         } else if (strcmp(a, "--chunk-ms") == 0) {
             long n;
             if (!cli_number(v, 100, 600000, &n)) {
                 fprintf(stderr, "simfarm serve: --chunk-ms wants a number from 100 to 600000, not '%s'\n", v);
-                return SERVE_USAGE;
+                return SF_EXIT_USAGE;
             }
             chunk_ms = (uint64_t)n;
         } else if (strcmp(a, "--db-backlog-mb") == 0) {
@@ -275,36 +274,36 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
             double mib = strtod(v, &end);
             if (end == v || *end != '\0' || !(mib >= 0.001 && mib <= 65536)) {
                 fprintf(stderr, "simfarm serve: --db-backlog-mb wants a number from 0.001 to 65536, not '%s'\n", v);
-                return SERVE_USAGE;
+                return SF_EXIT_USAGE;
             }
             backlog = (uint64_t)(mib * 1048576.0);
         } else if (strcmp(a, "--pool") == 0) {
             long n;
             if (!cli_number(v, 1, 8, &n)) {
                 fprintf(stderr, "simfarm serve: --pool wants a number from 1 to 8, not '%s'\n", v);
-                return SERVE_USAGE;
+                return SF_EXIT_USAGE;
             }
             pool = (unsigned)n;
         } else {
             fprintf(stderr, "simfarm serve: unknown option '%s'\n\n", a);
             serve_usage(stderr);
-            return SERVE_USAGE;
+            return SF_EXIT_USAGE;
         }
     }
     if (db == NULL || *db == '\0') {
         fprintf(stderr, "simfarm serve: no database: give --db CONNINFO or set SIMFARM_DB\n");
-        return SERVE_USAGE;
+        return SF_EXIT_USAGE;
     }
 
     if ((cert == NULL) != (key == NULL)) {
         fprintf(stderr, "simfarm serve: TLS needs both --tls-cert and --tls-key\n");
-        return SERVE_USAGE;
+        return SF_EXIT_USAGE;
     }
     coordinator_opts co = { .host = host, .port = port, .db = db, .pool = pool, .name = "serve", .open_enrolment = open,
         .private_reads = private_reads,
         .token_file = token_file, .web_dir = web, .tls_cert = cert, .tls_key = key, .heartbeat_ms = heartbeat_ms,
         .chunk_ms = chunk_ms, .db_backlog_bytes = backlog, .trusted_proxies = proxies };
-    return coordinator_run(&co) == 0 ? SERVE_OK : SERVE_FAIL;
+    return coordinator_run(&co) == 0 ? SF_EXIT_OK : SF_EXIT_FAIL;
 }
 
 int cmd_serve(int argc, char **argv)
@@ -344,7 +343,7 @@ int coordinator_run(const coordinator_opts *opts)
     int err = 0;
     rt_system *sys = rt_system_create(NULL, &err);
     if (sys == NULL) {
-        fprintf(stderr, "simfarm %s: cannot start the runtime: %s\n", opts->name, rt_strerror(err));
+        fprintf(stderr, "simfarm %s: cannot start the runtime: %s\n", opts->name, sf_strerror(err));
         return -1;
     }
     signals s = { .sys = sys, .name = opts->name };

@@ -16,12 +16,12 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "base/fnv.h"
 #include "cli/cli.h"
 #include "cli/remote.h"
 #include "sim/sim.h"
-#include "sim/sim_json.h"
+#include "base/json.h"
 
-enum { SIM_EXIT_OK = 0, SIM_EXIT_FAIL = 1, SIM_EXIT_USAGE = 2 };
 
 #define MAX_PARAMS_BYTES (1 << 20)
 #define MAX_CORES 1024
@@ -355,21 +355,21 @@ static int take_submission(msgpack_sbuffer *mp, const char *kernel, bool items_s
     msgpack_unpacked_init(&up);
     if (msgpack_unpack_next(&up, mp->data, mp->size, &off) != MSGPACK_UNPACK_SUCCESS)
         goto done; /* the kernel's parser says what is wrong with it */
-    const msgpack_object *root = &up.data, *k = sim_map_get(root, "kernel"), *p = sim_map_get(root, "params");
+    const msgpack_object *root = &up.data, *k = sf_mp_get(root, "kernel"), *p = sf_mp_get(root, "params");
     if (k == NULL || p == NULL)
         goto done;
-    const msgpack_object *st = sim_map_get(root, "strategy"), *n = sim_map_get(root, "items"),
-        *sd = sim_map_get(root, "seed");
+    const msgpack_object *st = sf_mp_get(root, "strategy"), *n = sf_mp_get(root, "items"),
+        *sd = sf_mp_get(root, "seed");
     char text[65];
     rc = -1;
     if (k->type != MSGPACK_OBJECT_STR) {
         snprintf(why, len, "field 'kernel': must be a string");
-    } else if (!sim_str_is(k, kernel)) {
+    } else if (!sf_mp_streq(k, kernel)) {
         snprintf(why, len, "a job submission for kernel '%s', not '%s'", remote_text(k, text, sizeof text, ""),
             kernel);
     } else if (st != NULL && st->type != MSGPACK_OBJECT_STR) {
         snprintf(why, len, "field 'strategy': must be a string");
-    } else if (st != NULL && !sim_str_is(st, "single")) {
+    } else if (st != NULL && !sf_mp_streq(st, "single")) {
         snprintf(why, len, "a job submission with strategy '%s', which runs on a farm (simfarm submit); simfarm "
             "sim runs one set of params", remote_text(st, text, sizeof text, ""));
     } else if (p->type != MSGPACK_OBJECT_MAP) {
@@ -408,61 +408,61 @@ int cmd_sim(int argc, char **argv)
     uint64_t items = 1000000, seed = 1, first = 0, chunks = 1, cores = 0;
     bool as_json = false, items_set = false, seed_set = false;
     char err[4096];
-    int rc, exit_code = SIM_EXIT_FAIL;
+    int rc, exit_code = SF_EXIT_FAIL;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             sim_usage(stdout);
-            return SIM_EXIT_OK;
+            return SF_EXIT_OK;
         } else if (strcmp(a, "--json") == 0) {
             as_json = true;
         } else if (strcmp(a, "--items") == 0) {
             if (!parse_u64(v, 1, SIM_MAX_ITEMS, &items)) {
                 fprintf(stderr, "simfarm sim: --items must be an integer in [1, %" PRIu64 "], got '%s'\n",
                     (uint64_t)SIM_MAX_ITEMS, v ? v : "");
-                return SIM_EXIT_USAGE;
+                return SF_EXIT_USAGE;
             }
             items_set = true;
             i++;
         } else if (strcmp(a, "--seed") == 0) {
             if (!parse_u64(v, 0, UINT64_MAX, &seed)) {
                 fprintf(stderr, "simfarm sim: --seed must be an integer in [0, 2^64), got '%s'\n", v ? v : "");
-                return SIM_EXIT_USAGE;
+                return SF_EXIT_USAGE;
             }
             seed_set = true;
             i++;
         } else if (strcmp(a, "--first") == 0) {
             if (!parse_u64(v, 0, SIM_ITEM_END - 1, &first)) {
                 fprintf(stderr, "simfarm sim: --first must be an integer in [0, 2^62), got '%s'\n", v ? v : "");
-                return SIM_EXIT_USAGE;
+                return SF_EXIT_USAGE;
             }
             i++;
         } else if (strcmp(a, "--chunks") == 0) {
             if (!parse_u64(v, 1, 1000000, &chunks)) {
                 fprintf(stderr, "simfarm sim: --chunks must be an integer in [1, 1000000], got '%s'\n", v ? v : "");
-                return SIM_EXIT_USAGE;
+                return SF_EXIT_USAGE;
             }
             i++;
         } else if (strcmp(a, "--cores") == 0) {
             if (!parse_u64(v, 1, MAX_CORES, &cores)) {
                 fprintf(stderr, "simfarm sim: --cores must be an integer in [1, %d], got '%s'\n", MAX_CORES,
                     v ? v : "");
-                return SIM_EXIT_USAGE;
+                return SF_EXIT_USAGE;
             }
             i++;
         } else if (strcmp(a, "--backend") == 0) {
             if (v == NULL || (strcmp(v, "cpu") != 0 && strcmp(v, "opencl") != 0 && strcmp(v, "cuda") != 0)) {
                 fprintf(stderr, "simfarm sim: --backend must be cpu, opencl or cuda, got '%s'\n", v ? v : "");
-                return SIM_EXIT_USAGE;
+                return SF_EXIT_USAGE;
             }
             backend = v;
             i++;
         } else if (a[0] == '-') {
             fprintf(stderr, "simfarm sim: unknown option '%s'\n\n", a);
             sim_usage(stderr);
-            return SIM_EXIT_USAGE;
+            return SF_EXIT_USAGE;
         } else if (kernel == NULL) {
             kernel = a;
         } else if (path == NULL) {
@@ -470,17 +470,17 @@ int cmd_sim(int argc, char **argv)
         } else {
             fprintf(stderr, "simfarm sim: unexpected argument '%s'\n\n", a);
             sim_usage(stderr);
-            return SIM_EXIT_USAGE;
+            return SF_EXIT_USAGE;
         }
     }
     if (kernel == NULL || path == NULL) {
         sim_usage(stderr);
-        return SIM_EXIT_USAGE;
+        return SF_EXIT_USAGE;
     }
     if (cores != 0 && strcmp(backend, "cpu") != 0) {
         fprintf(stderr, "simfarm sim: --cores is for the cpu backend; the %s backend runs on its whole device\n",
             backend);
-        return SIM_EXIT_USAGE;
+        return SF_EXIT_USAGE;
     }
     if (cores == 0) {
         cores = uv_available_parallelism();
@@ -491,13 +491,13 @@ int cmd_sim(int argc, char **argv)
     char *json = read_file(path, &len);
     if (json == NULL) {
         fprintf(stderr, "simfarm sim: cannot read %s: %s\n", path, strerror(errno));
-        return SIM_EXIT_FAIL;
+        return SF_EXIT_FAIL;
     }
     msgpack_sbuffer mp;
     msgpack_sbuffer_init(&mp);
     sim_job *job = NULL;
     err[0] = '\0';
-    rc = sim_json_to_msgpack(json, len, &mp, err, sizeof err);
+    rc = sf_json_to_msgpack(json, len, &mp, err, sizeof err);
     if (rc == 0 && take_submission(&mp, kernel, items_set, &items, seed_set, &seed, err, sizeof err) != 0)
         rc = SIM_EPARAM;
     if (rc == 0)
@@ -505,14 +505,14 @@ int cmd_sim(int argc, char **argv)
     msgpack_sbuffer_destroy(&mp);
     free(json);
     if (rc != 0) {
-        fprintf(stderr, "simfarm sim: %s: %s\n", path, err[0] ? err : sim_strerror(rc));
-        return SIM_EXIT_USAGE;
+        fprintf(stderr, "simfarm sim: %s: %s\n", path, err[0] ? err : sf_strerror(rc));
+        return SF_EXIT_USAGE;
     }
     if (sim_range_check(first, items) != 0) {
         fprintf(stderr, "simfarm sim: items [%" PRIu64 ", +%" PRIu64 ") run past the item space (2^62)\n",
             first, items);
         sim_job_destroy(job);
-        return SIM_EXIT_USAGE;
+        return SF_EXIT_USAGE;
     }
     if (chunks > items)
         chunks = items;
@@ -550,14 +550,14 @@ int cmd_sim(int argc, char **argv)
         }
     }
     if (rc != 0) {
-        fprintf(stderr, "simfarm sim: run failed: %s\n", sim_strerror(rc));
+        fprintf(stderr, "simfarm sim: run failed: %s\n", sf_strerror(rc));
         goto out;
     }
     double dt = now() - t0;
 
     if (as_json) {
         print_json(job, total, kernel, first, items, seed, backend, device, dt);
-        exit_code = SIM_EXIT_OK;
+        exit_code = SF_EXIT_OK;
         goto out;
     }
     printf("kernel %s, items [%" PRIu64 ", %" PRIu64 "), seed %" PRIu64 ", backend %s (%s)\n", kernel,
@@ -582,21 +582,20 @@ int cmd_sim(int argc, char **argv)
         speed_unit(kernel));
     /* Every output's result bytes, identical on every backend and for
      * any chunking: FNV-1a, a short fingerprint to compare runs by eye. */
-    uint32_t h = 2166136261u;
+    uint32_t h = SF_FNV32_BASIS;
     for (int o = 0; o < nout; o++) {
         unsigned char buf[SIM_STATS_MAX_ENCODED];
         size_t blen = 0;
         if (sim_stats_encode(&total[o], buf, sizeof buf, &blen) != 0)
             blen = 0;
-        for (size_t i = 0; i < blen; i++)
-            h = (h ^ buf[i]) * 16777619u;
+        h = sf_fnv32(h, buf, blen);
     }
     printf("result fingerprint %08x\n", h);
-    exit_code = SIM_EXIT_OK;
+    exit_code = SF_EXIT_OK;
     goto out;
 
 device_fail:
-    fprintf(stderr, "simfarm sim: %s backend unavailable: %s\n", backend, err[0] ? err : sim_strerror(rc));
+    fprintf(stderr, "simfarm sim: %s backend unavailable: %s\n", backend, err[0] ? err : sf_strerror(rc));
 out:
     sim_cl_destroy(cl);
     sim_cuda_destroy(cu);

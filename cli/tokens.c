@@ -57,21 +57,21 @@ static int token_create(int argc, char **argv)
     if (rc != REMOTE_GO_ON)
         return rc;
     if (kind == NULL)
-        return remote_fail(&r, REMOTE_USAGE, "--kind api or --kind claim is required");
+        return remote_fail(&r, SF_EXIT_USAGE, "--kind api or --kind claim is required");
     if (strcmp(kind, "api") != 0 && strcmp(kind, "claim") != 0)
-        return remote_fail(&r, REMOTE_USAGE, "--kind is api or claim, not '%s'", kind);
+        return remote_fail(&r, SF_EXIT_USAGE, "--kind is api or claim, not '%s'", kind);
     if (tier != NULL && !remote_tier(tier))
-        return remote_fail(&r, REMOTE_USAGE, "--tier is own, team, community or public, not '%s'", tier);
+        return remote_fail(&r, SF_EXIT_USAGE, "--tier is own, team, community or public, not '%s'", tier);
     long long secs = 0;
     if (expires != NULL) {
         char *end;
         errno = 0;
         secs = strtoll(expires, &end, 10);
         if (*end != '\0' || end == expires || errno != 0 || secs < 1)
-            return remote_fail(&r, REMOTE_USAGE, "--expires-in wants a number of seconds, not '%s'", expires);
+            return remote_fail(&r, SF_EXIT_USAGE, "--expires-in wants a number of seconds, not '%s'", expires);
     }
     if (note != NULL && strlen(note) > 1024)
-        return remote_fail(&r, REMOTE_USAGE, "--note is too long");
+        return remote_fail(&r, SF_EXIT_USAGE, "--note is too long");
 
     char body[2048] = "{\"kind\":";
     remote_json_quote(body, sizeof body, kind);
@@ -82,7 +82,7 @@ static int token_create(int argc, char **argv)
         size_t n = strlen(body);
         snprintf(body + n, sizeof body - n, ",\"%s\":", names[i]);
         if (remote_json_quote(body, sizeof body, values[i]) != 0)
-            return remote_fail(&r, REMOTE_USAGE, "--%s is too long", names[i]);
+            return remote_fail(&r, SF_EXIT_USAGE, "--%s is too long", names[i]);
     }
     size_t n = strlen(body);
     if (expires != NULL)
@@ -96,7 +96,7 @@ static int token_create(int argc, char **argv)
     if (r.json) {
         remote_print_body(&res);
         http_response_free(&res);
-        return REMOTE_OK;
+        return SF_EXIT_OK;
     }
     remote_doc doc;
     if ((rc = remote_parse(&r, &res, &doc)) == 0) {
@@ -107,7 +107,7 @@ static int token_create(int argc, char **argv)
         remote_text(remote_get(doc.root, "token"), secret, sizeof secret, "");
         bool claim = strcmp(k, "claim") == 0;
         if (secret[0] == '\0') {
-            rc = remote_fail(&r, REMOTE_FAIL, "the server's answer holds no token: %.200s", res.body);
+            rc = remote_fail(&r, SF_EXIT_FAIL, "the server's answer holds no token: %.200s", res.body);
         } else {
             const msgpack_object *exp = remote_get(doc.root, "expires_at");
             printf("%s token %s for %s", claim ? "claim" : "API", id, own);
@@ -186,7 +186,7 @@ static int token_revoke(int argc, char **argv)
     else
         printf("token %" PRId64 " revoked\n", id);
     http_response_free(&res);
-    return REMOTE_OK;
+    return SF_EXIT_OK;
 }
 
 int cmd_token(int argc, char **argv)
@@ -200,12 +200,12 @@ int cmd_token(int argc, char **argv)
         return token_revoke(argc - 1, argv + 1);
     if (argc < 2) {
         fprintf(stderr, "simfarm token: which one: create, list or revoke? (see simfarm token --help)\n");
-        return REMOTE_USAGE;
+        return SF_EXIT_USAGE;
     }
     if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 || strcmp(sub, "help") == 0) {
         fputs(token_usage, stdout);
-        return REMOTE_OK;
+        return SF_EXIT_OK;
     }
     fprintf(stderr, "simfarm token: unknown subcommand '%s' (create, list, revoke)\n", sub);
-    return REMOTE_USAGE;
+    return SF_EXIT_USAGE;
 }

@@ -14,9 +14,9 @@
  * user, which a checkout under /root is not: the cluster then lives under
  * /var/lib/simfarm/ instead, and `up` says so.
  */
-#include "actors/jobs.h"
-#include "actors/pgembed.h"
-#include "actors/store.h"
+#include "actors/coord/jobs.h"
+#include "actors/coord/pgembed.h"
+#include "actors/coord/store.h"
 #include "cli/cli.h"
 
 #include <errno.h>
@@ -32,7 +32,6 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { UP_OK = 0, UP_FAIL = 1, UP_USAGE = 2 };
 
 static void up_usage(FILE *out)
 {
@@ -328,7 +327,7 @@ static char *demo_submission(void)
     size_t cap = n + 128;
     char *s = malloc(cap);
     if (s == NULL)
-        rt_oom(cap);
+        sf_oom(cap);
     /* About half a minute on two cores: long enough to watch it converge. */
     snprintf(s, cap, "{\"kernel\": \"option\", \"params\": %s, \"items\": 1000000000, \"owner\": \"demo\"}", params);
     return s;
@@ -346,7 +345,7 @@ int cmd_up(int argc, char **argv)
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             up_usage(stdout);
-            return UP_OK;
+            return SF_EXIT_OK;
         }
         if (strcmp(a, "--no-demo") == 0) {
             demo_job = false;
@@ -361,13 +360,13 @@ int cmd_up(int argc, char **argv)
         if (cli_value_flag(argc, argv, i, valued, why, sizeof why) != 0) {
             fprintf(stderr, "simfarm up: %s\n\n", why);
             up_usage(stderr);
-            return UP_USAGE;
+            return SF_EXIT_USAGE;
         }
         const char *v = argv[++i];
         if (strcmp(a, "--listen") == 0) {
             if (cli_listen(v, host, sizeof host, &port, why, sizeof why) != 0) {
                 fprintf(stderr, "simfarm up: %s\n", why);
-                return UP_USAGE;
+                return SF_EXIT_USAGE;
             }
         } else if (strcmp(a, "--var") == 0) {
             var = v;
@@ -375,20 +374,20 @@ int cmd_up(int argc, char **argv)
             long n;
             if (!cli_number(v, 0, MAX_NODES, &n)) {
                 fprintf(stderr, "simfarm up: --nodes wants a number from 0 to %d, not '%s'\n", MAX_NODES, v);
-                return UP_USAGE;
+                return SF_EXIT_USAGE;
             }
             nodes = (unsigned)n;
         } else if (strcmp(a, "--cores") == 0) {
             long n;
             if (!cli_number(v, 1, 256, &n)) {
                 fprintf(stderr, "simfarm up: --cores wants a number from 1 to 256, not '%s'\n", v);
-                return UP_USAGE;
+                return SF_EXIT_USAGE;
             }
             cores = (unsigned)n;
         } else {
             fprintf(stderr, "simfarm up: unknown option '%s'\n\n", a);
             up_usage(stderr);
-            return UP_USAGE;
+            return SF_EXIT_USAGE;
         }
     }
 
@@ -400,7 +399,7 @@ int cmd_up(int argc, char **argv)
         if (pg_start(&pg, var, err, sizeof err) != 0) {
             fprintf(stderr, "simfarm up: %s\n", err);
             pg_stop(&pg);
-            return UP_FAIL;
+            return SF_EXIT_FAIL;
         }
         printf("simfarm up: PostgreSQL running in %s\n", pg.dir);
         db = pg.conninfo;
@@ -410,7 +409,7 @@ int cmd_up(int argc, char **argv)
         fprintf(stderr, "simfarm up: cannot use %s: %s\n", var, strerror(errno));
         free(u.submission);
         pg_stop(&pg);
-        return UP_FAIL;
+        return SF_EXIT_FAIL;
     }
     snprintf(u.token_file, sizeof u.token_file, "%s/token", u.var);
     if (u.cores == 0 && u.nodes > 1) {
@@ -427,5 +426,5 @@ int cmd_up(int argc, char **argv)
     stop_nodes(&u);
     free(u.submission);
     pg_stop(&pg);
-    return rc == 0 ? UP_OK : UP_FAIL;
+    return rc == 0 ? SF_EXIT_OK : SF_EXIT_FAIL;
 }

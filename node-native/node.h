@@ -1,5 +1,5 @@
 /*
- * node.h — the native node: the node actor (actors/node.h) on a
+ * node.h — the native node: the node actor (actors/node/node.h) on a
  * libwebsockets client, with a pool of worker actors (one per allowed core,
  * CPU backend) computing its chunks.
  *
@@ -9,12 +9,12 @@
  * running. SIGINT or SIGTERM drains: no new work, the chunks in hand are
  * finished and acknowledged, then `bye` and exit; a second signal exits at
  * once. A coordinator that does not know the key ends the node with
- * ND_EXIT_NOT_ENROLLED.
+ * SF_EXIT_NOT_ENROLLED.
  */
 #ifndef SIMFARM_NODE_NODE_H
 #define SIMFARM_NODE_NODE_H
 
-#include "actors/node.h"
+#include "actors/node/node.h"
 
 #include <stdbool.h>
 

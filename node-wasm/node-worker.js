@@ -1,5 +1,5 @@
 // The node worker of the browser node: the node actor (the same C as the
-// native node, actors/node.c) on the runtime's WebAssembly port, its
+// native node, actors/node/node.c) on the runtime's WebAssembly port, its
 // WebSocket, the key seed in IndexedDB, and one compute worker per core
 // the contributor allows. The page talks to it with messages:
 //   in:  { type: 'start', cores, hardwareCores, audience, url, claimToken, os, browser, memory }
@@ -23,8 +23,8 @@
 importScripts('simfarm-node.js');
 
 const WS_PROTOCOL = 'simfarm.node.v1';
-const ND_ECANCELLED = -200; // actors/node.h
-const ND_STOPPED = 6;       // nd_state, actors/node.h
+const ND_ECANCELLED = -200; // actors/node/node.h
+const ND_STOPPED = 6;       // nd_state, actors/node/node.h
 const SIM_EDEVICE = -11;    // sim/sim.h: "device or driver error"
 let M = null;
 let ws = null;

@@ -1,6 +1,6 @@
 /*
  * node_wasm.c — see node_wasm.h: the browser host of the node actor
- * (actors/node.h).
+ * (actors/node/node.h).
  *
  * One module serves two kinds of Web Worker. The node worker
  * (node-wasm/node-worker.js) runs the node actor on the runtime's
@@ -13,7 +13,7 @@
  */
 #include "node-wasm/node_wasm.h"
 
-#include "actors/node.h"
+#include "actors/node/node.h"
 #include "proto/sign.h"
 #include "runtime/runtime.h"
 #include "sim/ctx.h"
@@ -140,7 +140,7 @@ EMSCRIPTEN_KEEPALIVE int ndw_start(uint8_t *seed, const char *audience, const ch
         sodium_memzero(seed, 32);
         return -2;
     }
-    nd_config cfg = { .audience = audience, .claim_token = claim_token, .version = "simfarm-node " ND_VERSION " (wasm)",
+    nd_config cfg = { .audience = audience, .claim_token = claim_token, .version = "simfarm-node " SF_VERSION " (wasm)",
         .checksum = checksum && checksum[0] ? checksum : NULL, .workers = workers };
     int rc = pr_key_from_seed(&cfg.key, seed, 32);
     sodium_memzero(seed, 32);
@@ -231,7 +231,7 @@ EMSCRIPTEN_KEEPALIVE uint8_t *ndw_alloc(size_t len)
 {
     uint8_t *p = malloc(len ? len : 1);
     if (p == NULL)
-        rt_oom(len);
+        sf_oom(len);
     return p;
 }
 
@@ -286,7 +286,7 @@ EMSCRIPTEN_KEEPALIVE int ndw_compute(const uint8_t *hash, const uint8_t *work, s
         .variant = variant };
     int rc = nd_compute(&W.job, &c, nd_run_cpu, report_progress, NULL, &W.result, &W.result_len);
     if (rc != 0)
-        snprintf(W.err, sizeof W.err, "%s", sim_strerror(rc));
+        snprintf(W.err, sizeof W.err, "%s", sf_strerror(rc));
     return rc;
 }
 

@@ -1,26 +1,15 @@
 /*
- * error.c — words and names for proto's error codes (error.h).
+ * error.c — the protocol's names for its error codes (error.h).
  */
 #include "proto/error.h"
 
-const char *pr_strerror(int err)
-{
-    switch (err) {
-    case 0: return "success";
-#define PR__ERR_TEXT(name, num, text) case PR_##name: return text;
-    PR_ERRNO_MAP(PR__ERR_TEXT)
-#undef PR__ERR_TEXT
-    default: return "unknown error";
-    }
-}
-
 const char *pr_errname(int err)
 {
-    switch (err) {
-    case 0: return "OK";
-#define PR__ERR_NAME(name, num, text) case PR_##name: return #name;
-    PR_ERRNO_MAP(PR__ERR_NAME)
-#undef PR__ERR_NAME
-    default: return "UNKNOWN";
-    }
+    if (err == 0)
+        return "OK";
+    if (err > -1 || err < -99)
+        return "UNKNOWN";
+    const char *sym = sf_errname(err);
+    /* Every registered code of proto's range is spelled PR_<name>. */
+    return sym[0] == 'P' ? sym + 3 : "UNKNOWN";
 }

@@ -2,7 +2,7 @@
  * actor.c — the portable half of the runtime: messages, actors, sending,
  * running a batch, overload policies, monitoring, request/reply and the
  * timer table. Which thread runs an actor is the port's business
- * (sched_uv.c, sched_wasm.c).
+ * (sched_native.c, sched_wasm.c).
  */
 #include "runtime/rt_int.h"
 
@@ -15,84 +15,6 @@
 #include <time.h>
 
 _Thread_local rt_actor *rt__current;
-
-/* ---- errors and memory ------------------------------------------------------ */
-
-const char *rt_strerror(int code)
-{
-    switch (code) {
-    case RT_OK: return "ok";
-#define X(name, text) case RT_E##name: return text;
-        RT_ERRNO_MAP(X)
-#undef X
-    default: return "unknown runtime error";
-    }
-}
-
-void rt_oom(size_t size)
-{
-    fprintf(stderr, "simfarm: out of memory allocating %zu bytes\n", size);
-    abort();
-}
-
-void *rt_grow(void *v, size_t *cap, size_t elem)
-{
-    size_t ncap = *cap ? *cap * 2 : 8;
-    if (ncap > SIZE_MAX / elem)
-        rt_oom(SIZE_MAX);
-    void *nv = realloc(v, ncap * elem);
-    if (nv == NULL)
-        rt_oom(ncap * elem);
-    *cap = ncap;
-    return nv;
-}
-
-void *rt_grow_ring(void *v, size_t *head, size_t n, size_t *cap, size_t elem)
-{
-    size_t old = *cap;
-    unsigned char *nv = rt_grow(v, cap, elem);
-    /* Wrapped elements (head .. old-1, then 0 ..) become one run. */
-    if (*head + n > old) {
-        size_t tail = old - *head; /* elements from head to the old end */
-        memmove(nv + (*cap - tail) * elem, nv + *head * elem, tail * elem);
-        memmove(nv + tail * elem, nv, (n - tail) * elem);
-        memmove(nv, nv + (*cap - tail) * elem, tail * elem);
-    } else if (*head > 0) {
-        memmove(nv, nv + *head * elem, n * elem);
-    }
-    *head = 0;
-    return nv;
-}
-
-char *rt_fmt(const char *f, ...)
-{
-    char small[256];
-    va_list ap;
-    va_start(ap, f);
-    int n = vsnprintf(small, sizeof small, f, ap);
-    va_end(ap);
-    if (n < 0)
-        n = 0;
-    char *s = malloc((size_t)n + 1);
-    if (s == NULL)
-        rt_oom((size_t)n + 1);
-    if ((size_t)n < sizeof small) {
-        memcpy(s, small, (size_t)n + 1);
-    } else {
-        va_start(ap, f);
-        vsnprintf(s, (size_t)n + 1, f, ap);
-        va_end(ap);
-    }
-    return s;
-}
-
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n, size);
-    if (p == NULL)
-        rt_oom(n * size);
-    return p;
-}
 
 /* ---- rare-path actor state ----------------------------------------------------- */
 
@@ -118,7 +40,7 @@ static struct rt_actor_ext *ext_of(rt_actor *a)
     struct rt_actor_ext *e = atomic_load_explicit(&a->ext, memory_order_acquire);
     if (e != NULL)
         return e;
-    struct rt_actor_ext *fresh = xcalloc(1, sizeof *fresh);
+    struct rt_actor_ext *fresh = sf_calloc(1, sizeof *fresh);
     atomic_flag_clear(&fresh->lock);
     /* acq_rel: publish the initialised struct, or see the winner's. */
     if (atomic_compare_exchange_strong_explicit(&a->ext, &e, fresh,
@@ -144,7 +66,7 @@ static void ext_unlock(struct rt_actor_ext *e)
 static void list_add(rt_actor ***v, size_t *n, size_t *cap, rt_actor *a)
 {
     if (*n == *cap) {
-        *v = rt_grow(*v, cap, sizeof **v);
+        *v = sf_grow(*v, cap, sizeof **v);
     }
     (*v)[(*n)++] = a;
 }
@@ -197,7 +119,7 @@ rt_actor *rt_spawn(rt_system *sys, rt_behaviour behaviour, const rt_actor_opts *
     size_t size = sizeof(rt_actor) + opts->state_size;
     rt_actor *a = malloc(size);
     if (a == NULL)
-        rt_oom(size);
+        sf_oom(size);
     memset(a, 0, size);
     rt_mpscq_init(&a->mbox);
     /* Born idle: the first message schedules it. */
@@ -565,7 +487,7 @@ static void pending_add(rt_actor *self, uint64_t req, int64_t timer)
 {
     struct rt_actor_ext *e = ext_of(self);
     if (e->npending == e->pending_cap) {
-        e->pending = rt_grow(e->pending, &e->pending_cap, sizeof *e->pending);
+        e->pending = sf_grow(e->pending, &e->pending_cap, sizeof *e->pending);
     }
     e->pending[e->npending++] = (pending){ req, timer };
 }
@@ -813,7 +735,7 @@ static size_t bucket_of(struct rt_system_common *c, int64_t id)
 static void table_grow(struct rt_system_common *c)
 {
     size_t nb = c->timer_buckets ? c->timer_buckets * 2 : 64;
-    rt_timer **nv = xcalloc(nb, sizeof *nv);
+    rt_timer **nv = sf_calloc(nb, sizeof *nv);
     rt_timer **old = c->timers;
     size_t ob = c->timer_buckets;
     c->timers = nv;
@@ -883,7 +805,7 @@ int64_t rt_send_after(rt_actor *to, uint64_t delay_ms, rt_msg *msg)
     rt_actor *cur = rt__current;
     if (cur != NULL && cur->current == msg)
         cur->current = NULL;
-    rt_timer *t = xcalloc(1, sizeof *t);
+    rt_timer *t = sf_calloc(1, sizeof *t);
     t->msg = msg;
     t->delay_ms = delay_ms;
     return timer_start(to, t);
@@ -893,7 +815,7 @@ int64_t rt_send_every(rt_actor *to, uint64_t period_ms, uint32_t type, uint64_t 
 {
     if (to == NULL || period_ms == 0)
         return RT_EINVAL;
-    rt_timer *t = xcalloc(1, sizeof *t);
+    rt_timer *t = sf_calloc(1, sizeof *t);
     t->delay_ms = period_ms;
     t->period_ms = period_ms;
     t->tick_type = type;

@@ -10,9 +10,10 @@
  */
 #include "runtime/pool.h"
 
-#include "runtime/runtime.h"
+#include "base/alloc.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #ifndef __EMSCRIPTEN__
@@ -90,10 +91,10 @@ static block *slab_new(int c)
     size_t size = class_size[c];
     unsigned char *s = aligned_alloc(LINE, size * BATCH);
     if (s == NULL)
-        rt_oom(size * BATCH);
+        sf_oom(size * BATCH);
     lock();
     if (nslabs == slabs_cap)
-        slabs = rt_grow(slabs, &slabs_cap, sizeof *slabs);
+        slabs = sf_grow(slabs, &slabs_cap, sizeof *slabs);
     slabs[nslabs++] = s;
     unlock();
     for (size_t i = 0; i < BATCH; i++)
@@ -123,7 +124,7 @@ void *rt__pool_alloc(size_t size, unsigned *cls)
     if (c < 0) {
         void *p = calloc(1, size);
         if (p == NULL)
-            rt_oom(size);
+            sf_oom(size);
         *cls = 0;
         return p;
     }

@@ -1,6 +1,6 @@
 /*
  * rt_int.h — what the runtime's files share: the actor and timer structs and
- * the port interface. actor.c is portable; sched_uv.c (native: worker pool +
+ * the port interface. actor.c is portable; sched_native.c (native: worker pool +
  * libuv loop) and sched_wasm.c (one thread, host event loop) implement the
  * rt__port_* functions.
  */

@@ -19,12 +19,14 @@
  * behaviour returns unless the behaviour sent it on (re-sending the message
  * being handled is free: no allocation, no copy).
  *
- * Errors: functions return 0 or a negative RT_E* code (rt_strerror() names
- * it). Allocation failure aborts with a message (see rt_oom()).
+ * Errors: functions return 0 or a negative RT_E* code (sf_strerror() names
+ * it). Allocation failure aborts with a message (see sf_oom()).
  */
 #ifndef SIMFARM_RUNTIME_H
 #define SIMFARM_RUNTIME_H
 
+#include "base/alloc.h"
+#include "base/err.h"
 #include "runtime/mpscq.h"
 
 #include <stdbool.h>
@@ -37,42 +39,8 @@ typedef struct rt_msg rt_msg;
 
 /* ---- errors ---------------------------------------------------------------- */
 
-#define RT_ERRNO_MAP(X)                                                        \
-    X(STOPPED, "the actor or the runtime has stopped")                         \
-    X(OVERLOAD, "the receiver's mailbox is over its high-water mark")          \
-    X(INVAL, "invalid argument")                                               \
-    X(NOTIMER, "no such timer (delivered, cancelled or never started)")        \
-    X(THREAD, "could not start a thread")                                      \
-    X(LOOP, "libuv loop error")
-
-enum {
-    RT_OK = 0,
-#define X(name, text) RT_E##name,
-    RT__ERR_FIRST = -100,
-    RT_ERRNO_MAP(X)
-#undef X
-};
-
-/* A static, human-readable description of code (0 or an RT_E* value). */
-const char *rt_strerror(int code);
-
-/* Aborts the process after printing what could not be allocated. The one
- * out-of-memory policy of the runtime: a farm process that cannot allocate
- * a few bytes is better restarted than limping. */
-_Noreturn void rt_oom(size_t size);
-
-/* Doubles the capacity of an array of elem-byte elements (to 8 from 0):
- * returns the moved array and updates *cap. Never returns NULL: failure is
- * rt_oom(). For the append-only arrays of actors and hosts. */
-void *rt_grow(void *v, size_t *cap, size_t elem);
-
-/* The same for a ring of n elements starting at *head (a queue): the
- * elements move to the start of the new array in order and *head becomes 0. */
-void *rt_grow_ring(void *v, size_t *head, size_t n, size_t *cap, size_t elem);
-
-/* printf into a new malloc'd string (the caller frees it). Never returns
- * NULL: failure is rt_oom(). */
-char *rt_fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+/* The runtime's codes, RT_E*, are in base/err.h (sf_strerror()). */
+enum { RT_OK = 0 };
 
 /* Milliseconds of the monotonic clock (for intervals; no wall time). */
 uint64_t rt_mono_ms(void);

@@ -168,7 +168,7 @@ rt_system *rt_system_create(const rt_system_opts *opts, int *err)
     (void)opts; /* one thread; no loop to borrow */
     rt_system *sys = calloc(1, sizeof *sys);
     if (sys == NULL)
-        rt_oom(sizeof *sys);
+        sf_oom(sizeof *sys);
     rt_mpscq_init(&sys->runq);
     if (err != NULL)
         *err = 0;

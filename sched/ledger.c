@@ -17,6 +17,9 @@
  */
 #include "sched/sched.h"
 
+#include "base/alloc.h"
+#include "base/fnv.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,43 +156,6 @@ struct sc_ledger {
     bool restoring;            /* replaying a journal: emit nothing */
 };
 
-const char *sc_strerror(int code)
-{
-    switch (code) {
-    case SC_OK: return "ok";
-#define X(name, text) case SC_E##name: return text;
-        SC_ERRNO_MAP(X)
-#undef X
-    default: return "unknown scheduler error";
-    }
-}
-
-/* ---- memory ------------------------------------------------------------------ */
-
-static void oom(size_t n)
-{
-    fprintf(stderr, "simfarm: out of memory allocating %zu bytes\n", n);
-    abort();
-}
-
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n, size);
-    if (p == NULL && n != 0)
-        oom(n * size);
-    return p;
-}
-
-static void *xrealloc(void *p, size_t n, size_t size)
-{
-    if (size != 0 && n > SIZE_MAX / size)
-        oom(SIZE_MAX);
-    void *q = realloc(p, n * size);
-    if (q == NULL && n != 0)
-        oom(n * size);
-    return q;
-}
-
 /* ---- hashing and randomness --------------------------------------------------- */
 
 static uint64_t mix64(uint64_t x)
@@ -212,11 +178,7 @@ static uint64_t token_hash(const uint8_t t[16])
 /* FNV-1a: tells "same result bytes" from "different" for idempotency. */
 static uint64_t bytes_hash(const void *p, size_t n)
 {
-    const unsigned char *s = p;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ s[i]) * 0x100000001b3ull;
-    return h;
+    return sf_fnv64(SF_FNV64_BASIS, p, n);
 }
 
 static void default_random(void *ctx, void *buf, size_t n)
@@ -236,7 +198,7 @@ static void default_random(void *ctx, void *buf, size_t n)
 
 sc_ledger *sc_ledger_create(const sc_config *config)
 {
-    sc_ledger *l = xcalloc(1, sizeof *l);
+    sc_ledger *l = sf_calloc(1, sizeof *l);
     if (config != NULL)
         l->cfg = *config;
     if (l->cfg.target_chunk_ms == 0)
@@ -348,7 +310,7 @@ static void tok_grow(sc_ledger *l)
     uint32_t *old = l->tok;
     size_t ocap = l->tok_cap;
     l->tok_cap = ocap ? ocap * 2 : 64;
-    l->tok = xrealloc(NULL, l->tok_cap, sizeof *l->tok);
+    l->tok = sf_reallocarray(NULL, l->tok_cap, sizeof *l->tok);
     memset(l->tok, 0xff, l->tok_cap * sizeof *l->tok);
     for (size_t i = 0; i < ocap; i++)
         if (old[i] != NONE)
@@ -401,7 +363,7 @@ static node_slot *node_find(sc_ledger *l, uint64_t node, bool create)
         node_slot *old = l->nodes;
         size_t ocap = l->nodes_cap;
         l->nodes_cap = ocap ? ocap * 2 : 64;
-        l->nodes = xrealloc(NULL, l->nodes_cap, sizeof *l->nodes);
+        l->nodes = sf_reallocarray(NULL, l->nodes_cap, sizeof *l->nodes);
         for (size_t i = 0; i < l->nodes_cap; i++)
             l->nodes[i].head = NONE;
         for (size_t i = 0; i < ocap; i++) {
@@ -507,7 +469,7 @@ static uint32_t claim_alloc(sc_ledger *l)
     if (l->free_head == NONE) {
         uint32_t ocap = l->claims_cap;
         uint32_t ncap = ocap ? ocap * 2 : 64;
-        l->claims = xrealloc(l->claims, ncap, sizeof *l->claims);
+        l->claims = sf_reallocarray(l->claims, ncap, sizeof *l->claims);
         memset(l->claims + ocap, 0, (ncap - ocap) * sizeof *l->claims);
         for (uint32_t i = ncap; i-- > ocap;) {
             l->claims[i].wnext = l->free_head;
@@ -549,7 +511,7 @@ static void pend_reserve(lane *ln)
     if (ln->pend_len < ln->pend_cap)
         return;
     size_t ncap = ln->pend_cap ? ln->pend_cap * 2 : 8;
-    range *nr = xrealloc(NULL, ncap, sizeof *nr);
+    range *nr = sf_reallocarray(NULL, ncap, sizeof *nr);
     for (size_t i = 0; i < ln->pend_len; i++)
         nr[i] = ln->pend[(ln->pend_head + i) % ln->pend_cap];
     free(ln->pend);
@@ -621,7 +583,7 @@ static void done_set(const sc_ledger *l, job *j, uint64_t chunk, const uint8_t t
             ncap *= 2;
         if (ncap > window)
             ncap = window;
-        j->done = xrealloc(j->done, ncap, sizeof *j->done);
+        j->done = sf_reallocarray(j->done, ncap, sizeof *j->done);
         memset(j->done + j->done_cap, 0, (ncap - j->done_cap) * sizeof *j->done);
         j->done_cap = ncap;
     }
@@ -694,8 +656,8 @@ static void pair_set(job *j, uint64_t chunk, uint64_t count, const sim_stats *re
     uint32_t np = j->spec.variants - 1;
     if (j->npairs == j->pairs_cap) {
         size_t ncap = j->pairs_cap ? 2 * j->pairs_cap : 64;
-        j->pairs = xrealloc(j->pairs, ncap, sizeof *j->pairs);
-        j->pair_d = xrealloc(j->pair_d, ncap * np, sizeof *j->pair_d);
+        j->pairs = sf_reallocarray(j->pairs, ncap, sizeof *j->pairs);
+        j->pair_d = sf_reallocarray(j->pair_d, ncap * np, sizeof *j->pair_d);
         j->pairs_cap = ncap;
     }
     size_t k = j->npairs++;
@@ -791,7 +753,7 @@ static void rr_rebuild(sc_ledger *l)
         if (li == l->nlevels || l->levels[li].priority != j->spec.priority) {
             if (l->nlevels == l->levels_cap) {
                 size_t ncap = l->levels_cap ? l->levels_cap * 2 : 4;
-                l->levels = xrealloc(l->levels, ncap, sizeof *l->levels);
+                l->levels = sf_reallocarray(l->levels, ncap, sizeof *l->levels);
                 memset(l->levels + l->levels_cap, 0, (ncap - l->levels_cap) * sizeof *l->levels);
                 l->levels_cap = ncap;
             }
@@ -810,7 +772,7 @@ static void rr_rebuild(sc_ledger *l)
         if (oi == lv->nowners) {
             if (lv->nowners == lv->cap) {
                 size_t ncap = lv->cap ? lv->cap * 2 : 4;
-                lv->owners = xrealloc(lv->owners, ncap, sizeof *lv->owners);
+                lv->owners = sf_reallocarray(lv->owners, ncap, sizeof *lv->owners);
                 memset(lv->owners + lv->cap, 0, (ncap - lv->cap) * sizeof *lv->owners);
                 lv->cap = ncap;
             }
@@ -822,7 +784,7 @@ static void rr_rebuild(sc_ledger *l)
         rr_owner *o = &lv->owners[oi];
         if (o->njobs == o->cap) {
             o->cap = o->cap ? o->cap * 2 : 4;
-            o->jobs = xrealloc(o->jobs, o->cap, sizeof *o->jobs);
+            o->jobs = sf_reallocarray(o->jobs, o->cap, sizeof *o->jobs);
         }
         o->jobs[o->njobs++] = j;
     }
@@ -861,13 +823,13 @@ static int job_new(sc_ledger *l, const sc_job_spec *spec, job **out)
         return rc;
     if (job_find(l, spec->id) != NULL)
         return SC_EEXISTS;
-    job *j = xcalloc(1, sizeof *j);
+    job *j = sf_calloc(1, sizeof *j);
     j->spec = *spec;
     if (j->spec.tiers == 0)
         j->spec.tiers = SC_TIER_ANY;
     if (j->spec.samples_per_item == 0)
         j->spec.samples_per_item = 1;
-    j->layouts = xcalloc(spec->nout, sizeof *j->layouts);
+    j->layouts = sf_calloc(spec->nout, sizeof *j->layouts);
     memcpy(j->layouts, spec->layouts, spec->nout * sizeof *j->layouts);
     j->spec.layouts = j->layouts;
     j->spec.steps = NULL;
@@ -875,7 +837,7 @@ static int job_new(sc_ledger *l, const sc_job_spec *spec, job **out)
     j->nres = spec->nout;
     if (spec->strategy == SC_STAT_WEIGHTS) {
         j->nres = spec->variants * spec->nout;
-        j->steps = xcalloc(spec->variants - 1, sizeof *j->steps);
+        j->steps = sf_calloc(spec->variants - 1, sizeof *j->steps);
         memcpy(j->steps, spec->steps, (spec->variants - 1) * sizeof *j->steps);
         j->spec.steps = j->steps;
     } else if (spec->strategy == SC_TOURNAMENT) {
@@ -889,9 +851,9 @@ static int job_new(sc_ledger *l, const sc_job_spec *spec, job **out)
     } else {
         j->spec.variants = 1;
     }
-    j->lanes = xcalloc(j->nlanes, sizeof *j->lanes);
+    j->lanes = sf_calloc(j->nlanes, sizeof *j->lanes);
     for (uint32_t i = 0; i < j->nlanes; i++) {
-        j->lanes[i].agg = xcalloc(j->nres, sizeof *j->lanes[i].agg);
+        j->lanes[i].agg = sf_calloc(j->nres, sizeof *j->lanes[i].agg);
         for (uint32_t r = 0; r < j->nres; r++)
             sim_stats_init(&j->lanes[i].agg[r], &j->layouts[r % spec->nout]);
     }
@@ -900,7 +862,7 @@ static int job_new(sc_ledger *l, const sc_job_spec *spec, job **out)
     l->rr_dirty = true;
     if (l->njobs == l->jobs_cap) {
         l->jobs_cap = l->jobs_cap ? l->jobs_cap * 2 : 16;
-        l->jobs = xrealloc(l->jobs, l->jobs_cap, sizeof *l->jobs);
+        l->jobs = sf_reallocarray(l->jobs, l->jobs_cap, sizeof *l->jobs);
     }
     l->jobs[l->njobs++] = j;
     *out = j;
@@ -944,10 +906,10 @@ static void ahead_drop(lane *ln)
 static void ahead_keep(lane *ln)
 {
     size_t n = ln->nahead - ln->ahead_at;
-    const sc_record **own = xcalloc(n, sizeof *own);
+    const sc_record **own = sf_calloc(n, sizeof *own);
     for (size_t i = 0; i < n; i++) {
         const sc_record *r = ln->ahead[ln->ahead_at + i];
-        sc_record *c = xcalloc(1, sizeof *c + r->result_len);
+        sc_record *c = sf_calloc(1, sizeof *c + r->result_len);
         *c = *r;
         if (r->result_len > 0) {
             memcpy(c + 1, r->result, r->result_len);
@@ -1567,7 +1529,7 @@ size_t sc_reclaim(sc_ledger *l, uint64_t now_ms)
                     continue;
                 if (n == l->scratch_cap) {
                     l->scratch_cap = l->scratch_cap ? l->scratch_cap * 2 : 256;
-                    l->scratch = xrealloc(l->scratch, l->scratch_cap, sizeof *l->scratch);
+                    l->scratch = sf_reallocarray(l->scratch, l->scratch_cap, sizeof *l->scratch);
                 }
                 l->scratch[n++] = idx;
             }
@@ -1667,7 +1629,7 @@ int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs,
     int rc = job_new(l, spec, &j);
     if (rc != 0)
         return rc;
-    const sc_record **v = xcalloc(n ? n : 1, sizeof *v);
+    const sc_record **v = sf_calloc(n ? n : 1, sizeof *v);
     size_t nv = 0;
     sc_job_state end = SC_JOB_RUNNING;
 

@@ -11,7 +11,7 @@
  * counted exactly once whatever the interleaving of claims, completions,
  * expiries, node losses and restarts from the journal.
  *
- * Errors: functions return 0 or a negative SC_E* code (sc_strerror()).
+ * Errors: functions return 0 or a negative SC_E* code (sf_strerror()).
  */
 #ifndef SIMFARM_SCHED_H
 #define SIMFARM_SCHED_H
@@ -22,23 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SC_ERRNO_MAP(X)                                                            \
-    X(INVAL, "invalid argument")                                                   \
-    X(EXISTS, "a job with this id is already in the ledger")                       \
-    X(NOJOB, "no such job")                                                        \
-    X(BADRESULT, "the result does not decode or does not match its chunk")         \
-    X(BADRECORD, "a journal record is malformed or does not fit its job")          \
-    X(TOOBIG, "the job is too large")
-
-enum {
-    SC_OK = 0,
-    SC__ERR_FIRST = -300,
-#define X(name, text) SC_E##name,
-    SC_ERRNO_MAP(X)
-#undef X
-};
-
-const char *sc_strerror(int code);
+/* The ledger's codes, SC_E*, are in base/err.h (sf_strerror()). */
+enum { SC_OK = 0 };
 
 typedef struct sc_ledger sc_ledger;
 

@@ -4,7 +4,7 @@
 #include "sim/ctx.h"
 
 #include "sim/sim_int.h"
-#include "sim/sim_json.h"
+#include "base/json.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -75,14 +75,14 @@ int sim_ctx_decode(const void *ctx, size_t len, char *kernel, size_t klen, uint6
     const msgpack_object_map *m = &up.data.via.map;
     for (uint32_t i = 0; i < m->size; i++) {
         const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
-        if (sim_str_is(k, "kernel") && v->type == MSGPACK_OBJECT_STR && v->via.str.size > 0 && v->via.str.size < klen) {
+        if (sf_mp_streq(k, "kernel") && v->type == MSGPACK_OBJECT_STR && v->via.str.size > 0 && v->via.str.size < klen) {
             memcpy(kernel, v->via.str.ptr, v->via.str.size);
             kernel[v->via.str.size] = '\0';
             have_k = true;
-        } else if (sim_str_is(k, "seed") && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        } else if (sf_mp_streq(k, "seed") && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
             *seed = v->via.u64;
             have_s = true;
-        } else if (sim_str_is(k, "params")) {
+        } else if (sf_mp_streq(k, "params")) {
             msgpack_packer pk;
             msgpack_packer_init(&pk, params, msgpack_sbuffer_write);
             msgpack_pack_object(&pk, *v);
@@ -126,11 +126,11 @@ int sim_work_open(sim_work *w, const void *ctx, size_t len, char *err, size_t er
     const msgpack_object *params_o = NULL, *variants = NULL;
     for (uint32_t i = 0; i < m->size; i++) {
         const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
-        if (sim_str_is(k, "params"))
+        if (sf_mp_streq(k, "params"))
             params_o = v;
-        else if (sim_str_is(k, "variants"))
+        else if (sf_mp_streq(k, "variants"))
             variants = v;
-        else if (sim_str_is(k, "every"))
+        else if (sf_mp_streq(k, "every"))
             w->every = v->type == MSGPACK_OBJECT_BOOLEAN && v->via.boolean;
     }
     uint32_t n = 1;

@@ -108,7 +108,7 @@ static inline uint64_t sim_f64_bits(double d)
 #endif
 
 /* Placed before each loop over a group's lanes. Empty, except in the
- * OpenCL program for CPU devices, whose prelude (opencl_uv.c) makes it a
+ * OpenCL program for CPU devices, whose prelude (opencl_native.c) makes it a
  * clang loop hint: vectors of 8 doubles, two in flight. It changes how a
  * loop is vectorized, never an operation or its order. */
 #ifndef SIM_VLOOP

@@ -2,9 +2,9 @@
  * kernels.cu — the CUDA entry points. The kernels themselves are the
  * shared headers every backend compiles (dev.h, option_dev.h,
  * combat_dev.h); this file only maps CUDA threads onto groups of items,
- * exactly as the OpenCL entry points in opencl_uv.c do. Built by the
+ * exactly as the OpenCL entry points in opencl_native.c do. Built by the
  * Makefile's CUDA section with nvcc -fmad=false (no fused multiply-add)
- * into a fatbin that cuda_uv.c embeds and loads through the driver.
+ * into a fatbin that cuda_native.c embeds and loads through the driver.
  */
 #define SIM_W 4
 #include "sim/combat_dev.h"

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "sim/sim_int.h"
-#include "sim/sim_json.h"
+#include "base/json.h"
 
 int sim__param_fail(const sim__pctx *c, const char *field, const char *fmt, ...)
 {
@@ -27,7 +27,7 @@ int sim__param_fail(const sim__pctx *c, const char *field, const char *fmt, ...)
 
 const msgpack_object *sim__param_get(const sim__pctx *c, const char *field)
 {
-    return sim_map_get(c->map, field);
+    return sf_mp_get(c->map, field);
 }
 
 int sim__param_known(const sim__pctx *c, const sim__param *table, size_t n)
@@ -37,7 +37,7 @@ int sim__param_known(const sim__pctx *c, const sim__param *table, size_t n)
         const msgpack_object *k = &m->ptr[i].key;
         bool ok = false;
         for (size_t f = 0; f < n && !ok; f++)
-            ok = sim_str_is(k, table[f].name);
+            ok = sf_mp_streq(k, table[f].name);
         if (ok)
             continue;
         char name[48] = "?";
@@ -159,7 +159,7 @@ int sim__param_enum(const sim__pctx *c, const sim__param *d, int *out)
     }
     if (o->type == MSGPACK_OBJECT_STR)
         for (int i = 0; names[i] != NULL; i++)
-            if (sim_str_is(o, names[i])) {
+            if (sf_mp_streq(o, names[i])) {
                 *out = i;
                 return 0;
             }

@@ -10,23 +10,11 @@
 #include "sim/sim_int.h"
 
 /* Adding a kernel: its .c file and *_dev.h, and one line here (plus its
- * device header in opencl_uv.c's source list and in kernels.cu). */
+ * device header in opencl_native.c's source list and in kernels.cu). */
 static const sim_kernel *const kernels[] = {
     &sim__option_kernel,
     &sim__combat_kernel,
 };
-
-const char *sim_strerror(int err)
-{
-    switch (err) {
-#define SIM_ERR_TEXT(name, code, text) \
-    case code: return text;
-        SIM_ERRNO_MAP(SIM_ERR_TEXT)
-#undef SIM_ERR_TEXT
-    case 0: return "success";
-    default: return "unknown error";
-    }
-}
 
 const sim_kernel *sim_kernel_at(size_t i)
 {

@@ -15,31 +15,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/err.h"
 #include "sim/dev.h"
 
 /* ---- errors ------------------------------------------------------------------ */
 
-#define SIM_ERRNO_MAP(X)                                                        \
-    X(EINVAL, -1, "invalid argument")                                           \
-    X(EPARAM, -2, "invalid kernel parameters")                                  \
-    X(ENOKERNEL, -3, "no such kernel")                                          \
-    X(ERANGE, -4, "item range out of bounds")                                   \
-    X(ELAYOUT, -5, "statistics have different layouts")                         \
-    X(EFORMAT, -6, "malformed statistics encoding")                             \
-    X(ENOSPC, -7, "buffer too small")                                           \
-    X(ENOMEM, -8, "out of memory")                                              \
-    X(ENOBACKEND, -9, "backend not built into this program")                    \
-    X(ENODEVICE, -10, "no device for this backend")                             \
-    X(EDEVICE, -11, "device or driver error")
-
-enum {
-#define SIM_ERR_ENUM(name, code, text) SIM_##name = code,
-    SIM_ERRNO_MAP(SIM_ERR_ENUM)
-#undef SIM_ERR_ENUM
-};
-
-/* Text for an error code from SIM_ERRNO_MAP; "unknown error" otherwise. */
-const char *sim_strerror(int err);
+/* The kernels' codes, SIM_E*, are in base/err.h (sf_strerror()). */
 
 /* ---- statistics ---------------------------------------------------------------- */
 

@@ -46,13 +46,13 @@
  * before starting the coordinator, which inherits it: a coordinator with N
  * sessions needs `ulimit -n` above N + 100.
  */
-#include "actors/jobs.h"
-#include "actors/pgembed.h"
+#include "actors/coord/jobs.h"
+#include "actors/coord/pgembed.h"
 #include "proto/msg.h"
 #include "proto/sign.h"
 #include "sched/sched.h"
 #include "sim/sim.h"
-#include "sim/sim_json.h"
+#include "base/json.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -430,7 +430,7 @@ static void results_init(void)
     char err[160];
     sim_job *job = NULL;
     msgpack_sbuffer_init(&mp);
-    if (sim_json_to_msgpack(params_json, strlen(params_json), &mp, err, sizeof err) != 0 ||
+    if (sf_json_to_msgpack(params_json, strlen(params_json), &mp, err, sizeof err) != 0 ||
         sim_job_create(&job, "option", mp.data, mp.size, 1, err, sizeof err) != 0)
         die("the option job: %s", err);
     msgpack_sbuffer_destroy(&mp);
@@ -600,7 +600,7 @@ static void send_msg(node *n, pr_msg *m)
     m->ts = wall_ms();
     int rc = pr_encode(m, &out, &len);
     if (rc != 0)
-        die("cannot encode %s: %s", pr_type_name(m->type), pr_strerror(rc));
+        die("cannot encode %s: %s", pr_type_name(m->type), sf_strerror(rc));
     ws_send(n, out, len);
     free(out);
 }
@@ -727,7 +727,7 @@ static void on_message(node *n, const uint8_t *p, size_t len)
     int rc = pr_decode(&m, p, len);
     if (rc != 0) {
         if (B.errors++ < 5)
-            fprintf(stderr, "bench_coord: bad frame from the coordinator: %s %s\n", pr_strerror(rc), m.err_at);
+            fprintf(stderr, "bench_coord: bad frame from the coordinator: %s %s\n", sf_strerror(rc), m.err_at);
         return;
     }
     switch (m.type) {

@@ -65,7 +65,7 @@ static volatile int sink;
 
 static void fail(const char *what, int rc)
 {
-    fprintf(stderr, "bench_proto: %s: %s\n", what, pr_strerror(rc));
+    fprintf(stderr, "bench_proto: %s: %s\n", what, sf_strerror(rc));
     exit(1);
 }
 

@@ -53,7 +53,7 @@ static rt_system *sys_new(void)
     int err = 0;
     rt_system *sys = rt_system_create(&o, &err);
     if (sys == NULL) {
-        fprintf(stderr, "bench_rt: %s\n", rt_strerror(err));
+        fprintf(stderr, "bench_rt: %s\n", sf_strerror(err));
         exit(1);
     }
     return sys;

@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "sim/sim.h"
-#include "sim/sim_json.h"
+#include "base/json.h"
 
 #ifdef __EMSCRIPTEN__
 #define SUFFIX "wasm"
@@ -69,7 +69,7 @@ static sim_job *make(const char *kernel, const char *json)
     sim_job *job = NULL;
     char err[256];
     msgpack_sbuffer_init(&b);
-    int rc = sim_json_to_msgpack(json, strlen(json), &b, err, sizeof err);
+    int rc = sf_json_to_msgpack(json, strlen(json), &b, err, sizeof err);
     if (rc == 0)
         rc = sim_job_create(&job, kernel, b.data, b.size, 2024, err, sizeof err);
     msgpack_sbuffer_destroy(&b);

@@ -28,7 +28,7 @@
 #include "sim/option_dev.h"
 #include "sim/sim.h"
 #include "sim/sim_int.h"
-#include "sim/sim_json.h"
+#include "base/json.h"
 
 #ifdef __EMSCRIPTEN__
 #define SUFFIX "wasm"
@@ -142,7 +142,7 @@ int main(void)
     sim_job *j = NULL;
     char err[256];
     msgpack_sbuffer_init(&b);
-    int rc = sim_json_to_msgpack(european, strlen(european), &b, err, sizeof err);
+    int rc = sf_json_to_msgpack(european, strlen(european), &b, err, sizeof err);
     if (rc == 0)
         rc = sim_job_create(&j, "option", b.data, b.size, 2024, err, sizeof err);
     msgpack_sbuffer_destroy(&b);

@@ -351,7 +351,7 @@ static void timers_fire_in_order(void)
     rt_actor_release(s);
     finish(sys);
     CHECK(!watchdog_fired, "watchdog");
-    CHECK(tm.cancel_rc == 0, "cancel: %s", rt_strerror(tm.cancel_rc));
+    CHECK(tm.cancel_rc == 0, "cancel: %s", sf_strerror(tm.cancel_rc));
     CHECK(tm.cancel_again_rc == RT_ENOTIMER, "second cancel: %d", tm.cancel_again_rc);
     const uint64_t want[] = { 0, 20, 40, 60, 80, 99 };
     CHECK(tm.n == 6, "got %d timer messages, want 6 (the cancelled one must not arrive)", tm.n);
@@ -418,9 +418,9 @@ static void cancel_after_fire(void)
     finish(sys);
     CHECK(!watchdog_fired, "watchdog");
     CHECK(!cq.gave_up, "the timer's message did not arrive in %d ms", CANCEL_WAIT_MS);
-    CHECK(cq.cancel_rc == 0, "cancel after the timer fired: %s", rt_strerror(cq.cancel_rc));
+    CHECK(cq.cancel_rc == 0, "cancel after the timer fired: %s", sf_strerror(cq.cancel_rc));
     CHECK(cq.delivered == 0, "the message of a cancelled timer was delivered");
-    CHECK(cq.cancel_again_rc == RT_ENOTIMER, "second cancel: %s", rt_strerror(cq.cancel_again_rc));
+    CHECK(cq.cancel_again_rc == RT_ENOTIMER, "second cancel: %s", sf_strerror(cq.cancel_again_rc));
 }
 
 /* Timers far ahead wait: the WebAssembly port's host timeouts take at most
@@ -464,7 +464,7 @@ static void far_timers_wait(void)
     CHECK(!watchdog_fired, "watchdog");
     CHECK(far.early == 0, "%d timers due in 2^31 ms or more fired within 50 ms", far.early);
     for (int i = 0; i < 4; i++)
-        CHECK(far.cancel_rc[i] == 0, "timer %d: cancel: %s", i, rt_strerror(far.cancel_rc[i]));
+        CHECK(far.cancel_rc[i] == 0, "timer %d: cancel: %s", i, sf_strerror(far.cancel_rc[i]));
 }
 
 enum { PERIOD_MS = 4, TICKS = 40 };

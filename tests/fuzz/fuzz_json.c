@@ -1,12 +1,12 @@
 /*
- * fuzz_json.c — the API's JSON reader (sim_json_to_msgpack, which reads
+ * fuzz_json.c — the API's JSON reader (sf_json_to_msgpack, which reads
  * every request body) and the kernels' parameter checks behind it, over
  * arbitrary bytes: it never crashes, what it accepts is one whole msgpack
  * value, and a kernel given that value as its parameters accepts it or
  * refuses it with a message.
  */
 #include "sim/sim.h"
-#include "sim/sim_json.h"
+#include "base/json.h"
 
 #include <msgpack.h>
 #include <stdint.h>
@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     msgpack_sbuffer out;
     msgpack_sbuffer_init(&out);
     char err[256];
-    if (sim_json_to_msgpack((const char *)data, size, &out, err, sizeof err) == 0) {
+    if (sf_json_to_msgpack((const char *)data, size, &out, err, sizeof err) == 0) {
         msgpack_unpacked up;
         size_t off = 0;
         msgpack_unpacked_init(&up);

@@ -5,12 +5,12 @@
  * completes them. A finished job's result must equal one local run over all
  * its items, bit for bit, also when the coordinator restarts mid-job.
  */
-#include "actors/jobs.h"
-#include "actors/scheduler.h"
-#include "actors/store.h"
+#include "actors/coord/jobs.h"
+#include "actors/coord/scheduler.h"
+#include "actors/coord/store.h"
 #include "sim/ctx.h"
 #include "sim/sim.h"
-#include "sim/sim_json.h"
+#include "base/json.h"
 #include "tests/support/check.h"
 #include "tests/support/proxy.h"
 
@@ -75,7 +75,7 @@ static cd_query *job_insert(uint64_t items, uint64_t seed)
     char err[128];
     unsigned char hash[32];
     msgpack_sbuffer_init(&mp);
-    if (sim_json_to_msgpack(params_json, strlen(params_json), &mp, err, sizeof err) != 0) {
+    if (sf_json_to_msgpack(params_json, strlen(params_json), &mp, err, sizeof err) != 0) {
         msgpack_sbuffer_destroy(&mp);
         return NULL;
     }
@@ -117,7 +117,7 @@ static sim_job *local_job(uint64_t seed)
     char err[128];
     sim_job *job = NULL;
     msgpack_sbuffer_init(&mp);
-    sim_json_to_msgpack(params_json, strlen(params_json), &mp, err, sizeof err);
+    sf_json_to_msgpack(params_json, strlen(params_json), &mp, err, sizeof err);
     sim_job_create(&job, "option", mp.data, mp.size, seed, err, sizeof err);
     msgpack_sbuffer_destroy(&mp);
     return job;
@@ -515,7 +515,7 @@ static bool release_end(held_end *h, uint64_t id, const char *sql_text)
 }
 
 #define LOCK_JOB_ROW "SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE"
-#define JOURNAL_INSERT "WITH r (job_id, type" /* actors/journal.c */
+#define JOURNAL_INSERT "WITH r (job_id, type" /* actors/coord/journal.c */
 #define END_UPDATE "UPDATE jobs SET state = CASE"
 
 static uint64_t awaited_job; /* for the predicates below */

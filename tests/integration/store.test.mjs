@@ -1,4 +1,4 @@
-// The store actor (actors/store_uv.c) against a real PostgreSQL: migrations,
+// The store actor (actors/coord/store.c) against a real PostgreSQL: migrations,
 // parameters, errors, 200 queries in flight, NOTIFY, group commit (queued
 // groupable queries answered after one commit; a failing one fails alone; a
 // connection killed mid-group still answers every query), every connection

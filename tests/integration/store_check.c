@@ -3,8 +3,8 @@
  * connection string is argv[1] (tests/integration/store.test.mjs starts
  * the server and runs this).
  */
-#include "actors/migrations.h"
-#include "actors/store.h"
+#include "actors/coord/migrations.h"
+#include "actors/coord/store.h"
 #include "tests/support/check.h"
 #include "tests/support/proxy.h"
 

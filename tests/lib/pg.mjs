@@ -128,7 +128,7 @@ async function launch(data, dir, timeoutMs) {
 }
 
 // Creates database `name` in the cluster; resolves to its libpq connection
-// string. A coordinator holds its database alone (actors/store.h,
+// string. A coordinator holds its database alone (actors/coord/store.h,
 // `exclusive`): a test that runs a second coordinator beside another gives
 // it a database of its own.
 export async function createDatabase(pg, name) {

@@ -197,7 +197,7 @@ test('a frame past 4 MiB is refused with EFRAMESIZE and ends the session', async
 });
 
 // An enrolled node may send STRIKES bad frames at once (one more each 10 s);
-// the next ends its session (actors/session_uv.c, docs/reliability.md).
+// the next ends its session (actors/coord/session.c, docs/reliability.md).
 const STRIKES = 16;
 
 test('garbage from an enrolled node: every frame answered, the session kept', async () => {

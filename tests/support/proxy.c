@@ -3,8 +3,8 @@
  */
 #include "tests/support/proxy.h"
 
-#include "actors/scheduler.h"
-#include "actors/store.h"
+#include "actors/coord/scheduler.h"
+#include "actors/coord/store.h"
 
 #include <pthread.h>
 #include <stdlib.h>

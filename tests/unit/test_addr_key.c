@@ -9,7 +9,7 @@
 #include <netinet/in.h>
 #include <string.h>
 
-#include "actors/session.h"
+#include "actors/coord/session.h"
 
 static void key4(const char *addr, uint8_t key[PR_PK_BYTES])
 {

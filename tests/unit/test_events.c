@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "actors/events.h"
+#include "actors/coord/events.h"
 
 typedef struct seen {
     char text[16][128];

@@ -1,5 +1,5 @@
 /*
- * test_grow.c — rt_grow_ring keeps a queue's order whether or not it has
+ * test_grow.c — sf_grow_ring keeps a queue's order whether or not it has
  * wrapped around the end of its array.
  */
 #include <criterion/criterion.h>
@@ -21,7 +21,7 @@ Test(grow_ring, keeps_order_for_every_head)
 {
     for (size_t head = 0; head < 8; head++) {
         size_t cap = 8, h = head;
-        int *v = rt_grow_ring(full_ring(8, head), &h, 8, &cap, sizeof(int));
+        int *v = sf_grow_ring(full_ring(8, head), &h, 8, &cap, sizeof(int));
         cr_assert_eq(cap, 16);
         cr_assert_eq(h, 0);
         for (int i = 0; i < 8; i++)
@@ -33,7 +33,7 @@ Test(grow_ring, keeps_order_for_every_head)
 Test(grow_ring, from_empty)
 {
     size_t cap = 0, h = 0;
-    int *v = rt_grow_ring(NULL, &h, 0, &cap, sizeof(int));
+    int *v = sf_grow_ring(NULL, &h, 0, &cap, sizeof(int));
     cr_assert_eq(cap, 8);
     cr_assert_eq(h, 0);
     free(v);

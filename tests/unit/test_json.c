@@ -11,14 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/sim_json.h"
+#include "base/json.h"
 
 /* Parses json (len bytes); on success *obj is its msgpack object. */
 static int parse(const char *json, size_t len, msgpack_sbuffer *b, msgpack_unpacked *u, char *err, size_t errlen)
 {
     msgpack_sbuffer_init(b);
     msgpack_unpacked_init(u);
-    int rc = sim_json_to_msgpack(json, len, b, err, errlen);
+    int rc = sf_json_to_msgpack(json, len, b, err, errlen);
     if (rc == 0)
         cr_assert_eq(msgpack_unpack_next(u, b->data, b->size, NULL), MSGPACK_UNPACK_SUCCESS, "%s", json);
     return rc;
@@ -62,7 +62,7 @@ Test(json, objects_arrays_and_scalars)
     const msgpack_object *o = &u.data;
     cr_assert_eq(o->type, MSGPACK_OBJECT_MAP);
     cr_assert_eq(o->via.map.size, 4);
-    const msgpack_object *a = sim_map_get(o, "a");
+    const msgpack_object *a = sf_mp_get(o, "a");
     cr_assert_not_null(a);
     cr_assert_eq(a->type, MSGPACK_OBJECT_ARRAY);
     cr_assert_eq(a->via.array.size, 7);
@@ -73,11 +73,11 @@ Test(json, objects_arrays_and_scalars)
     cr_assert(x[3].type == MSGPACK_OBJECT_BOOLEAN && x[3].via.boolean);
     cr_assert(x[4].type == MSGPACK_OBJECT_BOOLEAN && !x[4].via.boolean);
     cr_assert_eq(x[5].type, MSGPACK_OBJECT_NIL);
-    cr_assert(sim_str_is(&x[6], "x"));
-    cr_assert_eq(sim_map_get(o, "b")->via.map.size, 0);
-    const msgpack_object *c = sim_map_get(o, "c");
+    cr_assert(sf_mp_streq(&x[6], "x"));
+    cr_assert_eq(sf_mp_get(o, "b")->via.map.size, 0);
+    const msgpack_object *c = sf_mp_get(o, "c");
     cr_assert(c->via.array.size == 1 && c->via.array.ptr[0].via.array.size == 0);
-    cr_assert(sim_map_get(o, "d")->type == MSGPACK_OBJECT_FLOAT64 && sim_map_get(o, "d")->via.f64 == 1000.0);
+    cr_assert(sf_mp_get(o, "d")->type == MSGPACK_OBJECT_FLOAT64 && sf_mp_get(o, "d")->via.f64 == 1000.0);
     done(&b, &u);
 }
 
@@ -106,10 +106,10 @@ Test(json, strings_are_utf8_with_every_escape)
     msgpack_unpacked u;
     accepted(json, strlen(json), &b, &u);
     const msgpack_object *x = u.data.via.array.ptr;
-    cr_assert(sim_str_is(&x[0], "caf\xc3\xa9"));
-    cr_assert(sim_str_is(&x[1], "\xf0\x9f\x98\x80"));
-    cr_assert(sim_str_is(&x[2], "\xc3\xa9t\xc3\xa9"));
-    cr_assert(sim_str_is(&x[3], "a\n\t\"\\/b"));
+    cr_assert(sf_mp_streq(&x[0], "caf\xc3\xa9"));
+    cr_assert(sf_mp_streq(&x[1], "\xf0\x9f\x98\x80"));
+    cr_assert(sf_mp_streq(&x[2], "\xc3\xa9t\xc3\xa9"));
+    cr_assert(sf_mp_streq(&x[3], "a\n\t\"\\/b"));
     done(&b, &u);
     refused_str("\"a\\u0000b\"", "\\u0000");
     refused_str("\"\\ud83d\"", "without its low half");
@@ -306,14 +306,14 @@ Test(json, at_most_32_levels_of_containers_whatever_the_innermost_holds)
     done(&b, &u);
 }
 
-/* sim_json_quote: whatever the bytes and however small the buffer, the
+/* sf_json_quote: whatever the bytes and however small the buffer, the
  * output is one JSON string this reader takes, holding the input's text
  * (ill-formed UTF-8 as U+FFFD), or a prefix of it cut at a character. */
 static void quoted_reads_back(const char *s, size_t cap, const char *want)
 {
     char out[4096];
     cr_assert_leq(cap, sizeof out);
-    size_t need = sim_json_quote(out, cap, s);
+    size_t need = sf_json_quote(out, cap, s);
     size_t n = strlen(out);
     cr_assert_lt(n, cap);
     msgpack_sbuffer b;
@@ -356,7 +356,7 @@ Test(json, quote_cuts_at_a_character)
 {
     const char *s = "\xc3\xa9\xc3\xa9\\\"\x01\xe2\x82\xac\xf0\x9f\x98\x80\xff" "end";
     char out[64];
-    size_t need = sim_json_quote(out, sizeof out, s);
+    size_t need = sf_json_quote(out, sizeof out, s);
     cr_assert_eq(strlen(out), need);
     for (size_t cap = 3; cap <= need + 1; cap++)
         quoted_reads_back(s, cap, cap > need ? "\xc3\xa9\xc3\xa9\\\"\x01\xe2\x82\xac\xf0\x9f\x98\x80\xef\xbf\xbd" "end" : NULL);

@@ -1,15 +1,15 @@
 /*
- * test_node_compute.c — nd_compute (actors/node.c), the worker body of
+ * test_node_compute.c — nd_compute (actors/node/node.c), the worker body of
  * every node: a chunk computed in slices gives the same result bytes as one
  * run over the whole chunk (one variant, and every variant of a
  * stat_weights job), and a chunk asked to stop ends between slices with
  * ND_ECANCELLED and no result.
  */
-#include "actors/node.h"
+#include "actors/node/node.h"
 #include "sched/sched.h"
 #include "sim/ctx.h"
 #include "sim/sim.h"
-#include "sim/sim_json.h"
+#include "base/json.h"
 
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -29,7 +29,7 @@ static void open_work(sim_work *w, const char *kernel, const char *const *json, 
     msgpack_sbuffer_init(&ctx);
     char err[256];
     for (uint32_t i = 0; i < n; i++)
-        cr_assert_eq(sim_json_to_msgpack(json[i], strlen(json[i]), &params, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(sf_json_to_msgpack(json[i], strlen(json[i]), &params, err, sizeof err), 0, "%s", err);
     sim_ctx_encode_variants(&ctx, kernel, 99, params.data, params.size, n, every);
     cr_assert_eq(sim_work_open(w, ctx.data, ctx.size, err, sizeof err), 0, "%s", err);
     msgpack_sbuffer_destroy(&params);

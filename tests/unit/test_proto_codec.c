@@ -22,9 +22,9 @@ static void round_trip(const pr_msg *m, pr_msg *out)
     uint8_t *a = NULL, *b = NULL;
     size_t alen = 0, blen = 0;
     int rc = pr_encode(m, &a, &alen);
-    cr_assert_eq(rc, 0, "encode: %s", pr_strerror(rc));
+    cr_assert_eq(rc, 0, "encode: %s", sf_strerror(rc));
     rc = pr_decode(out, a, alen);
-    cr_assert_eq(rc, 0, "decode: %s at %s", pr_strerror(rc), out->err_at);
+    cr_assert_eq(rc, 0, "decode: %s at %s", sf_strerror(rc), out->err_at);
     cr_assert_eq(out->type, m->type);
     cr_assert_eq(out->id, m->id);
     cr_assert_eq(out->ts, m->ts);
@@ -94,7 +94,7 @@ static uint8_t *encode_ok(const pr_msg *m, size_t *len)
 {
     uint8_t *out = NULL;
     int rc = pr_encode(m, &out, len);
-    cr_assert_eq(rc, 0, "encode: %s", pr_strerror(rc));
+    cr_assert_eq(rc, 0, "encode: %s", sf_strerror(rc));
     return out;
 }
 
@@ -564,12 +564,12 @@ Test(proto_codec, error_names_and_reasons)
     cr_assert_str_eq(pr_errname(PR_ETRUNC), "ETRUNC");
     cr_assert_str_eq(pr_errname(0), "OK");
     cr_assert_str_eq(pr_errname(-999), "UNKNOWN");
-    cr_assert_str_eq(pr_strerror(-999), "unknown error");
+    cr_assert_str_eq(sf_strerror(-999), "unknown error");
     /* every code is distinct and has a reason of its own */
     for (int a = -1; a >= PR_ECRYPTO; a--) {
         cr_assert_str_neq(pr_errname(a), "UNKNOWN", "code %d", a);
         for (int b = a - 1; b >= PR_ECRYPTO; b--)
-            cr_assert_str_neq(pr_strerror(a), pr_strerror(b));
+            cr_assert_str_neq(sf_strerror(a), sf_strerror(b));
     }
     cr_assert_str_eq(pr_type_name(PR_MSG_COMPLETE_ACK), "complete_ack");
     cr_assert_null(pr_type_name(PR_MSG_UNKNOWN));

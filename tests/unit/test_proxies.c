@@ -1,6 +1,6 @@
 /*
  * test_proxies.c — the client's address behind trusted reverse proxies
- * (actors/proxies.h): the --trusted-proxy forms and their refusals, and the
+ * (actors/coord/proxies.h): the --trusted-proxy forms and their refusals, and the
  * walk through X-Forwarded-For, IPv6 included (the integration tests
  * connect over IPv4 loopback only).
  */
@@ -9,7 +9,7 @@
 #include <netinet/in.h>
 #include <string.h>
 
-#include "actors/proxies.h"
+#include "actors/coord/proxies.h"
 
 static cd_proxies trust(const char *const *specs)
 {

@@ -732,7 +732,7 @@ Test(sched, bad_specs_and_journals_are_refused)
     cr_assert_eq(st.chunks_failed, 1);
     cr_assert_eq(st.pending_items, 50);
     cr_assert_eq(st.records_skipped, 0, "copies are not counted");
-    cr_assert_str_eq(sc_strerror(SC_EBADRESULT), "the result does not decode or does not match its chunk");
+    cr_assert_str_eq(sf_strerror(SC_EBADRESULT), "the result does not decode or does not match its chunk");
     sc_ledger_destroy(l);
     journal_free(&jr);
 }
@@ -1107,7 +1107,7 @@ Test(sched, tournament_with_a_gap_in_an_earlier_phase_keeps_the_later_phases)
                 journal_put(&kept, &mid.recs[i]);
         sc_ledger *r = new_ledger(&jr2, 9);
         int rc = sc_job_restore(r, &s, kept.recs, kept.n);
-        cr_assert_eq(rc, 0, "record %zu lost: restore %d (%s)", k, rc, sc_strerror(rc));
+        cr_assert_eq(rc, 0, "record %zu lost: restore %d (%s)", k, rc, sf_strerror(rc));
         sc_job_status_get(r, 5, &st);
         cr_assert_eq(st.state, SC_JOB_RUNNING);
         cr_assert_eq(st.phase, 0, "phase 0 is not over: its gap is pending");
@@ -1152,7 +1152,7 @@ Test(sched, overlapping_records_are_skipped_and_counted)
         { .type = SC_REC_CHUNK_FAILED, .job = 1, .first = 120, .count = 10 },
     };
     int rc = sc_job_restore(l, &s, recs, sizeof recs / sizeof *recs);
-    cr_assert_eq(rc, 0, "restore: %d (%s)", rc, sc_strerror(rc));
+    cr_assert_eq(rc, 0, "restore: %d (%s)", rc, sf_strerror(rc));
     sc_job_status st;
     sc_job_status_get(l, 1, &st);
     cr_assert_eq(st.state, SC_JOB_RUNNING);
@@ -1208,7 +1208,7 @@ Test(sched, overlapping_records_are_skipped_and_counted)
     journal_put(&mid, &shifted);
     sc_ledger *r = new_ledger(&again, 9);
     rc = sc_job_restore(r, &ts, mid.recs, mid.n);
-    cr_assert_eq(rc, 0, "restore: %d (%s)", rc, sc_strerror(rc));
+    cr_assert_eq(rc, 0, "restore: %d (%s)", rc, sf_strerror(rc));
     sc_job_status_get(r, 5, &st);
     cr_assert_eq(st.phase, 0);
     cr_assert_eq(st.records_skipped, 1);

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "sim/sim.h"
-#include "sim/sim_json.h"
+#include "base/json.h"
 
 /* Makes a job from JSON; on failure returns the error code and leaves the
  * message in err. */
@@ -23,7 +23,9 @@ static inline int job_from_json(sim_job **job, const char *kernel, const char *j
 {
     msgpack_sbuffer b;
     msgpack_sbuffer_init(&b);
-    int rc = sim_json_to_msgpack(json, strlen(json), &b, err, errlen);
+    int rc = sf_json_to_msgpack(json, strlen(json), &b, err, errlen);
+    if (rc == SF_EJSON)
+        rc = SIM_EPARAM; /* malformed JSON parameters are bad kernel parameters */
     if (rc == 0)
         rc = sim_job_create(job, kernel, b.data, b.size, seed, err, errlen);
     msgpack_sbuffer_destroy(&b);
@@ -35,7 +37,7 @@ static inline sim_job *must_job(const char *kernel, const char *json, uint64_t s
     sim_job *job = NULL;
     char err[256];
     int rc = job_from_json(&job, kernel, json, seed, err, sizeof err);
-    cr_assert_eq(rc, 0, "job %s %s: %s (%s)", kernel, json, sim_strerror(rc), err);
+    cr_assert_eq(rc, 0, "job %s %s: %s (%s)", kernel, json, sf_strerror(rc), err);
     return job;
 }
 
@@ -768,7 +770,7 @@ Test(sim_params, unknown_kernel_and_absurd_ranges)
     cr_assert_eq(sim_run_cpu(job, UINT64_MAX, 1, st), SIM_ERANGE);
     cr_assert_eq(sim_run_cpu(job, 10, 0, st), 0);
     cr_assert_eq(sim_stats_count(&st[0]), 0);
-    cr_assert_str_eq(sim_strerror(SIM_ERANGE), "item range out of bounds");
+    cr_assert_str_eq(sf_strerror(SIM_ERANGE), "item range out of bounds");
     sim_job_destroy(job);
 }
 
@@ -782,7 +784,7 @@ static int json_ok(const char *json, msgpack_object_type want)
     int ok = 0;
     msgpack_sbuffer_init(&b);
     msgpack_unpacked_init(&up);
-    if (sim_json_to_msgpack(json, strlen(json), &b, err, sizeof err) == 0 &&
+    if (sf_json_to_msgpack(json, strlen(json), &b, err, sizeof err) == 0 &&
         msgpack_unpack_next(&up, b.data, b.size, NULL) == MSGPACK_UNPACK_SUCCESS)
         ok = up.data.type == want;
     msgpack_unpacked_destroy(&up);
@@ -810,7 +812,7 @@ Test(sim_params, description_is_json_with_the_parsers_ranges)
     msgpack_sbuffer b;
     msgpack_sbuffer_init(&b);
     char err[160];
-    cr_assert_eq(sim_json_to_msgpack(text, len, &b, err, sizeof err), 0, "not JSON: %s", err);
+    cr_assert_eq(sf_json_to_msgpack(text, len, &b, err, sizeof err), 0, "not JSON: %s", err);
     msgpack_sbuffer_destroy(&b);
     cr_assert(strstr(text, "{\"name\":\"sigma\",\"type\":\"number\",\"required\":true,\"min\":0,"
                            "\"min_exclusive\":true,\"max\":5,") != NULL, "%s", text);
@@ -838,7 +840,7 @@ Test(sim_json, values_and_errors)
         msgpack_sbuffer b;
         char err[128] = "";
         msgpack_sbuffer_init(&b);
-        cr_assert_eq(sim_json_to_msgpack(bad[i], strlen(bad[i]), &b, err, sizeof err), SIM_EPARAM, "'%s' accepted", bad[i]);
+        cr_assert_eq(sf_json_to_msgpack(bad[i], strlen(bad[i]), &b, err, sizeof err), SF_EJSON, "'%s' accepted", bad[i]);
         cr_assert(strstr(err, "JSON") != NULL, "'%s': %s", bad[i], err);
         msgpack_sbuffer_destroy(&b);
     }
@@ -848,6 +850,6 @@ Test(sim_json, values_and_errors)
     memset(deep + 100, ']', 100);
     msgpack_sbuffer b;
     msgpack_sbuffer_init(&b);
-    cr_assert_eq(sim_json_to_msgpack(deep, sizeof deep, &b, NULL, 0), SIM_EPARAM);
+    cr_assert_eq(sf_json_to_msgpack(deep, sizeof deep, &b, NULL, 0), SF_EJSON);
     msgpack_sbuffer_destroy(&b);
 }

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "sim/sim.h"
-#include "sim/sim_json.h"
+#include "base/json.h"
 #include "tests/support/xorshift.h"
 
 static sim_cl *cl;
@@ -19,7 +19,7 @@ static void open_device(void)
 {
     char err[4096];
     int rc = sim_cl_create(&cl, err, sizeof err);
-    cr_assert_eq(rc, 0, "sim_cl_create: %s\n%s", sim_strerror(rc), err);
+    cr_assert_eq(rc, 0, "sim_cl_create: %s\n%s", sf_strerror(rc), err);
 }
 
 static void close_device(void)
@@ -33,7 +33,7 @@ static sim_job *job_json(const char *kernel, const char *json, uint64_t seed)
     sim_job *job = NULL;
     char err[256];
     msgpack_sbuffer_init(&b);
-    int rc = sim_json_to_msgpack(json, strlen(json), &b, err, sizeof err);
+    int rc = sf_json_to_msgpack(json, strlen(json), &b, err, sizeof err);
     if (rc == 0)
         rc = sim_job_create(&job, kernel, b.data, b.size, seed, err, sizeof err);
     msgpack_sbuffer_destroy(&b);
@@ -47,7 +47,7 @@ static void same_bits(const char *kernel, const char *json, uint64_t seed, uint6
     sim_stats cpu[SIM_MAX_OUT], dev[SIM_MAX_OUT];
     cr_assert_eq(sim_run_cpu(job, first, n, cpu), 0);
     int rc = sim_cl_run(cl, job, first, n, dev);
-    cr_assert_eq(rc, 0, "sim_cl_run: %s", sim_strerror(rc));
+    cr_assert_eq(rc, 0, "sim_cl_run: %s", sf_strerror(rc));
     for (int o = 0; o < sim_job_nout(job); o++) {
         cr_assert_eq(sim_stats_count(&dev[o]), n);
         cr_assert(sim_stats_equal(&cpu[o], &dev[o]),

@@ -1,6 +1,6 @@
 /*
  * test_tlscert.c — the coordinator's TLS certificate checks and their
- * installation into an OpenSSL context (actors/tlscert.h), on certificates
+ * installation into an OpenSSL context (actors/coord/tlscert.h), on certificates
  * made here: a pair that loads, a chain, a key of another certificate, an
  * expired certificate (which the openssl command cannot make), files that
  * are missing or hold something else, and a change of key type, which is
@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "actors/tlscert.h"
+#include "actors/coord/tlscert.h"
 #include "tests/support/tmpdir.h"
 
 TestSuite(tlscert, .init = tmpdir_make, .fini = tmpdir_remove);

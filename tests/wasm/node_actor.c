@@ -1,5 +1,5 @@
 /*
- * node_actor.c — the node actor (actors/node.c) built natively and with
+ * node_actor.c — the node actor (actors/node/node.c) built natively and with
  * emcc, driven by a scripted coordinator through a fake host. Both builds
  * must print the same transcript, one line per event:
  *
@@ -32,14 +32,14 @@
  *       100,000 paths, or with CHUNK_MS each sized to take that long at
  *       the speed of the one before (as the coordinator sizes them)
  */
-#include "actors/node.h"
+#include "actors/node/node.h"
 #include "proto/msg.h"
 #include "proto/replay.h"
 #include "proto/sign.h"
 #include "runtime/runtime.h"
 #include "sim/ctx.h"
 #include "sim/sim.h"
-#include "sim/sim_json.h"
+#include "base/json.h"
 
 #include <sodium.h>
 #include <stdio.h>
@@ -105,7 +105,7 @@ static void deliver(pr_msg *m, uint64_t id)
     size_t len;
     int rc = pr_encode(m, &out, &len);
     if (rc != 0) {
-        printf("coordinator cannot encode %s: %s\n", pr_type_name(m->type), pr_strerror(rc));
+        printf("coordinator cannot encode %s: %s\n", pr_type_name(m->type), sf_strerror(rc));
         F.code = 1;
         return;
     }
@@ -148,8 +148,8 @@ static void on_hello(const pr_msg *m)
 {
     const pr_hello *h = &m->body.hello;
     uint64_t now = (uint64_t)time(NULL);
-    printf("hello %s, for another host %s\n", pr_strerror(pr_hello_verify(h, AUDIENCE, F.nonce, now)),
-        pr_strerror(pr_hello_verify(h, "other.test:8080", F.nonce, now)));
+    printf("hello %s, for another host %s\n", sf_strerror(pr_hello_verify(h, AUDIENCE, F.nonce, now)),
+        sf_strerror(pr_hello_verify(h, "other.test:8080", F.nonce, now)));
     printf("hello version '%s', cores %u, max_parallel %u, backends %u, claim token %s\n", h->version,
         h->caps.cores, h->caps.max_parallel, h->caps.nbackends, h->claim_token ? h->claim_token : "none");
     hex("hello pk", h->pk, 32);
@@ -185,7 +185,7 @@ static void on_complete(const pr_msg *m)
             snprintf(on, sizeof on, " on backend %u", r->backend);
         printf("complete job %llu chunk %llu [%llu, +%llu)%s signature %s, tampered %s, context %s\n",
             (unsigned long long)b->job, (unsigned long long)r->chunk, (unsigned long long)r->start,
-            (unsigned long long)r->count, on, pr_strerror(ok), pr_strerror(tampered),
+            (unsigned long long)r->count, on, sf_strerror(ok), sf_strerror(tampered),
             memcmp(b->ctx_hash, F.ctx_hash, 32) == 0 ? "ok" : "wrong");
         char label[64];
         snprintf(label, sizeof label, "result %llu", (unsigned long long)r->chunk);
@@ -193,9 +193,9 @@ static void on_complete(const pr_msg *m)
     }
     if (F.session == 3 && F.refused_ts == 0) {
         F.refused_ts = c->ts;
-        printf("coordinator> error for that completion: %s\n", pr_strerror(PR_EREPLAYOLD));
+        printf("coordinator> error for that completion: %s\n", sf_strerror(PR_EREPLAYOLD));
         pr_msg e = { .type = PR_MSG_ERROR };
-        e.body.error = (pr_error_body){ .code = PR_EREPLAYOLD, .message = pr_strerror(PR_EREPLAYOLD) };
+        e.body.error = (pr_error_body){ .code = PR_EREPLAYOLD, .message = sf_strerror(PR_EREPLAYOLD) };
         deliver(&e, m->id);
         return;
     }
@@ -266,7 +266,7 @@ static void host_send(void *ctx, const uint8_t *frame, size_t len)
     pr_msg m;
     int rc = pr_decode(&m, frame, len);
     if (rc != 0) {
-        printf("node> undecodable frame: %s at %s\n", pr_strerror(rc), m.err_at);
+        printf("node> undecodable frame: %s at %s\n", sf_strerror(rc), m.err_at);
         F.code = 1;
         return;
     }
@@ -382,7 +382,7 @@ static int session_script(void)
     msgpack_sbuffer_init(&params);
     msgpack_sbuffer_init(&F.ctx);
     char err[256];
-    int rc = sim_json_to_msgpack(EUROPEAN, strlen(EUROPEAN), &params, err, sizeof err);
+    int rc = sf_json_to_msgpack(EUROPEAN, strlen(EUROPEAN), &params, err, sizeof err);
     if (rc == 0)
         sim_ctx_encode(&F.ctx, "option", 11, params.data, params.size);
     msgpack_sbuffer_destroy(&params);
@@ -427,12 +427,12 @@ static sim_job *job_from_json(const char *kernel, const char *json, uint64_t see
     msgpack_sbuffer_init(&params);
     char err[256] = "";
     sim_job *job = NULL;
-    int rc = sim_json_to_msgpack(json, strlen(json), &params, err, sizeof err);
+    int rc = sf_json_to_msgpack(json, strlen(json), &params, err, sizeof err);
     if (rc == 0)
         rc = sim_job_create(&job, kernel, params.data, params.size, seed, err, sizeof err);
     msgpack_sbuffer_destroy(&params);
     if (rc != 0)
-        fprintf(stderr, "node_actor: %s\n", err[0] ? err : sim_strerror(rc));
+        fprintf(stderr, "node_actor: %s\n", err[0] ? err : sf_strerror(rc));
     return job;
 }
 
@@ -450,7 +450,7 @@ static int sim_mode(const char *kernel, const char *json, const char *items_s, c
     sim_stats out[SIM_MAX_OUT];
     int rc = sim_run_cpu(job, 0, items, out);
     if (rc != 0) {
-        fprintf(stderr, "node_actor sim: %s\n", sim_strerror(rc));
+        fprintf(stderr, "node_actor sim: %s\n", sf_strerror(rc));
         sim_job_destroy(job);
         return 1;
     }
@@ -469,7 +469,7 @@ static int ctx_mode(const char *kernel, const char *json, const char *seed_s)
     msgpack_sbuffer params, ctx;
     msgpack_sbuffer_init(&params);
     msgpack_sbuffer_init(&ctx);
-    int rc = *end ? SIM_EPARAM : sim_json_to_msgpack(json, strlen(json), &params, err, sizeof err);
+    int rc = *end ? SIM_EPARAM : sf_json_to_msgpack(json, strlen(json), &params, err, sizeof err);
     if (rc == 0) {
         sim_ctx_encode(&ctx, kernel, seed, params.data, params.size);
         hex("ctx", (const uint8_t *)ctx.data, ctx.size);
@@ -497,7 +497,7 @@ static int chunk_mode(const char *kernel, const char *json, const char *seed_s, 
     sim_work job = { 0 };
     uint8_t *data = NULL;
     size_t len = 0;
-    int rc = sim_json_to_msgpack(json, strlen(json), &params, err, sizeof err);
+    int rc = sf_json_to_msgpack(json, strlen(json), &params, err, sizeof err);
     if (rc == 0) {
         sim_ctx_encode(&ctx, kernel, seed, params.data, params.size);
         rc = sim_work_open(&job, (const uint8_t *)ctx.data, ctx.size, err, sizeof err);
@@ -505,7 +505,7 @@ static int chunk_mode(const char *kernel, const char *json, const char *seed_s, 
     if (rc == 0 && (rc = nd_compute_cpu(&job, &(nd_chunk){ .start = start, .count = count }, &data, &len)) == 0)
         hex("result", data, len);
     else
-        fprintf(stderr, "node_actor chunk: %s\n", err[0] ? err : sim_strerror(rc));
+        fprintf(stderr, "node_actor chunk: %s\n", err[0] ? err : sf_strerror(rc));
     free(data);
     sim_work_close(&job);
     msgpack_sbuffer_destroy(&params);

@@ -120,7 +120,7 @@ static int emit_msg(const char *name, const char *desc, const pr_msg *m)
     size_t len = 0;
     int rc = pr_encode(m, &out, &len);
     if (rc != 0) {
-        fprintf(stderr, "gen %s: %s\n", name, pr_strerror(rc));
+        fprintf(stderr, "gen %s: %s\n", name, sf_strerror(rc));
         return rc;
     }
     pr_msg_format(m, fmtbuf, sizeof fmtbuf);

@@ -16,9 +16,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/fnv.h"
+#include "base/json.h"
 #include "sim/option_dev.h"
 #include "sim/sim.h"
-#include "sim/sim_json.h"
 #include "tests/support/xorshift.h"
 
 static const struct {
@@ -61,22 +62,18 @@ static void print_stats(const char *prefix, const char *set, const sim_job *job,
     printf("%s.%s.mean %.10g\n", prefix, set, sim_stats_mean(&st[0]));
 }
 
-static uint64_t fnv = 1469598103934665603ull;
+static uint64_t fnv = SF_FNV64_BASIS;
 
 static void hash_bytes(const void *p, size_t n)
 {
-    const unsigned char *c = p;
-    for (size_t i = 0; i < n; i++) {
-        fnv ^= c[i];
-        fnv *= 1099511628211ull;
-    }
+    fnv = sf_fnv64(fnv, p, n);
 }
 
 /* Prints the hash of everything fed since the last call, then resets it. */
 static void print_hash(const char *key)
 {
     printf("%s %016llx\n", key, (unsigned long long)fnv);
-    fnv = 1469598103934665603ull;
+    fnv = SF_FNV64_BASIS;
 }
 
 static uint64_t rs = 88172645463325252ull;
@@ -177,7 +174,7 @@ int main(void)
         msgpack_sbuffer b;
         sim_job *job = NULL;
         msgpack_sbuffer_init(&b);
-        int rc = sim_json_to_msgpack(sets[s].json, strlen(sets[s].json), &b, err, sizeof err);
+        int rc = sf_json_to_msgpack(sets[s].json, strlen(sets[s].json), &b, err, sizeof err);
         if (rc == 0)
             rc = sim_job_create(&job, sets[s].kernel, b.data, b.size, sets[s].seed, err, sizeof err);
         msgpack_sbuffer_destroy(&b);

@@ -1,0 +1,894 @@
+/*
+ * gateway.c — see gateway.h; the HTTP API itself is in api.c.
+ *
+ * lws calls its callbacks on the loop thread. A complete request (method,
+ * path, arguments, Authorization, body) becomes a message to the gateway
+ * actor, pinned to the same thread; its answer goes into the transaction
+ * table and lws is asked for a writable callback, which sends it. GET
+ * requests for other paths are files of the web directory, which lws
+ * sends by itself. /ws/events connections each have a queue of event
+ * texts. The tables and the lws context are touched only on the loop
+ * thread: by the callbacks and by the gateway's behaviour, which never run
+ * at the same time.
+ */
+#include "base/log.h"
+#include "actors/coord/gateway_int.h"
+
+#include "actors/coord/scheduler.h"
+#include "actors/coord/store.h"
+
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <libwebsockets.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <uv.h>
+
+#define EVENTS_PROTOCOL "simfarm.events.v1"
+
+enum { M_REQUEST = RT_MSG_USER + 0x1200, M_DIE, M_TLS_CHECK };
+enum {
+    EVENTS_KEPT = 4096,         /* events a reconnecting client can catch up on */
+    EVENTS_PER_ADDRESS = 16,    /* /ws/events connections one client address may hold */
+    ANSWER_SLACK_S = 5,         /* past the database's waits, before a transaction is given up */
+    BODY_DRAIN_FACTOR = 8,      /* a body up to this many times the limit is read before its 413 */
+};
+
+/* An HTTP transaction waiting for its answer. */
+struct gw_session {
+    uint64_t id;
+    struct lws *wsi;
+    int status;              /* 0 until the answer is ready */
+    const char *type;
+    char extra[128];         /* a header line, or empty (copied: callers pass their stack) */
+    char *body;
+    size_t body_len;
+};
+
+/* A /ws/events connection. A client reads the event log at its own pace: it holds only where it
+ * is in it, and a snapshot to send first. */
+struct gw_events_conn {
+    struct lws *wsi;
+    uint64_t job;            /* only this job's events; 0 = all */
+    uint64_t at;             /* the last event sent or passed over */
+    char *snapshot;          /* to send before the events after `at`, or NULL */
+    bool behind;             /* the log has moved on past it: being closed */
+    uint8_t addr[PR_PK_BYTES]; /* its client's address (cd_addr_key) */
+};
+
+/* lws per-transaction state of the http protocol */
+typedef struct pss {
+    uint64_t session;
+    gw_request *req;         /* a POST waiting for its body */
+    bool too_big;
+    bool close;              /* what follows the request cannot be read: close after the answer */
+    bool head;               /* HEAD: the GET's answer without its body */
+} pss;
+
+/* ---- transactions (loop thread) ---------------------------------------------------- */
+
+static gw_session *session_find(gateway *g, uint64_t id)
+{
+    for (size_t i = 0; i < g->nsessions; i++)
+        if (g->sessions[i].id == id)
+            return &g->sessions[i];
+    return NULL;
+}
+
+static uint64_t session_open(gateway *g, struct lws *wsi)
+{
+    if (g->nsessions == g->sessions_cap)
+        g->sessions = sf_grow(g->sessions, &g->sessions_cap, sizeof *g->sessions);
+    gw_session *s = &g->sessions[g->nsessions++];
+    memset(s, 0, sizeof *s);
+    s->id = ++g->next_session;
+    s->wsi = wsi;
+    return s->id;
+}
+
+static void session_close(gateway *g, uint64_t id)
+{
+    gw_session *s = session_find(g, id);
+    if (s == NULL)
+        return;
+    free(s->body);
+    *s = g->sessions[--g->nsessions];
+}
+
+void gw_respond(gateway *g, uint64_t id, int status, const char *type, char *body, const char *extra)
+{
+    gw_session *s = session_find(g, id);
+    g->requests++;
+    if (status >= 100 && status < 600)
+        g->by_class[status / 100]++;
+    if (s == NULL) {
+        free(body);
+        return;
+    }
+    s->status = status;
+    s->type = type;
+    snprintf(s->extra, sizeof s->extra, "%s", extra ? extra : "");
+    s->body = body;
+    s->body_len = strlen(body);
+    lws_callback_on_writable(s->wsi);
+}
+
+void gw_respond_error(gateway *g, uint64_t id, int status, const char *field, const char *msg)
+{
+    char m[600], f[160];
+    cd_json_quote(m, sizeof m, msg);
+    gw_respond(g, id, status, "application/json",
+        field ? sf_fmt("{\"error\":%s,\"field\":%s}\n", m, cd_json_quote(f, sizeof f, field))
+              : sf_fmt("{\"error\":%s}\n", m),
+        NULL);
+}
+
+/* ---- static files ---------------------------------------------------------------------- */
+
+static const char *mime_of(const char *path)
+{
+    static const struct { const char *ext, *type; } types[] = {
+        { ".html", "text/html; charset=utf-8" }, { ".js", "text/javascript; charset=utf-8" },
+        { ".mjs", "text/javascript; charset=utf-8" }, { ".css", "text/css; charset=utf-8" },
+        { ".json", "application/json" }, { ".wasm", "application/wasm" }, { ".svg", "image/svg+xml" },
+        { ".png", "image/png" }, { ".ico", "image/x-icon" }, { ".txt", "text/plain; charset=utf-8" },
+    };
+    const char *dot = strrchr(path, '.');
+    for (size_t i = 0; dot && i < sizeof types / sizeof types[0]; i++)
+        if (strcmp(dot, types[i].ext) == 0)
+            return types[i].type;
+    return "application/octet-stream";
+}
+
+/* The file for a GET of path under the web directory: "/" is index.html,
+ * "/contribute" is contribute.html. No "..", no hidden files. Returns
+ * false when there is none. */
+static bool web_file(const gateway *g, const char *path, char *out, size_t cap)
+{
+    if (g->web_dir[0] == '\0' || path[0] != '/' || strstr(path, "/.") != NULL || strchr(path, '\\') != NULL)
+        return false;
+    const char *rel = strcmp(path, "/") == 0 ? "/index.html" : path;
+    const char *dot = strrchr(rel, '.'), *slash = strrchr(rel, '/');
+    int n = snprintf(out, cap, "%s%s%s", g->web_dir, rel, dot == NULL || dot < slash ? ".html" : "");
+    if (n < 0 || (size_t)n >= cap)
+        return false;
+    struct stat st;
+    return stat(out, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static bool is_api_path(const char *p)
+{
+    return strncmp(p, "/api/", 5) == 0 || strcmp(p, "/api") == 0 || strcmp(p, "/health") == 0 ||
+        strcmp(p, "/metrics") == 0;
+}
+
+/* ---- http ------------------------------------------------------------------------------ */
+
+static void request_release(rt_msg *m)
+{
+    free(((gw_request *)m)->body);
+}
+
+static gw_request *new_request(struct lws *wsi, uint64_t session, int method, const char *path)
+{
+    gw_request *r = RT_MSG_NEW(gw_request, M_REQUEST);
+    r->hdr.release = request_release;
+    r->session = session;
+    r->method = method;
+    snprintf(r->path, sizeof r->path, "%s", path);
+    /* lws keeps each argument as a fragment, decoded: they are kept apart
+     * by NULs, not joined with '&' again, since a decoded value may hold
+     * an '&' ("owner=a%26b") and lws refuses a request with a %00. Arguments
+     * that do not fit are not dropped in silence (a filter left out widens
+     * an answer): the request is refused. */
+    size_t q = 0;
+    char none[1];
+    for (int i = 0;; i++) {
+        /* an empty argument ("a=1&&b=2") is passed over; only a fragment
+         * that is not there ends the list (both have length 0) */
+        if (lws_hdr_fragment_length(wsi, WSI_TOKEN_HTTP_URI_ARGS, i) == 0) {
+            if (lws_hdr_copy_fragment(wsi, none, sizeof none, WSI_TOKEN_HTTP_URI_ARGS, i) < 0)
+                break;
+            continue;
+        }
+        int n = lws_hdr_copy_fragment(wsi, r->query + q, (int)(sizeof r->query - q), WSI_TOKEN_HTTP_URI_ARGS, i);
+        if (n < 0 || (size_t)n >= sizeof r->query - q) {
+            r->query_too_long = true;
+            break;
+        }
+        if (strlen(r->query + q) != (size_t)n) {
+            r->query_nul = true;
+            break;
+        }
+        q += (size_t)n + 1;
+    }
+    r->query_len = r->query_too_long || r->query_nul ? 0 : q;
+    if (lws_hdr_copy(wsi, r->auth, sizeof r->auth, WSI_TOKEN_HTTP_AUTHORIZATION) < 0)
+        r->auth[0] = '\0';
+    static const char key[] = "idempotency-key:";
+    int klen = lws_hdr_custom_length(wsi, key, (int)sizeof key - 1);
+    r->key_bad = klen == 0 || klen >= (int)sizeof r->key - 1; /* given, but empty or too long */
+    if (klen < 0 || r->key_bad || lws_hdr_custom_copy(wsi, r->key, (int)sizeof r->key, key, (int)sizeof key - 1) < 0)
+        r->key[0] = '\0';
+    const gateway *g = lws_context_user(lws_get_context(wsi));
+    struct sockaddr_storage client;
+    cd_wsi_client(wsi, &g->proxies, &client);
+    const void *in = client.ss_family == AF_INET ? (const void *)&((struct sockaddr_in *)&client)->sin_addr
+                                                 : (const void *)&((struct sockaddr_in6 *)&client)->sin6_addr;
+    if (client.ss_family == AF_UNSPEC || inet_ntop(client.ss_family, in, r->peer, sizeof r->peer) == NULL)
+        r->peer[0] = '\0';
+    return r;
+}
+
+/* Hands a request to the gateway actor; a POST always has a body, empty
+ * when none came. Its answer may wait on the database, at most
+ * GW_STORE_ASKS_MAX times for db_timeout_ms each before the 503: libwebsockets'
+ * own 5 s limit for the transaction would close it first. */
+static void send_request(gateway *g, struct lws *wsi, gw_request *r)
+{
+    if (r->method == GW_POST && r->body == NULL) {
+        r->body = calloc(1, 1);
+        if (r->body == NULL)
+            sf_oom(1);
+    }
+    lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT,
+        (int)((GW_STORE_ASKS_MAX * g->db_timeout_ms + 999) / 1000) + ANSWER_SLACK_S);
+    rt_send(g->self, &r->hdr);
+}
+
+/* What a POST's head says of its body. Returns 0 when it can be read:
+ * Content-Length bytes follow, within max_body; or it has no length at all
+ * (as `curl -X POST` sends), and then the request has no body but the
+ * connection is closed after the answer, since libwebsockets would take
+ * what follows for one. Otherwise the status to refuse it with at once
+ * (and close), with why: a chunked body (not decoded here), a length that
+ * is not a number, one past BODY_DRAIN_FACTOR times max_body. */
+static int post_body(const gateway *g, struct lws *wsi, pss *ps, char *why, size_t cap)
+{
+    char cl[32];
+    int n = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH);
+    ps->close = true;
+    if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0) {
+        snprintf(why, cap, "send the body with a Content-Length: chunked bodies are not read");
+        return 411;
+    }
+    if (n <= 0)
+        return 0;
+    bool digits = n <= 19 && lws_hdr_copy(wsi, cl, sizeof cl, WSI_TOKEN_HTTP_CONTENT_LENGTH) == n;
+    for (int i = 0; digits && i < n; i++)
+        digits = cl[i] >= '0' && cl[i] <= '9';
+    if (!digits) {
+        snprintf(why, cap, "Content-Length must be a number of bytes");
+        return 400;
+    }
+    unsigned long long want = strtoull(cl, NULL, 10);
+    ps->close = false;
+    /* A body somewhat past the limit is read and dropped, then refused
+     * (HTTP_BODY_COMPLETION): closing on a client still sending it would
+     * reset the connection before it read the 413. */
+    ps->too_big = want > g->max_body;
+    if (want > (unsigned long long)BODY_DRAIN_FACTOR * g->max_body) {
+        ps->close = true;
+        snprintf(why, cap, "request body over %zu bytes", g->max_body);
+        return 413;
+    }
+    return 0;
+}
+
+static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
+{
+    pss *ps = user;
+    struct lws_context *ctx = lws_get_context(wsi);
+    gateway *g = ctx ? lws_context_user(ctx) : NULL;
+    uint8_t buf[LWS_PRE + 1024], *start = &buf[LWS_PRE], *p = start, *end = &buf[sizeof buf - 1];
+
+    switch (reason) {
+    case LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS:
+        /* the vhost's TLS context, kept for SIGHUP's reloads (the wsi is a
+         * stand-in that holds the context) */
+        if (g != NULL)
+            g->ssl_ctx = user;
+        return 0;
+    case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+        /* WebSockets upgrade HTTP/1.1; HTTP/2 is not served (as over TLS,
+         * where ALPN offers http/1.1 only): under it libwebsockets 4.1 cuts
+         * answers short. The refusal says so, in HTTP/1.1. */
+        if (strcmp((const char *)in, "websocket") == 0)
+            return 0;
+        return lws_return_http_status(wsi, HTTP_STATUS_BAD_REQUEST,
+                   "this coordinator speaks HTTP/1.1: send the request without Upgrade: h2c") != 0
+            ? -1
+            : 1;
+    case LWS_CALLBACK_HTTP: {
+        memset(ps, 0, sizeof *ps);
+        const char *path = in;
+        ps->head = lws_hdr_total_length(wsi, WSI_TOKEN_HEAD_URI) > 0;
+        int method = lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0          ? GW_POST
+                   : lws_hdr_total_length(wsi, WSI_TOKEN_DELETE_URI) > 0      ? GW_DELETE
+                   : lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0 || ps->head ? GW_GET
+                                                                               : 0;
+        char file[PATH_MAX];
+        if (method == GW_GET && !is_api_path(path) && web_file(g, path, file, sizeof file)) {
+            int n = lws_serve_http_file(wsi, file, mime_of(file), NULL, 0);
+            return n < 0 || (n > 0 && lws_http_transaction_completed(wsi)) ? -1 : 0;
+        }
+        ps->session = session_open(g, wsi);
+        gw_request *r = new_request(wsi, ps->session, method, path);
+        if (method == GW_POST) {
+            char why[96];
+            int refuse = post_body(g, wsi, ps, why, sizeof why);
+            if (refuse != 0) {
+                gw_respond_error(g, ps->session, refuse, NULL, why);
+                rt_msg_free(&r->hdr);
+                return 0;
+            }
+            if (!ps->close) { /* its body follows */
+                ps->req = r;
+                return 0;
+            }
+        }
+        send_request(g, wsi, r);
+        return 0;
+    }
+    case LWS_CALLBACK_HTTP_BODY:
+        if (len == 0) /* a Content-Length of 0 */
+            return 0;
+        if (ps->req == NULL || ps->too_big || ps->req->body_len + len > g->max_body) {
+            ps->too_big = true;
+            return 0;
+        }
+        {
+            gw_request *r = ps->req;
+            char *nb = realloc(r->body, r->body_len + len + 1);
+            if (nb == NULL)
+                sf_oom(r->body_len + len + 1);
+            r->body = nb;
+            memcpy(r->body + r->body_len, in, len);
+            r->body_len += len;
+            r->body[r->body_len] = '\0';
+        }
+        return 0;
+    case LWS_CALLBACK_HTTP_BODY_COMPLETION: {
+        gw_request *r = ps->req;
+        ps->req = NULL;
+        if (r == NULL)
+            return 0;
+        if (ps->too_big) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "request body over %zu bytes", g->max_body);
+            gw_respond_error(g, ps->session, 413, NULL, msg);
+            rt_msg_free(&r->hdr);
+            return 0;
+        }
+        send_request(g, wsi, r);
+        return 0;
+    }
+    case LWS_CALLBACK_HTTP_WRITEABLE: {
+        gw_session *s = session_find(g, ps->session);
+        if (s == NULL || s->status == 0)
+            return 0;
+        if (lws_add_http_common_headers(wsi, (unsigned)s->status, s->type, s->body_len, &p, end))
+            return 1;
+        static const char close_hdr[] = "close";
+        if (ps->close && lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION, (const unsigned char *)close_hdr,
+                             (int)sizeof close_hdr - 1, &p, end))
+            return 1;
+        if (s->extra[0] != '\0') {
+            const char *colon = strchr(s->extra, ':');
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", colon ? (int)(colon - s->extra + 1) : 0, s->extra);
+            const char *value = colon ? colon + 1 + (colon[1] == ' ') : "";
+            if (lws_add_http_header_by_name(wsi, (const unsigned char *)name, (const unsigned char *)value,
+                    (int)strlen(value), &p, end))
+                return 1;
+        }
+        if (lws_finalize_write_http_header(wsi, start, &p, end))
+            return 1;
+        size_t blen = ps->head ? 0 : s->body_len;
+        int w = 0;
+        if (blen > 0) {
+            unsigned char *out = malloc(LWS_PRE + blen);
+            if (out == NULL)
+                sf_oom(LWS_PRE + blen);
+            memcpy(out + LWS_PRE, s->body, blen);
+            w = lws_write(wsi, out + LWS_PRE, blen, LWS_WRITE_HTTP_FINAL);
+            free(out);
+        }
+        session_close(g, ps->session);
+        ps->session = 0;
+        if (w != (int)blen || ps->close)
+            return -1;
+        return lws_http_transaction_completed(wsi) ? -1 : 0;
+    }
+    case LWS_CALLBACK_CLOSED_HTTP:
+    case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
+        if (ps != NULL) {
+            if (ps->session != 0 && g != NULL)
+                session_close(g, ps->session);
+            ps->session = 0;
+            if (ps->req != NULL)
+                rt_msg_free(&ps->req->hdr);
+            ps->req = NULL;
+        }
+        break;
+    default:
+        break;
+    }
+    return lws_callback_http_dummy(wsi, reason, user, in, len);
+}
+
+/* ---- /ws/events ------------------------------------------------------------------------ */
+
+static gw_events_conn *evc_find(gateway *g, struct lws *wsi)
+{
+    for (size_t i = 0; i < g->nevc; i++)
+        if (g->evc[i].wsi == wsi)
+            return &g->evc[i];
+    return NULL;
+}
+
+/* The key of wsi's client address, as the node sessions keep theirs. */
+static void evc_addr(const gateway *g, struct lws *wsi, uint8_t addr[PR_PK_BYTES])
+{
+    struct sockaddr_storage client;
+    cd_wsi_client(wsi, &g->proxies, &client);
+    cd_addr_key((const struct sockaddr *)&client, addr);
+}
+
+/* A client the log has moved on past is closed; it reconnects with
+ * since= and is sent a snapshot. Its socket may be too full to be told. */
+static void evc_behind(gw_events_conn *c)
+{
+    c->behind = true;
+    lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+}
+
+typedef struct snap {
+    char *buf;
+    size_t len, cap;
+} snap;
+
+static void snap_add(snap *s, const char *text)
+{
+    size_t n = strlen(text);
+    while (s->len + n + 2 > s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 1024;
+        s->buf = realloc(s->buf, s->cap);
+        if (s->buf == NULL)
+            sf_oom(s->cap);
+    }
+    memcpy(s->buf + s->len, text, n + 1);
+    s->len += n;
+}
+
+static void snap_job(void *ctx, uint64_t job, const char *text)
+{
+    snap *s = ctx;
+    (void)job;
+    if (s->buf[s->len - 1] != '[')
+        snap_add(s, ",");
+    snap_add(s, text);
+}
+
+static void snap_node(void *ctx, const cd_node_view *v)
+{
+    snap *s = ctx;
+    char fields[1024];
+    cd_node_view_json(v, fields, sizeof fields);
+    if (s->buf[s->len - 1] != '[')
+        snap_add(s, ",");
+    snap_add(s, "{");
+    snap_add(s, fields);
+    snap_add(s, "}");
+}
+
+/* What a client that is new, or too far behind, starts with. */
+static void make_snapshot(gateway *g, gw_events_conn *c)
+{
+    snap s = { NULL, 0, 0 };
+    char head[64];
+    snprintf(head, sizeof head, "{\"seq\":%" PRIu64 ",\"type\":\"snapshot\",\"jobs\":[", cd_events_last(g->events));
+    snap_add(&s, head);
+    if (c->job != 0) {
+        const char *p = cd_events_progress(g->events, c->job);
+        if (p != NULL)
+            snap_add(&s, p);
+    } else {
+        cd_events_each_progress(g->events, snap_job, &s);
+    }
+    snap_add(&s, "],\"nodes\":[");
+    cd_sessions_each(g->nodes, snap_node, &s);
+    snap_add(&s, "]}");
+    c->snapshot = s.buf;
+    c->at = cd_events_last(g->events);
+}
+
+/* Writes the snapshot or the client's next event; asks for the next turn
+ * while there is more. Returns -1 to close the connection. */
+static int evc_write(gateway *g, gw_events_conn *c)
+{
+    const char *text = c->snapshot;
+    size_t n = text != NULL ? strlen(text) : 0;
+    uint64_t seq = c->at;
+    if (text == NULL) {
+        int rc = cd_events_next(g->events, c->at, c->job, &text, &n, &seq);
+        c->at = seq; /* past what was passed over too */
+        if (rc < 0)
+            return -1;
+        if (rc == 0)
+            return 0;
+    }
+    unsigned char *out = malloc(LWS_PRE + n);
+    if (out == NULL)
+        sf_oom(LWS_PRE + n);
+    memcpy(out + LWS_PRE, text, n);
+    int w = lws_write(c->wsi, out + LWS_PRE, n, LWS_WRITE_TEXT);
+    free(out);
+    free(c->snapshot);
+    c->snapshot = NULL;
+    if (w < (int)n)
+        return -1;
+    if (cd_events_next(g->events, c->at, c->job, &text, &n, &seq) != 0)
+        lws_callback_on_writable(c->wsi);
+    return 0;
+}
+
+static int events_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
+{
+    (void)user;
+    (void)in;
+    (void)len;
+    struct lws_context *ctx = lws_get_context(wsi);
+    gateway *g = ctx ? lws_context_user(ctx) : NULL;
+    gw_events_conn *c;
+
+    switch (reason) {
+    case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION: {
+        /* --private: the upgrade only with a ticket (POST /api/events/ticket) */
+        char v[40];
+        const char *tv = lws_get_urlarg_by_name(wsi, "ticket=", v, sizeof v);
+        if (g == NULL || (g->private_reads && (tv == NULL || !gw_ticket_take(g, tv))))
+            return -1;
+        /* each client costs its snapshot until it reads it: one address
+         * cannot open them without end */
+        uint8_t addr[PR_PK_BYTES];
+        unsigned held = 0;
+        evc_addr(g, wsi, addr);
+        for (size_t i = 0; i < g->nevc; i++)
+            held += memcmp(g->evc[i].addr, addr, sizeof addr) == 0;
+        return held >= EVENTS_PER_ADDRESS ? -1 : 0;
+    }
+    case LWS_CALLBACK_ESTABLISHED: {
+        char uri[64] = "", v[32];
+        lws_hdr_copy(wsi, uri, sizeof uri, WSI_TOKEN_GET_URI);
+        if (g == NULL || strcmp(uri, "/ws/events") != 0)
+            return -1;
+        if (g->nevc == g->evc_cap)
+            g->evc = sf_grow(g->evc, &g->evc_cap, sizeof *g->evc);
+        c = &g->evc[g->nevc++];
+        memset(c, 0, sizeof *c);
+        c->wsi = wsi;
+        evc_addr(g, wsi, c->addr);
+        const char *jv = lws_get_urlarg_by_name(wsi, "job=", v, sizeof v);
+        c->job = jv ? strtoull(jv, NULL, 10) : 0;
+        /* a client that saw up to since= reads on from there, if the log
+         * still holds what came after; otherwise it starts from a snapshot */
+        const char *sv = lws_get_urlarg_by_name(wsi, "since=", v, sizeof v);
+        const char *text;
+        size_t n;
+        uint64_t seq;
+        c->at = sv != NULL ? strtoull(sv, NULL, 10) : 0;
+        if (sv == NULL || cd_events_next(g->events, c->at, c->job, &text, &n, &seq) < 0)
+            make_snapshot(g, c);
+        lws_callback_on_writable(wsi);
+        return 0;
+    }
+    case LWS_CALLBACK_RECEIVE:
+        return 0; /* clients have nothing to say */
+    case LWS_CALLBACK_SERVER_WRITEABLE:
+        c = evc_find(g, wsi);
+        return c == NULL || c->behind ? -1 : evc_write(g, c);
+    case LWS_CALLBACK_CLOSED:
+        if (g != NULL && (c = evc_find(g, wsi)) != NULL) {
+            free(c->snapshot);
+            *c = g->evc[--g->nevc];
+        }
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+/* Appends an event to the log and sends it to the /ws/events clients that
+ * want it. fields may be NULL. */
+static void gw_publish(gateway *g, const char *type, uint64_t job, const char *fields)
+{
+    cd_events_add(g->events, type, job, fields ? fields : "");
+    const char *text;
+    size_t n;
+    uint64_t seq;
+    for (size_t i = 0; i < g->nevc; i++) {
+        gw_events_conn *c = &g->evc[i];
+        if (c->behind)
+            continue;
+        int rc = cd_events_next(g->events, c->at, c->job, &text, &n, &seq);
+        if (rc < 0)
+            evc_behind(c);
+        else if (rc == 0)
+            c->at = seq; /* none of its own to send: passed over, so a filtered client never falls behind */
+        else
+            lws_callback_on_writable(c->wsi);
+    }
+}
+
+static void publish_cb(void *ctx, const char *type, uint64_t job, const char *fields)
+{
+    gw_publish(ctx, type, job, fields);
+}
+
+/* ---- the actor --------------------------------------------------------------------------------- */
+
+const char *const gw_end_states[GW_END_STATES] = { "complete", "failed", "cancelled", "expired" };
+
+static void on_event(gateway *g, const cd_event *e)
+{
+    gw_publish(g, e->type, e->job, e->fields);
+    if (strcmp(e->type, "job.finished") != 0)
+        return;
+    /* Nodes still holding chunks of a job that ended drop them. */
+    cd_sessions_cancel_job(g->nodes, e->job, "the job has ended");
+    const char *st = e->fields ? strstr(e->fields, "\"state\":\"") : NULL;
+    for (int i = 0; st != NULL && i < GW_END_STATES; i++) {
+        size_t n = strlen(gw_end_states[i]);
+        if (strncmp(st + 9, gw_end_states[i], n) == 0 && st[9 + n] == '"')
+            g->finished[i]++;
+    }
+}
+
+/* Says on stderr when the certificate served expires within 30 days (at
+ * start, after a reload and once a day), for operators with no alert on
+ * simfarm_tls_cert_not_after_seconds. */
+static void tls_expiry_check(gateway *g)
+{
+    if (g->tls == NULL)
+        return;
+    int64_t left = cd_tlscert_not_after(g->tls) - (int64_t)time(NULL);
+    if (left >= 30 * 86400)
+        return;
+    char when[64], in[32];
+    cd_tlscert_date(cd_tlscert_not_after(g->tls), when, sizeof when);
+    if (left < 86400)
+        snprintf(in, sizeof in, "under a day");
+    else
+        snprintf(in, sizeof in, "%lld day%s", (long long)(left / 86400), left < 2 * 86400 ? "" : "s");
+    sf_log(SF_LOG_WARN, NULL, "TLS: the certificate in %s (%s) expires on %s, in %s: renew it and send SIGHUP",
+        g->tls_cert, cd_tlscert_subject(g->tls), when, in);
+}
+
+static void behaviour(rt_actor *self, rt_msg *m)
+{
+    gateway *g = rt_state(self);
+    switch (m->type) {
+    case M_REQUEST:
+        api_route(g, (gw_request *)m);
+        break;
+    case M_DIE:
+        rt_stop(self);
+        break;
+    case M_TLS_CHECK:
+        tls_expiry_check(g);
+        break;
+    case CD_MSG_RESULT:
+    case RT_MSG_TIMEOUT:
+        api_answer(g, m);
+        break;
+    case CD_MSG_EVENT:
+        on_event(g, (cd_event *)m);
+        break;
+    case CD_MSG_STORE_UP:
+        if (!g->db_up)
+            sf_log(SF_LOG_INFO, NULL, "database up");
+        g->db_up = true;
+        break;
+    case CD_MSG_LOCK_LOST:
+        g->unlocked = true;
+        break;
+    case CD_MSG_LISTENING:
+        g->unlocked = false;
+        break;
+    case CD_MSG_STORE_DOWN:
+        if (g->db_up)
+            sf_log(SF_LOG_WARN, NULL, "database down; requests that need it wait, then get 503");
+        g->db_up = false;
+        break;
+    default:
+        break;
+    }
+}
+
+static void finalize(rt_actor *self)
+{
+    gateway *g = rt_state(self);
+    if (g->ctx != NULL)
+        lws_context_destroy(g->ctx); /* closes every connection; its handles close as the loop runs on */
+    g->ctx = NULL;
+    g->ssl_ctx = NULL; /* a SIGHUP while the runtime stops finds nothing to reload */
+    cd_sessions_destroy(g->nodes);
+    cd_proxies_free(&g->proxies);
+    cd_tlscert_free(g->tls);
+    g->tls = NULL;
+    for (size_t i = 0; i < g->nsessions; i++)
+        free(g->sessions[i].body);
+    free(g->sessions);
+    for (size_t i = 0; i < g->npend; i++)
+        if (g->pend[i].r != NULL)
+            rt_msg_free(&g->pend[i].r->hdr);
+    free(g->pend);
+    for (size_t i = 0; i < g->nevc; i++)
+        free(g->evc[i].snapshot);
+    free(g->evc);
+    cd_events_destroy(g->events);
+    if (g->store != NULL)
+        rt_actor_release(g->store);
+    if (g->scheduler != NULL)
+        rt_actor_release(g->scheduler);
+}
+
+rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *err, size_t errlen)
+{
+    void *loop = rt_system_loop(sys);
+    if (opts == NULL || opts->store == NULL || opts->scheduler == NULL || loop == NULL || opts->port < 0 ||
+        opts->port > 65535) {
+        snprintf(err, errlen, "invalid gateway options");
+        return NULL;
+    }
+    if ((opts->tls_cert == NULL) != (opts->tls_key == NULL)) {
+        snprintf(err, errlen, "TLS needs both a certificate and its key");
+        return NULL;
+    }
+    rt_actor_opts o = { .state_size = sizeof(gateway), .pinned = true, .finalize = finalize, .name = "gateway" };
+    rt_actor *a = rt_spawn(sys, behaviour, &o);
+    if (a == NULL) {
+        snprintf(err, errlen, "the runtime is stopping");
+        return NULL;
+    }
+    gateway *g = rt_state(a);
+    g->self = a;
+    g->store = rt_actor_retain(opts->store);
+    g->scheduler = rt_actor_retain(opts->scheduler);
+    g->max_body = opts->max_body ? opts->max_body : (1u << 20);
+    g->db_timeout_ms = opts->db_timeout_ms ? opts->db_timeout_ms : 5000;
+    g->private_reads = opts->private_reads;
+    uv_timeval64_t now;
+    g->events = cd_events_create(EVENTS_KEPT, uv_gettimeofday(&now) == 0 && now.tv_sec > 0
+                                                  ? (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_usec : 0);
+    if (opts->web_dir != NULL)
+        snprintf(g->web_dir, sizeof g->web_dir, "%s", opts->web_dir);
+    cd_proxies_copy(&g->proxies, opts->trusted_proxies);
+    if (opts->tls_cert != NULL) {
+        /* checked here first: lws says only that it could not load them */
+        snprintf(g->tls_cert, sizeof g->tls_cert, "%s", opts->tls_cert);
+        snprintf(g->tls_key, sizeof g->tls_key, "%s", opts->tls_key);
+        if ((g->tls = cd_tlscert_load(g->tls_cert, g->tls_key, (int64_t)time(NULL), err, errlen)) == NULL)
+            goto fail;
+    }
+    cd_sessions_opts so = { .store = opts->store, .scheduler = opts->scheduler, .open_enrolment = opts->open_enrolment,
+        .heartbeat_ms = opts->heartbeat_ms, .publish = publish_cb, .publish_ctx = g, .proxies = &g->proxies };
+    g->nodes = cd_sessions_create(sys, &so);
+
+    struct lws_context_creation_info info;
+    memset(&info, 0, sizeof info);
+    void *loops[1] = { loop };
+    /* With IPv6 on, libwebsockets binds an IPv4 address such as 127.0.0.1
+     * as the wildcard of a dual-stack socket: on only for an IPv6 one. */
+    bool v6 = opts->host != NULL && strchr(opts->host, ':') != NULL;
+    info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_EXPLICIT_VHOSTS |
+        (v6 ? 0 : LWS_SERVER_OPTION_DISABLE_IPV6) | (opts->tls_cert ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0);
+    info.foreign_loops = loops;
+    info.user = g;
+    /* The buffer each read goes into (4 KiB by default): a node's batch of
+     * results, or the rest of a refused frame, arrives in a sixteenth of
+     * the reads. One per service thread. */
+    info.pt_serv_buf_size = 65536;
+    lws_set_log_level(LLL_ERR, NULL);
+    g->ctx = lws_create_context(&info);
+    if (g->ctx == NULL) {
+        snprintf(err, errlen, "cannot start libwebsockets on the runtime's loop");
+        goto fail;
+    }
+    info.port = opts->port; /* 0: the system picks a free port */
+    info.iface = opts->host ? opts->host : "127.0.0.1";
+    info.ssl_cert_filepath = g->tls ? g->tls_cert : NULL;
+    info.ssl_private_key_filepath = g->tls ? g->tls_key : NULL;
+    /* HTTP/1.1 only: over HTTP/2 (which browsers and curl take when ALPN
+     * offers it) lws 4.1 ends a file from lws_serve_http_file early, cut or
+     * empty. Nothing here needs HTTP/2: WebSockets upgrade HTTP/1.1. */
+    info.alpn = "http/1.1";
+    g->protocols[0] = (struct lws_protocols){ "http", http_cb, sizeof(pss), 4096, 0, NULL, 0 };
+    g->protocols[1] = (struct lws_protocols){ CD_NODE_PROTOCOL, cd_session_lws_cb, cd_session_pss_size(), 65536, 0,
+        g->nodes, 0 };
+    g->protocols[2] = (struct lws_protocols){ EVENTS_PROTOCOL, events_cb, 0, 4096, 0, NULL, 0 };
+    info.protocols = g->protocols;
+    info.vhost_name = "simfarm";
+    g->vhost = lws_create_vhost(g->ctx, &info);
+    /* an iface it cannot bind leaves a vhost that listens nowhere */
+    if (g->vhost == NULL || lws_get_vhost_listen_port(g->vhost) <= 0) {
+        if (opts->tls_cert != NULL)
+            snprintf(err, errlen, "cannot listen on %s:%d with TLS (is %s a PEM certificate and %s its key?)",
+                info.iface, opts->port, opts->tls_cert, opts->tls_key);
+        else
+            snprintf(err, errlen, "cannot listen on %s:%d (in use, or not an address of this machine)", info.iface,
+                opts->port);
+        goto fail;
+    }
+    if (opts->token_file != NULL && api_token_file(g, opts->token_file, err, errlen) != 0)
+        goto fail;
+    cd_store_subscribe(opts->store, a);
+    cd_scheduler_watch(opts->scheduler, a);
+    if (g->tls != NULL) {
+        tls_expiry_check(g);
+        rt_send_every(a, 86400 * 1000, M_TLS_CHECK, 0);
+    }
+    return a;
+fail:
+    /* Stop it through its own mailbox: the finalizer releases what we set. */
+    rt_send(a, rt_msg_new(M_DIE, sizeof(rt_msg)));
+    rt_actor_release(a);
+    return NULL;
+}
+
+int cd_gateway_reload_tls(rt_actor *a, char *msg, size_t len)
+{
+    gateway *g = rt_state(a);
+    char err[1024], when[64];
+    if (g->tls == NULL || g->ssl_ctx == NULL) {
+        snprintf(msg, len, "no certificate to reload: serving plain http");
+        return -1;
+    }
+    cd_tlscert *c = cd_tlscert_load(g->tls_cert, g->tls_key, (int64_t)time(NULL), err, sizeof err);
+    if (c != NULL && cd_tlscert_install(c, g->ssl_ctx, err, sizeof err) != 0) {
+        /* OpenSSL may have taken part of it: the pair served before goes
+         * back whole (it went in before, so it goes in again) */
+        char again[256];
+        if (cd_tlscert_install(g->tls, g->ssl_ctx, again, sizeof again) != 0)
+            sf_log(SF_LOG_WARN, NULL, "TLS: the certificate served before did not go back: %s", again);
+        cd_tlscert_free(c);
+        c = NULL;
+    }
+    if (c == NULL) {
+        g->tls_refused++;
+        cd_tlscert_date(cd_tlscert_not_after(g->tls), when, sizeof when);
+        snprintf(msg, len, "kept the certificate served (%s, until %s): %s", cd_tlscert_subject(g->tls), when, err);
+        return -1;
+    }
+    cd_tlscert_free(g->tls);
+    g->tls = c;
+    g->tls_reloaded++;
+    cd_tlscert_date(cd_tlscert_not_after(c), when, sizeof when);
+    snprintf(msg, len, "serving the certificate in %s (%s, until %s)", g->tls_cert, cd_tlscert_subject(c), when);
+    tls_expiry_check(g);
+    return 0;
+}
+
+void cd_gateway_save_work(rt_actor *a)
+{
+    gateway *g = rt_state(a);
+    if (g->nodes != NULL)
+        cd_sessions_save_all(g->nodes);
+}
+
+unsigned cd_gateway_saves_pending(rt_actor *a)
+{
+    gateway *g = rt_state(a);
+    return g->nodes != NULL ? cd_sessions_saves_pending(g->nodes) : 0;
+}
+
+int cd_gateway_port(rt_actor *a)
+{
+    gateway *g = rt_state(a);
+    return g->vhost ? lws_get_vhost_listen_port(g->vhost) : -1;
+}

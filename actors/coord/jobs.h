@@ -1,0 +1,41 @@
+/*
+ * jobs.h — job submissions: the JSON a user sends (POST /api/jobs, the demo
+ * job of `simfarm up`) checked and turned into the store's INSERT.
+ */
+#ifndef SIMFARM_ACTORS_JOBS_H
+#define SIMFARM_ACTORS_JOBS_H
+
+#include "actors/coord/store.h"
+
+#include <msgpack.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Checks a submission (json, len bytes; need not be NUL-terminated) and
+ * returns the query that inserts it and returns its id (as
+ * cd_job_submission_by with a drawn key). On bad input
+ * returns NULL with the offending field (empty if it is the whole body) and
+ * a message a user can act on. The kernel checks its own parameters. */
+cd_query *cd_job_submission(const char *json, size_t len, char *field, size_t flen, char *msg, size_t mlen);
+
+/* The same for an API caller: the job's owner is `caller`, and an "owner"
+ * field naming someone else is refused unless `admin`. `key` is the
+ * submission's key (the Idempotency-Key header, checked with
+ * cd_submission_key_ok), or NULL to draw one ("~" and 32 hex digits): the
+ * query stores the job once per owner and key, however often it runs, and
+ * returns one row, `id, stored_now, same_body`: stored_now true when this
+ * run inserted it; otherwise the job stored earlier under the key, and
+ * same_body whether its body was this one. No row: a submission under the key is
+ * being stored at this moment. */
+cd_query *cd_job_submission_by(const char *json, size_t len, const char *caller, bool admin, const char *key,
+    char *field, size_t flen, char *msg, size_t mlen);
+
+enum { CD_SUBMISSION_KEY_MAX = 128, CD_SUBMISSION_KEY_DRAWN = 33 };
+
+/* Whether key is a submission key: 1 to 128 visible ASCII characters. */
+bool cd_submission_key_ok(const char *key);
+
+/* A random key: 32 hex digits (128 bits) and a NUL. */
+void cd_submission_key_draw(char out[CD_SUBMISSION_KEY_DRAWN]);
+
+#endif

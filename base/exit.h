@@ -1,0 +1,14 @@
+/*
+ * exit.h — the exit statuses of every simfarm command, defined once.
+ */
+#ifndef SIMFARM_BASE_EXIT_H
+#define SIMFARM_BASE_EXIT_H
+
+enum sf_exit {
+    SF_EXIT_OK = 0,           /* done, or stopped on request */
+    SF_EXIT_FAIL = 1,         /* could not do it: the reason is on stderr */
+    SF_EXIT_USAGE = 2,        /* the command line is wrong */
+    SF_EXIT_NOT_ENROLLED = 3, /* a node whose key the coordinator refused */
+};
+
+#endif /* SIMFARM_BASE_EXIT_H */

@@ -1,0 +1,187 @@
+/*
+ * test_base.c — base/: the one error space (every code registered once,
+ * ranges disjoint, words for each), the growable string, the typed hash
+ * map against a plain array, FNV-1a's published vectors and the logger's
+ * two formats.
+ */
+#include <criterion/criterion.h>
+#include <criterion/redirect.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/fnv.h"
+#include "base/log.h"
+#include "base/map.h"
+#include "base/str.h"
+#include "proto/error.h"
+#include "tests/support/xorshift.h"
+
+static const struct {
+    int code;
+    const char *sym;
+} codes[] = {
+#define ROW(sym, num, text) { num, #sym },
+    SF_ERRNO_MAP(ROW)
+#undef ROW
+};
+
+/* The prefix a code's range belongs to (base/err.h's table). */
+static const char *range_prefix(int code)
+{
+    static const char *const prefix[] = { "PR_", "RT_", "ND_", "SC_", "SIM_", "HTTP_", "CD_", "SF_" };
+    int r = -code / 100;
+    return r < 8 ? prefix[r] : "?";
+}
+
+Test(err, every_code_is_registered_once_in_its_own_range)
+{
+    size_t n = sizeof codes / sizeof codes[0];
+    cr_assert_gt(n, 60);
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_lt(codes[i].code, 0, "%s", codes[i].sym);
+        const char *p = range_prefix(codes[i].code);
+        cr_assert(strncmp(codes[i].sym, p, strlen(p)) == 0, "%s (%d) is not in %s's range", codes[i].sym,
+            codes[i].code, p);
+        cr_assert_str_eq(sf_errname(codes[i].code), codes[i].sym);
+        cr_assert_str_neq(sf_strerror(codes[i].code), "unknown error", "%s has no words", codes[i].sym);
+        for (size_t j = 0; j < i; j++)
+            cr_assert_neq(codes[i].code, codes[j].code, "%s and %s share %d", codes[i].sym, codes[j].sym,
+                codes[i].code);
+    }
+    cr_assert_str_eq(sf_strerror(0), "success");
+    cr_assert_str_eq(sf_errname(0), "OK");
+    cr_assert_str_eq(sf_strerror(-99999), "unknown error");
+    cr_assert_str_eq(sf_errname(-99999), "UNKNOWN");
+}
+
+Test(err, proto_names_keep_the_wire_spelling)
+{
+    cr_assert_str_eq(pr_errname(PR_ETRUNC), "ETRUNC");
+    cr_assert_eq(PR_ETRUNC, -4, "proto's numbers travel in error messages");
+    cr_assert_str_eq(pr_errname(SIM_EPARAM), "UNKNOWN");
+}
+
+Test(err, the_carrier_keeps_code_and_words)
+{
+    sf_error e;
+    sf_error_clear(&e);
+    cr_assert_eq(e.code, 0);
+    cr_assert_str_eq(e.msg, "");
+    cr_assert_eq(sf_fail(&e, CD_ETLS, "cannot read %s", "cert.pem"), CD_ETLS);
+    cr_assert_eq(e.code, CD_ETLS);
+    cr_assert_str_eq(e.msg, "cannot read cert.pem");
+    cr_assert_eq(sf_fail(NULL, SIM_EPARAM, "dropped"), SIM_EPARAM);
+}
+
+Test(str, appends_formats_and_quotes)
+{
+    sf_str b = SF_STR_INIT;
+    sf_str_cat(&b, "{\"a\":");
+    sf_str_catf(&b, "%d,\"b\":", 42);
+    sf_str_cat_json(&b, "say \"hi\"\n\x01");
+    sf_str_catn(&b, "}xyz", 1);
+    cr_assert_str_eq(b.s, "{\"a\":42,\"b\":\"say \\\"hi\\\"\\u000a\\u0001\"}");
+    cr_assert_eq(b.len, strlen(b.s));
+    sf_str_clear(&b);
+    cr_assert_eq(b.len, 0);
+    cr_assert_str_eq(b.s, "");
+    /* Grows well past its first allocation, byte for byte. */
+    for (int i = 0; i < 5000; i++)
+        sf_str_catf(&b, "%04d", i);
+    cr_assert_eq(b.len, 20000);
+    cr_assert(strncmp(b.s + 4 * 4321, "4321", 4) == 0);
+    char *s = sf_str_take(&b);
+    cr_assert_null(b.s);
+    cr_assert_eq(b.len, 0);
+    cr_assert_eq(strlen(s), 20000);
+    free(s);
+    s = sf_str_take(&b);
+    cr_assert_str_eq(s, "");
+    free(s);
+    sf_str_free(&b);
+}
+
+SF_MAP_DECLARE(test_map, uint64_t)
+
+/* Random puts and deletes against a plain array of what must be there. */
+Test(map, agrees_with_a_plain_array)
+{
+    enum { KEYS = 700, STEPS = 40000 };
+    static uint64_t want[KEYS + 1]; /* 0: absent */
+    test_map m = { 0 };
+    uint64_t rs = 0x2545F4914F6CDD1Dull;
+    for (int step = 0; step < STEPS; step++) {
+        uint64_t key = 1 + xorshift64(&rs) % KEYS, v = xorshift64(&rs) | 1;
+        if (xorshift64(&rs) % 3 == 0) {
+            cr_assert_eq(test_map_del(&m, key), want[key] != 0, "step %d: del %llu", step, (unsigned long long)key);
+            want[key] = 0;
+        } else {
+            bool added;
+            *test_map_put(&m, key, &added) = v;
+            cr_assert_eq(added, want[key] == 0, "step %d: put %llu", step, (unsigned long long)key);
+            want[key] = v;
+        }
+    }
+    size_t n = 0;
+    for (uint64_t k = 1; k <= KEYS; k++) {
+        uint64_t *got = test_map_get(&m, k);
+        if (want[k] == 0) {
+            cr_assert_null(got, "key %llu deleted but found", (unsigned long long)k);
+        } else {
+            cr_assert_not_null(got, "key %llu lost", (unsigned long long)k);
+            cr_assert_eq(*got, want[k]);
+            n++;
+        }
+    }
+    cr_assert_eq(m.n, n);
+    size_t seen = 0;
+    SF_MAP_EACH(&m, e) {
+        cr_assert_eq(e->val, want[e->key]);
+        seen++;
+    }
+    cr_assert_eq(seen, n);
+    cr_assert_null(test_map_get(&m, 0));
+    test_map_free(&m);
+    cr_assert_null(test_map_get(&m, 1));
+}
+
+Test(fnv, published_vectors)
+{
+    /* From the FNV authors' test suite: "" and "a", 32 and 64 bits. */
+    cr_assert_eq(sf_fnv32(SF_FNV32_BASIS, "", 0), 0x811c9dc5u);
+    cr_assert_eq(sf_fnv32(SF_FNV32_BASIS, "a", 1), 0xe40c292cu);
+    cr_assert_eq(sf_fnv64(SF_FNV64_BASIS, "", 0), 0xcbf29ce484222325ull);
+    cr_assert_eq(sf_fnv64(SF_FNV64_BASIS, "a", 1), 0xaf63dc4c8601ec8cull);
+    cr_assert_eq(sf_fnv64(SF_FNV64_BASIS, "foobar", 6), 0x85944171f73967e8ull);
+}
+
+Test(log, text_names_the_source, .init = cr_redirect_stderr)
+{
+    sf_log_setup(SF_LOG_TEXT, SF_LOG_INFO, false);
+    sf_log(SF_LOG_WARN, "scheduler", "job %d cannot run: %s", 7, "no kernel");
+    sf_log(SF_LOG_INFO, NULL, "database up");
+    sf_log(SF_LOG_DEBUG, "store", "below the level: not written");
+    fflush(stderr);
+    cr_assert_stderr_eq_str("simfarm scheduler: job 7 cannot run: no kernel\nsimfarm: database up\n");
+}
+
+Test(log, json_is_one_object_a_line, .init = cr_redirect_stderr)
+{
+    sf_log_format f;
+    cr_assert(sf_log_format_parse("json", &f));
+    cr_assert_eq(f, SF_LOG_JSON);
+    cr_assert_not(sf_log_format_parse("xml", &f));
+    sf_log_setup(SF_LOG_JSON, SF_LOG_DEBUG, false);
+    sf_logf(SF_LOG_ERROR, "session", "\"job\":12,\"node\":3", "node %d says \"%s\"", 3, "bye");
+    fflush(stderr);
+    FILE *err = cr_get_redirected_stderr();
+    char line[512] = "";
+    cr_assert_not_null(fgets(line, sizeof line, err));
+    cr_assert(strncmp(line, "{\"ts\":", 6) == 0, "%s", line);
+    const char *rest = strstr(line, ",\"level\":");
+    cr_assert_not_null(rest, "%s", line);
+    cr_assert_str_eq(rest, ",\"level\":\"error\",\"src\":\"session\",\"msg\":\"node 3 says \\\"bye\\\"\","
+                           "\"job\":12,\"node\":3}\n");
+}
