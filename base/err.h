@@ -106,7 +106,8 @@
     /* base */                                                                                  \
     XX(SF_EJSON, -701, "malformed JSON")                                                        \
     XX(SF_ENOMEM, -702, "out of memory")                                                        \
-    XX(SF_EIO, -703, "a file could not be read or written")
+    XX(SF_EIO, -703, "a file could not be read or written")                                     \
+    XX(SF_EURL, -704, "not a URL the farm speaks")
 
 enum sf_errno {
     SF_OK = 0,

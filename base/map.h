@@ -30,10 +30,12 @@ static inline size_t sf_map_home(uint64_t key, size_t cap)
     return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
 }
 
-/* Every occupied entry e of map m (a pointer to the map). */
+/* Every occupied entry e of map m (a pointer to the map): the body runs
+ * once for each, with e pointing at it. Two loops make it, so `break` ends
+ * only the current entry's turn: return, or test a flag, to stop early. */
 #define SF_MAP_EACH(m, e)                                                                       \
-    for (__typeof__((m)->slots) e = (m)->slots; e != NULL && e < (m)->slots + (m)->cap; e++)   \
-        if (e->key != 0)
+    for (size_t e##_slot = 0; e##_slot < (m)->cap; e##_slot++)                                  \
+        for (__typeof__((m)->slots[0]) *e = &(m)->slots[e##_slot]; e != NULL && e->key != 0; e = NULL)
 
 #define SF_MAP_DECLARE(name, V)                                                                 \
     typedef struct name##_entry {                                                               \

@@ -10,6 +10,8 @@
  */
 #include "cli/http.h"
 
+#include "base/url.h"
+
 #include "runtime/runtime.h"
 
 #include <ctype.h>
@@ -36,65 +38,32 @@
 #define MAX_ANSWER (64u << 20)
 #define MAX_HEAD (64u << 10)
 
-static int say(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 /* ---- URLs ------------------------------------------------------------------------- */
 
-int http_url_parse(const char *url, http_url *out, char *err, size_t errlen)
+int http_url_parse(const char *url, http_url *out, sf_error *e)
 {
     memset(out, 0, sizeof *out);
-    out->tls = strncasecmp(url, "https://", 8) == 0;
-    if (!out->tls && strncasecmp(url, "http://", 7) != 0)
-        return say(err, errlen, HTTP_EURL, "'%s' is not an http:// or https://HOST:PORT URL", url);
-    size_t scheme = out->tls ? 8 : 7;
-    const char *p = url + scheme, *host, *host_end, *auth_end;
-    if (*p == '[') {
-        host = p + 1;
-        host_end = strchr(host, ']');
-        if (host_end == NULL)
-            return say(err, errlen, HTTP_EURL, "'%s': an IPv6 address needs its closing ']'", url);
-        p = host_end + 1;
-    } else {
-        host = p;
-        p += strcspn(p, ":/?#@");
-        host_end = p;
+    sf_url u;
+    int rc = sf_url_parse(url, &u, e);
+    if (rc == 0 && strcmp(u.scheme, "http") != 0 && strcmp(u.scheme, "https") != 0)
+        rc = SF_EURL;
+    if (rc == SF_EURL && strncasecmp(url, "http://", 7) != 0 && strncasecmp(url, "https://", 8) != 0)
+        return sf_fail(e, HTTP_EURL, "'%s' is not an http:// or https://HOST:PORT URL", url);
+    if (rc != 0) { /* sf_url_parse's words, the client's code */
+        if (e != NULL)
+            e->code = HTTP_EURL;
+        return HTTP_EURL;
     }
-    if (*p == '@' || strchr(url + scheme, '@') != NULL)
-        return say(err, errlen, HTTP_EURL, "'%s': user names in the URL are not supported", url);
-    if (host_end == host || (size_t)(host_end - host) >= sizeof out->host)
-        return say(err, errlen, HTTP_EURL, "'%s' names no host", url);
-    memcpy(out->host, host, (size_t)(host_end - host));
-    snprintf(out->port, sizeof out->port, out->tls ? "443" : "80");
-    if (*p == ':') {
-        char *end;
-        errno = 0;
-        long port = strtol(p + 1, &end, 10);
-        if (!isdigit((unsigned char)p[1]) || errno != 0 || port < 1 || port > 65535 || (*end != '\0' && *end != '/'))
-            return say(err, errlen, HTTP_EURL, "'%s': the port must be a number from 1 to 65535", url);
-        snprintf(out->port, sizeof out->port, "%ld", port);
-        p = end;
-    }
-    auth_end = p;
-    if (*p != '\0' && *p != '/')
-        return say(err, errlen, HTTP_EURL, "'%s' is not an http:// or https://HOST:PORT URL", url);
-    size_t plen = strlen(p);
-    while (plen > 0 && p[plen - 1] == '/')
+    size_t plen = strlen(u.path);
+    while (plen > 0 && u.path[plen - 1] == '/')
         plen--;
-    if (plen >= sizeof out->prefix || memchr(p, '?', plen) != NULL || memchr(p, '#', plen) != NULL)
-        return say(err, errlen, HTTP_EURL, "'%s': only a plain path may follow HOST:PORT", url);
-    memcpy(out->prefix, p, plen);
-    if ((size_t)(auth_end - url) >= sizeof out->origin)
-        return say(err, errlen, HTTP_EURL, "'%s' is too long", url);
-    memcpy(out->origin, url, (size_t)(auth_end - url));
+    if (plen >= sizeof out->prefix || memchr(u.path, '?', plen) != NULL || memchr(u.path, '#', plen) != NULL)
+        return sf_fail(e, HTTP_EURL, "'%s': only a plain path may follow HOST:PORT", url);
+    memcpy(out->prefix, u.path, plen);
+    out->tls = u.tls;
+    snprintf(out->host, sizeof out->host, "%s", u.host);
+    snprintf(out->port, sizeof out->port, "%d", u.port);
+    snprintf(out->origin, sizeof out->origin, "%s", u.origin);
     return 0;
 }
 
@@ -159,12 +128,12 @@ static const char *reason_of(int errnum, char *buf, size_t cap)
 
 /* Connects to one of the host's addresses, trying each in turn, within
  * timeout_ms for all of them. Returns the socket or an HTTP_E* code. */
-static int dial(const http_url *url, int timeout_ms, char *err, size_t errlen)
+static int dial(const http_url *url, int timeout_ms, sf_error *e)
 {
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *list = NULL;
     int rc = getaddrinfo(url->host, url->port, &hints, &list);
     if (rc != 0)
-        return say(err, errlen, HTTP_ERESOLVE, "cannot reach %s: cannot resolve '%s': %s", url->origin, url->host,
+        return sf_fail(e, HTTP_ERESOLVE, "cannot reach %s: cannot resolve '%s': %s", url->origin, url->host,
             rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
     int64_t deadline = now_ms() + timeout_ms;
     int last = ECONNREFUSED;
@@ -203,9 +172,9 @@ static int dial(const http_url *url, int timeout_ms, char *err, size_t errlen)
         return fd;
     char why[128];
     if (timed_out)
-        return say(err, errlen, HTTP_ETIMEDOUT, "cannot reach %s: no connection within %d s", url->origin,
+        return sf_fail(e, HTTP_ETIMEDOUT, "cannot reach %s: no connection within %d s", url->origin,
             (timeout_ms + 999) / 1000);
-    return say(err, errlen, HTTP_ECONNECT, "cannot reach %s: %s", url->origin, reason_of(last, why, sizeof why));
+    return sf_fail(e, HTTP_ECONNECT, "cannot reach %s: %s", url->origin, reason_of(last, why, sizeof why));
 }
 
 /* ---- the connection: plain or TLS ------------------------------------------------- */
@@ -290,7 +259,7 @@ static bool is_address(const char *host)
     return inet_pton(AF_INET, host, a) == 1 || inet_pton(AF_INET6, host, a) == 1;
 }
 
-int http_ca_check(const char *path, char *err, size_t errlen)
+int http_ca_check(const char *path, sf_error *e)
 {
     X509_STORE *store = X509_STORE_new();
     if (store == NULL)
@@ -302,20 +271,20 @@ int http_ca_check(const char *path, char *err, size_t errlen)
         return 0;
     FILE *f = fopen(path, "r");
     if (f == NULL)
-        return say(err, errlen, HTTP_ETLS, "cannot read the CA file %s: %s", path, strerror(errno));
+        return sf_fail(e, HTTP_ETLS, "cannot read the CA file %s: %s", path, strerror(errno));
     fclose(f);
-    return say(err, errlen, HTTP_ETLS, "the CA file %s holds no PEM certificate (%s)", path,
+    return sf_fail(e, HTTP_ETLS, "the CA file %s holds no PEM certificate (%s)", path,
         tls_reason("nothing usable"));
 }
 
 /* Runs the TLS handshake on c->fd by deadline and checks the server's
  * certificate against ca_file (NULL: the system's CAs) and the URL's host.
- * Returns 0 or an HTTP_E* code with one line in err. */
-static int tls_start(conn *c, const http_url *url, const char *ca_file, int64_t deadline, char *err, size_t errlen)
+ * Returns 0 or an HTTP_E* code with one line in e. */
+static int tls_start(conn *c, const http_url *url, const char *ca_file, int64_t deadline, sf_error *e)
 {
     c->ctx = SSL_CTX_new(TLS_client_method());
     if (c->ctx == NULL)
-        return say(err, errlen, HTTP_ETLS, "cannot set up TLS: %s", tls_reason("out of memory"));
+        return sf_fail(e, HTTP_ETLS, "cannot set up TLS: %s", tls_reason("out of memory"));
     SSL_CTX_set_min_proto_version(c->ctx, TLS1_2_VERSION);
     /* A server that closes without close_notify has still said all a
      * Content-Length or chunked answer holds; a cut is seen there. */
@@ -323,11 +292,11 @@ static int tls_start(conn *c, const http_url *url, const char *ca_file, int64_t 
     SSL_CTX_set_verify(c->ctx, SSL_VERIFY_PEER, NULL);
     if (ca_file != NULL ? SSL_CTX_load_verify_locations(c->ctx, ca_file, NULL) != 1
                         : SSL_CTX_set_default_verify_paths(c->ctx) != 1)
-        return say(err, errlen, HTTP_ETLS, "cannot load the CA certificates%s%s: %s", ca_file ? " of " : "",
+        return sf_fail(e, HTTP_ETLS, "cannot load the CA certificates%s%s: %s", ca_file ? " of " : "",
             ca_file ? ca_file : "", tls_reason("unknown error"));
     c->ssl = SSL_new(c->ctx);
     if (c->ssl == NULL || SSL_set_fd(c->ssl, c->fd) != 1)
-        return say(err, errlen, HTTP_ETLS, "cannot set up TLS: %s", tls_reason("out of memory"));
+        return sf_fail(e, HTTP_ETLS, "cannot set up TLS: %s", tls_reason("out of memory"));
     X509_VERIFY_PARAM *param = SSL_get0_param(c->ssl);
     if (is_address(url->host)) {
         X509_VERIFY_PARAM_set1_ip_asc(param, url->host);
@@ -342,33 +311,33 @@ static int tls_start(conn *c, const http_url *url, const char *ca_file, int64_t 
         int k = SSL_connect(c->ssl);
         if (k == 1)
             return 0;
-        int e = SSL_get_error(c->ssl, k);
-        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-            int w = wait_fd(c->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline);
+        int se = SSL_get_error(c->ssl, k);
+        if (se == SSL_ERROR_WANT_READ || se == SSL_ERROR_WANT_WRITE) {
+            int w = wait_fd(c->fd, se == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline);
             if (w == 1)
                 continue;
             if (w == 0)
-                return say(err, errlen, HTTP_ETIMEDOUT, "cannot reach %s: no TLS handshake in time", url->origin);
+                return sf_fail(e, HTTP_ETIMEDOUT, "cannot reach %s: no TLS handshake in time", url->origin);
             reason_of(errno, c->why, sizeof c->why);
-            return say(err, errlen, HTTP_EIO, "cannot reach %s: %s", url->origin, c->why);
+            return sf_fail(e, HTTP_EIO, "cannot reach %s: %s", url->origin, c->why);
         }
         long v = SSL_get_verify_result(c->ssl);
         if (v == X509_V_ERR_HOSTNAME_MISMATCH || v == X509_V_ERR_IP_ADDRESS_MISMATCH)
-            return say(err, errlen, HTTP_ETLS, "cannot reach %s: TLS: the server's certificate is not for %s",
+            return sf_fail(e, HTTP_ETLS, "cannot reach %s: TLS: the server's certificate is not for %s",
                 url->origin, url->host);
         if (v != X509_V_OK)
-            return say(err, errlen, HTTP_ETLS, "cannot reach %s: TLS: the server's certificate is not trusted (%s); %s%s",
+            return sf_fail(e, HTTP_ETLS, "cannot reach %s: TLS: the server's certificate is not trusted (%s); %s%s",
                 url->origin, X509_verify_cert_error_string(v),
                 ca_file ? "it is not signed by a CA in " : "give the CA that signed it with --ca FILE",
                 ca_file ? ca_file : "");
         unsigned long q = ERR_peek_last_error();
-        if (q == 0 && e == SSL_ERROR_SYSCALL && errno != 0)
-            return say(err, errlen, HTTP_EIO, "cannot reach %s: %s", url->origin, reason_of(errno, c->why, sizeof c->why));
+        if (q == 0 && se == SSL_ERROR_SYSCALL && errno != 0)
+            return sf_fail(e, HTTP_EIO, "cannot reach %s: %s", url->origin, reason_of(errno, c->why, sizeof c->why));
         if (q == 0)
-            return say(err, errlen, HTTP_ETLS, "cannot reach %s: the server closed the connection in the TLS handshake",
+            return sf_fail(e, HTTP_ETLS, "cannot reach %s: the server closed the connection in the TLS handshake",
                 url->origin);
         bool plain = ERR_GET_LIB(q) == ERR_LIB_SSL && ERR_GET_REASON(q) == SSL_R_WRONG_VERSION_NUMBER;
-        return say(err, errlen, HTTP_ETLS, "cannot reach %s: the TLS handshake failed: %s%s", url->origin,
+        return sf_fail(e, HTTP_ETLS, "cannot reach %s: the TLS handshake failed: %s%s", url->origin,
             tls_reason("unknown error"), plain ? " (is it a plain http:// server?)" : "");
     }
 }
@@ -568,13 +537,13 @@ static int complete(reader *r, http_response *res, bool at_eof)
 
 /* ---- one exchange ----------------------------------------------------------------- */
 
-int http_send(const http_url *url, const http_request *req, http_response *res, char *err, size_t errlen)
+int http_send(const http_url *url, const http_request *req, http_response *res, sf_error *e)
 {
     memset(res, 0, sizeof *res);
     int connect_ms = req->connect_timeout_ms > 0 ? req->connect_timeout_ms : 5000;
     int total_ms = req->timeout_ms > 0 ? req->timeout_ms : 30000;
     reader out = { 0 };
-    conn c = { .fd = dial(url, connect_ms, err, errlen) };
+    conn c = { .fd = dial(url, connect_ms, e) };
     if (c.fd < 0)
         return c.fd;
     int64_t deadline = now_ms() + total_ms;
@@ -583,7 +552,7 @@ int http_send(const http_url *url, const http_request *req, http_response *res, 
     struct sigaction ignore = { .sa_handler = SIG_IGN }, pipe_was;
     if (url->tls)
         sigaction(SIGPIPE, &ignore, &pipe_was);
-    int rc = url->tls ? tls_start(&c, url, req->ca_file, deadline, err, errlen) : 0;
+    int rc = url->tls ? tls_start(&c, url, req->ca_file, deadline, e) : 0;
     if (rc != 0)
         goto done;
 
@@ -627,7 +596,7 @@ int http_send(const http_url *url, const http_request *req, http_response *res, 
         }
         int w = n == IO_WAIT ? wait_fd(c.fd, want, deadline) : -1;
         if (w == 0) {
-            rc = say(err, errlen, HTTP_ETIMEDOUT, "%s did not answer within %d s", url->origin, total_ms / 1000);
+            rc = sf_fail(e, HTTP_ETIMEDOUT, "%s did not answer within %d s", url->origin, total_ms / 1000);
             goto done;
         }
         if (w < 0) {
@@ -651,7 +620,7 @@ int http_send(const http_url *url, const http_request *req, http_response *res, 
             if (w == 1)
                 continue;
             if (w == 0) {
-                rc = say(err, errlen, HTTP_ETIMEDOUT, "%s did not answer within %d s", url->origin, total_ms / 1000);
+                rc = sf_fail(e, HTTP_ETIMEDOUT, "%s did not answer within %d s", url->origin, total_ms / 1000);
                 break;
             }
             reason_of(errno, c.why, sizeof c.why);
@@ -660,14 +629,14 @@ int http_send(const http_url *url, const http_request *req, http_response *res, 
         bool eof = n <= 0;
         if (n > 0) {
             if (in.len + (size_t)n > MAX_ANSWER) {
-                rc = say(err, errlen, HTTP_ETOOBIG, "%s sent an answer over %u MiB", url->origin, MAX_ANSWER >> 20);
+                rc = sf_fail(e, HTTP_ETOOBIG, "%s sent an answer over %u MiB", url->origin, MAX_ANSWER >> 20);
                 break;
             }
             append(&in, buf, (size_t)n);
         }
         int h = in.head_len ? 1 : in.len ? parse_head(&in, res) : 0;
         if (h < 0) {
-            rc = say(err, errlen, HTTP_EPROTO, "%s sent something that is not an HTTP/1.x answer", url->origin);
+            rc = sf_fail(e, HTTP_EPROTO, "%s sent something that is not an HTTP/1.x answer", url->origin);
             break;
         }
         if (h == 1) {
@@ -675,7 +644,7 @@ int http_send(const http_url *url, const http_request *req, http_response *res, 
             if (k == 1)
                 break;
             if (k < 0) {
-                rc = say(err, errlen, k, "%s %s", url->origin,
+                rc = sf_fail(e, k, "%s %s", url->origin,
                     k == HTTP_EIO ? "closed the connection in the middle of the answer" : "sent a malformed chunked body");
                 break;
             }
@@ -684,11 +653,11 @@ int http_send(const http_url *url, const http_request *req, http_response *res, 
             /* A TLS server drops a plain request without a word. */
             const char *hint = in.len == 0 && !url->tls ? " (is it an https:// server?)" : "";
             if (in.len == 0 && (n == IO_FAIL || send_failed))
-                rc = say(err, errlen, HTTP_EIO, "%s: %s%s", url->origin, c.why, hint);
+                rc = sf_fail(e, HTTP_EIO, "%s: %s%s", url->origin, c.why, hint);
             else if (in.len == 0)
-                rc = say(err, errlen, HTTP_EIO, "%s closed the connection without an answer%s", url->origin, hint);
+                rc = sf_fail(e, HTTP_EIO, "%s closed the connection without an answer%s", url->origin, hint);
             else
-                rc = say(err, errlen, HTTP_EIO, "%s closed the connection before a complete answer", url->origin);
+                rc = sf_fail(e, HTTP_EIO, "%s closed the connection before a complete answer", url->origin);
             break;
         }
     }

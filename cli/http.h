@@ -27,13 +27,13 @@ typedef struct http_url {
     bool tls;                /* https:// */
 } http_url;
 
-/* Parses url into *out. Returns 0 or HTTP_EURL; err (may be NULL) then
+/* Parses url into *out. Returns 0 or HTTP_EURL; e (may be NULL) then
  * says what is wrong in one line. */
-int http_url_parse(const char *url, http_url *out, char *err, size_t errlen);
+int http_url_parse(const char *url, http_url *out, sf_error *e);
 
 /* Checks that path holds at least one PEM certificate that can serve as a
- * CA for https. Returns 0, or HTTP_ETLS with one line in err. */
-int http_ca_check(const char *path, char *err, size_t errlen);
+ * CA for https. Returns 0, or HTTP_ETLS with one line in e (may be NULL). */
+int http_ca_check(const char *path, sf_error *e);
 
 typedef struct http_request {
     const char *method;      /* "GET", "POST", "DELETE" */
@@ -58,10 +58,10 @@ typedef struct http_response {
 /* Sends req to the server at url and reads the whole answer into *res,
  * which the caller frees with http_response_free (also after a failure,
  * when it is empty). Any status the server sends is a success here: the
- * caller judges it. Returns 0, or an HTTP_E* code with one line in err
- * naming the server ("cannot reach http://127.0.0.1:8080: connection
+ * caller judges it. Returns 0, or an HTTP_E* code with one line in e
+ * (may be NULL) naming the server ("cannot reach http://127.0.0.1:8080: connection
  * refused"). Answers over 64 MiB are refused. Never raises SIGPIPE. */
-int http_send(const http_url *url, const http_request *req, http_response *res, char *err, size_t errlen);
+int http_send(const http_url *url, const http_request *req, http_response *res, sf_error *e);
 
 void http_response_free(http_response *res);
 

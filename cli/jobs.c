@@ -331,13 +331,13 @@ static int watch_job(remote *r, int64_t id)
         if (next < now_ms() - POLL_MS)
             next = now_ms(); /* fell behind (a slow answer): no burst of polls to catch up */
         http_response res;
-        char err[700];
-        int rc = remote_exchange(r, "GET", target, NULL, 0, &res, err, sizeof err);
+        sf_error e;
+        int rc = remote_exchange(r, "GET", target, NULL, 0, &res, &e);
         /* Once the job has been seen, the coordinator may be restarting:
          * wait for it. A first request that fails is an answer. */
         bool transient = seen && (rc != 0 || res.status == 503);
         if (rc != 0 && !transient)
-            return remote_fail(r, SF_EXIT_FAIL, "%s", err);
+            return remote_fail(r, SF_EXIT_FAIL, "%s", e.msg);
         if (transient) {
             int64_t now = now_ms();
             if (failing_since == 0)
@@ -350,7 +350,7 @@ static int watch_job(remote *r, int64_t id)
             if (drawn)
                 putchar('\n');
             if (rc != 0)
-                return remote_fail(r, SF_EXIT_FAIL, "%s", err);
+                return remote_fail(r, SF_EXIT_FAIL, "%s", e.msg);
         }
         failing_since = 0;
         if (res.status >= 200 && res.status < 300)
@@ -451,17 +451,17 @@ static const char submit_usage[] =
  * what remote_call does. */
 static int send_submission(remote *r, const char *text, size_t len, http_response *res)
 {
-    char err[700];
+    sf_error e;
     for (int64_t start = now_ms();; pause_ms(POLL_MS)) {
         int64_t left = start + SUBMIT_RETRY_MS - now_ms();
         r->timeout_ms = (int)(left < SUBMIT_TRY_MS ? (left > 1000 ? left : 1000) : SUBMIT_TRY_MS);
-        int rc = remote_exchange(r, "POST", "/api/jobs", text, len, res, err, sizeof err);
+        int rc = remote_exchange(r, "POST", "/api/jobs", text, len, res, &e);
         bool again = rc == HTTP_ETIMEDOUT || rc == HTTP_EIO || rc == HTTP_EPROTO ||
             (rc == 0 && (res->status == 503 || res->status == 409));
         if (!again || now_ms() - start + POLL_MS >= SUBMIT_RETRY_MS) {
             r->timeout_ms = 0;
             if (rc != 0)
-                return remote_fail(r, SF_EXIT_FAIL, "%s", err);
+                return remote_fail(r, SF_EXIT_FAIL, "%s", e.msg);
             return res->status >= 200 && res->status < 300 ? 0 : remote_refused(r, res, NULL);
         }
         http_response_free(res);

@@ -278,12 +278,12 @@ int remote_init(remote *r, const char *cmd, const char *usage, int argc, char **
     }
     if (r->server[0] == '\0')
         snprintf(r->server, sizeof r->server, "%s", REMOTE_DEFAULT_SERVER);
-    char err[700];
-    if (http_url_parse(r->server, &r->url, err, sizeof err) != 0)
-        return remote_fail(r, SF_EXIT_USAGE, "%s", err);
+    sf_error e;
+    if (http_url_parse(r->server, &r->url, &e) != 0)
+        return remote_fail(r, SF_EXIT_USAGE, "%s", e.msg);
     /* The CAs matter to https only; a bad file is the user's to fix. */
-    if (r->url.tls && r->ca[0] != '\0' && http_ca_check(r->ca, err, sizeof err) != 0)
-        return remote_fail(r, SF_EXIT_USAGE, "%s (from %s)", err, ca_from);
+    if (r->url.tls && r->ca[0] != '\0' && http_ca_check(r->ca, &e) != 0)
+        return remote_fail(r, SF_EXIT_USAGE, "%s (from %s)", e.msg, ca_from);
     return REMOTE_GO_ON;
 }
 
@@ -301,12 +301,12 @@ int remote_id(const remote *r, const char *s, const char *what, int64_t *id)
 /* ---- requests ----------------------------------------------------------------------- */
 
 int remote_exchange(remote *r, const char *method, const char *target, const char *body, size_t len,
-    http_response *res, char *err, size_t errlen)
+    http_response *res, sf_error *e)
 {
     http_request q = { .method = method, .target = target, .bearer = r->token[0] ? r->token : NULL,
         .key = r->key, .body = body, .body_len = len, .ca_file = r->ca[0] ? r->ca : NULL,
         .timeout_ms = r->timeout_ms };
-    return http_send(&r->url, &q, res, err, errlen);
+    return http_send(&r->url, &q, res, e);
 }
 
 int remote_refused(remote *r, http_response *res, const char *missing)
@@ -348,9 +348,9 @@ int remote_refused(remote *r, http_response *res, const char *missing)
 int remote_call(remote *r, const char *method, const char *target, const char *body, size_t len,
     const char *missing, http_response *res)
 {
-    char err[700];
-    if (remote_exchange(r, method, target, body, len, res, err, sizeof err) != 0)
-        return remote_fail(r, SF_EXIT_FAIL, "%s", err);
+    sf_error e;
+    if (remote_exchange(r, method, target, body, len, res, &e) != 0)
+        return remote_fail(r, SF_EXIT_FAIL, "%s", e.msg);
     if (res->status >= 200 && res->status < 300)
         return 0;
     return remote_refused(r, res, missing);

@@ -93,11 +93,11 @@ int remote_call(remote *r, const char *method, const char *target, const char *b
     const char *missing, http_response *res);
 
 /* The two halves of remote_call. remote_exchange sends the request and
- * returns 0 with any answer, or an HTTP_E* code with the reason in err,
+ * returns 0 with any answer, or an HTTP_E* code with the reason in e,
  * printing nothing. remote_refused prints the one-line error for a non-2xx
  * answer, frees it and returns SF_EXIT_FAIL. */
 int remote_exchange(remote *r, const char *method, const char *target, const char *body, size_t len,
-    http_response *res, char *err, size_t errlen);
+    http_response *res, sf_error *e);
 int remote_refused(remote *r, http_response *res, const char *missing);
 
 /* Writes an answer's body as it is, with a final newline. */

@@ -52,12 +52,11 @@ static void up_usage(FILE *out)
 
 /* Starts the farm's cluster in var/pg, or, as root when the postgres user
  * cannot reach var, in /var/lib/simfarm/pg-<hash of var>. */
-static int pg_start(cd_pg *pg, const char *var, char *err, size_t errlen)
+static int pg_start(cd_pg *pg, const char *var, sf_error *e)
 {
     char abs[PATH_MAX], dir[PATH_MAX], version[PATH_MAX + 32];
     if (cd_mkdirs(var, 0755) != 0 || realpath(var, abs) == NULL || strlen(abs) > PATH_MAX - 16) {
-        snprintf(err, errlen, "cannot create %s: %s", var, strerror(errno));
-        return -1;
+        return sf_fail(e, CD_EIO, "cannot create %s: %s", var, strerror(errno));
     }
     snprintf(dir, sizeof dir, "%.*s/pg", PATH_MAX - 16, abs);
     if (geteuid() == 0 && !cd_pg_reachable(dir)) {
@@ -68,15 +67,14 @@ static int pg_start(cd_pg *pg, const char *var, char *err, size_t errlen)
         printf("simfarm up: %s is not reachable by the postgres user; the database lives in %s\n", abs, dir);
     }
     if (strlen(dir) > 80) {
-        snprintf(err, errlen, "%s is too long a path for PostgreSQL's socket: use --var with a shorter one", dir);
-        return -1;
+        return sf_fail(e, CD_EDB, "%s is too long a path for PostgreSQL's socket: use --var with a shorter one", dir);
     }
     snprintf(version, sizeof version, "%s/data/PG_VERSION", dir);
     if (access(version, F_OK) != 0) {
         printf("simfarm up: creating a PostgreSQL cluster in %s/data\n", dir);
         fflush(stdout);
     }
-    return cd_pg_start(pg, dir, NULL, err, errlen);
+    return cd_pg_start(pg, dir, NULL, e);
 }
 
 static void pg_stop(cd_pg *pg)
@@ -395,9 +393,9 @@ int cmd_up(int argc, char **argv)
     memset(&pg, 0, sizeof pg);
     const char *db = getenv("SIMFARM_DB");
     if (db == NULL || *db == '\0') {
-        char err[PATH_MAX + 128];
-        if (pg_start(&pg, var, err, sizeof err) != 0) {
-            fprintf(stderr, "simfarm up: %s\n", err);
+        sf_error e;
+        if (pg_start(&pg, var, &e) != 0) {
+            fprintf(stderr, "simfarm up: %s\n", e.msg);
             pg_stop(&pg);
             return SF_EXIT_FAIL;
         }

@@ -106,7 +106,7 @@ static long postmaster_pid(const char *data)
     return pid;
 }
 
-int cd_pg_start(cd_pg *pg, const char *dir, const char *const *settings, char *err, size_t errlen)
+int cd_pg_start(cd_pg *pg, const char *dir, const char *const *settings, sf_error *e)
 {
     memset(pg, 0, sizeof *pg);
     const char *bin = getenv("SIMFARM_PG_BIN") ? getenv("SIMFARM_PG_BIN") : "/usr/lib/postgresql/15/bin";
@@ -114,13 +114,11 @@ int cd_pg_start(cd_pg *pg, const char *dir, const char *const *settings, char *e
     snprintf(initdb, sizeof initdb, "%s/initdb", bin);
     snprintf(postgres, sizeof postgres, "%s/postgres", bin);
     if (access(initdb, X_OK) != 0 || access(postgres, X_OK) != 0) {
-        snprintf(err, errlen, "PostgreSQL's server programs are not in %s: run scripts/install-deps.sh, "
+        return sf_fail(e, CD_EDB, "PostgreSQL's server programs are not in %s: run scripts/install-deps.sh, "
             "or set SIMFARM_DB to a database", bin);
-        return -1;
     }
     if (strlen(dir) > 80) {
-        snprintf(err, errlen, "%s is too long a path for PostgreSQL's socket", dir);
-        return -1;
+        return sf_fail(e, CD_EDB, "%s is too long a path for PostgreSQL's socket", dir);
     }
     snprintf(pg->dir, sizeof pg->dir, "%s", dir);
     pg->uid = getuid();
@@ -128,16 +126,14 @@ int cd_pg_start(cd_pg *pg, const char *dir, const char *const *settings, char *e
     if (geteuid() == 0) {
         struct passwd *pw = getpwnam("postgres");
         if (pw == NULL) {
-            snprintf(err, errlen, "running as root needs the postgres system user: run scripts/install-deps.sh");
-            return -1;
+            return sf_fail(e, CD_EDB, "running as root needs the postgres system user: run scripts/install-deps.sh");
         }
         pg->uid = pw->pw_uid;
         pg->gid = pw->pw_gid;
         pg->drop = true;
     }
     if (cd_mkdirs(pg->dir, 0700) != 0 || (pg->drop && chown(pg->dir, pg->uid, pg->gid) != 0)) {
-        snprintf(err, errlen, "cannot prepare %s: %s", pg->dir, strerror(errno));
-        return -1;
+        return sf_fail(e, CD_EDB, "cannot prepare %s: %s", pg->dir, strerror(errno));
     }
 
     char data[PATH_MAX + 8], version[PATH_MAX + 24], log[PATH_MAX + 24];
@@ -148,8 +144,7 @@ int cd_pg_start(cd_pg *pg, const char *dir, const char *const *settings, char *e
         char *argv[] = { initdb, "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", NULL };
         if (run_as_owner(pg, argv, log, true) != 0) {
             cd_log_tail(log);
-            snprintf(err, errlen, "initdb failed (log: %s)", log);
-            return -1;
+            return sf_fail(e, CD_EDB, "initdb failed (log: %s)", log);
         }
         pg->created = true;
     }
@@ -165,8 +160,7 @@ int cd_pg_start(cd_pg *pg, const char *dir, const char *const *settings, char *e
     pg->pid = run_as_owner(pg, argv, log, false);
     if (pg->pid < 0) {
         pg->pid = 0;
-        snprintf(err, errlen, "cannot start postgres: %s", strerror(errno));
-        return -1;
+        return sf_fail(e, CD_EDB, "cannot start postgres: %s", strerror(errno));
     }
 
     /* Ready when it accepts connections; it can also exit (say, another
@@ -180,12 +174,10 @@ int cd_pg_start(cd_pg *pg, const char *dir, const char *const *settings, char *e
         if (waitpid(pg->pid, &status, WNOHANG) == pg->pid) {
             pg->pid = 0;
             cd_log_tail(log);
-            snprintf(err, errlen, "postgres exited at start (log: %s)", log);
-            return -1;
+            return sf_fail(e, CD_EDB, "postgres exited at start (log: %s)", log);
         }
         if (time(NULL) > deadline) {
-            snprintf(err, errlen, "postgres did not accept connections within %d s (log: %s)", READY_TIMEOUT_S, log);
-            return -1;
+            return sf_fail(e, CD_EDB, "postgres did not accept connections within %d s (log: %s)", READY_TIMEOUT_S, log);
         }
         nanosleep(&pause, NULL);
     }
@@ -195,20 +187,18 @@ int cd_pg_start(cd_pg *pg, const char *dir, const char *const *settings, char *e
     long owner = postmaster_pid(data);
     if (owner != (long)pg->pid) {
         cd_pg_stop(pg);
-        snprintf(err, errlen, "another PostgreSQL (pid %ld) already runs on %s: stop it (kill %ld), or give another "
+        return sf_fail(e, CD_EDB, "another PostgreSQL (pid %ld) already runs on %s: stop it (kill %ld), or give another "
             "directory", owner, data, owner);
-        return -1;
     }
     PGconn *c = PQconnectdb(ping);
     PGresult *r = PQexec(c, "CREATE DATABASE simfarm");
     const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK || (state && strcmp(state, "42P04") == 0);
-    if (!ok)
-        snprintf(err, errlen, "cannot create the simfarm database: %s", PQerrorMessage(c));
+    int rc = ok ? 0 : sf_fail(e, CD_EDB, "cannot create the simfarm database: %s", PQerrorMessage(c));
     PQclear(r);
     PQfinish(c);
-    if (!ok)
-        return -1;
+    if (rc != 0)
+        return rc;
     snprintf(pg->conninfo, sizeof pg->conninfo, "host=%s dbname=simfarm user=postgres", pg->dir);
     return 0;
 }

@@ -11,6 +11,8 @@
 #ifndef SIMFARM_ACTORS_PGEMBED_H
 #define SIMFARM_ACTORS_PGEMBED_H
 
+#include "base/err.h"
+
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -29,11 +31,11 @@ typedef struct cd_pg {
 /* Starts a cluster in dir (created; at most 80 bytes, for the socket's
  * path), initdb first when it has none, with the extra settings
  * ("name=value", NULL-terminated; may be NULL). Returns 0 once it accepts
- * connections and the simfarm database exists, or -1 with a message (the
- * log's tail goes to stderr). The server runs in its own session: a Ctrl-C
- * in the terminal is the caller's to pass on. $SIMFARM_PG_BIN overrides
+ * connections and the simfarm database exists, or CD_EDB with the reason
+ * in e (the log's tail goes to stderr). The server runs in its own
+ * session: a Ctrl-C in the terminal is the caller's to pass on. $SIMFARM_PG_BIN overrides
  * /usr/lib/postgresql/15/bin. */
-int cd_pg_start(cd_pg *pg, const char *dir, const char *const *settings, char *err, size_t errlen);
+int cd_pg_start(cd_pg *pg, const char *dir, const char *const *settings, sf_error *e);
 
 /* Fast shutdown (SIGINT), waited for up to 30 s, then SIGKILL. */
 void cd_pg_stop(cd_pg *pg);

@@ -206,10 +206,11 @@ static void pg_start(void)
 {
     const char *fsync = getenv("BENCH_COORD_FSYNC") ? getenv("BENCH_COORD_FSYNC") : "off";
     const char *settings[] = { strcmp(fsync, "on") == 0 ? "fsync=on" : "fsync=off", "max_connections=50", NULL };
-    char dir[96], err[PATH_MAX + 128];
+    char dir[96];
+    sf_error e;
     snprintf(dir, sizeof dir, "%s/pg", tmpdir);
-    if (cd_pg_start(&pg, dir, settings, err, sizeof err) != 0)
-        die("%s", err);
+    if (cd_pg_start(&pg, dir, settings, &e) != 0)
+        die("%s", e.msg);
     fprintf(stderr, "bench_coord: PostgreSQL 15 in %s (%s)\n", dir, settings[0]);
 }
 

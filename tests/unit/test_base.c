@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/map.h"
 #include "base/str.h"
+#include "base/url.h"
 #include "proto/error.h"
 #include "tests/support/xorshift.h"
 
@@ -184,4 +185,44 @@ Test(log, json_is_one_object_a_line, .init = cr_redirect_stderr)
     cr_assert_not_null(rest, "%s", line);
     cr_assert_str_eq(rest, ",\"level\":\"error\",\"src\":\"session\",\"msg\":\"node 3 says \\\"bye\\\"\","
                            "\"job\":12,\"node\":3}\n");
+}
+
+Test(url, the_farm_schemes_and_their_parts)
+{
+    static const struct {
+        const char *url, *scheme, *host, *path, *origin;
+        int port;
+        bool tls;
+    } good[] = {
+        { "http://127.0.0.1:8080", "http", "127.0.0.1", "", "http://127.0.0.1:8080", 8080, false },
+        { "HTTPS://farm.example/simfarm/", "https", "farm.example", "/simfarm/", "HTTPS://farm.example", 443, true },
+        { "ws://[::1]:9/ws/node", "ws", "::1", "/ws/node", "ws://[::1]:9", 9, false },
+        { "wss://h/x?y", "wss", "h", "/x?y", "wss://h", 443, true },
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        sf_url u;
+        sf_error e;
+        cr_assert_eq(sf_url_parse(good[i].url, &u, &e), 0, "%s: %s", good[i].url, e.msg);
+        cr_assert_str_eq(u.scheme, good[i].scheme);
+        cr_assert_str_eq(u.host, good[i].host);
+        cr_assert_str_eq(u.path, good[i].path);
+        cr_assert_str_eq(u.origin, good[i].origin);
+        cr_assert_eq(u.port, good[i].port, "%s", good[i].url);
+        cr_assert_eq(u.tls, good[i].tls);
+    }
+    static const struct {
+        const char *url, *says;
+    } bad[] = {
+        { "ftp://h", "is not a URL" }, { "http//h", "is not a URL" }, { "http://", "names no host" },
+        { "http://[::1:80/", "closing ']'" }, { "http://u@h/", "user names" }, { "http://h:0", "port must be" },
+        { "http://h:65536", "port must be" }, { "http://h:80x", "port must be" }, { "http://h?x", "only a path" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        sf_url u;
+        sf_error e;
+        cr_assert_eq(sf_url_parse(bad[i].url, &u, &e), SF_EURL, "%s accepted", bad[i].url);
+        cr_assert_eq(e.code, SF_EURL);
+        cr_assert(strstr(e.msg, bad[i].says) != NULL, "%s: \"%s\" lacks \"%s\"", bad[i].url, e.msg, bad[i].says);
+        cr_assert(strstr(e.msg, bad[i].url) != NULL, "%s: the message does not quote it", bad[i].url);
+    }
 }
