@@ -87,7 +87,7 @@ static void pg_stop(cd_pg *pg)
 
 /* ---- the demo job ------------------------------------------------------------------ */
 
-enum { M_GO = RT_MSG_USER + 0x1500 };
+enum { M_GO = RT_MSGS_UP };
 
 typedef struct demo {
     rt_actor *store;

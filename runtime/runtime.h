@@ -56,6 +56,21 @@ enum {
     RT_MSG_USER = 64
 };
 
+/* Where each actor's message types start: registered here once, as
+ * base/err.h registers error ranges, so no two actors' types collide. An
+ * actor numbers its messages up from its base. */
+enum rt_msg_base {
+    RT_MSGS_STORE = RT_MSG_USER + 0x1000,             /* actors/coord/store.h: queries and notices */
+    RT_MSGS_STORE_PRIVATE = RT_MSG_USER + 0x1100,     /* the store's own timers */
+    RT_MSGS_GATEWAY = RT_MSG_USER + 0x1200,           /* actors/coord/gateway.c */
+    RT_MSGS_SCHEDULER = RT_MSG_USER + 0x1300,         /* actors/coord/scheduler.h */
+    RT_MSGS_SCHEDULER_PRIVATE = RT_MSG_USER + 0x1380, /* the scheduler's own */
+    RT_MSGS_SESSION = RT_MSG_USER + 0x1400,           /* actors/coord/session.c */
+    RT_MSGS_UP = RT_MSG_USER + 0x1500,                /* cli/up.c: the demo job's submission */
+    RT_MSGS_NODE = RT_MSG_USER + 0x1600,              /* actors/node: the node actor */
+    RT_MSGS_NODE_WORKER = RT_MSG_USER + 0x1700,       /* node-native: the workers */
+};
+
 struct rt_msg {
     rt_mpscq_node node; /* mailbox link: first, so a node is a message */
     uint32_t type;
