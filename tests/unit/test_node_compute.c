@@ -1,5 +1,5 @@
 /*
- * test_node_compute.c — nd_compute (actors/node/node.c), the worker body of
+ * test_node_compute.c — nd_compute (actors/node/compute.c), the worker body of
  * every node: a chunk computed in slices gives the same result bytes as one
  * run over the whole chunk (one variant, and every variant of a
  * stat_weights job), and a chunk asked to stop ends between slices with
