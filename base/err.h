@@ -66,6 +66,7 @@
     XX(RT_ELOOP, -106, "libuv loop error")                                                      \
     /* node (actors/node) */                                                                    \
     XX(ND_ECANCELLED, -200, "the chunk was cancelled before it finished")                       \
+    XX(ND_EKEYFILE, -201, "the node's key file cannot be read, created or used")                \
     /* sched */                                                                                 \
     XX(SC_EINVAL, -301, "invalid argument")                                                     \
     XX(SC_EEXISTS, -302, "a job with this id is already in the ledger")                         \

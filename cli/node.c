@@ -100,11 +100,10 @@ int cmd_node(int argc, char **argv)
                 return SF_EXIT_USAGE;
             }
         } else if (strcmp(a, "--log-format") == 0) {
-            if (strcmp(v, "json") != 0 && strcmp(v, "text") != 0) {
+            if (!sf_log_format_parse(v, &o.log_format)) {
                 fprintf(stderr, "simfarm node: --log-format wants text or json, not '%s'\n", v);
                 return SF_EXIT_USAGE;
             }
-            o.log_json = strcmp(v, "json") == 0;
         } else {
             fprintf(stderr, "simfarm node: unknown option '%s'\n\n", a);
             node_usage(stderr);

@@ -57,12 +57,12 @@ typedef int (*cu_attr_fn)(int *, int, int);
 
 enum { CU_ATTR_MULTIPROCESSOR_COUNT = 16 };
 
-size_t nd_devices_cuda(nd_device *out, size_t cap, char *err, size_t errlen)
+size_t nd_devices_cuda(nd_device *out, size_t cap, sf_error *err)
 {
-    snprintf(err, errlen, "no CUDA device");
+    sf_fail(err, SIM_ENODEVICE, "no CUDA device");
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (lib == NULL) {
-        snprintf(err, errlen, "CUDA: no driver (libcuda.so.1: %s)", dlerror());
+        sf_fail(err, SIM_ENODEVICE, "CUDA: no driver (libcuda.so.1: %s)", dlerror());
         return 0;
     }
     cu_init_fn init;
@@ -83,9 +83,9 @@ size_t nd_devices_cuda(nd_device *out, size_t cap, char *err, size_t errlen)
     size_t n = 0;
     int ndev = 0, r;
     if (p[0] == NULL || p[1] == NULL || p[2] == NULL || p[3] == NULL || p[4] == NULL || p[5] == NULL) {
-        snprintf(err, errlen, "CUDA: the driver lacks the device API");
+        sf_fail(err, SIM_EDEVICE, "CUDA: the driver lacks the device API");
     } else if ((r = init(0)) != 0 || (r = count(&ndev)) != 0) {
-        snprintf(err, errlen, "CUDA: cuInit/cuDeviceGetCount failed (CUresult %d)", r);
+        sf_fail(err, SIM_EDEVICE, "CUDA: cuInit/cuDeviceGetCount failed (CUresult %d)", r);
     } else {
         for (int i = 0; i < ndev; i++) {
             int dev, units = 0;
@@ -107,5 +107,7 @@ size_t nd_devices_cuda(nd_device *out, size_t cap, char *err, size_t errlen)
         }
     }
     dlclose(lib);
+    if (n > 0)
+        sf_error_clear(err);
     return n;
 }

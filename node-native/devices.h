@@ -6,6 +6,7 @@
 #ifndef SIMFARM_NODE_DEVICES_H
 #define SIMFARM_NODE_DEVICES_H
 
+#include "base/err.h"
 #include "proto/msg.h"
 
 #include <stdbool.h>
@@ -32,7 +33,8 @@ size_t nd_devices_opencl(nd_device *out, size_t cap);
 
 /* Lists the CUDA devices into out (at most cap); returns how many there
  * are, more than cap when some did not fit. None without a driver or a
- * device: then err says why. */
-size_t nd_devices_cuda(nd_device *out, size_t cap, char *err, size_t errlen);
+ * device: then *err says why (SIM_ENODEVICE, or SIM_EDEVICE for a driver
+ * that fails); cleared when there are some. */
+size_t nd_devices_cuda(nd_device *out, size_t cap, sf_error *err);
 
 #endif

@@ -3,6 +3,8 @@
  */
 #include "node-native/keyfile.h"
 
+#include "base/err.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
@@ -52,21 +54,19 @@ static int write_all(int fd, const uint8_t *p, size_t n)
 
 /* Writes a fresh seed to a private temporary file beside path and links it
  * in, so that the key file is whole whenever it exists. Returns 0 when it
- * made the file, 1 when another process made it first (load that one), -1
- * with a message in err. */
-static int create(const char *path, uint8_t seed[32], char *err, size_t errlen)
+ * made the file, 1 when another process made it first (load that one), or
+ * ND_EKEYFILE with the reason in *err. */
+static int create(const char *path, uint8_t seed[32], sf_error *err)
 {
     char dir[4096], tmp[4200];
     snprintf(dir, sizeof dir, "%s", path);
     if (mkdirs(dir) != 0) {
-        snprintf(err, errlen, "cannot create the directory of %s: %s", path, strerror(errno));
-        return -1;
+        return sf_fail(err, ND_EKEYFILE, "cannot create the directory of %s: %s", path, strerror(errno));
     }
     snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
     int fd = mkstemp(tmp); /* mode 0600 */
     if (fd < 0) {
-        snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
-        return -1;
+        return sf_fail(err, ND_EKEYFILE, "cannot create %s: %s", tmp, strerror(errno));
     }
     randombytes_buf(seed, 32);
     int rc = write_all(fd, seed, 32) == 0 && fsync(fd) == 0 ? 0 : -1;
@@ -87,46 +87,42 @@ static int create(const char *path, uint8_t seed[32], char *err, size_t errlen)
             close(dfd);
         }
     }
-    if (rc < 0)
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
     if (rc != 0)
         sodium_memzero(seed, 32);
+    if (rc < 0)
+        return sf_fail(err, ND_EKEYFILE, "cannot write %s: %s", path, strerror(e));
     return rc;
 }
 
-int nd_key_load(const char *path, pr_key *k, bool *created, char *err, size_t errlen)
+int nd_key_load(const char *path, pr_key *k, bool *created, sf_error *err)
 {
     uint8_t seed[32];
     struct stat st;
     *created = false;
     if (pr_init() != 0) {
-        snprintf(err, errlen, "libsodium failed to initialise");
-        return -1;
+        return sf_fail(err, PR_ECRYPTO, "libsodium failed to initialise");
     }
     if (stat(path, &st) != 0) {
         if (errno != ENOENT) {
-            snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
-            return -1;
+            return sf_fail(err, ND_EKEYFILE, "cannot read %s: %s", path, strerror(errno));
         }
-        int rc = create(path, seed, err, errlen);
+        int rc = create(path, seed, err);
         if (rc < 0)
-            return -1;
+            return rc;
         if (rc == 0)
             *created = true;
         else if (stat(path, &st) != 0) {
-            snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
-            return -1;
+            return sf_fail(err, ND_EKEYFILE, "cannot read %s: %s", path, strerror(errno));
         }
     }
     if (!*created) {
         if (st.st_mode & (S_IRWXG | S_IRWXO)) {
-            snprintf(err, errlen, "%s can be read by other users (mode %03o): it must be 0600 "
+            return sf_fail(err, ND_EKEYFILE, "%s can be read by other users (mode %03o): it must be 0600 "
                 "(chmod 600 %s)", path, (unsigned)(st.st_mode & 0777), path);
-            return -1;
         }
         if (st.st_size != 32) {
-            snprintf(err, errlen, "%s holds %lld bytes; a node key is a 32-byte seed", path, (long long)st.st_size);
-            return -1;
+            return sf_fail(err, ND_EKEYFILE, "%s holds %lld bytes; a node key is a 32-byte seed", path,
+                (long long)st.st_size);
         }
         int fd = open(path, O_RDONLY);
         ssize_t got = fd >= 0 ? read(fd, seed, 32) : -1;
@@ -134,15 +130,14 @@ int nd_key_load(const char *path, pr_key *k, bool *created, char *err, size_t er
         if (fd >= 0)
             close(fd);
         if (got != 32) {
-            snprintf(err, errlen, "cannot read %s: %s", path, got >= 0 ? "it was cut short" : strerror(e));
-            return -1;
+            return sf_fail(err, ND_EKEYFILE, "cannot read %s: %s", path,
+                got >= 0 ? "it was cut short" : strerror(e));
         }
     }
     int rc = pr_key_from_seed(k, seed, 32);
     sodium_memzero(seed, sizeof seed);
     if (rc != 0) {
-        snprintf(err, errlen, "%s does not hold a usable key", path);
-        return -1;
+        return sf_fail(err, ND_EKEYFILE, "%s does not hold a usable key", path);
     }
     return 0;
 }

@@ -6,6 +6,7 @@
 #ifndef SIMFARM_NODE_KEYFILE_H
 #define SIMFARM_NODE_KEYFILE_H
 
+#include "base/err.h"
 #include "proto/sign.h"
 
 #include <stdbool.h>
@@ -17,7 +18,8 @@ void nd_key_default_path(char *buf, size_t cap);
 
 /* Loads the key pair from path, creating the file (and its directory) with a
  * fresh random seed when it does not exist; *created says which. Returns 0,
- * or -1 with a message in err (group/world readable, wrong size, I/O). */
-int nd_key_load(const char *path, pr_key *k, bool *created, char *err, size_t errlen);
+ * or ND_EKEYFILE (group/world readable, wrong size, I/O) or PR_ECRYPTO with
+ * the reason in *err (which may be NULL). */
+int nd_key_load(const char *path, pr_key *k, bool *created, sf_error *err);
 
 #endif

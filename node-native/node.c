@@ -17,7 +17,7 @@
 #include "runtime/runtime.h"
 #include "sched/sched.h"
 #include "sim/sim.h"
-#include "base/json.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <libwebsockets.h>
@@ -28,7 +28,6 @@
 #include <signal.h>
 #include <sodium.h>
 #include <stdatomic.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,7 +86,6 @@ typedef struct conn {
     pr_device_stat dstats[ND_MAX_DEVICES];
     uint64_t last_cpu_us, last_wall_ms;
     uint64_t started_ms;
-    bool log_json;
     unsigned grace_s;
     int exit_code;
     uv_signal_t sigint, sigterm;
@@ -201,7 +199,6 @@ static int client_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
 
 /* ---- what the node actor asks of its host ------------------------------------------ */
 
-static void say(bool json, nd_level level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 static bool same_file(const struct stat *a, const struct stat *b)
 {
@@ -223,12 +220,12 @@ static void ca_refresh(conn *l)
     if (store == NULL || X509_STORE_load_file(store, l->ca) != 1) {
         X509_STORE_free(store);
         ERR_clear_error();
-        say(l->log_json, ND_WARN, "%s %s changed, but holds no PEM certificate: the certificates read before stay",
+        sf_log(SF_LOG_WARN, "node", "%s %s changed, but holds no PEM certificate: the certificates read before stay",
             l->ca_from, l->ca);
         return;
     }
     SSL_CTX_set_cert_store(l->client_ssl_ctx, store); /* takes it, frees the old one */
-    say(l->log_json, ND_INFO, "%s %s changed: its certificates check the connections from now on", l->ca_from,
+    sf_log(SF_LOG_INFO, "node", "%s %s changed: its certificates check the connections from now on", l->ca_from,
         l->ca);
 }
 
@@ -358,34 +355,10 @@ static void host_stats(void *ctx, pr_heartbeat *hb)
     hb->ndevices = nd;
 }
 
-/* One log line: "simfarm node: ..." for people, or with --log-format json
- * one object a line: {"ts": ms since the epoch, "level", "msg"}. */
-static void say(bool json, nd_level level, const char *fmt, ...)
-{
-    char line[600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    FILE *f = level == ND_INFO ? stdout : stderr;
-    if (json) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        char msg[6 * sizeof line + 3];
-        sf_json_quote(msg, sizeof msg, line);
-        fprintf(f, "{\"ts\":%llu,\"level\":\"%s\",\"msg\":%s}\n",
-            (unsigned long long)ts.tv_sec * 1000 + (unsigned long long)ts.tv_nsec / 1000000,
-            level == ND_INFO ? "info" : "warn", msg);
-    } else {
-        fprintf(f, "simfarm node: %s\n", line);
-    }
-    fflush(f);
-}
-
 static void host_log(void *ctx, nd_level level, const char *line)
 {
-    const conn *l = ctx;
-    say(l->log_json, level, "%s", line);
+    (void)ctx;
+    sf_log(level == ND_INFO ? SF_LOG_INFO : SF_LOG_WARN, "node", "%s", line);
 }
 
 static void host_stopped(void *ctx, int code)
@@ -394,7 +367,7 @@ static void host_stopped(void *ctx, int code)
     uint64_t busy = 0;
     for (unsigned w = 0; w < l->nworkers; w++)
         busy += atomic_load(&((worker *)rt_state(l->workers[w]))->busy_ms);
-    say(l->log_json, ND_INFO, "kernels ran %llu ms on %u workers in %llu ms", (unsigned long long)busy, l->nworkers,
+    sf_log(SF_LOG_INFO, "node", "kernels ran %llu ms on %u workers in %llu ms", (unsigned long long)busy, l->nworkers,
         (unsigned long long)(mono_ms() - l->started_ms));
     l->exit_code = code;
     if (!uv_is_closing((uv_handle_t *)&l->sigint)) {
@@ -445,7 +418,6 @@ static void worker_behaviour(rt_actor *self, rt_msg *m)
  * it was. Linux keeps a nice value per thread. */
 typedef struct thread_prio {
     nd_priority level;
-    bool log_json;
     atomic_flag warned;
 } thread_prio;
 
@@ -460,7 +432,7 @@ static void worker_thread_start(void *arg)
         rc = pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
     }
     if (rc != 0 && !atomic_flag_test_and_set(&p->warned))
-        say(p->log_json, ND_WARN, "cannot lower the compute threads' priority (%s): they run at the process's",
+        sf_log(SF_LOG_WARN, "node", "cannot lower the compute threads' priority (%s): they run at the process's",
             strerror(rc));
 }
 
@@ -494,7 +466,7 @@ static void link_final(rt_actor *self)
 static void on_grace_over(uv_timer_t *t)
 {
     conn *l = t->data;
-    say(l->log_json, ND_WARN, "the grace period (%u s) is over: leaving with chunks unfinished (the coordinator reassigns them)",
+    sf_log(SF_LOG_WARN, "node", "the grace period (%u s) is over: leaving with chunks unfinished (the coordinator reassigns them)",
         l->grace_s);
     nd_leave(l->node);
 }
@@ -566,17 +538,14 @@ static int parse_url(const char *url, char *addr, size_t alen, int *port, char *
 }
 
 /* libwebsockets' error lines (the reason a certificate was refused, say)
- * in the node's log format. Its logging is process-wide, with no context
- * pointer: hence one static flag (one node a process). */
-static bool lws_log_json;
-
+ * in the node's log format. */
 static void lws_log(int level, const char *line)
 {
     (void)level;
     size_t n = strlen(line);
     while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == ' '))
         n--;
-    say(lws_log_json, ND_WARN, "libwebsockets: %.*s", (int)n, line);
+    sf_log(SF_LOG_WARN, "node", "libwebsockets: %.*s", (int)n, line);
 }
 
 static int start_lws(conn *l, const char *ca)
@@ -593,7 +562,6 @@ static int start_lws(conn *l, const char *ca)
     info.user = l;
     if (l->tls && ca != NULL && stat(ca, &l->ca_st) != 0)
         memset(&l->ca_st, 0, sizeof l->ca_st);
-    lws_log_json = l->log_json;
     lws_set_log_level(LLL_ERR, lws_log);
     l->ctx = lws_create_context(&info);
     return l->ctx != NULL ? 0 : -1;
@@ -656,7 +624,7 @@ static int parse_backends(const char *spec, backends *b)
 /* Opens the device backends asked for into workers[ncpu ..]; returns how
  * many, or -1 (with the reason said) when an explicitly named backend has
  * no usable device. */
-static int open_devices(bool json, const backends *b, worker *out, unsigned cap)
+static int open_devices(const backends *b, worker *out, unsigned cap)
 {
     char err[4096];
     unsigned n = 0, skipped = 0;
@@ -664,7 +632,9 @@ static int open_devices(bool json, const backends *b, worker *out, unsigned cap)
     if (b->cuda || b->any_gpu) {
         /* One worker per CUDA device the driver lists. */
         nd_device devs[ND_MAX_DEVICES];
-        size_t nd = nd_devices_cuda(devs, ND_MAX_DEVICES, err, sizeof err);
+        sf_error none;
+        size_t nd = nd_devices_cuda(devs, ND_MAX_DEVICES, &none);
+        snprintf(err, sizeof err, "%s", none.msg);
         skipped += nd > ND_MAX_DEVICES ? (unsigned)(nd - ND_MAX_DEVICES) : 0;
         for (size_t i = 0; i < nd && i < ND_MAX_DEVICES; i++) {
             if (n == cap) {
@@ -677,7 +647,7 @@ static int open_devices(bool json, const backends *b, worker *out, unsigned cap)
             if (rc != 0) {
                 snprintf(err, sizeof err, "%s", why[0] ? why : sf_strerror(rc));
                 if (rc != SIM_ENOBACKEND) /* said once, below, for --backend cuda */
-                    say(json, ND_WARN, "CUDA device %u (%s) not used: %s", devs[i].number, devs[i].name, err);
+                    sf_log(SF_LOG_WARN, "node", "CUDA device %u (%s) not used: %s", devs[i].number, devs[i].name, err);
                 continue;
             }
             out[n] = (worker){ .kind = PR_BACKEND_CUDA, .cu = cu, .memory = devs[i].memory };
@@ -686,7 +656,7 @@ static int open_devices(bool json, const backends *b, worker *out, unsigned cap)
             have_cuda = true;
         }
         if (b->cuda && !have_cuda) {
-            say(json, ND_WARN, "--backend cuda: %s", err);
+            sf_log(SF_LOG_WARN, "node", "--backend cuda: %s", err);
             return -1;
         }
     }
@@ -708,7 +678,7 @@ static int open_devices(bool json, const backends *b, worker *out, unsigned cap)
             sim_cl *cl = NULL;
             int rc = sim_cl_open(&cl, devs[i].number, err, sizeof err);
             if (rc != 0) {
-                say(json, ND_WARN, "OpenCL device %u (%s) not used: %s", devs[i].number, devs[i].name,
+                sf_log(SF_LOG_WARN, "node", "OpenCL device %u (%s) not used: %s", devs[i].number, devs[i].name,
                     err[0] ? err : sf_strerror(rc));
                 continue;
             }
@@ -718,12 +688,12 @@ static int open_devices(bool json, const backends *b, worker *out, unsigned cap)
             opened++;
         }
         if (b->opencl && opened == 0) {
-            say(json, ND_WARN, "--backend opencl: no usable OpenCL device (%zu found)", nd);
+            sf_log(SF_LOG_WARN, "node", "--backend opencl: no usable OpenCL device (%zu found)", nd);
             return -1;
         }
     }
     if (skipped > 0)
-        say(json, ND_WARN, "%u device%s not used: a node drives %u devices at most", skipped, skipped > 1 ? "s" : "",
+        sf_log(SF_LOG_WARN, "node", "%u device%s not used: a node drives %u devices at most", skipped, skipped > 1 ? "s" : "",
             cap);
     return (int)n;
 }
@@ -751,30 +721,32 @@ static void spawn_workers(conn *l, rt_system *sys, const worker *devs, unsigned 
 
 int nd_run(const nd_opts *opts)
 {
-    char keypath[4096], err[4200], addr[256], path[128];
+    char keypath[4096], addr[256], path[128];
     int port;
     backends b;
-    bool json = opts->log_json, tls = false;
+    bool tls = false;
     const char *url_from = opts->url_from ? opts->url_from : "--server";
     const char *ca_from = opts->ca_from ? opts->ca_from : "--ca";
+    /* the node's progress goes to standard output, its warnings to standard error */
+    sf_log_setup(opts->log_format, SF_LOG_INFO, true);
     if (parse_url(opts->url, addr, sizeof addr, &port, path, sizeof path, &tls) != 0) {
-        say(json, ND_WARN, "%s wants ws://HOST[:PORT]/ws/node or http://HOST[:PORT][/PREFIX] (wss:// or https:// "
+        sf_log(SF_LOG_WARN, "node", "%s wants ws://HOST[:PORT]/ws/node or http://HOST[:PORT][/PREFIX] (wss:// or https:// "
             "for TLS), not '%s'", url_from, opts->url);
         return SF_EXIT_USAGE;
     }
     if (opts->ca_path != NULL) {
         FILE *f = fopen(opts->ca_path, "r");
         if (f == NULL) {
-            say(json, ND_WARN, "%s %s: %s", ca_from, opts->ca_path, strerror(errno));
+            sf_log(SF_LOG_WARN, "node", "%s %s: %s", ca_from, opts->ca_path, strerror(errno));
             return SF_EXIT_FAIL;
         }
         fclose(f);
         if (!tls)
-            say(json, ND_WARN, "%s %s is not used: %s is not a TLS address (wss:// or https://)", ca_from,
+            sf_log(SF_LOG_WARN, "node", "%s %s is not used: %s is not a TLS address (wss:// or https://)", ca_from,
                 opts->ca_path, opts->url);
     }
     if (parse_backends(opts->backend, &b) != 0) {
-        say(json, ND_WARN, "--backend wants auto, cpu, opencl or cuda (or a list: cpu,opencl), not '%s'",
+        sf_log(SF_LOG_WARN, "node", "--backend wants auto, cpu, opencl or cuda (or a list: cpu,opencl), not '%s'",
             opts->backend);
         return SF_EXIT_USAGE;
     }
@@ -787,15 +759,16 @@ int nd_run(const nd_opts *opts)
     nd_config cfg = { .claim_token = opts->claim_token, .version = "simfarm-node " SF_VERSION,
         .checksum = checksum[0] ? checksum : NULL };
     bool created;
-    if (nd_key_load(keypath, &cfg.key, &created, err, sizeof err) != 0) {
-        say(json, ND_WARN, "%s", err);
+    sf_error kerr;
+    if (nd_key_load(keypath, &cfg.key, &created, &kerr) != 0) {
+        sf_log(SF_LOG_WARN, "node", "%s", kerr.msg);
         return SF_EXIT_FAIL;
     }
     if (created)
-        say(json, ND_INFO, "new key in %s", keypath);
+        sf_log(SF_LOG_INFO, "node", "new key in %s", keypath);
 
     worker devs[ND_MAX_DEVICES];
-    int ndevs = open_devices(json, &b, devs, ND_MAX_DEVICES);
+    int ndevs = open_devices(&b, devs, ND_MAX_DEVICES);
     if (ndevs < 0) {
         pr_key_wipe(&cfg.key);
         return SF_EXIT_FAIL;
@@ -803,10 +776,10 @@ int nd_run(const nd_opts *opts)
     unsigned ncpu = b.cpu ? (opts->cores ? opts->cores : (unsigned)uv_available_parallelism()) : 0;
     if (ncpu + (unsigned)ndevs > ND_MAX_WORKERS) { /* the node computes this many chunks at most */
         unsigned fit = ND_MAX_WORKERS - (unsigned)ndevs;
-        say(json, ND_WARN, "%u CPU workers, not %u: a node runs %u workers at most", fit, ncpu, ND_MAX_WORKERS);
+        sf_log(SF_LOG_WARN, "node", "%u CPU workers, not %u: a node runs %u workers at most", fit, ncpu, ND_MAX_WORKERS);
         ncpu = fit;
     }
-    thread_prio prio = { .level = opts->priority, .log_json = json, .warned = ATOMIC_FLAG_INIT };
+    thread_prio prio = { .level = opts->priority, .warned = ATOMIC_FLAG_INIT };
     rt_system_opts so = { .workers = ncpu + (unsigned)ndevs,
         .thread_start = opts->priority == ND_PRIORITY_NORMAL ? NULL : worker_thread_start, .thread_arg = &prio };
     int e = 0;
@@ -817,7 +790,7 @@ int nd_run(const nd_opts *opts)
             sim_cuda_destroy(devs[i].cu);
         }
         pr_key_wipe(&cfg.key);
-        say(json, ND_WARN, "cannot start the runtime: %s", sf_strerror(e));
+        sf_log(SF_LOG_WARN, "node", "cannot start the runtime: %s", sf_strerror(e));
         return SF_EXIT_FAIL;
     }
     rt_actor_opts lo = { .state_size = sizeof(conn), .pinned = true, .finalize = link_final, .name = "link" };
@@ -825,7 +798,6 @@ int nd_run(const nd_opts *opts)
     conn *l = rt_state(a);
     l->sys = sys;
     l->started_ms = mono_ms();
-    l->log_json = json;
     l->grace_s = opts->grace_s;
     l->ncpu = ncpu;
     snprintf(l->addr, sizeof l->addr, "%s", addr);
@@ -850,10 +822,10 @@ int nd_run(const nd_opts *opts)
     int code = SF_EXIT_FAIL;
     if (start_lws(l, opts->ca_path) != 0) {
         if (tls && opts->ca_path != NULL)
-            say(json, ND_WARN, "cannot start libwebsockets with TLS: is %s %s a PEM file of certificates?", ca_from,
+            sf_log(SF_LOG_WARN, "node", "cannot start libwebsockets with TLS: is %s %s a PEM file of certificates?", ca_from,
                 opts->ca_path);
         else
-            say(json, ND_WARN, "cannot start libwebsockets%s", tls ? " with TLS" : "");
+            sf_log(SF_LOG_WARN, "node", "cannot start libwebsockets%s", tls ? " with TLS" : "");
         for (int i = 0; i < ndevs; i++) {
             sim_cl_destroy(devs[i].cl);
             sim_cuda_destroy(devs[i].cu);
@@ -871,9 +843,9 @@ int nd_run(const nd_opts *opts)
     for (unsigned w = 0; w < l->nworkers; w++) {
         worker *k = rt_state(l->workers[w]);
         if (k->kind != PR_BACKEND_CPU)
-            say(json, ND_INFO, "worker %u: %s on %s", w, k->kind == PR_BACKEND_CUDA ? "CUDA" : "OpenCL", k->device);
+            sf_log(SF_LOG_INFO, "node", "worker %u: %s on %s", w, k->kind == PR_BACKEND_CUDA ? "CUDA" : "OpenCL", k->device);
     }
-    say(json, ND_INFO, "%u workers (%u CPU, %d device)%s, connecting to %s", l->nworkers, ncpu, ndevs,
+    sf_log(SF_LOG_INFO, "node", "%u workers (%u CPU, %d device)%s, connecting to %s", l->nworkers, ncpu, ndevs,
         opts->priority == ND_PRIORITY_LOW ? " at nice 19" : opts->priority == ND_PRIORITY_IDLE ? " at idle priority" : "",
         opts->url);
     uv_signal_init(rt_system_loop(sys), &l->sigint);

@@ -15,6 +15,7 @@
 #define SIMFARM_NODE_NODE_H
 
 #include "actors/node/node.h"
+#include "base/log.h"
 
 #include <stdbool.h>
 
@@ -37,7 +38,7 @@ typedef struct nd_opts {
     const char *backend;      /* auto (NULL), cpu, opencl, cuda, or a list "cpu,opencl" */
     unsigned grace_s;         /* a drain leaves after this long; 0 = no limit */
     nd_priority priority;     /* of the compute threads */
-    bool log_json;            /* log lines as JSON objects */
+    sf_log_format log_format; /* text (the default) or one JSON object a line */
 } nd_opts;
 
 /* Runs the node until it stops; returns an ND_EXIT_* status. */

@@ -40,14 +40,15 @@ Test(keyfile, nodes_started_at_once_share_one_key)
                 _exit(3);
             pr_key k;
             bool created;
-            char err[512], line[600];
+            sf_error err;
+            char line[600];
             memset(line, 0, sizeof line);
-            if (nd_key_load(path, &k, &created, err, sizeof err) == 0) {
+            if (nd_key_load(path, &k, &created, &err) == 0) {
                 line[0] = created ? 'C' : 'L';
                 memcpy(line + 1, k.pk, PR_PK_BYTES);
             } else {
                 line[0] = 'E';
-                snprintf(line + 1, sizeof line - 1, "%s", err);
+                snprintf(line + 1, sizeof line - 1, "%s", err.msg);
             }
             _exit(write(out[1], line, sizeof line) == (ssize_t)sizeof line ? 0 : 4);
         }
@@ -98,12 +99,13 @@ Test(keyfile, a_short_write_says_why)
     cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
     pr_key k;
     bool created;
-    char err[512] = "";
-    int rc = nd_key_load(path, &k, &created, err, sizeof err);
+    sf_error err;
+    int rc = nd_key_load(path, &k, &created, &err);
     setrlimit(RLIMIT_FSIZE, &was);
-    cr_assert_eq(rc, -1);
-    cr_assert_not_null(strstr(err, "cannot write"), "%s", err);
-    cr_assert_not_null(strstr(err, strerror(EFBIG)), "%s", err);
+    cr_assert_eq(rc, ND_EKEYFILE, "rc %d: %s", rc, err.msg);
+    cr_assert_eq(err.code, ND_EKEYFILE);
+    cr_assert_not_null(strstr(err.msg, "cannot write"), "%s", err.msg);
+    cr_assert_not_null(strstr(err.msg, strerror(EFBIG)), "%s", err.msg);
     cr_assert_neq(access(path, F_OK), 0, "no partial key file is left");
     char cmd[300];
     snprintf(cmd, sizeof cmd, "test -z \"$(ls -A '%s')\"", tmpdir);
@@ -116,10 +118,10 @@ Test(keyfile, an_existing_key_is_loaded_again)
     snprintf(path, sizeof path, "%s/again.key", tmpdir);
     pr_key a, b;
     bool created;
-    char err[512];
-    cr_assert_eq(nd_key_load(path, &a, &created, err, sizeof err), 0, "%s", err);
+    sf_error err;
+    cr_assert_eq(nd_key_load(path, &a, &created, &err), 0, "%s", err.msg);
     cr_assert(created);
-    cr_assert_eq(nd_key_load(path, &b, &created, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(nd_key_load(path, &b, &created, &err), 0, "%s", err.msg);
     cr_assert(!created);
     cr_assert_arr_eq(a.pk, b.pk, PR_PK_BYTES);
 }
