@@ -279,7 +279,7 @@ all: $(DEPS_MK) $(BIN) $(UNIT_BIN) $(CHECK_BIN) $(ITEST_BIN) $(WASM_NATIVE) $(BE
 deps: ## install missing Debian/npm packages and the WebAssembly sysroot
 	scripts/install-deps.sh
 
-test: all wasm web asan tsan ## build everything and run every test suite; ends with "N passed, N failed"
+test: all wasm web asan tsan ## build everything and run every test suite; ends with "N passed, N failed" (and ", N skipped" where any were)
 	BUILD=$(BUILD) scripts/run-tests.sh $(SUITES)
 
 run: all ## build, install what is missing, and run `simfarm up` (the local farm)
