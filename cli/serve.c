@@ -145,9 +145,9 @@ static void on_sighup(uv_signal_t *h, int signum)
 {
     (void)signum;
     signals *s = h->data;
-    char msg[1536];
-    cd_gateway_reload_tls(s->gateway, msg, sizeof msg);
-    fprintf(stderr, "simfarm %s: SIGHUP: %s\n", s->name, msg);
+    sf_error e;
+    cd_gateway_reload_tls(s->gateway, &e);
+    fprintf(stderr, "simfarm %s: SIGHUP: %s\n", s->name, e.msg);
 }
 
 int cli_listen(const char *arg, char *host, size_t hlen, int *port, char *why, size_t len)
@@ -350,7 +350,7 @@ int coordinator_run(const coordinator_opts *opts)
     cd_store_opts so = { .conninfo = opts->db, .connections = opts->pool ? opts->pool : 2, .listen = "pending_job",
         .backlog_bytes = opts->db_backlog_bytes, .exclusive = true, .taken = on_taken, .taken_ctx = &s };
     rt_actor *store = cd_store_spawn(sys, &so);
-    char msg[256];
+    sf_error gerr = { 0, "" };
     cd_scheduler_opts cs = { .store = store, .ledger = { .target_chunk_ms = opts->chunk_ms } };
     rt_actor *scheduler = store ? cd_scheduler_spawn(sys, &cs) : NULL;
     char web_buf[PATH_MAX];
@@ -359,10 +359,10 @@ int coordinator_run(const coordinator_opts *opts)
         .open_enrolment = opts->open_enrolment, .private_reads = opts->private_reads, .token_file = opts->token_file, .web_dir = web,
         .tls_cert = opts->tls_cert, .tls_key = opts->tls_key, .heartbeat_ms = opts->heartbeat_ms,
         .trusted_proxies = opts->trusted_proxies };
-    rt_actor *gateway = scheduler ? cd_gateway_spawn(sys, &go, msg, sizeof msg) : NULL;
+    rt_actor *gateway = scheduler ? cd_gateway_spawn(sys, &go, &gerr) : NULL;
     if (gateway == NULL) {
         fprintf(stderr, "simfarm %s: %s\n", opts->name,
-            !store ? "cannot start the store" : !scheduler ? "cannot start the scheduler" : msg);
+            !store ? "cannot start the store" : !scheduler ? "cannot start the scheduler" : gerr.msg);
         if (store != NULL)
             rt_actor_release(store);
         if (scheduler != NULL)

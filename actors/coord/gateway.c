@@ -1,5 +1,6 @@
 /*
- * gateway.c — see gateway.h; the HTTP API itself is in api.c.
+ * gateway.c — see gateway.h; the HTTP API itself is in api.c (api.h), which
+ * answers through respond() below.
  *
  * lws calls its callbacks on the loop thread. A complete request (method,
  * path, arguments, Authorization, body) becomes a message to the gateway
@@ -11,11 +12,16 @@
  * thread: by the callbacks and by the gateway's behaviour, which never run
  * at the same time.
  */
-#include "base/log.h"
-#include "actors/coord/gateway_int.h"
+#include "actors/coord/gateway.h"
 
+#include "actors/coord/api.h"
+#include "actors/coord/events.h"
 #include "actors/coord/scheduler.h"
+#include "actors/coord/session.h"
 #include "actors/coord/store.h"
+#include "actors/coord/tlscert.h"
+#include "base/alloc.h"
+#include "base/log.h"
 
 #include <arpa/inet.h>
 #include <inttypes.h>
@@ -38,8 +44,37 @@ enum {
     BODY_DRAIN_FACTOR = 8,      /* a body up to this many times the limit is read before its 413 */
 };
 
+typedef struct http_txn http_txn;
+typedef struct events_conn events_conn;
+
+/* The gateway actor's state: touched on the loop thread only. */
+typedef struct gateway {
+    struct lws_context *ctx;
+    struct lws_vhost *vhost;
+    rt_actor *self, *store, *scheduler;
+    size_t max_body;
+    uint64_t db_timeout_ms;
+    bool private_reads;      /* cd_gateway_opts.private_reads */
+    cd__api *api;            /* the HTTP API, which answers through respond() */
+    cd__gw_stats st;         /* what /health and /metrics report of the gateway */
+    char web_dir[512];
+    http_txn *sessions;      /* HTTP transactions waiting for their answer */
+    size_t nsessions, sessions_cap;
+    uint64_t next_session;
+    cd_proxies proxies;      /* trusted reverse proxies */
+    cd_sessions *nodes;      /* node connections */
+    cd_events *events;
+    events_conn *evc;        /* /ws/events connections */
+    size_t nevc, evc_cap;
+    struct lws_protocols protocols[4];
+    /* TLS: the files named at start, the vhost's OpenSSL context (the
+     * pair served is st.tls, NULL for plain http) */
+    char tls_cert[PATH_MAX], tls_key[PATH_MAX];
+    void *ssl_ctx;
+} gateway;
+
 /* An HTTP transaction waiting for its answer. */
-struct gw_session {
+struct http_txn {
     uint64_t id;
     struct lws *wsi;
     int status;              /* 0 until the answer is ready */
@@ -51,7 +86,7 @@ struct gw_session {
 
 /* A /ws/events connection. A client reads the event log at its own pace: it holds only where it
  * is in it, and a snapshot to send first. */
-struct gw_events_conn {
+struct events_conn {
     struct lws *wsi;
     uint64_t job;            /* only this job's events; 0 = all */
     uint64_t at;             /* the last event sent or passed over */
@@ -63,7 +98,7 @@ struct gw_events_conn {
 /* lws per-transaction state of the http protocol */
 typedef struct pss {
     uint64_t session;
-    gw_request *req;         /* a POST waiting for its body */
+    cd__request *req;        /* a POST waiting for its body */
     bool too_big;
     bool close;              /* what follows the request cannot be read: close after the answer */
     bool head;               /* HEAD: the GET's answer without its body */
@@ -71,7 +106,7 @@ typedef struct pss {
 
 /* ---- transactions (loop thread) ---------------------------------------------------- */
 
-static gw_session *session_find(gateway *g, uint64_t id)
+static http_txn *session_find(gateway *g, uint64_t id)
 {
     for (size_t i = 0; i < g->nsessions; i++)
         if (g->sessions[i].id == id)
@@ -83,7 +118,7 @@ static uint64_t session_open(gateway *g, struct lws *wsi)
 {
     if (g->nsessions == g->sessions_cap)
         g->sessions = sf_grow(g->sessions, &g->sessions_cap, sizeof *g->sessions);
-    gw_session *s = &g->sessions[g->nsessions++];
+    http_txn *s = &g->sessions[g->nsessions++];
     memset(s, 0, sizeof *s);
     s->id = ++g->next_session;
     s->wsi = wsi;
@@ -92,19 +127,22 @@ static uint64_t session_open(gateway *g, struct lws *wsi)
 
 static void session_close(gateway *g, uint64_t id)
 {
-    gw_session *s = session_find(g, id);
+    http_txn *s = session_find(g, id);
     if (s == NULL)
         return;
     free(s->body);
     *s = g->sessions[--g->nsessions];
 }
 
-void gw_respond(gateway *g, uint64_t id, int status, const char *type, char *body, const char *extra)
+/* The API's one way to answer (cd__respond_fn): sets the answer of the
+ * HTTP transaction id and asks lws to write it; takes body. */
+static void respond(void *ctx, uint64_t id, int status, const char *type, char *body, const char *extra)
 {
-    gw_session *s = session_find(g, id);
-    g->requests++;
+    gateway *g = ctx;
+    http_txn *s = session_find(g, id);
+    g->st.requests++;
     if (status >= 100 && status < 600)
-        g->by_class[status / 100]++;
+        g->st.by_class[status / 100]++;
     if (s == NULL) {
         free(body);
         return;
@@ -117,14 +155,9 @@ void gw_respond(gateway *g, uint64_t id, int status, const char *type, char *bod
     lws_callback_on_writable(s->wsi);
 }
 
-void gw_respond_error(gateway *g, uint64_t id, int status, const char *field, const char *msg)
+static void respond_error(gateway *g, uint64_t id, int status, const char *msg)
 {
-    char m[600], f[160];
-    cd_json_quote(m, sizeof m, msg);
-    gw_respond(g, id, status, "application/json",
-        field ? sf_fmt("{\"error\":%s,\"field\":%s}\n", m, cd_json_quote(f, sizeof f, field))
-              : sf_fmt("{\"error\":%s}\n", m),
-        NULL);
+    respond(g, id, status, "application/json", cd__api_error_json(NULL, msg), NULL);
 }
 
 /* ---- static files ---------------------------------------------------------------------- */
@@ -170,12 +203,12 @@ static bool is_api_path(const char *p)
 
 static void request_release(rt_msg *m)
 {
-    free(((gw_request *)m)->body);
+    free(((cd__request *)m)->body);
 }
 
-static gw_request *new_request(struct lws *wsi, uint64_t session, int method, const char *path)
+static cd__request *new_request(struct lws *wsi, uint64_t session, int method, const char *path)
 {
-    gw_request *r = RT_MSG_NEW(gw_request, M_REQUEST);
+    cd__request *r = RT_MSG_NEW(cd__request, M_REQUEST);
     r->hdr.release = request_release;
     r->session = session;
     r->method = method;
@@ -226,17 +259,17 @@ static gw_request *new_request(struct lws *wsi, uint64_t session, int method, co
 
 /* Hands a request to the gateway actor; a POST always has a body, empty
  * when none came. Its answer may wait on the database, at most
- * GW_STORE_ASKS_MAX times for db_timeout_ms each before the 503: libwebsockets'
+ * CD__STORE_ASKS_MAX times for db_timeout_ms each before the 503: libwebsockets'
  * own 5 s limit for the transaction would close it first. */
-static void send_request(gateway *g, struct lws *wsi, gw_request *r)
+static void send_request(gateway *g, struct lws *wsi, cd__request *r)
 {
-    if (r->method == GW_POST && r->body == NULL) {
+    if (r->method == CD__POST && r->body == NULL) {
         r->body = calloc(1, 1);
         if (r->body == NULL)
             sf_oom(1);
     }
     lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT,
-        (int)((GW_STORE_ASKS_MAX * g->db_timeout_ms + 999) / 1000) + ANSWER_SLACK_S);
+        (int)((CD__STORE_ASKS_MAX * g->db_timeout_ms + 999) / 1000) + ANSWER_SLACK_S);
     rt_send(g->self, &r->hdr);
 }
 
@@ -307,22 +340,22 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
         memset(ps, 0, sizeof *ps);
         const char *path = in;
         ps->head = lws_hdr_total_length(wsi, WSI_TOKEN_HEAD_URI) > 0;
-        int method = lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0          ? GW_POST
-                   : lws_hdr_total_length(wsi, WSI_TOKEN_DELETE_URI) > 0      ? GW_DELETE
-                   : lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0 || ps->head ? GW_GET
+        int method = lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0          ? CD__POST
+                   : lws_hdr_total_length(wsi, WSI_TOKEN_DELETE_URI) > 0      ? CD__DELETE
+                   : lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0 || ps->head ? CD__GET
                                                                                : 0;
         char file[PATH_MAX];
-        if (method == GW_GET && !is_api_path(path) && web_file(g, path, file, sizeof file)) {
+        if (method == CD__GET && !is_api_path(path) && web_file(g, path, file, sizeof file)) {
             int n = lws_serve_http_file(wsi, file, mime_of(file), NULL, 0);
             return n < 0 || (n > 0 && lws_http_transaction_completed(wsi)) ? -1 : 0;
         }
         ps->session = session_open(g, wsi);
-        gw_request *r = new_request(wsi, ps->session, method, path);
-        if (method == GW_POST) {
+        cd__request *r = new_request(wsi, ps->session, method, path);
+        if (method == CD__POST) {
             char why[96];
             int refuse = post_body(g, wsi, ps, why, sizeof why);
             if (refuse != 0) {
-                gw_respond_error(g, ps->session, refuse, NULL, why);
+                respond_error(g, ps->session, refuse, why);
                 rt_msg_free(&r->hdr);
                 return 0;
             }
@@ -342,7 +375,7 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
             return 0;
         }
         {
-            gw_request *r = ps->req;
+            cd__request *r = ps->req;
             char *nb = realloc(r->body, r->body_len + len + 1);
             if (nb == NULL)
                 sf_oom(r->body_len + len + 1);
@@ -353,14 +386,14 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
         }
         return 0;
     case LWS_CALLBACK_HTTP_BODY_COMPLETION: {
-        gw_request *r = ps->req;
+        cd__request *r = ps->req;
         ps->req = NULL;
         if (r == NULL)
             return 0;
         if (ps->too_big) {
             char msg[96];
             snprintf(msg, sizeof msg, "request body over %zu bytes", g->max_body);
-            gw_respond_error(g, ps->session, 413, NULL, msg);
+            respond_error(g, ps->session, 413, msg);
             rt_msg_free(&r->hdr);
             return 0;
         }
@@ -368,7 +401,7 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
         return 0;
     }
     case LWS_CALLBACK_HTTP_WRITEABLE: {
-        gw_session *s = session_find(g, ps->session);
+        http_txn *s = session_find(g, ps->session);
         if (s == NULL || s->status == 0)
             return 0;
         if (lws_add_http_common_headers(wsi, (unsigned)s->status, s->type, s->body_len, &p, end))
@@ -423,7 +456,7 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
 
 /* ---- /ws/events ------------------------------------------------------------------------ */
 
-static gw_events_conn *evc_find(gateway *g, struct lws *wsi)
+static events_conn *evc_find(gateway *g, struct lws *wsi)
 {
     for (size_t i = 0; i < g->nevc; i++)
         if (g->evc[i].wsi == wsi)
@@ -441,7 +474,7 @@ static void evc_addr(const gateway *g, struct lws *wsi, uint8_t addr[PR_PK_BYTES
 
 /* A client the log has moved on past is closed; it reconnects with
  * since= and is sent a snapshot. Its socket may be too full to be told. */
-static void evc_behind(gw_events_conn *c)
+static void evc_behind(events_conn *c)
 {
     c->behind = true;
     lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
@@ -487,7 +520,7 @@ static void snap_node(void *ctx, const cd_node_view *v)
 }
 
 /* What a client that is new, or too far behind, starts with. */
-static void make_snapshot(gateway *g, gw_events_conn *c)
+static void make_snapshot(gateway *g, events_conn *c)
 {
     snap s = { NULL, 0, 0 };
     char head[64];
@@ -509,7 +542,7 @@ static void make_snapshot(gateway *g, gw_events_conn *c)
 
 /* Writes the snapshot or the client's next event; asks for the next turn
  * while there is more. Returns -1 to close the connection. */
-static int evc_write(gateway *g, gw_events_conn *c)
+static int evc_write(gateway *g, events_conn *c)
 {
     const char *text = c->snapshot;
     size_t n = text != NULL ? strlen(text) : 0;
@@ -544,14 +577,14 @@ static int events_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
     (void)len;
     struct lws_context *ctx = lws_get_context(wsi);
     gateway *g = ctx ? lws_context_user(ctx) : NULL;
-    gw_events_conn *c;
+    events_conn *c;
 
     switch (reason) {
     case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION: {
         /* --private: the upgrade only with a ticket (POST /api/events/ticket) */
         char v[40];
         const char *tv = lws_get_urlarg_by_name(wsi, "ticket=", v, sizeof v);
-        if (g == NULL || (g->private_reads && (tv == NULL || !gw_ticket_take(g, tv))))
+        if (g == NULL || (g->private_reads && (tv == NULL || !cd__api_ticket_take(g->api, tv))))
             return -1;
         /* each client costs its snapshot until it reads it: one address
          * cannot open them without end */
@@ -570,6 +603,7 @@ static int events_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
         if (g->nevc == g->evc_cap)
             g->evc = sf_grow(g->evc, &g->evc_cap, sizeof *g->evc);
         c = &g->evc[g->nevc++];
+        g->st.event_clients = g->nevc;
         memset(c, 0, sizeof *c);
         c->wsi = wsi;
         evc_addr(g, wsi, c->addr);
@@ -596,6 +630,7 @@ static int events_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
         if (g != NULL && (c = evc_find(g, wsi)) != NULL) {
             free(c->snapshot);
             *c = g->evc[--g->nevc];
+            g->st.event_clients = g->nevc;
         }
         return 0;
     default:
@@ -605,14 +640,14 @@ static int events_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
 
 /* Appends an event to the log and sends it to the /ws/events clients that
  * want it. fields may be NULL. */
-static void gw_publish(gateway *g, const char *type, uint64_t job, const char *fields)
+static void publish(gateway *g, const char *type, uint64_t job, const char *fields)
 {
     cd_events_add(g->events, type, job, fields ? fields : "");
     const char *text;
     size_t n;
     uint64_t seq;
     for (size_t i = 0; i < g->nevc; i++) {
-        gw_events_conn *c = &g->evc[i];
+        events_conn *c = &g->evc[i];
         if (c->behind)
             continue;
         int rc = cd_events_next(g->events, c->at, c->job, &text, &n, &seq);
@@ -627,25 +662,23 @@ static void gw_publish(gateway *g, const char *type, uint64_t job, const char *f
 
 static void publish_cb(void *ctx, const char *type, uint64_t job, const char *fields)
 {
-    gw_publish(ctx, type, job, fields);
+    publish(ctx, type, job, fields);
 }
 
 /* ---- the actor --------------------------------------------------------------------------------- */
 
-const char *const gw_end_states[GW_END_STATES] = { "complete", "failed", "cancelled", "expired" };
-
 static void on_event(gateway *g, const cd_event *e)
 {
-    gw_publish(g, e->type, e->job, e->fields);
+    publish(g, e->type, e->job, e->fields);
     if (strcmp(e->type, "job.finished") != 0)
         return;
     /* Nodes still holding chunks of a job that ended drop them. */
     cd_sessions_cancel_job(g->nodes, e->job, "the job has ended");
     const char *st = e->fields ? strstr(e->fields, "\"state\":\"") : NULL;
-    for (int i = 0; st != NULL && i < GW_END_STATES; i++) {
-        size_t n = strlen(gw_end_states[i]);
-        if (strncmp(st + 9, gw_end_states[i], n) == 0 && st[9 + n] == '"')
-            g->finished[i]++;
+    for (int i = 0; st != NULL && i < CD__END_STATES; i++) {
+        size_t n = strlen(cd__end_states[i]);
+        if (strncmp(st + 9, cd__end_states[i], n) == 0 && st[9 + n] == '"')
+            g->st.finished[i]++;
     }
 }
 
@@ -654,19 +687,19 @@ static void on_event(gateway *g, const cd_event *e)
  * simfarm_tls_cert_not_after_seconds. */
 static void tls_expiry_check(gateway *g)
 {
-    if (g->tls == NULL)
+    if (g->st.tls == NULL)
         return;
-    int64_t left = cd_tlscert_not_after(g->tls) - (int64_t)time(NULL);
+    int64_t left = cd_tlscert_not_after(g->st.tls) - (int64_t)time(NULL);
     if (left >= 30 * 86400)
         return;
     char when[64], in[32];
-    cd_tlscert_date(cd_tlscert_not_after(g->tls), when, sizeof when);
+    cd_tlscert_date(cd_tlscert_not_after(g->st.tls), when, sizeof when);
     if (left < 86400)
         snprintf(in, sizeof in, "under a day");
     else
         snprintf(in, sizeof in, "%lld day%s", (long long)(left / 86400), left < 2 * 86400 ? "" : "s");
     sf_log(SF_LOG_WARN, NULL, "TLS: the certificate in %s (%s) expires on %s, in %s: renew it and send SIGHUP",
-        g->tls_cert, cd_tlscert_subject(g->tls), when, in);
+        g->tls_cert, cd_tlscert_subject(g->st.tls), when, in);
 }
 
 static void behaviour(rt_actor *self, rt_msg *m)
@@ -674,7 +707,7 @@ static void behaviour(rt_actor *self, rt_msg *m)
     gateway *g = rt_state(self);
     switch (m->type) {
     case M_REQUEST:
-        api_route(g, (gw_request *)m);
+        cd__api_route(g->api, (cd__request *)m);
         break;
     case M_DIE:
         rt_stop(self);
@@ -684,26 +717,26 @@ static void behaviour(rt_actor *self, rt_msg *m)
         break;
     case CD_MSG_RESULT:
     case RT_MSG_TIMEOUT:
-        api_answer(g, m);
+        cd__api_answer(g->api, m);
         break;
     case CD_MSG_EVENT:
         on_event(g, (cd_event *)m);
         break;
     case CD_MSG_STORE_UP:
-        if (!g->db_up)
+        if (!g->st.db_up)
             sf_log(SF_LOG_INFO, NULL, "database up");
-        g->db_up = true;
+        g->st.db_up = true;
         break;
     case CD_MSG_LOCK_LOST:
-        g->unlocked = true;
+        g->st.unlocked = true;
         break;
     case CD_MSG_LISTENING:
-        g->unlocked = false;
+        g->st.unlocked = false;
         break;
     case CD_MSG_STORE_DOWN:
-        if (g->db_up)
+        if (g->st.db_up)
             sf_log(SF_LOG_WARN, NULL, "database down; requests that need it wait, then get 503");
-        g->db_up = false;
+        g->st.db_up = false;
         break;
     default:
         break;
@@ -719,15 +752,12 @@ static void finalize(rt_actor *self)
     g->ssl_ctx = NULL; /* a SIGHUP while the runtime stops finds nothing to reload */
     cd_sessions_destroy(g->nodes);
     cd_proxies_free(&g->proxies);
-    cd_tlscert_free(g->tls);
-    g->tls = NULL;
+    cd_tlscert_free(g->st.tls);
+    g->st.tls = NULL;
     for (size_t i = 0; i < g->nsessions; i++)
         free(g->sessions[i].body);
     free(g->sessions);
-    for (size_t i = 0; i < g->npend; i++)
-        if (g->pend[i].r != NULL)
-            rt_msg_free(&g->pend[i].r->hdr);
-    free(g->pend);
+    cd__api_destroy(g->api);
     for (size_t i = 0; i < g->nevc; i++)
         free(g->evc[i].snapshot);
     free(g->evc);
@@ -738,22 +768,23 @@ static void finalize(rt_actor *self)
         rt_actor_release(g->scheduler);
 }
 
-rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *err, size_t errlen)
+rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, sf_error *e)
 {
+    char err[1024];
     void *loop = rt_system_loop(sys);
     if (opts == NULL || opts->store == NULL || opts->scheduler == NULL || loop == NULL || opts->port < 0 ||
         opts->port > 65535) {
-        snprintf(err, errlen, "invalid gateway options");
+        sf_fail(e, CD_EINVAL, "invalid gateway options");
         return NULL;
     }
     if ((opts->tls_cert == NULL) != (opts->tls_key == NULL)) {
-        snprintf(err, errlen, "TLS needs both a certificate and its key");
+        sf_fail(e, CD_ECONFIG, "TLS needs both a certificate and its key");
         return NULL;
     }
     rt_actor_opts o = { .state_size = sizeof(gateway), .pinned = true, .finalize = finalize, .name = "gateway" };
     rt_actor *a = rt_spawn(sys, behaviour, &o);
     if (a == NULL) {
-        snprintf(err, errlen, "the runtime is stopping");
+        sf_fail(e, CD_EINVAL, "the runtime is stopping");
         return NULL;
     }
     gateway *g = rt_state(a);
@@ -773,12 +804,18 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *er
         /* checked here first: lws says only that it could not load them */
         snprintf(g->tls_cert, sizeof g->tls_cert, "%s", opts->tls_cert);
         snprintf(g->tls_key, sizeof g->tls_key, "%s", opts->tls_key);
-        if ((g->tls = cd_tlscert_load(g->tls_cert, g->tls_key, (int64_t)time(NULL), err, errlen)) == NULL)
+        if ((g->st.tls = cd_tlscert_load(g->tls_cert, g->tls_key, (int64_t)time(NULL), err, sizeof err)) == NULL) {
+            sf_fail(e, CD_ETLS, "%s", err);
             goto fail;
+        }
     }
     cd_sessions_opts so = { .store = opts->store, .scheduler = opts->scheduler, .open_enrolment = opts->open_enrolment,
         .heartbeat_ms = opts->heartbeat_ms, .publish = publish_cb, .publish_ctx = g, .proxies = &g->proxies };
     g->nodes = cd_sessions_create(sys, &so);
+    cd__api_opts ao = { .self = a, .store = g->store, .scheduler = g->scheduler, .nodes = g->nodes,
+        .events = g->events, .db_timeout_ms = g->db_timeout_ms, .private_reads = g->private_reads, .stats = &g->st,
+        .respond = respond, .respond_ctx = g };
+    g->api = cd__api_create(&ao);
 
     struct lws_context_creation_info info;
     memset(&info, 0, sizeof info);
@@ -797,13 +834,13 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *er
     lws_set_log_level(LLL_ERR, NULL);
     g->ctx = lws_create_context(&info);
     if (g->ctx == NULL) {
-        snprintf(err, errlen, "cannot start libwebsockets on the runtime's loop");
+        sf_fail(e, CD_EIO, "cannot start libwebsockets on the runtime's loop");
         goto fail;
     }
     info.port = opts->port; /* 0: the system picks a free port */
     info.iface = opts->host ? opts->host : "127.0.0.1";
-    info.ssl_cert_filepath = g->tls ? g->tls_cert : NULL;
-    info.ssl_private_key_filepath = g->tls ? g->tls_key : NULL;
+    info.ssl_cert_filepath = g->st.tls ? g->tls_cert : NULL;
+    info.ssl_private_key_filepath = g->st.tls ? g->tls_key : NULL;
     /* HTTP/1.1 only: over HTTP/2 (which browsers and curl take when ALPN
      * offers it) lws 4.1 ends a file from lws_serve_http_file early, cut or
      * empty. Nothing here needs HTTP/2: WebSockets upgrade HTTP/1.1. */
@@ -818,18 +855,18 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *er
     /* an iface it cannot bind leaves a vhost that listens nowhere */
     if (g->vhost == NULL || lws_get_vhost_listen_port(g->vhost) <= 0) {
         if (opts->tls_cert != NULL)
-            snprintf(err, errlen, "cannot listen on %s:%d with TLS (is %s a PEM certificate and %s its key?)",
+            sf_fail(e, CD_ETLS, "cannot listen on %s:%d with TLS (is %s a PEM certificate and %s its key?)",
                 info.iface, opts->port, opts->tls_cert, opts->tls_key);
         else
-            snprintf(err, errlen, "cannot listen on %s:%d (in use, or not an address of this machine)", info.iface,
+            sf_fail(e, CD_EIO, "cannot listen on %s:%d (in use, or not an address of this machine)", info.iface,
                 opts->port);
         goto fail;
     }
-    if (opts->token_file != NULL && api_token_file(g, opts->token_file, err, errlen) != 0)
+    if (opts->token_file != NULL && cd__api_token_file(g->api, opts->token_file, e) != 0)
         goto fail;
     cd_store_subscribe(opts->store, a);
     cd_scheduler_watch(opts->scheduler, a);
-    if (g->tls != NULL) {
+    if (g->st.tls != NULL) {
         tls_expiry_check(g);
         rt_send_every(a, 86400 * 1000, M_TLS_CHECK, 0);
     }
@@ -841,35 +878,35 @@ fail:
     return NULL;
 }
 
-int cd_gateway_reload_tls(rt_actor *a, char *msg, size_t len)
+int cd_gateway_reload_tls(rt_actor *a, sf_error *e)
 {
     gateway *g = rt_state(a);
     char err[1024], when[64];
-    if (g->tls == NULL || g->ssl_ctx == NULL) {
-        snprintf(msg, len, "no certificate to reload: serving plain http");
-        return -1;
+    if (g->st.tls == NULL || g->ssl_ctx == NULL) {
+        return sf_fail(e, CD_ETLS, "no certificate to reload: serving plain http");
     }
     cd_tlscert *c = cd_tlscert_load(g->tls_cert, g->tls_key, (int64_t)time(NULL), err, sizeof err);
     if (c != NULL && cd_tlscert_install(c, g->ssl_ctx, err, sizeof err) != 0) {
         /* OpenSSL may have taken part of it: the pair served before goes
          * back whole (it went in before, so it goes in again) */
         char again[256];
-        if (cd_tlscert_install(g->tls, g->ssl_ctx, again, sizeof again) != 0)
+        if (cd_tlscert_install(g->st.tls, g->ssl_ctx, again, sizeof again) != 0)
             sf_log(SF_LOG_WARN, NULL, "TLS: the certificate served before did not go back: %s", again);
         cd_tlscert_free(c);
         c = NULL;
     }
     if (c == NULL) {
-        g->tls_refused++;
-        cd_tlscert_date(cd_tlscert_not_after(g->tls), when, sizeof when);
-        snprintf(msg, len, "kept the certificate served (%s, until %s): %s", cd_tlscert_subject(g->tls), when, err);
-        return -1;
+        g->st.tls_refused++;
+        cd_tlscert_date(cd_tlscert_not_after(g->st.tls), when, sizeof when);
+        return sf_fail(e, CD_ETLS, "kept the certificate served (%s, until %s): %s", cd_tlscert_subject(g->st.tls), when,
+            err);
     }
-    cd_tlscert_free(g->tls);
-    g->tls = c;
-    g->tls_reloaded++;
+    cd_tlscert_free(g->st.tls);
+    g->st.tls = c;
+    g->st.tls_reloaded++;
     cd_tlscert_date(cd_tlscert_not_after(c), when, sizeof when);
-    snprintf(msg, len, "serving the certificate in %s (%s, until %s)", g->tls_cert, cd_tlscert_subject(c), when);
+    /* a report, not a failure: the code stays 0 */
+    sf_fail(e, 0, "serving the certificate in %s (%s, until %s)", g->tls_cert, cd_tlscert_subject(c), when);
     tls_expiry_check(g);
     return 0;
 }

@@ -3,7 +3,7 @@
  * libuv loop (with TLS when given a certificate), serving
  *
  *   /health, /metrics      health and Prometheus metrics
- *   /api/...               the HTTP API (docs/api.md; api.c)
+ *   /api/...               the HTTP API (docs/api.md; api.h)
  *   /ws/node               node sessions (WebSocket, simfarm.node.v1; session.h)
  *   /ws/events             live events (WebSocket, simfarm.events.v1; events.h)
  *   anything else (GET)    the files of the web directory
@@ -18,6 +18,7 @@
 #define SIMFARM_ACTORS_GATEWAY_H
 
 #include "actors/coord/proxies.h"
+#include "base/err.h"
 #include "runtime/runtime.h"
 
 typedef struct cd_gateway_opts {
@@ -38,16 +39,18 @@ typedef struct cd_gateway_opts {
 } cd_gateway_opts;
 
 /* Spawns the gateway on sys (native: it joins the runtime's libuv loop) and
- * starts listening. Returns NULL and a message in err when it cannot (the
- * port is taken, the address is invalid). */
-rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, char *err, size_t errlen);
+ * starts listening. Returns NULL, with the code and why in *e (CD_EINVAL,
+ * CD_ECONFIG, CD_ETLS, CD_EIO), when it cannot (the port is taken, the
+ * address is invalid, the token file or the TLS pair is not usable). */
+rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, sf_error *e);
 
 /* Reads the TLS certificate and key again from the files given at start
  * (a renewal: SIGHUP in `simfarm serve`) and serves them to every new
  * handshake; open connections keep theirs. A pair that fails a check
  * (tlscert.h) is not taken: the one served stays. Returns 0 with what is
- * now served in msg, or -1 with why nothing changed. Loop thread only. */
-int cd_gateway_reload_tls(rt_actor *gateway, char *msg, size_t len);
+ * now served in e->msg (a report: e->code is 0), or CD_ETLS with why
+ * nothing changed. Loop thread only. */
+int cd_gateway_reload_tls(rt_actor *gateway, sf_error *e);
 
 /* A coordinator about to stop: asks every node session to write its work,
  * and how many have not yet had the store's answer. Stop the runtime once

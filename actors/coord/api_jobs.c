@@ -1,0 +1,307 @@
+/*
+ * api_jobs.c — /api/jobs (api_int.h): submit, list, one job, its
+ * convergence, cancel, and what the store answers to each.
+ */
+#include "actors/coord/api_int.h"
+
+#include "actors/coord/jobs.h"
+#include "actors/coord/scheduler.h"
+#include "base/alloc.h"
+#include "sim/sim.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *job_columns =
+    "id, owner, name, kernel, strategy, items, seed, priority, state, spec, "
+    "encode(ctx_hash, 'hex') AS ctx_hash, result, created_at, started_at, finished_at";
+
+void cd__api_submit(cd__api *api, cd__request *r)
+{
+    char field[64], msg[256];
+    if (r->key_bad || (r->key[0] && !cd_submission_key_ok(r->key))) {
+        cd__api_fail(api, r, 400, "Idempotency-Key", "must be 1 to 128 visible ASCII characters");
+        return;
+    }
+    cd_query *q = cd_job_submission_by(r->body, r->body_len, r->owner, r->admin, r->key[0] ? r->key : NULL, field,
+        sizeof field, msg, sizeof msg);
+    if (q == NULL) {
+        cd__api_fail(api, r, 400, field[0] ? field : NULL, msg);
+        return;
+    }
+    cd__api_ask(api, r, q, CD__ASK_SUBMIT);
+}
+
+void cd__api_list_jobs(cd__api *api, cd__request *r)
+{
+    char state[32], owner[130], kernel[40], before[24];
+    static const char *const states[] = { "pending", "running", "complete", "failed", "cancelled", "expired" };
+    if (cd__api_arg(r, "state", state, sizeof state) != NULL && !cd__api_one_of(state, states, 6)) {
+        cd__api_fail(api, r, 400, "state", "must be pending, running, complete, failed, cancelled or expired");
+        return;
+    }
+    int64_t lim = 100;
+    if (!cd__api_arg_limit(api, r, &lim))
+        return;
+    uint64_t bef = 0;
+    if (cd__api_arg(r, "before", before, sizeof before) != NULL && (bef = cd__api_parse_id(before)) == 0) {
+        cd__api_fail(api, r, 400, "before", "must be a job id");
+        return;
+    }
+    char sql[768];
+    snprintf(sql, sizeof sql,
+        "SELECT coalesce(json_agg(j ORDER BY j.id DESC), '[]')::text FROM "
+        "(SELECT %s FROM jobs WHERE ($1::text IS NULL OR state = $1) AND ($2::text IS NULL OR owner = $2) "
+        "AND ($3::text IS NULL OR kernel = $3) AND ($4::bigint IS NULL OR id < $4) ORDER BY id DESC LIMIT $5) j",
+        job_columns);
+    cd_query *q = cd_query_new(sql);
+    cd_query_text(q, cd__api_arg(r, "state", state, sizeof state));
+    cd_query_text(q, cd__api_arg(r, "owner", owner, sizeof owner));
+    cd_query_text(q, cd__api_arg(r, "kernel", kernel, sizeof kernel));
+    if (bef)
+        cd_query_int(q, (int64_t)bef);
+    else
+        cd_query_text(q, NULL);
+    cd_query_int(q, lim);
+    cd__api_ask(api, r, q, CD__ASK_LIST);
+}
+
+void cd__api_one_job(cd__api *api, cd__request *r, uint64_t id)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT row_to_json(j)::text FROM (SELECT %s FROM jobs WHERE id = $1) j", job_columns);
+    cd_query *q = cd_query_new(sql);
+    cd_query_int(q, (int64_t)id);
+    cd__api_ask(api, r, q, CD__ASK_ONE);
+}
+
+/* The accepted results of one variant's chunks in the order they were
+ * accepted, after the job's variant count, the variant shown and whether
+ * each result holds every variant (the job's row first, so a job without
+ * results is one row with NULL results and no job is no row). A
+ * tournament journals each candidate in its own lane; stat_weights
+ * computes every variant of a chunk at once, in lane 0. The variant is the
+ * one asked for, else a finished tournament's winner (the alive candidate
+ * of rank 1, as the result names it), else 0: the baseline or the only one. */
+void cd__api_convergence(cd__api *api, cd__request *r, uint64_t id)
+{
+    char text[16];
+    uint64_t variant = 0;
+    bool asked = cd__api_arg(r, "variant", text, sizeof text) != NULL;
+    if (asked && (((variant = cd__api_parse_id(text)) == 0 && strcmp(text, "0") != 0) || variant > INT32_MAX)) {
+        cd__api_fail(api, r, 400, "variant", "must be a whole number: 0 for the baseline or the first candidate");
+        return;
+    }
+    cd_query *q = cd_query_new(
+        "SELECT v.n, v.variant, v.all_in_one, j.item_count, j.result FROM (SELECT id, "
+        "strategy = 'stat_weights' AS all_in_one, "
+        "CASE strategy WHEN 'tournament' THEN jsonb_array_length(spec->'candidates') "
+        "WHEN 'stat_weights' THEN 1 + jsonb_array_length(spec->'weights') ELSE 1 END AS n, "
+        "coalesce($2::int, (SELECT (c.i - 1)::int FROM jsonb_array_elements(result->'candidates') "
+        "WITH ORDINALITY c(v, i) WHERE jsonb_typeof(result->'winner') = 'string' "
+        "AND (c.v->>'alive')::boolean AND (c.v->>'rank')::int = 1 ORDER BY c.i DESC LIMIT 1), 0) AS variant "
+        "FROM jobs WHERE id = $1) v "
+        "LEFT JOIN journal j ON j.job_id = v.id AND j.type = 1 "
+        "AND j.variant = CASE WHEN v.all_in_one THEN 0 ELSE v.variant END ORDER BY j.seq");
+    cd_query_int(q, (int64_t)id);
+    if (asked)
+        cd_query_int(q, (int64_t)variant);
+    else
+        cd_query_text(q, NULL);
+    cd__api_ask(api, r, q, CD__ASK_CONVERGENCE);
+}
+
+void cd__api_cancel_job(cd__api *api, cd__request *r, uint64_t id)
+{
+    cd_query *q = cd_query_new("SELECT owner, state FROM jobs WHERE id = $1");
+    cd_query_int(q, (int64_t)id);
+    cd__api_ask(api, r, q, CD__ASK_CANCEL_LOOK);
+}
+
+/* ---- answers ------------------------------------------------------------------------------------ */
+
+void cd__api_on_cancel_look(cd__api *api, cd__request *r, PGresult *res)
+{
+    if (PQntuples(res) == 0) {
+        cd__api_fail(api, r, 404, NULL, "no such job");
+        return;
+    }
+    const char *owner = PQgetvalue(res, 0, 0), *state = PQgetvalue(res, 0, 1);
+    if (!r->admin && strcmp(owner, r->owner) != 0) {
+        cd__api_fail(api, r, 403, NULL, "this job belongs to another owner");
+        return;
+    }
+    if (strcmp(state, "pending") != 0 && strcmp(state, "running") != 0) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "the job has already ended (%s)", state);
+        cd__api_fail(api, r, 409, NULL, msg);
+        return;
+    }
+    cd_query *q = cd_query_new("UPDATE jobs SET state = 'cancelled', finished_at = now() "
+                               "WHERE id = $1 AND state IN ('pending', 'running') RETURNING id");
+    cd_query_int(q, (int64_t)cd__api_job_id(r));
+    cd__api_ask(api, r, q, CD__ASK_CANCEL_DO);
+}
+
+void cd__api_on_cancel_do(cd__api *api, cd__request *r, PGresult *res)
+{
+    if (PQntuples(res) == 0) {
+        cd__api_fail(api, r, 409, NULL, "the job has already ended");
+        return;
+    }
+    uint64_t id = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+    cd_cancel_job *c = RT_MSG_NEW(cd_cancel_job, CD_MSG_CANCEL_JOB);
+    c->job = id;
+    rt_send(api->o.scheduler, &c->hdr);
+    cd_sessions_cancel_job(api->o.nodes, id, "cancelled"); /* the scheduler sends job.finished */
+    cd__api_ok(api, r, 200, sf_fmt("{\"id\":%" PRIu64 ",\"state\":\"cancelled\"}\n", id));
+}
+
+void cd__api_on_one(cd__api *api, cd__request *r, PGresult *res)
+{
+    if (PQntuples(res) == 0) {
+        cd__api_fail(api, r, 404, NULL, "no such job");
+        return;
+    }
+    const char *row = PQgetvalue(res, 0, 0);
+    const char *prog = cd_events_progress(api->o.events, cd__api_job_id(r));
+    if (prog == NULL) {
+        cd__api_ok(api, r, 200, sf_fmt("%s\n", row));
+        return;
+    }
+    size_t rl = strlen(row);
+    cd__api_ok(api, r, 200, sf_fmt("%.*s,\"progress\":%s}\n", (int)(rl - 1), row, prog));
+}
+
+/* The statistics of variant v of `variants` in one chunk's result
+ * (sc_result_encode's format: per statistic a 4-byte little-endian length
+ * and sim_stats_encode's bytes; variant-major, every variant's outputs,
+ * when one result holds them all): how many, or -1 when the bytes are not
+ * that. */
+static int result_stats(const unsigned char *p, size_t len, long variants, long v, sim_stats *out)
+{
+    long total = 0;
+    for (size_t off = 0; off < len; total++) {
+        size_t k;
+        if (len - off < 4 || (k = (size_t)p[off] | (size_t)p[off + 1] << 8 | (size_t)p[off + 2] << 16 |
+                                  (size_t)p[off + 3] << 24) > len - off - 4)
+            return -1;
+        off += 4 + k;
+    }
+    long per = total / variants;
+    if (per == 0 || per > SIM_MAX_OUT || per * variants != total)
+        return -1;
+    for (long i = 0; i < v * per + per; i++) {
+        size_t k = (size_t)p[0] | (size_t)p[1] << 8 | (size_t)p[2] << 16 | (size_t)p[3] << 24;
+        if (i >= v * per && sim_stats_decode(&out[i - v * per], p + 4, k) != 0)
+            return -1;
+        p += 4 + k;
+    }
+    return (int)per;
+}
+
+enum { CONV_POINTS = 256 };
+
+static void put_num(char *out, size_t cap, size_t *n, double v)
+{
+    if (v != v || v > 1.7e308 || v < -1.7e308)
+        *n += (size_t)snprintf(out + *n, cap - *n, ",null");
+    else
+        *n += (size_t)snprintf(out + *n, cap - *n, ",%.17g", v);
+}
+
+/* The running estimate after each accepted chunk, merged in the order they
+ * were accepted, at most CONV_POINTS of them evenly spread (the last always
+ * among them): [items, mean, stderr of each output...]. */
+void cd__api_on_convergence(cd__api *api, cd__request *r, PGresult *res)
+{
+    int rows = PQntuples(res);
+    if (rows == 0) {
+        cd__api_fail(api, r, 404, NULL, "no such job");
+        return;
+    }
+    long variants = strtol(PQgetvalue(res, 0, 0), NULL, 10), variant = strtol(PQgetvalue(res, 0, 1), NULL, 10);
+    if (variant >= variants) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "this job has %ld variant%s: 0 .. %ld", variants, variants == 1 ? "" : "s",
+            variants - 1);
+        cd__api_fail(api, r, 400, "variant", msg);
+        return;
+    }
+    bool all_in_one = PQgetvalue(res, 0, 2)[0] == 't';
+    if (PQgetisnull(res, 0, 4))
+        rows = 0;
+    sim_stats agg[SIM_MAX_OUT], one[SIM_MAX_OUT];
+    int nout = 0;
+    uint64_t items = 0, bad = 0;
+    int shown = rows < CONV_POINTS ? rows : CONV_POINTS;
+    size_t cap = 128 + (size_t)shown * (24 + SIM_MAX_OUT * 52), n = 0;
+    char *out = malloc(cap);
+    if (out == NULL)
+        sf_oom(cap);
+    n += (size_t)snprintf(out, cap, "{\"job\":%" PRIu64 ",\"variant\":%ld,\"chunks\":%d,\"points\":[",
+        cd__api_job_id(r), variant, rows);
+    int emitted = 0;
+    for (int i = 0; i < rows; i++) {
+        size_t len = 0;
+        unsigned char *bytes = PQunescapeBytea((const unsigned char *)PQgetvalue(res, i, 4), &len);
+        int k = bytes != NULL ? result_stats(bytes, len, all_in_one ? variants : 1, all_in_one ? variant : 0, one)
+                              : -1;
+        PQfreemem(bytes);
+        bool ok = k > 0 && (nout == 0 || k == nout);
+        for (int o = 0; ok && nout > 0 && o < k; o++)
+            ok = sim_stats_merge(&agg[o], &one[o]) == 0;
+        if (!ok) { /* the ledger checked every accepted result: not expected */
+            bad++;
+            continue;
+        }
+        if (nout == 0) {
+            nout = k;
+            memcpy(agg, one, (size_t)k * sizeof *agg);
+        }
+        items += strtoull(PQgetvalue(res, i, 3), NULL, 10);
+        /* row i shows when it crosses the next of `shown` even steps */
+        if ((uint64_t)(i + 1) * (uint64_t)shown / (uint64_t)rows == (uint64_t)i * (uint64_t)shown / (uint64_t)rows)
+            continue;
+        n += (size_t)snprintf(out + n, cap - n, "%s[%" PRIu64, emitted++ ? "," : "", items);
+        for (int o = 0; o < nout; o++) {
+            put_num(out, cap, &n, sim_stats_mean(&agg[o]));
+            put_num(out, cap, &n, sim_stats_stderr(&agg[o]));
+        }
+        n += (size_t)snprintf(out + n, cap - n, "]");
+    }
+    snprintf(out + n, cap - n, "],\"outputs\":%d,\"unreadable\":%" PRIu64 "}\n", nout, bad);
+    cd__api_ok(api, r, 200, out);
+}
+
+/* The job stored, or the one stored earlier under the request's key (the
+ * client's retry, or the store's: it sends a query again when its
+ * connection broke before the answer, and a key the gateway drew is this
+ * request's alone). */
+void cd__api_on_submit(cd__api *api, cd__request *r, PGresult *res)
+{
+    if (PQntuples(res) == 0) { /* the same key's INSERT committed during this one */
+        if (r->key[0])
+            cd__api_fail(api, r, 409, "Idempotency-Key", "a submission with this key is being stored right now: send it again");
+        else
+            cd__api_fail(api, r, 503, NULL, "the database was storing this submission twice at once: send it again");
+        return;
+    }
+    const char *id = PQgetvalue(res, 0, 0);
+    bool created = PQgetvalue(res, 0, 1)[0] == 't', same = PQgetvalue(res, 0, 2)[0] == 't';
+    if (!same) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "was used for another submission (job %s): a new submission needs a new key", id);
+        cd__api_fail(api, r, 422, "Idempotency-Key", msg);
+        return;
+    }
+    /* job.submitted comes from the scheduler as it takes the job in, with
+     * the job's other events, so they arrive in order */
+    if (created || !r->key[0])
+        cd__api_ok(api, r, 201, sf_fmt("{\"id\":%s,\"state\":\"pending\"}\n", id));
+    else
+        cd__api_ok(api, r, 200, sf_fmt("{\"id\":%s,\"replayed\":true}\n", id));
+}
+

@@ -1,0 +1,204 @@
+/*
+ * api_nodes.c — /api/nodes (api_int.h): the nodes table's rows, filtered
+ * and paged in the database, with what each live session knows now.
+ */
+#include "actors/coord/api_int.h"
+
+#include "base/alloc.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct views {
+    cd_node_view *v;
+    size_t n, cap;
+} views;
+
+static void collect_view(void *ctx, const cd_node_view *v)
+{
+    views *vs = ctx;
+    if (vs->n == vs->cap)
+        vs->v = sf_grow(vs->v, &vs->cap, sizeof *vs->v);
+    vs->v[vs->n++] = *v;
+}
+
+/* GET /api/nodes's filters: status (online, offline or revoked, as
+ * nodes_json tells them apart), owner, tier, and a page (limit, offset).
+ * Returns false, having answered 400, for a bad one. */
+typedef struct node_filter {
+    char status[16], owner[130], tier[16];
+    bool has_status, has_owner, has_tier;
+    int64_t limit, offset; /* limit 0: all */
+} node_filter;
+
+static bool node_filter_parse(cd__api *api, cd__request *r, node_filter *f)
+{
+    static const char *const statuses[] = { "online", "offline", "revoked" };
+    static const char *const tiers[] = { "own", "team", "community", "public" };
+    char num[24];
+    memset(f, 0, sizeof *f);
+    f->has_status = cd__api_arg(r, "status", f->status, sizeof f->status) != NULL;
+    f->has_owner = cd__api_arg(r, "owner", f->owner, sizeof f->owner) != NULL;
+    f->has_tier = cd__api_arg(r, "tier", f->tier, sizeof f->tier) != NULL;
+    if (f->has_status && !cd__api_one_of(f->status, statuses, 3)) {
+        cd__api_fail(api, r, 400, "status", "must be online, offline or revoked");
+        return false;
+    }
+    if (f->has_tier && !cd__api_one_of(f->tier, tiers, 4)) {
+        cd__api_fail(api, r, 400, "tier", "must be own, team, community or public");
+        return false;
+    }
+    if (!cd__api_arg_limit(api, r, &f->limit))
+        return false;
+    if (cd__api_arg(r, "offset", num, sizeof num) != NULL) {
+        uint64_t v = cd__api_parse_id(num);
+        if (v == 0 && strcmp(num, "0") != 0) {
+            cd__api_fail(api, r, 400, "offset", "must be a whole number, 0 or more");
+            return false;
+        }
+        f->offset = (int64_t)v;
+    }
+    return true;
+}
+
+/* The nodes (all, those the filters pass, or the one with id `one`) with
+ * their work in all (sql/007_node_totals.sql) less what their live
+ * sessions last wrote, as nodes_json adds what those sessions count now:
+ * one snapshot of the database, so a write landing meanwhile is counted
+ * once either way. Only a session that has had chunks accepted can have
+ * written a row; each is looked up by its key alone (the LIMIT keeps the
+ * planner from scanning all of node_work to hash it, which it prefers for
+ * thousands of keys). Online nodes first, as nodes_json lists them, so a
+ * page is a page of that list. */
+void cd__api_ask_nodes(cd__api *api, cd__request *r, uint64_t one)
+{
+    node_filter f = { 0 };
+    if (one == 0 && !node_filter_parse(api, r, &f))
+        return;
+    views vs = { NULL, 0, 0 };
+    cd_sessions_each(api->o.nodes, collect_view, &vs);
+    char *live = malloc(3 + vs.n * 33), *ids = malloc(3 + vs.n * 21);
+    if (live == NULL || ids == NULL)
+        sf_oom(3 + vs.n * 33);
+    size_t n = 0, k = 0;
+    live[n++] = '{';
+    ids[k++] = '{';
+    for (size_t i = 0; i < vs.n; i++) {
+        if (vs.v[i].chunks_done > 0 && (one == 0 || vs.v[i].node == one))
+            n += (size_t)sprintf(live + n, "%s%s", n > 1 ? "," : "", vs.v[i].work_key);
+        k += (size_t)sprintf(ids + k, "%s%" PRIu64, k > 1 ? "," : "", vs.v[i].node);
+    }
+    strcpy(live + n, "}");
+    strcpy(ids + k, "}");
+    free(vs.v);
+    /* The live sessions' nodes are joined in only for a status or a page:
+     * the whole list is a walk of the primary key, ordered in nodes_json. */
+    bool page = f.limit > 0 || f.offset > 0;
+    bool up = page || (f.has_status && strcmp(f.status, "revoked") != 0);
+    const char *status = !f.has_status                      ? ""
+        : strcmp(f.status, "revoked") == 0                  ? "AND revoked_at IS NOT NULL "
+        : strcmp(f.status, "online") == 0                   ? "AND revoked_at IS NULL AND online.id IS NOT NULL "
+                                                            : "AND revoked_at IS NULL AND online.id IS NULL ";
+    char *sql = sf_fmt(
+        "WITH online AS (SELECT DISTINCT id FROM unnest($3::bigint[]) AS o (id)) "
+        "SELECT n.id, row_to_json(x)::text, n.chunks_total - coalesce(w.chunks, 0), n.items_total - coalesce(w.items, 0) "
+        "FROM (SELECT nodes.* FROM nodes %s"
+        "WHERE ($2::bigint = 0 OR nodes.id = $2::bigint) AND ($4::text IS NULL OR owner = $4) "
+        "AND ($5::text IS NULL OR tier = $5) %s"
+        "ORDER BY %s LIMIT coalesce($6::bigint, 100000) OFFSET $7::bigint) n "
+        "CROSS JOIN LATERAL (SELECT n.id, n.owner, n.tier, n.name, n.version, n.capabilities, n.created_at, n.last_seen, "
+        "n.revoked_at) x "
+        "LEFT JOIN (SELECT w.node, sum(w.chunks) AS chunks, sum(w.items) AS items FROM unnest($1::uuid[]) AS l (session) "
+        "CROSS JOIN LATERAL (SELECT node, chunks, items FROM node_work WHERE session = l.session LIMIT 1) w "
+        "GROUP BY w.node) w ON w.node = n.id "
+        "ORDER BY n.id",
+        up ? "LEFT JOIN online ON online.id = nodes.id " : "", status,
+        page ? "online.id IS NULL, nodes.id" : "nodes.id");
+    cd_query *q = cd_query_new(sql);
+    free(sql);
+    cd_query_text(q, live);
+    cd_query_int(q, (int64_t)one);
+    cd_query_text(q, ids);
+    cd_query_text(q, f.has_owner ? f.owner : NULL);
+    cd_query_text(q, f.has_tier ? f.tier : NULL);
+    if (f.limit > 0)
+        cd_query_int(q, f.limit);
+    else
+        cd_query_text(q, NULL);
+    cd_query_int(q, f.offset);
+    free(live);
+    free(ids);
+    cd__api_ask(api, r, q, one ? CD__ASK_NODE : CD__ASK_NODES);
+}
+
+static int view_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const cd_node_view *)a)->node, y = ((const cd_node_view *)b)->node;
+    return x < y ? -1 : x > y;
+}
+
+/* The nodes table's rows, online ones first, each with what its session
+ * knows now and its work in all (ended sessions' rows, plus the live
+ * session's count). A JSON array, or with `one` its first element alone.
+ * With status "online" or "offline", a node whose session began or ended
+ * since the query was asked is left out. */
+char *cd__api_nodes_json(cd__api *api, PGresult *res, bool one, const char *status)
+{
+    int only = status == NULL ? -1 : strcmp(status, "online") == 0 ? 1 : strcmp(status, "offline") == 0 ? 0 : -1;
+    views vs = { NULL, 0, 0 };
+    cd_sessions_each(api->o.nodes, collect_view, &vs);
+    if (vs.n > 1)
+        qsort(vs.v, vs.n, sizeof *vs.v, view_cmp);
+    int rows = PQntuples(res);
+    size_t cap = 16, len = 0;
+    for (int i = 0; i < rows; i++)
+        cap += (size_t)PQgetlength(res, i, 1) + 800; /* the live fields, up to 16 backend speeds */
+    char *out = malloc(cap);
+    if (out == NULL)
+        sf_oom(cap);
+    out[len++] = '[';
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < rows; i++) {
+            uint64_t id = strtoull(PQgetvalue(res, i, 0), NULL, 10);
+            cd_node_view key = { .node = id };
+            const cd_node_view *v = vs.n ? bsearch(&key, vs.v, vs.n, sizeof *vs.v, view_cmp) : NULL;
+            if ((pass == 0) != (v != NULL) || (only >= 0 && only != (v != NULL)))
+                continue;
+            const char *row = PQgetvalue(res, i, 1);
+            size_t rl = strlen(row);
+            if (len > 1)
+                out[len++] = ',';
+            memcpy(out + len, row, rl - 1); /* without its closing brace */
+            len += rl - 1;
+            uint64_t chunks = strtoull(PQgetvalue(res, i, 2), NULL, 10) + (v ? v->chunks_done : 0);
+            uint64_t items = strtoull(PQgetvalue(res, i, 3), NULL, 10) + (v ? v->items_done : 0);
+            len += (size_t)snprintf(out + len, cap - len, ",\"chunks_total\":%" PRIu64 ",\"items_total\":%" PRIu64,
+                chunks, items);
+            if (v == NULL) {
+                len += (size_t)snprintf(out + len, cap - len, ",\"online\":false}");
+                continue;
+            }
+            for (unsigned b = 0; b < v->nbackend_speeds; b++)
+                len += (size_t)snprintf(out + len, cap - len, "%s%.0f", b ? "," : ",\"backend_items_per_s\":[",
+                    v->backend_items_per_s[b]);
+            if (v->nbackend_speeds > 0)
+                out[len++] = ']';
+            len += (size_t)snprintf(out + len, cap - len,
+                ",\"online\":true,\"max_parallel\":%u,\"slots\":%u,"
+                "\"in_flight\":%u,\"chunks_done\":%" PRIu64 ",\"items_done\":%" PRIu64 ",\"items_per_s\":%.0f,"
+                "\"connected_ms\":%" PRIu64 ",\"last_seen_ms\":%" PRIu64 "}",
+                v->max_parallel, v->slots, v->in_flight, v->chunks_done, v->items_done,
+                v->items_per_s, v->connected_ms, v->last_seen_ms);
+        }
+    snprintf(out + len, cap - len, "]\n");
+    free(vs.v);
+    if (one) { /* the element alone: [ and ]\n off */
+        size_t n = strlen(out);
+        memmove(out, out + 1, n - 3);
+        strcpy(out + n - 3, "\n");
+    }
+    return out;
+}
+
