@@ -18,6 +18,7 @@
 #include "sched/sched.h"
 #include "sim/sim.h"
 #include "base/log.h"
+#include "base/url.h"
 
 #include <errno.h>
 #include <libwebsockets.h>
@@ -38,7 +39,7 @@
 #include <time.h>
 #include <uv.h>
 
-enum { M_WORK = RT_MSG_USER + 0x1700 };
+enum { M_WORK = RT_MSGS_NODE_WORKER };
 
 typedef struct bytes_t {
     uint8_t *p;
@@ -483,57 +484,19 @@ static void on_signal(uv_signal_t *h, int signum)
 
 /* ws://host[:port]/path, or the coordinator's http://host[:port][/prefix]
  * (its node endpoint is [/prefix]/ws/node, the prefix being where a reverse
- * proxy serves it) -> parts; wss:// and https:// the same over TLS. The
- * port is the scheme's (80, or 443 for TLS) when none is given. */
-static int parse_url(const char *url, char *addr, size_t alen, int *port, char *path, size_t plen, bool *tls)
+ * proxy serves it) -> *u and the path to ask for; wss:// and https:// the
+ * same over TLS. The port is the scheme's (80, or 443 for TLS) when none is
+ * given. */
+static int parse_url(const char *url, sf_url *u, char *path, size_t plen)
 {
-    static const struct { const char *scheme; bool tls, http; } schemes[] = {
-        { "ws://", false, false }, { "wss://", true, false }, { "http://", false, true }, { "https://", true, true },
-    };
-    size_t skip = 0;
-    bool http = false;
-    for (size_t i = 0; i < sizeof schemes / sizeof schemes[0] && skip == 0; i++)
-        if (strncmp(url, schemes[i].scheme, strlen(schemes[i].scheme)) == 0) {
-            skip = strlen(schemes[i].scheme);
-            *tls = schemes[i].tls;
-            http = schemes[i].http;
-        }
-    if (skip == 0)
+    if (sf_url_parse(url, u, NULL) != 0)
         return -1;
-    /* HOST is a name, an IPv4 address or an IPv6 one in brackets */
-    const char *h = url + skip, *h_end, *after;
-    if (*h == '[') {
-        h++;
-        h_end = strchr(h, ']');
-        if (h_end == NULL || memchr(h, '/', (size_t)(h_end - h)) != NULL)
-            return -1;
-        after = h_end + 1;
-    } else {
-        h_end = h + strcspn(h, ":/");
-        if (memchr(h, ']', (size_t)(h_end - h)) != NULL)
-            return -1;
-        after = h_end;
-    }
-    const char *slash = after + strcspn(after, "/"), *colon = *after == ':' ? after : NULL;
-    if (colon == NULL && after != slash)
-        return -1;
-    if (h_end == h || (size_t)(h_end - h) >= alen)
-        return -1;
-    memcpy(addr, h, (size_t)(h_end - h));
-    addr[h_end - h] = '\0';
-    *port = *tls ? 443 : 80;
-    if (colon != NULL) {
-        char *end;
-        long p = strtol(colon + 1, &end, 10);
-        if (end != slash || colon[1] < '0' || colon[1] > '9' || p <= 0 || p > 65535)
-            return -1;
-        *port = (int)p;
-    }
-    size_t n = strlen(slash);
-    if (http && n > 0 && slash[n - 1] == '/')
+    bool http = strncmp(u->scheme, "http", 4) == 0;
+    size_t n = strlen(u->path);
+    if (http && n > 0 && u->path[n - 1] == '/')
         n--;
-    int w = http ? snprintf(path, plen, "%.*s/ws/node", (int)n, slash)
-                 : snprintf(path, plen, "%s", *slash && strcmp(slash, "/") != 0 ? slash : "/ws/node");
+    int w = http ? snprintf(path, plen, "%.*s/ws/node", (int)n, u->path)
+                 : snprintf(path, plen, "%s", u->path[0] && strcmp(u->path, "/") != 0 ? u->path : "/ws/node");
     return w > 0 && (size_t)w < plen ? 0 : -1;
 }
 
@@ -721,15 +684,14 @@ static void spawn_workers(conn *l, rt_system *sys, const worker *devs, unsigned 
 
 int nd_run(const nd_opts *opts)
 {
-    char keypath[4096], addr[256], path[128];
-    int port;
+    char keypath[4096], path[128];
+    sf_url u;
     backends b;
-    bool tls = false;
     const char *url_from = opts->url_from ? opts->url_from : "--server";
     const char *ca_from = opts->ca_from ? opts->ca_from : "--ca";
     /* the node's progress goes to standard output, its warnings to standard error */
     sf_log_setup(opts->log_format, SF_LOG_INFO, true);
-    if (parse_url(opts->url, addr, sizeof addr, &port, path, sizeof path, &tls) != 0) {
+    if (parse_url(opts->url, &u, path, sizeof path) != 0) {
         sf_log(SF_LOG_WARN, "node", "%s wants ws://HOST[:PORT]/ws/node or http://HOST[:PORT][/PREFIX] (wss:// or https:// "
             "for TLS), not '%s'", url_from, opts->url);
         return SF_EXIT_USAGE;
@@ -741,7 +703,7 @@ int nd_run(const nd_opts *opts)
             return SF_EXIT_FAIL;
         }
         fclose(f);
-        if (!tls)
+        if (!u.tls)
             sf_log(SF_LOG_WARN, "node", "%s %s is not used: %s is not a TLS address (wss:// or https://)", ca_from,
                 opts->ca_path, opts->url);
     }
@@ -800,32 +762,32 @@ int nd_run(const nd_opts *opts)
     l->started_ms = mono_ms();
     l->grace_s = opts->grace_s;
     l->ncpu = ncpu;
-    snprintf(l->addr, sizeof l->addr, "%s", addr);
+    snprintf(l->addr, sizeof l->addr, "%s", u.host);
     snprintf(l->path, sizeof l->path, "%s", path);
-    l->port = port;
-    l->tls = tls;
+    l->port = u.port;
+    l->tls = u.tls;
     l->ca = opts->ca_path;
     l->ca_from = ca_from;
     /* As in the Host header: the port only when it is not the scheme's
      * (PROTOCOL.md §6), which is what a browser sends too. */
     bool v6 = strchr(l->addr, ':') != NULL;
-    if (l->port == (tls ? 443 : 80))
+    if (l->port == (u.tls ? 443 : 80))
         snprintf(l->hostport, sizeof l->hostport, v6 ? "[%s]" : "%s", l->addr);
     else
         snprintf(l->hostport, sizeof l->hostport, v6 ? "[%s]:%d" : "%s:%d", l->addr, l->port);
     for (char *p = l->hostport; *p; p++)
         if (*p >= 'A' && *p <= 'Z')
             *p = (char)(*p - 'A' + 'a');
-    struct utsname u;
-    if (uname(&u) == 0)
-        snprintf(l->arch, sizeof l->arch, "%.31s", u.machine);
+    struct utsname un;
+    if (uname(&un) == 0)
+        snprintf(l->arch, sizeof l->arch, "%.31s", un.machine);
     int code = SF_EXIT_FAIL;
     if (start_lws(l, opts->ca_path) != 0) {
-        if (tls && opts->ca_path != NULL)
+        if (u.tls && opts->ca_path != NULL)
             sf_log(SF_LOG_WARN, "node", "cannot start libwebsockets with TLS: is %s %s a PEM file of certificates?", ca_from,
                 opts->ca_path);
         else
-            sf_log(SF_LOG_WARN, "node", "cannot start libwebsockets%s", tls ? " with TLS" : "");
+            sf_log(SF_LOG_WARN, "node", "cannot start libwebsockets%s", u.tls ? " with TLS" : "");
         for (int i = 0; i < ndevs; i++) {
             sim_cl_destroy(devs[i].cl);
             sim_cuda_destroy(devs[i].cu);

@@ -18,7 +18,7 @@
 #include "sched/sched.h"
 
 enum {
-    CD_MSG_CLAIM = RT_MSG_USER + 0x1300, /* cd_claim (request) -> cd_claimed */
+    CD_MSG_CLAIM = RT_MSGS_SCHEDULER, /* cd_claim (request) -> cd_claimed */
     CD_MSG_CLAIMED,
     CD_MSG_COMPLETE,                     /* cd_complete (request) -> cd_completed */
     CD_MSG_COMPLETED,
@@ -30,7 +30,7 @@ enum {
     CD_MSG_CANCEL_JOB,                   /* cd_cancel_job: stop a job (its row already says cancelled) */
     CD_MSG_WITHDRAW,                     /* plain: the sending session takes no more work; a claim of
                                             it that waits for work is answered empty */
-    CD_MSG__SCHED_PRIVATE = RT_MSG_USER + 0x1380,
+    CD_MSG__SCHED_PRIVATE = RT_MSGS_SCHEDULER_PRIVATE,
 };
 
 enum { CD_MAX_CLAIMS = 16 };

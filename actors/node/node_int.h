@@ -11,7 +11,7 @@
 #include "actors/node/node.h"
 
 enum {
-    M_CONNECT = RT_MSG_USER + 0x1600,
+    M_CONNECT = RT_MSGS_NODE,
     M_UP,
     M_DOWN,
     M_FRAME,
