@@ -6,6 +6,7 @@
 #ifndef SIMFARM_CLI_H
 #define SIMFARM_CLI_H
 
+#include "actors/coord/coordinator.h"
 #include "actors/coord/proxies.h"
 #include "base/exit.h"
 #include "runtime/runtime.h"
@@ -33,35 +34,14 @@ int cmd_serve(int argc, char **argv);
 int cmd_up(int argc, char **argv);
 int cmd_node(int argc, char **argv);
 
-typedef struct coordinator_opts {
-    const char *host;        /* interface to serve on */
-    int port;                /* 0 = any free port */
-    const char *db;          /* libpq connection string */
-    unsigned pool;           /* database connections; 0 = 2 */
-    const char *name;        /* the subcommand, for messages */
-    bool open_enrolment;     /* unknown node keys join as public nodes */
-    bool private_reads;      /* reads of the API, /metrics and /ws/events need a token */
-    const char *token_file;  /* an admin API token kept here (created when absent); may be NULL */
-    const char *web_dir;     /* static files served at /; NULL = none */
-    const char *tls_cert;    /* https/wss with this PEM certificate and key; NULL = plain */
-    const char *tls_key;
-    unsigned heartbeat_ms;   /* nodes' heartbeat interval; 0 = 5000 */
-    uint64_t chunk_ms;       /* target chunk duration; 0 = the scheduler's default */
-    uint64_t db_backlog_bytes; /* the bound on queries held while the database is away
-                                  or behind (actors/coord/store.h); 0 = the store's default */
-    const cd_proxies *trusted_proxies; /* reverse proxies whose X-Forwarded-For is read; may be NULL */
-    bool hangup_stops;       /* SIGHUP stops it, as a terminal that closes sends it (up);
-                                otherwise SIGHUP reads the TLS certificate again (serve) */
-    /* Called once listening, before the loop runs: the place to spawn more
-     * actors (the store is borrowed). May be NULL. */
-    void (*started)(rt_system *sys, rt_actor *store, const char *host, int port, void *ctx);
-    void *ctx;
-} coordinator_opts;
+/* The web files when --web names none: ./web (a source tree), else those
+ * `make install` put beside the binary (PREFIX/share/simfarm/web, into buf
+ * of cap bytes), else NULL. */
+const char *cli_default_web(char *buf, size_t cap);
 
-/* Runs the coordinator (store, gateway, scheduler) until SIGINT or SIGTERM
- * (or SIGHUP with hangup_stops).
- * Returns 0 after a clean stop, -1 when it could not start. */
-int coordinator_run(const coordinator_opts *opts);
+/* The lines a coordinator's command starts with, once listening on port:
+ * where it listens, the web files it serves and where the admin token is. */
+void cli_announce(const cd_coordinator_opts *o, int port);
 
 /* The client subcommands (cli/jobs.c, nodes.c, tokens.c; docs/cli.md). */
 int cmd_submit(int argc, char **argv);

@@ -1,28 +1,23 @@
 /*
- * serve.c — `simfarm serve`: the coordinator. One process, one port: the
- * store (PostgreSQL) and the gateway (HTTP) actors on one runtime, until
- * SIGINT or SIGTERM stops it cleanly, once the node sessions' work is
- * written (a second signal stops it at once); SIGHUP reads a renewed TLS
- * certificate. The scheduler loads unfinished jobs
- * from the database and resumes them from their journals.
+ * serve.c — `simfarm serve`: its flags, then the coordinator
+ * (actors/coord/coordinator.h) until SIGINT or SIGTERM stops it cleanly,
+ * once the node sessions' work is written (a second signal stops it at
+ * once); SIGHUP reads a renewed TLS certificate. The scheduler loads
+ * unfinished jobs from the database and resumes them from their journals.
  *
  *   simfarm serve --db "host=/tmp/pg dbname=simfarm" --listen 127.0.0.1:8080
  */
-#include "actors/coord/gateway.h"
-#include "actors/coord/scheduler.h"
-#include "actors/coord/store.h"
+#include "actors/coord/coordinator.h"
 #include "cli/cli.h"
 
 #include <arpa/inet.h>
 #include <limits.h>
 #include <netdb.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <uv.h>
 
 
 static void serve_usage(FILE *out)
@@ -63,91 +58,6 @@ static void serve_usage(FILE *out)
         "Stops cleanly on SIGINT or SIGTERM. SIGHUP reads the --tls-cert and --tls-key\n"
         "files again (a renewed certificate) for the connections that follow; a pair\n"
         "that does not check out is refused and the one served is kept.\n");
-}
-
-/* How long a stop waits for the node sessions' work to reach the database. */
-enum { DRAIN_MS = 10000, DRAIN_POLL_MS = 20 };
-
-typedef struct signals {
-    uv_signal_t sigint, sigterm, sighup;
-    uv_timer_t drain;
-    rt_system *sys;
-    rt_actor *gateway, *store; /* references, released once the loop has stopped */
-    const char *name;
-    enum { RUNNING, DRAINING, STOPPED } state;
-    uint64_t drain_ms;       /* when the drain began (uv_now) */
-    unsigned quiet;          /* drain polls in a row that found nothing left */
-    bool taken;              /* another coordinator holds the database */
-} signals;
-
-static void stop_now(signals *s)
-{
-    if (s->state == STOPPED)
-        return;
-    s->state = STOPPED;
-    uv_close((uv_handle_t *)&s->sigint, NULL);
-    uv_close((uv_handle_t *)&s->sigterm, NULL);
-    uv_close((uv_handle_t *)&s->sighup, NULL);
-    uv_close((uv_handle_t *)&s->drain, NULL);
-    rt_system_stop(s->sys);
-}
-
-/* The runtime stops once the store has answered every node session's
- * write (twice in a row: a session that closed just now is out of the
- * table, its last write a message away), at once while the database is
- * away, or after DRAIN_MS. Completions need no wait: a node's result is
- * acknowledged only once its journal row is committed, so the node sends
- * again what was not. */
-static void on_drain(uv_timer_t *t)
-{
-    signals *s = t->data;
-    cd_store_backlog b;
-    cd_store_backlog_get(s->store, &b);
-    unsigned pending = cd_gateway_saves_pending(s->gateway);
-    s->quiet = pending == 0 ? s->quiet + 1 : 0;
-    if (s->quiet >= 2) {
-        stop_now(s);
-    } else if (!b.up || uv_now(t->loop) - s->drain_ms >= DRAIN_MS) {
-        fprintf(stderr, "simfarm: stopping without the work of %u node sessions since their last save: %s\n", pending,
-            b.up ? "the database did not answer in 10 s" : "the database is down");
-        stop_now(s);
-    }
-}
-
-static void on_signal(uv_signal_t *h, int signum)
-{
-    signals *s = h->data;
-    const char *name = signum == SIGINT ? "SIGINT" : signum == SIGHUP ? "SIGHUP" : "SIGTERM";
-    if (s->state == DRAINING) {
-        fprintf(stderr, "simfarm: %s again, stopping now\n", name);
-        stop_now(s);
-        return;
-    }
-    fprintf(stderr, "simfarm: %s, stopping\n", name);
-    /* what the node sessions have had accepted goes to the database first */
-    s->state = DRAINING;
-    cd_gateway_save_work(s->gateway);
-    s->drain_ms = uv_now(h->loop);
-    uv_timer_start(&s->drain, on_drain, 0, DRAIN_POLL_MS);
-}
-
-/* The store could not take the database from another coordinator: this
- * one stops at once, with nothing of its own to write. */
-static void on_taken(void *ctx, const char *why)
-{
-    signals *s = ctx;
-    fprintf(stderr, "simfarm %s: %s\n", s->name, why);
-    s->taken = true;
-    stop_now(s);
-}
-
-static void on_sighup(uv_signal_t *h, int signum)
-{
-    (void)signum;
-    signals *s = h->data;
-    sf_error e;
-    cd_gateway_reload_tls(s->gateway, &e);
-    fprintf(stderr, "simfarm %s: SIGHUP: %s\n", s->name, e.msg);
 }
 
 int cli_listen(const char *arg, char *host, size_t hlen, int *port, char *why, size_t len)
@@ -198,6 +108,14 @@ int cli_listen(const char *arg, char *host, size_t hlen, int *port, char *why, s
     }
     *port = (int)p;
     return 0;
+}
+
+static void announced(rt_system *sys, rt_actor *store, const char *host, int port, void *ctx)
+{
+    (void)sys;
+    (void)store;
+    (void)host;
+    cli_announce(ctx, port);
 }
 
 static int serve(int argc, char **argv, cd_proxies *proxies)
@@ -299,11 +217,15 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
         fprintf(stderr, "simfarm serve: TLS needs both --tls-cert and --tls-key\n");
         return SF_EXIT_USAGE;
     }
-    coordinator_opts co = { .host = host, .port = port, .db = db, .pool = pool, .name = "serve", .open_enrolment = open,
+    char web_buf[PATH_MAX];
+    cd_coordinator_opts co = { .host = host, .port = port, .db = db, .pool = pool, .name = "serve", .open_enrolment = open,
         .private_reads = private_reads,
         .token_file = token_file, .web_dir = web, .tls_cert = cert, .tls_key = key, .heartbeat_ms = heartbeat_ms,
         .chunk_ms = chunk_ms, .db_backlog_bytes = backlog, .trusted_proxies = proxies };
-    return coordinator_run(&co) == 0 ? SF_EXIT_OK : SF_EXIT_FAIL;
+    co.web_dir = web != NULL ? web : cli_default_web(web_buf, sizeof web_buf);
+    co.started = announced;
+    co.ctx = &co;
+    return cd_coordinator_run(&co) == 0 ? SF_EXIT_OK : SF_EXIT_FAIL;
 }
 
 int cmd_serve(int argc, char **argv)
@@ -317,7 +239,7 @@ int cmd_serve(int argc, char **argv)
 /* The web files when --web names none: ./web (a source tree), else those
  * `make install` put beside the binary (PREFIX/bin/simfarm and
  * PREFIX/share/simfarm/web), else none. */
-static const char *default_web(char *buf, size_t cap)
+const char *cli_default_web(char *buf, size_t cap)
 {
     struct stat st;
     if (stat("web", &st) == 0 && S_ISDIR(st.st_mode))
@@ -338,69 +260,14 @@ static const char *default_web(char *buf, size_t cap)
     return stat(buf, &st) == 0 && S_ISDIR(st.st_mode) ? buf : NULL;
 }
 
-int coordinator_run(const coordinator_opts *opts)
+void cli_announce(const cd_coordinator_opts *o, int port)
 {
-    int err = 0;
-    rt_system *sys = rt_system_create(NULL, &err);
-    if (sys == NULL) {
-        fprintf(stderr, "simfarm %s: cannot start the runtime: %s\n", opts->name, sf_strerror(err));
-        return -1;
-    }
-    signals s = { .sys = sys, .name = opts->name };
-    cd_store_opts so = { .conninfo = opts->db, .connections = opts->pool ? opts->pool : 2, .listen = "pending_job",
-        .backlog_bytes = opts->db_backlog_bytes, .exclusive = true, .taken = on_taken, .taken_ctx = &s };
-    rt_actor *store = cd_store_spawn(sys, &so);
-    sf_error gerr = { 0, "" };
-    cd_scheduler_opts cs = { .store = store, .ledger = { .target_chunk_ms = opts->chunk_ms } };
-    rt_actor *scheduler = store ? cd_scheduler_spawn(sys, &cs) : NULL;
-    char web_buf[PATH_MAX];
-    const char *web = opts->web_dir ? opts->web_dir : default_web(web_buf, sizeof web_buf);
-    cd_gateway_opts go = { .host = opts->host, .port = opts->port, .store = store, .scheduler = scheduler,
-        .open_enrolment = opts->open_enrolment, .private_reads = opts->private_reads, .token_file = opts->token_file, .web_dir = web,
-        .tls_cert = opts->tls_cert, .tls_key = opts->tls_key, .heartbeat_ms = opts->heartbeat_ms,
-        .trusted_proxies = opts->trusted_proxies };
-    rt_actor *gateway = scheduler ? cd_gateway_spawn(sys, &go, &gerr) : NULL;
-    if (gateway == NULL) {
-        fprintf(stderr, "simfarm %s: %s\n", opts->name,
-            !store ? "cannot start the store" : !scheduler ? "cannot start the scheduler" : gerr.msg);
-        if (store != NULL)
-            rt_actor_release(store);
-        if (scheduler != NULL)
-            rt_actor_release(scheduler);
-        rt_system_destroy(sys);
-        return -1;
-    }
-
-    s.gateway = rt_actor_retain(gateway);
-    s.store = rt_actor_retain(store);
-    uv_loop_t *loop = rt_system_loop(sys);
-    uv_signal_init(loop, &s.sigint);
-    uv_signal_init(loop, &s.sigterm);
-    uv_signal_init(loop, &s.sighup);
-    uv_timer_init(loop, &s.drain);
-    s.sigint.data = s.sigterm.data = s.sighup.data = s.drain.data = &s;
-    uv_signal_start(&s.sigint, on_signal, SIGINT);
-    uv_signal_start(&s.sigterm, on_signal, SIGTERM);
-    uv_signal_start(&s.sighup, opts->hangup_stops ? on_signal : on_sighup, SIGHUP);
-
-    int port = cd_gateway_port(gateway);
-    bool v6 = strchr(opts->host, ':') != NULL;
-    printf("simfarm %s: listening on %s://%s%s%s:%d\n", opts->name, opts->tls_cert ? "https" : "http", v6 ? "[" : "",
-        opts->host, v6 ? "]" : "", port);
-    if (web != NULL)
-        printf("simfarm %s: serving the web files in %s at /\n", opts->name, web);
-    if (opts->token_file != NULL)
-        printf("simfarm %s: the admin API token is in %s\n", opts->name, opts->token_file);
+    bool v6 = strchr(o->host, ':') != NULL;
+    printf("simfarm %s: listening on %s://%s%s%s:%d\n", o->name, o->tls_cert ? "https" : "http", v6 ? "[" : "",
+        o->host, v6 ? "]" : "", port);
+    if (o->web_dir != NULL)
+        printf("simfarm %s: serving the web files in %s at /\n", o->name, o->web_dir);
+    if (o->token_file != NULL)
+        printf("simfarm %s: the admin API token is in %s\n", o->name, o->token_file);
     fflush(stdout);
-    if (opts->started != NULL)
-        opts->started(sys, store, opts->host, port, opts->ctx);
-    rt_actor_release(store);
-    rt_actor_release(gateway);
-    rt_actor_release(scheduler);
-    int rc = rt_system_run(sys);
-    rt_actor_release(s.gateway);
-    rt_actor_release(s.store);
-    rt_system_destroy(sys);
-    fprintf(stderr, "simfarm %s: stopped\n", opts->name);
-    return rc == 0 && !s.taken ? 0 : -1;
 }

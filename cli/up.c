@@ -137,6 +137,7 @@ typedef struct up_ctx {
     char var[PATH_MAX];      /* DIR, absolute */
     char token_file[PATH_MAX + 16];
     pid_t node_pids[MAX_NODES];
+    const cd_coordinator_opts *co; /* the farm's coordinator, for its start lines */
 } up_ctx;
 
 /* The host clients should use for one we listen on: a wildcard address
@@ -282,6 +283,7 @@ static void write_configs(up_ctx *u, const char *server)
 static void started(rt_system *sys, rt_actor *store, const char *host, int port, void *arg)
 {
     up_ctx *u = arg;
+    cli_announce(u->co, port);
     char h[300], base[340], ws[360];
     url_host(h, sizeof h, host);
     snprintf(base, sizeof base, "http://%s:%d", h, port);
@@ -418,9 +420,11 @@ int cmd_up(int argc, char **argv)
     if (demo_job && u.submission == NULL)
         printf("simfarm up: examples/option.json not found here: no demo job\n");
     /* The local farm's own nodes join without a claim token. */
-    coordinator_opts co = { .host = host, .port = port, .db = db, .name = "up", .hangup_stops = true, .started = started, .ctx = &u,
-        .open_enrolment = true, .token_file = u.token_file };
-    int rc = coordinator_run(&co);
+    char web_buf[PATH_MAX];
+    cd_coordinator_opts co = { .host = host, .port = port, .db = db, .name = "up", .hangup_stops = true, .started = started,
+        .ctx = &u, .open_enrolment = true, .token_file = u.token_file, .web_dir = cli_default_web(web_buf, sizeof web_buf) };
+    u.co = &co;
+    int rc = cd_coordinator_run(&co);
     stop_nodes(&u);
     free(u.submission);
     pg_stop(&pg);
