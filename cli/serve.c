@@ -8,6 +8,7 @@
  *   simfarm serve --db "host=/tmp/pg dbname=simfarm" --listen 127.0.0.1:8080
  */
 #include "actors/coord/coordinator.h"
+#include "base/log.h"
 #include "cli/cli.h"
 
 #include <arpa/inet.h>
@@ -52,6 +53,8 @@ static void serve_usage(FILE *out)
         "                         names; other connections' X-Forwarded-For is ignored\n"
         "  --heartbeat-ms N       nodes' heartbeat interval, 100 to 60000 (default 5000);\n"
         "                         a node silent for 3 intervals is offline\n"
+        "  --log-format text|json the log on standard error: lines for a person (default),\n"
+        "                         or one JSON object a line: ts, level, src, msg\n"
         "  --chunk-ms N           how long a chunk should take on the node it goes to,\n"
         "                         100 to 600000 (default 10000): shorter loses less work\n"
         "                         when nodes come and go, longer costs less per item\n"
@@ -145,7 +148,7 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
             continue;
         }
         static const char *const valued[] = { "--listen", "--db", "--token-file", "--web", "--tls-cert", "--tls-key",
-            "--trusted-proxy", "--heartbeat-ms", "--chunk-ms", "--db-backlog-mb", "--pool", NULL };
+            "--trusted-proxy", "--heartbeat-ms", "--chunk-ms", "--db-backlog-mb", "--pool", "--log-format", NULL };
         char why[400];
         if (cli_value_flag(argc, argv, i, valued, why, sizeof why) != 0) {
             fprintf(stderr, "simfarm serve: %s\n\n", why);
@@ -195,6 +198,13 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
                 return SF_EXIT_USAGE;
             }
             backlog = (uint64_t)(mib * 1048576.0);
+        } else if (strcmp(a, "--log-format") == 0) {
+            sf_log_format f;
+            if (!sf_log_format_parse(v, &f)) {
+                fprintf(stderr, "simfarm serve: --log-format wants text or json, not '%s'\n", v);
+                return SF_EXIT_USAGE;
+            }
+            sf_log_setup(f, SF_LOG_INFO, false);
         } else if (strcmp(a, "--pool") == 0) {
             long n;
             if (!cli_number(v, 1, 8, &n)) {

@@ -41,6 +41,26 @@ test('one coordinator per database: a second is refused, naming the session of t
   assert.equal((await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items: 5 })).status, 201);
 });
 
+test('--log-format json writes the log one JSON object a line; another format is a usage error', async () => {
+  const second = await run(simfarm, ['serve', '--db', pg.url, '--listen', '127.0.0.1:0', '--log-format', 'json'],
+    { timeoutMs: 30000 });
+  assert.equal(second.code, 1, second.stderr);
+  const lines = second.stderr.trim().split('\n');
+  assert.ok(lines.length >= 2, second.stderr);
+  const events = lines.map((l) => JSON.parse(l));
+  for (const e of events) {
+    assert.ok(Number.isInteger(e.ts) && e.ts > 1.7e12, `ts: ${JSON.stringify(e)}`);
+    assert.ok(['debug', 'info', 'warn', 'error'].includes(e.level), e.level);
+    assert.equal(typeof e.src, 'string');
+    assert.equal(typeof e.msg, 'string');
+  }
+  assert.ok(events.some((e) => e.src === 'store' && /waiting up to 5 s for it to let go/.test(e.msg)), second.stderr);
+  assert.ok(events.some((e) => e.src === 'serve' && e.msg === 'stopped'), second.stderr);
+  const bad = await run(simfarm, ['serve', '--db', pg.url, '--log-format', 'xml']);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /--log-format wants text or json, not 'xml'/);
+});
+
 test('a coordinator that loses its database to another session stops', async () => {
   const db = await createDatabase(pg, 'takeover');
   const lone = await serve(db);
