@@ -2,9 +2,9 @@
  * proxies.h — the client's address behind trusted reverse proxies.
  *
  * The coordinator keeps two things by client address: failed API logins
- * (api.c) and the penalty list of node connections (session.c). Behind a
- * reverse proxy every connection comes from the proxy's address, so one
- * offender would lock every client out. With `simfarm serve --trusted-proxy
+ * (api_auth.c) and the penalty lists of node connections (session_table.c).
+ * Behind a reverse proxy every connection comes from the proxy's address,
+ * so one offender would lock every client out. With `simfarm serve --trusted-proxy
  * NET`, a connection from NET is a proxy's: its client is read from the
  * X-Forwarded-For header, walking from the right (the entry the nearest
  * proxy added) past every address that is itself a trusted proxy. The
