@@ -107,7 +107,7 @@
     /* base */                                                                                  \
     XX(SF_EJSON, -701, "malformed JSON")                                                        \
     XX(SF_ENOMEM, -702, "out of memory")                                                        \
-    XX(SF_EIO, -703, "a file could not be read or written")                                     \
+    XX(SF_EINVAL, -703, "invalid argument")                                                     \
     XX(SF_EURL, -704, "not a URL the farm speaks")
 
 enum sf_errno {
@@ -129,7 +129,8 @@ const char *sf_errname(int code);
  * user: the carrier that replaces "-1 and a message buffer". */
 typedef struct sf_error {
     int code;       /* 0, or a code from the list above */
-    char msg[512];  /* what went wrong, for a person; "" when code is 0 */
+    char msg[512];  /* what went wrong, for a person; with code 0, "" or what a
+                       function reports it did where its contract says so */
 } sf_error;
 
 /* Records code and a printf-style message in *e (which may be NULL: the

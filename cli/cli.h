@@ -26,8 +26,8 @@ int cli_value_flag(int argc, char **argv, int i, const char *const *valued, char
 
 /* --listen HOST:PORT ([V6]:PORT or V6:PORT for IPv6): the address to bind,
  * numeric (a host name is resolved, its IPv4 address first), into host,
- * and the port (0 to 65535). 0, or -1 with the reason in why. */
-int cli_listen(const char *arg, char *host, size_t hlen, int *port, char *why, size_t len);
+ * and the port (0 to 65535). 0, or SF_EINVAL with the reason in e. */
+int cli_listen(const char *arg, char *host, size_t hlen, int *port, sf_error *e);
 
 int cmd_sim(int argc, char **argv);
 int cmd_serve(int argc, char **argv);

@@ -63,15 +63,14 @@ static void serve_usage(FILE *out)
         "that does not check out is refused and the one served is kept.\n");
 }
 
-int cli_listen(const char *arg, char *host, size_t hlen, int *port, char *why, size_t len)
+int cli_listen(const char *arg, char *host, size_t hlen, int *port, sf_error *e)
 {
     const char *colon = strrchr(arg, ':'), *h = arg;
     size_t n = colon ? (size_t)(colon - arg) : 0;
     char *end;
     long p = colon ? strtol(colon + 1, &end, 10) : -1;
     if (colon == NULL || colon[1] < '0' || colon[1] > '9' || *end != '\0' || p < 0 || p > 65535) {
-        snprintf(why, len, "--listen wants HOST:PORT with a port from 0 to 65535, not '%s'", arg);
-        return -1;
+        return sf_fail(e, SF_EINVAL, "--listen wants HOST:PORT with a port from 0 to 65535, not '%s'", arg);
     }
     if (n >= 2 && h[0] == '[' && h[n - 1] == ']') {
         h++;
@@ -79,8 +78,7 @@ int cli_listen(const char *arg, char *host, size_t hlen, int *port, char *why, s
     }
     char name[256];
     if (n == 0 || n >= sizeof name) {
-        snprintf(why, len, "--listen wants HOST:PORT, with a host, not '%s'", arg);
-        return -1;
+        return sf_fail(e, SF_EINVAL, "--listen wants HOST:PORT, with a host, not '%s'", arg);
     }
     memcpy(name, h, n);
     name[n] = '\0';
@@ -91,8 +89,7 @@ int cli_listen(const char *arg, char *host, size_t hlen, int *port, char *why, s
         struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res = NULL;
         int rc = getaddrinfo(name, NULL, &hints, &res);
         if (rc != 0) {
-            snprintf(why, len, "--listen %s: cannot resolve '%s': %s", arg, name, gai_strerror(rc));
-            return -1;
+            return sf_fail(e, SF_EINVAL, "--listen %s: cannot resolve '%s': %s", arg, name, gai_strerror(rc));
         }
         const struct addrinfo *pick = res;
         for (const struct addrinfo *r = res; r; r = r->ai_next)
@@ -105,8 +102,7 @@ int cli_listen(const char *arg, char *host, size_t hlen, int *port, char *why, s
         const char *ok = inet_ntop(pick->ai_family, addr, host, (socklen_t)hlen);
         freeaddrinfo(res);
         if (ok == NULL) {
-            snprintf(why, len, "--listen %s: '%s' has no usable address", arg, name);
-            return -1;
+            return sf_fail(e, SF_EINVAL, "--listen %s: '%s' has no usable address", arg, name);
         }
     }
     *port = (int)p;
@@ -157,8 +153,9 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
         }
         const char *v = argv[++i];
         if (strcmp(a, "--listen") == 0) {
-            if (cli_listen(v, host, sizeof host, &port, why, sizeof why) != 0) {
-                fprintf(stderr, "simfarm serve: %s\n", why);
+            sf_error e;
+            if (cli_listen(v, host, sizeof host, &port, &e) != 0) {
+                fprintf(stderr, "simfarm serve: %s\n", e.msg);
                 return SF_EXIT_USAGE;
             }
         } else if (strcmp(a, "--db") == 0) {
@@ -172,8 +169,9 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
         } else if (strcmp(a, "--tls-key") == 0) {
             key = v;
         } else if (strcmp(a, "--trusted-proxy") == 0) {
-            if (cd_proxies_add(proxies, v, why, sizeof why) != 0) {
-                fprintf(stderr, "simfarm serve: --trusted-proxy: %s\n", why);
+            sf_error e;
+            if (cd_proxies_add(proxies, v, &e) != 0) {
+                fprintf(stderr, "simfarm serve: --trusted-proxy: %s\n", e.msg);
                 return SF_EXIT_USAGE;
             }
         } else if (strcmp(a, "--heartbeat-ms") == 0) {

@@ -364,8 +364,9 @@ int cmd_up(int argc, char **argv)
         }
         const char *v = argv[++i];
         if (strcmp(a, "--listen") == 0) {
-            if (cli_listen(v, host, sizeof host, &port, why, sizeof why) != 0) {
-                fprintf(stderr, "simfarm up: %s\n", why);
+            sf_error e;
+            if (cli_listen(v, host, sizeof host, &port, &e) != 0) {
+                fprintf(stderr, "simfarm up: %s\n", e.msg);
                 return SF_EXIT_USAGE;
             }
         } else if (strcmp(a, "--var") == 0) {

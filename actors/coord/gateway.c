@@ -36,7 +36,7 @@
 
 #define EVENTS_PROTOCOL "simfarm.events.v1"
 
-enum { M_REQUEST = RT_MSG_USER + 0x1200, M_DIE, M_TLS_CHECK };
+enum { M_REQUEST = RT_MSGS_GATEWAY, M_DIE, M_TLS_CHECK };
 enum {
     EVENTS_KEPT = 4096,         /* events a reconnecting client can catch up on */
     EVENTS_PER_ADDRESS = 16,    /* /ws/events connections one client address may hold */
@@ -770,7 +770,6 @@ static void finalize(rt_actor *self)
 
 rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, sf_error *e)
 {
-    char err[1024];
     void *loop = rt_system_loop(sys);
     if (opts == NULL || opts->store == NULL || opts->scheduler == NULL || loop == NULL || opts->port < 0 ||
         opts->port > 65535) {
@@ -804,10 +803,8 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, sf_error
         /* checked here first: lws says only that it could not load them */
         snprintf(g->tls_cert, sizeof g->tls_cert, "%s", opts->tls_cert);
         snprintf(g->tls_key, sizeof g->tls_key, "%s", opts->tls_key);
-        if ((g->st.tls = cd_tlscert_load(g->tls_cert, g->tls_key, (int64_t)time(NULL), err, sizeof err)) == NULL) {
-            sf_fail(e, CD_ETLS, "%s", err);
+        if ((g->st.tls = cd_tlscert_load(g->tls_cert, g->tls_key, (int64_t)time(NULL), e)) == NULL)
             goto fail;
-        }
     }
     cd_sessions_opts so = { .store = opts->store, .scheduler = opts->scheduler, .open_enrolment = opts->open_enrolment,
         .heartbeat_ms = opts->heartbeat_ms, .publish = publish_cb, .publish_ctx = g, .proxies = &g->proxies };
@@ -881,17 +878,17 @@ fail:
 int cd_gateway_reload_tls(rt_actor *a, sf_error *e)
 {
     gateway *g = rt_state(a);
-    char err[1024], when[64];
-    if (g->st.tls == NULL || g->ssl_ctx == NULL) {
+    char when[64];
+    if (g->st.tls == NULL || g->ssl_ctx == NULL)
         return sf_fail(e, CD_ETLS, "no certificate to reload: serving plain http");
-    }
-    cd_tlscert *c = cd_tlscert_load(g->tls_cert, g->tls_key, (int64_t)time(NULL), err, sizeof err);
-    if (c != NULL && cd_tlscert_install(c, g->ssl_ctx, err, sizeof err) != 0) {
+    sf_error why;
+    cd_tlscert *c = cd_tlscert_load(g->tls_cert, g->tls_key, (int64_t)time(NULL), &why);
+    if (c != NULL && cd_tlscert_install(c, g->ssl_ctx, &why) != 0) {
         /* OpenSSL may have taken part of it: the pair served before goes
          * back whole (it went in before, so it goes in again) */
-        char again[256];
-        if (cd_tlscert_install(g->st.tls, g->ssl_ctx, again, sizeof again) != 0)
-            sf_log(SF_LOG_WARN, NULL, "TLS: the certificate served before did not go back: %s", again);
+        sf_error again;
+        if (cd_tlscert_install(g->st.tls, g->ssl_ctx, &again) != 0)
+            sf_log(SF_LOG_WARN, NULL, "TLS: the certificate served before did not go back: %s", again.msg);
         cd_tlscert_free(c);
         c = NULL;
     }
@@ -899,7 +896,7 @@ int cd_gateway_reload_tls(rt_actor *a, sf_error *e)
         g->st.tls_refused++;
         cd_tlscert_date(cd_tlscert_not_after(g->st.tls), when, sizeof when);
         return sf_fail(e, CD_ETLS, "kept the certificate served (%s, until %s): %s", cd_tlscert_subject(g->st.tls), when,
-            err);
+            why.msg);
     }
     cd_tlscert_free(g->st.tls);
     g->st.tls = c;

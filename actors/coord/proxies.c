@@ -50,14 +50,13 @@ static bool parse_entry(const char *s, size_t len, uint8_t a[16])
     return parse_addr(s, len, a);
 }
 
-int cd_proxies_add(cd_proxies *p, const char *spec, char *err, size_t errlen)
+int cd_proxies_add(cd_proxies *p, const char *spec, sf_error *e)
 {
     const char *slash = strchr(spec, '/');
     size_t alen = slash ? (size_t)(slash - spec) : strlen(spec);
     cd_net net;
     if (!parse_addr(spec, alen, net.addr)) {
-        snprintf(err, errlen, "'%s' is not an IPv4 or IPv6 address (or ADDRESS/BITS)", spec);
-        return -1;
+        return sf_fail(e, CD_EINVAL, "'%s' is not an IPv4 or IPv6 address (or ADDRESS/BITS)", spec);
     }
     bool v4 = memcmp(net.addr, v4_mapped, sizeof v4_mapped) == 0 && memchr(spec, ':', alen) == NULL;
     unsigned max = v4 ? 32 : 128;
@@ -66,8 +65,7 @@ int cd_proxies_add(cd_proxies *p, const char *spec, char *err, size_t errlen)
         char *end;
         unsigned long b = strtoul(slash + 1, &end, 10);
         if (slash[1] < '0' || slash[1] > '9' || *end != '\0' || b > max) {
-            snprintf(err, errlen, "'%s': the prefix length after '/' must be a number from 0 to %u", spec, max);
-            return -1;
+            return sf_fail(e, CD_EINVAL, "'%s': the prefix length after '/' must be a number from 0 to %u", spec, max);
         }
         net.bits = (unsigned)b;
     }

@@ -14,6 +14,8 @@
 #ifndef SIMFARM_ACTORS_PROXIES_H
 #define SIMFARM_ACTORS_PROXIES_H
 
+#include "base/err.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -30,8 +32,8 @@ typedef struct cd_proxies {
 } cd_proxies;
 
 /* Adds spec, an IPv4 or IPv6 address or ADDRESS/BITS, to p. Returns 0, or
- * -1 with a message naming what is wrong in err (p unchanged). */
-int cd_proxies_add(cd_proxies *p, const char *spec, char *err, size_t errlen);
+ * CD_EINVAL with a message naming what is wrong in e (p unchanged). */
+int cd_proxies_add(cd_proxies *p, const char *spec, sf_error *e);
 
 /* A copy of src into dst (empty when src is NULL). */
 void cd_proxies_copy(cd_proxies *dst, const cd_proxies *src);

@@ -563,7 +563,7 @@ static bool result_pending(const cd__session *s, const uint8_t token[16])
  * could not be had): its slot is freed for other work and the scheduler
  * hands its range out again now (an attempt, as a lease that ran out). A
  * chunk the node has computed leaves its list as its result goes into a
- * batch, which is sent within 50 ms (actors/node/node.c), long before that;
+ * batch, which is sent within 50 ms (actors/node/chunks.c), long before that;
  * while the scheduler has not answered its result, it counts as listed. A
  * claim just assigned is renewed until the node has had time to list it. */
 static void on_heartbeat(cd__session *s, pr_msg *m)

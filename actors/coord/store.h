@@ -51,7 +51,7 @@
 
 /* Message types of the coordinator's actors. */
 enum {
-    CD_MSG_QUERY = RT_MSG_USER + 0x1000, /* cd_query: a request to the store */
+    CD_MSG_QUERY = RT_MSGS_STORE, /* cd_query: a request to the store */
     CD_MSG_RESULT,                       /* cd_result: its reply */
     CD_MSG_NOTIFY,                       /* cd_notify: a NOTIFY on a channel the store listens to */
     CD_MSG_STORE_UP,                     /* rt_msg: the database is reachable and migrated */
@@ -66,7 +66,7 @@ enum {
     CD_MSG_LOCK_LOST,                    /* rt_msg: the coordinator's lock went with the
                                             LISTEN session; CD_MSG_LISTENING says it is
                                             held again */
-    CD_MSG__STORE_PRIVATE = RT_MSG_USER + 0x1100,
+    CD_MSG__STORE_PRIVATE = RT_MSGS_STORE_PRIVATE,
 };
 
 typedef struct cd_store_opts {

@@ -36,11 +36,11 @@ static const char *ssl_reason(const char *fallback)
 }
 
 /* The whole file at path into a BIO; NULL with a message in err. */
-static BIO *read_file(const char *path, const char *what, char *err, size_t errlen)
+static BIO *read_file(const char *path, const char *what, sf_error *e)
 {
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
-        snprintf(err, errlen, "cannot read the %s %s: %s", what, path, strerror(errno));
+        sf_fail(e, CD_EIO, "cannot read the %s %s: %s", what, path, strerror(errno));
         return NULL;
     }
     char *buf = malloc(MAX_PEM);
@@ -54,7 +54,7 @@ static BIO *read_file(const char *path, const char *what, char *err, size_t errl
     }
     free(buf);
     if (b == NULL)
-        snprintf(err, errlen, "cannot read the %s %s: %s", what, path,
+        sf_fail(e, CD_EIO, "cannot read the %s %s: %s", what, path,
             n == MAX_PEM ? "larger than 1 MiB, not a PEM file" : "read error");
     return b;
 }
@@ -85,51 +85,51 @@ static void name_of(X509 *x, char *buf, size_t len)
         snprintf(buf, len, "(no subject)");
 }
 
-cd_tlscert *cd_tlscert_load(const char *cert_path, const char *key_path, int64_t now, char *err, size_t errlen)
+cd_tlscert *cd_tlscert_load(const char *cert_path, const char *key_path, int64_t now, sf_error *e)
 {
     cd_tlscert *c = calloc(1, sizeof *c);
     BIO *cb = NULL, *kb = NULL;
     if (c == NULL) {
-        snprintf(err, errlen, "out of memory");
+        sf_fail(e, SF_ENOMEM, "out of memory");
         return NULL;
     }
     ERR_clear_error();
-    if ((cb = read_file(cert_path, "certificate", err, errlen)) == NULL)
+    if ((cb = read_file(cert_path, "certificate", e)) == NULL)
         goto fail;
     if ((c->leaf = PEM_read_bio_X509_AUX(cb, NULL, NULL, NULL)) == NULL) {
-        snprintf(err, errlen, "%s holds no PEM certificate (%s)", cert_path, ssl_reason("none found"));
+        sf_fail(e, CD_ETLS, "%s holds no PEM certificate (%s)", cert_path, ssl_reason("none found"));
         goto fail;
     }
     if ((c->chain = sk_X509_new_null()) == NULL) {
-        snprintf(err, errlen, "out of memory");
+        sf_fail(e, SF_ENOMEM, "out of memory");
         goto fail;
     }
     for (X509 *x; (x = PEM_read_bio_X509(cb, NULL, NULL, NULL)) != NULL;)
         if (sk_X509_push(c->chain, x) <= 0) {
             X509_free(x);
-            snprintf(err, errlen, "out of memory");
+            sf_fail(e, SF_ENOMEM, "out of memory");
             goto fail;
         }
     /* the loop ends at the end of the file, or at a block that is not a
      * certificate: only the first is fine */
-    unsigned long e = ERR_peek_last_error();
-    if (e != 0 && !(ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE)) {
-        snprintf(err, errlen, "%s: certificate %d of the chain is not readable (%s)", cert_path,
+    unsigned long last = ERR_peek_last_error();
+    if (last != 0 && !(ERR_GET_LIB(last) == ERR_LIB_PEM && ERR_GET_REASON(last) == PEM_R_NO_START_LINE)) {
+        sf_fail(e, CD_ETLS, "%s: certificate %d of the chain is not readable (%s)", cert_path,
             sk_X509_num(c->chain) + 2, ssl_reason("bad PEM"));
         goto fail;
     }
     ERR_clear_error();
-    if ((kb = read_file(key_path, "key", err, errlen)) == NULL)
+    if ((kb = read_file(key_path, "key", e)) == NULL)
         goto fail;
     if ((c->key = PEM_read_bio_PrivateKey(kb, NULL, NULL, NULL)) == NULL) {
-        snprintf(err, errlen, "%s holds no PEM private key, or one under a passphrase (%s)", key_path,
+        sf_fail(e, CD_ETLS, "%s holds no PEM private key, or one under a passphrase (%s)", key_path,
             ssl_reason("none found"));
         goto fail;
     }
     name_of(c->leaf, c->subject, sizeof c->subject);
     if (X509_check_private_key(c->leaf, c->key) != 1) {
         ERR_clear_error();
-        snprintf(err, errlen, "%s is not the key of the certificate in %s (%s)", key_path, cert_path, c->subject);
+        sf_fail(e, CD_ETLS, "%s is not the key of the certificate in %s (%s)", key_path, cert_path, c->subject);
         goto fail;
     }
     c->not_after = asn1_seconds(X509_get0_notAfter(c->leaf));
@@ -137,7 +137,7 @@ cd_tlscert *cd_tlscert_load(const char *cert_path, const char *key_path, int64_t
     if (X509_cmp_time(X509_get0_notAfter(c->leaf), &t) <= 0) {
         char when[64];
         cd_tlscert_date(c->not_after, when, sizeof when);
-        snprintf(err, errlen, "the certificate in %s (%s) expired on %s", cert_path, c->subject, when);
+        sf_fail(e, CD_ETLS, "the certificate in %s (%s) expired on %s", cert_path, c->subject, when);
         goto fail;
     }
     BIO_free(cb);
@@ -177,14 +177,13 @@ static const char *key_kind(const EVP_PKEY *k)
     return id == EVP_PKEY_RSA ? "RSA" : id == EVP_PKEY_EC ? "EC" : id == EVP_PKEY_ED25519 ? "Ed25519" : OBJ_nid2sn(id);
 }
 
-int cd_tlscert_install(const cd_tlscert *c, void *ssl_ctx, char *err, size_t errlen)
+int cd_tlscert_install(const cd_tlscert *c, void *ssl_ctx, sf_error *e)
 {
     SSL_CTX *ctx = ssl_ctx;
     EVP_PKEY *cur = SSL_CTX_get0_privatekey(ctx);
     if (cur != NULL && EVP_PKEY_get_base_id(cur) != EVP_PKEY_get_base_id(c->key)) {
-        snprintf(err, errlen, "its key is %s, the one served %s: restart the coordinator to change the key type",
+        return sf_fail(e, CD_ETLS, "its key is %s, the one served %s: restart the coordinator to change the key type",
             key_kind(c->key), key_kind(cur));
-        return -1;
     }
     ERR_clear_error();
     /* a new certificate drops a key that is not its own, so the key comes
@@ -194,8 +193,7 @@ int cd_tlscert_install(const cd_tlscert *c, void *ssl_ctx, char *err, size_t err
         ok = SSL_CTX_add1_chain_cert(ctx, sk_X509_value(c->chain, i)) == 1;
     ok = ok && SSL_CTX_use_PrivateKey(ctx, c->key) == 1 && SSL_CTX_check_private_key(ctx) == 1;
     if (!ok) {
-        snprintf(err, errlen, "OpenSSL did not take it: %s", ssl_reason("unknown error"));
-        return -1;
+        return sf_fail(e, CD_ETLS, "OpenSSL did not take it: %s", ssl_reason("unknown error"));
     }
     return 0;
 }

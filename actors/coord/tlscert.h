@@ -13,6 +13,8 @@
 #ifndef SIMFARM_ACTORS_TLSCERT_H
 #define SIMFARM_ACTORS_TLSCERT_H
 
+#include "base/err.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,8 +24,9 @@ typedef struct cd_tlscert cd_tlscert; /* a checked chain and its key */
  * intermediates a client needs) and the PEM private key in key_path, and
  * checks that the key belongs to the first certificate and that it has not
  * expired at `now` (Unix seconds). Returns the pair (the caller frees it),
- * or NULL with a message naming the file and what is wrong in err. */
-cd_tlscert *cd_tlscert_load(const char *cert_path, const char *key_path, int64_t now, char *err, size_t errlen);
+ * or NULL with a code (CD_EIO, CD_ETLS, SF_ENOMEM) and a message naming the
+ * file and what is wrong in e. */
+cd_tlscert *cd_tlscert_load(const char *cert_path, const char *key_path, int64_t now, sf_error *e);
 
 void cd_tlscert_free(cd_tlscert *c);
 
@@ -39,9 +42,9 @@ void cd_tlscert_date(int64_t t, char *buf, size_t len);
  * for the handshakes that follow; connections already open keep theirs.
  * Refuses a key of another type than the one ssl_ctx holds (RSA for EC,
  * say): OpenSSL keeps one certificate per key type, so the old one would
- * still be offered beside it. Returns 0, or -1 with a message in err and
+ * still be offered beside it. Returns 0, or CD_ETLS with a message in e and
  * ssl_ctx as it was unless OpenSSL failed midway (the caller then installs
  * the pair it had). */
-int cd_tlscert_install(const cd_tlscert *c, void *ssl_ctx, char *err, size_t errlen);
+int cd_tlscert_install(const cd_tlscert *c, void *ssl_ctx, sf_error *e);
 
 #endif

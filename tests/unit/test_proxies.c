@@ -14,9 +14,9 @@
 static cd_proxies trust(const char *const *specs)
 {
     cd_proxies p = { 0 };
-    char err[160];
+    sf_error e;
     for (; *specs != NULL; specs++)
-        cr_assert_eq(cd_proxies_add(&p, *specs, err, sizeof err), 0, "%s: %s", *specs, err);
+        cr_assert_eq(cd_proxies_add(&p, *specs, &e), 0, "%s: %s", *specs, e.msg);
     return p;
 }
 
@@ -44,16 +44,16 @@ static const char *client(const cd_proxies *p, const char *peer, const char *xff
 Test(proxies, refuses_what_is_not_an_address_or_block)
 {
     cd_proxies p = { 0 };
-    char err[160];
+    sf_error e;
     const char *bad[] = { "", "proxy.example", "10.0.0", "10.0.0.0/33", "10.0.0.0/", "10.0.0.0/-1", "10.0.0.0/8x",
         "::1/129", "fe80::1%eth0", "10.0.0.1/8/8", " 10.0.0.1" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        cr_expect_eq(cd_proxies_add(&p, bad[i], err, sizeof err), -1, "'%s' accepted", bad[i]);
-        cr_expect_neq(strstr(err, bad[i]), NULL, "the message names '%s': %s", bad[i], err);
+        cr_expect_eq(cd_proxies_add(&p, bad[i], &e), CD_EINVAL, "'%s' accepted", bad[i]);
+        cr_expect_neq(strstr(e.msg, bad[i]), NULL, "the message names '%s': %s", bad[i], e.msg);
     }
     cr_assert_eq(p.n, 0);
-    cr_assert_eq(cd_proxies_add(&p, "10.0.0.0/33", err, sizeof err), -1);
-    cr_assert_str_eq(err, "'10.0.0.0/33': the prefix length after '/' must be a number from 0 to 32");
+    cr_assert_eq(cd_proxies_add(&p, "10.0.0.0/33", &e), CD_EINVAL);
+    cr_assert_str_eq(e.msg, "'10.0.0.0/33': the prefix length after '/' must be a number from 0 to 32");
     cd_proxies_free(&p);
 }
 

@@ -92,13 +92,14 @@ static int64_t now(void)
  * NAME.key, and loaded. */
 static cd_tlscert *pair(const char *name, X509 *leaf, X509 *chain, EVP_PKEY *k)
 {
-    char cert[64], key[64], err[512] = "";
+    char cert[64], key[64];
+    sf_error e;
     snprintf(cert, sizeof cert, "%s.pem", name);
     snprintf(key, sizeof key, "%s.key", name);
     write_certs(file(cert), leaf, chain);
     write_key(file(key), k);
-    cd_tlscert *c = cd_tlscert_load(file(cert), file(key), now(), err, sizeof err);
-    cr_assert_not_null(c, "%s: %s", name, err);
+    cd_tlscert *c = cd_tlscert_load(file(cert), file(key), now(), &e);
+    cr_assert_not_null(c, "%s: %s", name, e.msg);
     return c;
 }
 
@@ -108,9 +109,9 @@ Test(tlscert, a_pair_loads_with_its_subject_and_end)
     X509 *x = new_cert("farm.example", k, 0, 86400, NULL, NULL);
     write_certs(file("c.pem"), x, NULL);
     write_key(file("k.pem"), k);
-    char err[512] = "";
-    cd_tlscert *c = cd_tlscert_load(file("c.pem"), file("k.pem"), now(), err, sizeof err);
-    cr_assert_not_null(c, "%s", err);
+    sf_error e;
+    cd_tlscert *c = cd_tlscert_load(file("c.pem"), file("k.pem"), now(), &e);
+    cr_assert_not_null(c, "%s", e.msg);
     cr_assert_str_eq(cd_tlscert_subject(c), "farm.example");
     int64_t end = cd_tlscert_not_after(c);
     cr_assert(end >= now() + 86390 && end <= now() + 86400, "not after %lld", (long long)end);
@@ -145,15 +146,15 @@ Test(tlscert, refusals_name_the_file_and_the_fault)
         { "k.pem", "k.pem", "k.pem holds no PEM certificate" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char err[512] = "";
-        cd_tlscert *c = cd_tlscert_load(file(cases[i].cert), file(cases[i].key), now(), err, sizeof err);
+        sf_error e;
+        cd_tlscert *c = cd_tlscert_load(file(cases[i].cert), file(cases[i].key), now(), &e);
         cr_assert_null(c, "case %zu loaded", i);
-        cr_assert_not_null(strstr(err, cases[i].want), "case %zu: '%s' lacks '%s'", i, err, cases[i].want);
+        cr_assert_not_null(strstr(e.msg, cases[i].want), "case %zu: '%s' lacks '%s'", i, e.msg, cases[i].want);
     }
     /* the expired one was fine while it was valid */
-    char err[512] = "";
-    cd_tlscert *c = cd_tlscert_load(file("old.pem"), file("k.pem"), now() - 2 * 86400 + 60, err, sizeof err);
-    cr_assert_not_null(c, "%s", err);
+    sf_error e;
+    cd_tlscert *c = cd_tlscert_load(file("old.pem"), file("k.pem"), now() - 2 * 86400 + 60, &e);
+    cr_assert_not_null(c, "%s", e.msg);
     cd_tlscert_free(c);
     X509_free(x);
     X509_free(old);
@@ -175,13 +176,13 @@ Test(tlscert, install_replaces_the_pair_and_its_chain)
     X509 *root = new_cert("root", ca, 0, 86400, NULL, NULL);
     X509 *leaf1 = new_cert("one", k1, 0, 86400, ca, root), *leaf2 = new_cert("two", k2, 0, 86400, ca, root);
     cd_tlscert *one = pair("one", leaf1, root, k1), *two = pair("two", leaf2, NULL, k2);
-    char err[512] = "";
+    sf_error e;
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     cr_assert_not_null(ctx);
-    cr_assert_eq(cd_tlscert_install(one, ctx, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(cd_tlscert_install(one, ctx, &e), 0, "%s", e.msg);
     cr_assert_eq(X509_cmp(SSL_CTX_get0_certificate(ctx), leaf1), 0);
     cr_assert_eq(chain_len(ctx), 1);
-    cr_assert_eq(cd_tlscert_install(two, ctx, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(cd_tlscert_install(two, ctx, &e), 0, "%s", e.msg);
     cr_assert_eq(X509_cmp(SSL_CTX_get0_certificate(ctx), leaf2), 0);
     cr_assert_eq(chain_len(ctx), 0, "the old chain went with its certificate");
     cr_assert_eq(SSL_CTX_check_private_key(ctx), 1);
@@ -201,12 +202,12 @@ Test(tlscert, another_key_type_is_refused_and_the_context_kept)
     EVP_PKEY *rsa = new_key(0), *ec = new_key(1);
     X509 *a = new_cert("rsa", rsa, 0, 86400, NULL, NULL), *b = new_cert("ec", ec, 0, 86400, NULL, NULL);
     cd_tlscert *ca = pair("a", a, NULL, rsa), *cb = pair("b", b, NULL, ec);
-    char err[512] = "";
+    sf_error e;
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     cr_assert_not_null(ctx);
-    cr_assert_eq(cd_tlscert_install(ca, ctx, err, sizeof err), 0, "%s", err);
-    cr_assert_eq(cd_tlscert_install(cb, ctx, err, sizeof err), -1);
-    cr_assert_str_eq(err, "its key is EC, the one served RSA: restart the coordinator to change the key type");
+    cr_assert_eq(cd_tlscert_install(ca, ctx, &e), 0, "%s", e.msg);
+    cr_assert_eq(cd_tlscert_install(cb, ctx, &e), CD_ETLS);
+    cr_assert_str_eq(e.msg, "its key is EC, the one served RSA: restart the coordinator to change the key type");
     cr_assert_eq(X509_cmp(SSL_CTX_get0_certificate(ctx), a), 0);
     cr_assert_eq(SSL_CTX_check_private_key(ctx), 1);
     cd_tlscert_free(ca);
