@@ -39,7 +39,7 @@ char *cd__api_error_json(const char *field, const char *msg)
 
 void cd__api_reply(cd__api *api, cd__request *r, int status, const char *type, char *body, const char *extra)
 {
-    api->o.respond(api->o.respond_ctx, r->session, status, type, body, extra);
+    api->o.respond(api->o.respond_ctx, r->txn, status, type, body, extra);
     done(r);
 }
 
@@ -63,7 +63,7 @@ void cd__api_ask(cd__api *api, cd__request *r, cd_query *q, int kind)
     }
     if (api->npend == api->pend_cap)
         api->pend = sf_grow(api->pend, &api->pend_cap, sizeof *api->pend);
-    api->pend[api->npend++] = (cd__api_pending){ req, r ? r->session : 0, kind, r };
+    api->pend[api->npend++] = (cd__api_pending){ req, r ? r->txn : 0, kind, r };
 }
 
 /* ---- query strings ---------------------------------------------------------------------- */

@@ -32,7 +32,7 @@ extern const char *const cd__end_states[CD__END_STATES];
 /* One HTTP request, as the lws side hands it to the gateway actor. */
 typedef struct cd__request {
     rt_msg hdr;
-    uint64_t session;        /* where the answer goes */
+    uint64_t txn;        /* where the answer goes */
     int method;              /* CD__GET, CD__POST or CD__DELETE */
     char path[256];
     char query[512];         /* the arguments after '?', decoded, each NUL-terminated, one after the other */
@@ -50,10 +50,10 @@ typedef struct cd__request {
     bool admin;
 } cd__request;
 
-/* Sets the answer of the HTTP transaction `session`; takes body (malloc'd).
+/* Sets the answer of the HTTP transaction `txn`; takes body (malloc'd).
  * An answer for a transaction that closed meanwhile is dropped. `extra` is
  * a header line or NULL ("WWW-Authenticate: Bearer"), borrowed. */
-typedef void cd__respond_fn(void *ctx, uint64_t session, int status, const char *type, char *body,
+typedef void cd__respond_fn(void *ctx, uint64_t txn, int status, const char *type, char *body,
     const char *extra);
 
 /* What the gateway counts and the API reports (/health, /metrics): the

@@ -21,7 +21,7 @@ enum {
 /* A store request in flight and what its answer is for. */
 typedef struct cd__api_pending {
     int64_t req;
-    uint64_t session;
+    uint64_t txn;
     int kind;                /* CD__ASK_* */
     cd__request *r;          /* kept; freed with the last answer (NULL for none) */
 } cd__api_pending;

@@ -58,9 +58,9 @@ typedef struct gateway {
     cd__api *api;            /* the HTTP API, which answers through respond() */
     cd__gw_stats st;         /* what /health and /metrics report of the gateway */
     char web_dir[512];
-    http_txn *sessions;      /* HTTP transactions waiting for their answer */
-    size_t nsessions, sessions_cap;
-    uint64_t next_session;
+    http_txn *txns;      /* HTTP transactions waiting for their answer */
+    size_t ntxns, txns_cap;
+    uint64_t next_txn;
     cd_proxies proxies;      /* trusted reverse proxies */
     cd_sessions *nodes;      /* node connections */
     cd_events *events;
@@ -97,7 +97,7 @@ struct events_conn {
 
 /* lws per-transaction state of the http protocol */
 typedef struct pss {
-    uint64_t session;
+    uint64_t txn;
     cd__request *req;        /* a POST waiting for its body */
     bool too_big;
     bool close;              /* what follows the request cannot be read: close after the answer */
@@ -106,32 +106,32 @@ typedef struct pss {
 
 /* ---- transactions (loop thread) ---------------------------------------------------- */
 
-static http_txn *session_find(gateway *g, uint64_t id)
+static http_txn *txn_find(gateway *g, uint64_t id)
 {
-    for (size_t i = 0; i < g->nsessions; i++)
-        if (g->sessions[i].id == id)
-            return &g->sessions[i];
+    for (size_t i = 0; i < g->ntxns; i++)
+        if (g->txns[i].id == id)
+            return &g->txns[i];
     return NULL;
 }
 
-static uint64_t session_open(gateway *g, struct lws *wsi)
+static uint64_t txn_open(gateway *g, struct lws *wsi)
 {
-    if (g->nsessions == g->sessions_cap)
-        g->sessions = sf_grow(g->sessions, &g->sessions_cap, sizeof *g->sessions);
-    http_txn *s = &g->sessions[g->nsessions++];
+    if (g->ntxns == g->txns_cap)
+        g->txns = sf_grow(g->txns, &g->txns_cap, sizeof *g->txns);
+    http_txn *s = &g->txns[g->ntxns++];
     memset(s, 0, sizeof *s);
-    s->id = ++g->next_session;
+    s->id = ++g->next_txn;
     s->wsi = wsi;
     return s->id;
 }
 
-static void session_close(gateway *g, uint64_t id)
+static void txn_close(gateway *g, uint64_t id)
 {
-    http_txn *s = session_find(g, id);
+    http_txn *s = txn_find(g, id);
     if (s == NULL)
         return;
     free(s->body);
-    *s = g->sessions[--g->nsessions];
+    *s = g->txns[--g->ntxns];
 }
 
 /* The API's one way to answer (cd__respond_fn): sets the answer of the
@@ -139,7 +139,7 @@ static void session_close(gateway *g, uint64_t id)
 static void respond(void *ctx, uint64_t id, int status, const char *type, char *body, const char *extra)
 {
     gateway *g = ctx;
-    http_txn *s = session_find(g, id);
+    http_txn *s = txn_find(g, id);
     g->st.requests++;
     if (status >= 100 && status < 600)
         g->st.by_class[status / 100]++;
@@ -206,11 +206,11 @@ static void request_release(rt_msg *m)
     free(((cd__request *)m)->body);
 }
 
-static cd__request *new_request(struct lws *wsi, uint64_t session, int method, const char *path)
+static cd__request *new_request(struct lws *wsi, uint64_t txn, int method, const char *path)
 {
     cd__request *r = RT_MSG_NEW(cd__request, M_REQUEST);
     r->hdr.release = request_release;
-    r->session = session;
+    r->txn = txn;
     r->method = method;
     snprintf(r->path, sizeof r->path, "%s", path);
     /* lws keeps each argument as a fragment, decoded: they are kept apart
@@ -349,13 +349,13 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
             int n = lws_serve_http_file(wsi, file, mime_of(file), NULL, 0);
             return n < 0 || (n > 0 && lws_http_transaction_completed(wsi)) ? -1 : 0;
         }
-        ps->session = session_open(g, wsi);
-        cd__request *r = new_request(wsi, ps->session, method, path);
+        ps->txn = txn_open(g, wsi);
+        cd__request *r = new_request(wsi, ps->txn, method, path);
         if (method == CD__POST) {
             char why[96];
             int refuse = post_body(g, wsi, ps, why, sizeof why);
             if (refuse != 0) {
-                respond_error(g, ps->session, refuse, why);
+                respond_error(g, ps->txn, refuse, why);
                 rt_msg_free(&r->hdr);
                 return 0;
             }
@@ -393,7 +393,7 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
         if (ps->too_big) {
             char msg[96];
             snprintf(msg, sizeof msg, "request body over %zu bytes", g->max_body);
-            respond_error(g, ps->session, 413, msg);
+            respond_error(g, ps->txn, 413, msg);
             rt_msg_free(&r->hdr);
             return 0;
         }
@@ -401,7 +401,7 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
         return 0;
     }
     case LWS_CALLBACK_HTTP_WRITEABLE: {
-        http_txn *s = session_find(g, ps->session);
+        http_txn *s = txn_find(g, ps->txn);
         if (s == NULL || s->status == 0)
             return 0;
         if (lws_add_http_common_headers(wsi, (unsigned)s->status, s->type, s->body_len, &p, end))
@@ -431,8 +431,8 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
             w = lws_write(wsi, out + LWS_PRE, blen, LWS_WRITE_HTTP_FINAL);
             free(out);
         }
-        session_close(g, ps->session);
-        ps->session = 0;
+        txn_close(g, ps->txn);
+        ps->txn = 0;
         if (w != (int)blen || ps->close)
             return -1;
         return lws_http_transaction_completed(wsi) ? -1 : 0;
@@ -440,9 +440,9 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
     case LWS_CALLBACK_CLOSED_HTTP:
     case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
         if (ps != NULL) {
-            if (ps->session != 0 && g != NULL)
-                session_close(g, ps->session);
-            ps->session = 0;
+            if (ps->txn != 0 && g != NULL)
+                txn_close(g, ps->txn);
+            ps->txn = 0;
             if (ps->req != NULL)
                 rt_msg_free(&ps->req->hdr);
             ps->req = NULL;
@@ -754,9 +754,9 @@ static void finalize(rt_actor *self)
     cd_proxies_free(&g->proxies);
     cd_tlscert_free(g->st.tls);
     g->st.tls = NULL;
-    for (size_t i = 0; i < g->nsessions; i++)
-        free(g->sessions[i].body);
-    free(g->sessions);
+    for (size_t i = 0; i < g->ntxns; i++)
+        free(g->txns[i].body);
+    free(g->txns);
     cd__api_destroy(g->api);
     for (size_t i = 0; i < g->nevc; i++)
         free(g->evc[i].snapshot);
