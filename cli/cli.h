@@ -9,6 +9,7 @@
 #include "actors/coord/coordinator.h"
 #include "actors/coord/proxies.h"
 #include "base/exit.h"
+#include "cli/flags.h"
 #include "runtime/runtime.h"
 
 #include <stdbool.h>
@@ -17,12 +18,6 @@
 /* Reads a flag's value as a whole decimal number within [min, max]; false
  * (and *out untouched) for anything else. */
 bool cli_number(const char *v, long min, long max, long *out);
-
-/* Before reading the value of argv[i], a flag that takes one: 0 when it is
- * one of valued (a NULL-terminated list) and a value follows; otherwise -1
- * with what is wrong in why (an unknown option, an unexpected argument, a
- * missing value). */
-int cli_value_flag(int argc, char **argv, int i, const char *const *valued, char *why, size_t len);
 
 /* --listen HOST:PORT ([V6]:PORT or V6:PORT for IPv6): the address to bind,
  * numeric (a host name is resolved, its IPv4 address first), into host,

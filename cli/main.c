@@ -22,8 +22,6 @@
 #include "cli/cli.h"
 #include "sim/sim.h"
 
-
-
 bool cli_number(const char *v, long min, long max, long *out)
 {
     char *end;
@@ -33,19 +31,6 @@ bool cli_number(const char *v, long min, long max, long *out)
         return false;
     *out = n;
     return true;
-}
-
-int cli_value_flag(int argc, char **argv, int i, const char *const *valued, char *why, size_t len)
-{
-    const char *a = argv[i];
-    bool known = false;
-    for (const char *const *v = valued; *v && !known; v++)
-        known = strcmp(a, *v) == 0;
-    if (!known)
-        snprintf(why, len, a[0] == '-' ? "unknown option '%s'" : "unexpected argument '%s'", a);
-    else if (i + 1 >= argc)
-        snprintf(why, len, "'%s' needs a value", a);
-    return known && i + 1 < argc ? 0 : -1;
 }
 
 static void usage(FILE *out)

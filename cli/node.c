@@ -47,22 +47,22 @@ int cmd_node(int argc, char **argv)
     nd_opts o = { .url = server && *server ? server : "ws://127.0.0.1:8080/ws/node",
         .url_from = server && *server ? "$SIMFARM_SERVER" : NULL, .claim_token = claim && *claim ? claim : NULL,
         .ca_path = ca && *ca ? ca : NULL, .ca_from = ca && *ca ? "$SIMFARM_CA" : NULL, .grace_s = 30 };
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+    static const cli_flag flags[] = { { "--help", false }, { "--server", true }, { "--key", true }, { "--ca", true },
+        { "--claim-token", true }, { "--cores", true }, { "--backend", true }, { "--grace", true },
+        { "--priority", true }, { "--log-format", true }, { NULL, false } };
+    cli_args it = CLI_ARGS(argc, argv, flags);
+    const char *a, *v;
+    sf_error e;
+    int next;
+    while ((next = cli_next(&it, &a, &v, &e)) > 0) {
+        if (a == NULL) {
+            sf_fail(&e, SF_EINVAL, "unexpected argument '%s'", v);
+            break;
+        }
+        if (strcmp(a, "--help") == 0) {
             node_usage(stdout);
             return SF_EXIT_OK;
-        }
-        static const char *const valued[] = { "--server", "--key", "--ca", "--claim-token", "--cores", "--backend",
-            "--grace", "--priority", "--log-format", NULL };
-        char why[300];
-        if (cli_value_flag(argc, argv, i, valued, why, sizeof why) != 0) {
-            fprintf(stderr, "simfarm node: %s\n\n", why);
-            node_usage(stderr);
-            return SF_EXIT_USAGE;
-        }
-        const char *v = argv[++i];
-        if (strcmp(a, "--server") == 0) {
+        } else if (strcmp(a, "--server") == 0) {
             o.url = v;
             o.url_from = NULL;
         } else if (strcmp(a, "--key") == 0) {
@@ -104,11 +104,12 @@ int cmd_node(int argc, char **argv)
                 fprintf(stderr, "simfarm node: --log-format wants text or json, not '%s'\n", v);
                 return SF_EXIT_USAGE;
             }
-        } else {
-            fprintf(stderr, "simfarm node: unknown option '%s'\n\n", a);
-            node_usage(stderr);
-            return SF_EXIT_USAGE;
         }
+    }
+    if (next != 0) {
+        fprintf(stderr, "simfarm node: %s\n\n", e.msg);
+        node_usage(stderr);
+        return SF_EXIT_USAGE;
     }
     return nd_run(&o);
 }

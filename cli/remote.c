@@ -3,9 +3,12 @@
  */
 #include "cli/remote.h"
 
+#include "cli/flags.h"
+
 #include "runtime/runtime.h"
 #include "base/json.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -170,12 +173,11 @@ static const char *config_path(const char *flag, char *buf, size_t cap, bool *re
 
 /* ---- flags -------------------------------------------------------------------------- */
 
-/* The option of the list (ended by a NULL name) named by the first nlen
- * bytes of a, or NULL. */
-static const remote_opt *find_opt(const remote_opt *list, const char *a, size_t nlen)
+/* The option of the list (ended by a NULL name) named name, or NULL. */
+static const remote_opt *find_opt(const remote_opt *list, const char *name)
 {
     for (const remote_opt *c = list; c != NULL && c->name != NULL; c++)
-        if (strlen(c->name) == nlen && strncmp(c->name, a, nlen) == 0)
+        if (strcmp(c->name, name) == 0)
             return c;
     return NULL;
 }
@@ -186,48 +188,42 @@ int remote_init(remote *r, const char *cmd, const char *usage, int argc, char **
     memset(r, 0, sizeof *r);
     r->cmd = cmd;
     const char *server = NULL, *token = NULL, *ca = NULL, *config = NULL;
-    bool help = false, rest = false;
+    bool help = false;
     const remote_opt common[] = {
         { "--help", NULL, &help }, { "--json", NULL, &r->json }, { "--server", &server, NULL },
         { "--token", &token, NULL }, { "--ca", &ca, NULL }, { "--config", &config, NULL }, { NULL, NULL, NULL },
     };
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (rest || a[0] != '-' || strcmp(a, "-") == 0) {
+    /* The common flags, then the command's: one list for the reader. */
+    cli_flag flags[48];
+    size_t nflags = 0;
+    for (const remote_opt *o = common; o->name != NULL; o++)
+        flags[nflags++] = (cli_flag){ o->name, o->value != NULL };
+    for (const remote_opt *o = opts; o != NULL && o->name != NULL; o++) {
+        assert(nflags + 1 < sizeof flags / sizeof flags[0]); /* the commands' tables are short and fixed */
+        flags[nflags++] = (cli_flag){ o->name, o->value != NULL };
+    }
+    flags[nflags] = (cli_flag){ NULL, false };
+    cli_args it = CLI_ARGS(argc, argv, flags);
+    const char *flag, *v;
+    sf_error e;
+    int next;
+    while ((next = cli_next(&it, &flag, &v, &e)) > 0) {
+        if (flag == NULL) {
             if (r->nargs >= max_args || r->nargs >= (int)(sizeof r->args / sizeof r->args[0]))
-                return remote_fail(r, SF_EXIT_USAGE, "unexpected argument '%s' (see simfarm %s --help)", a, cmd);
-            r->args[r->nargs++] = a;
+                return remote_fail(r, SF_EXIT_USAGE, "unexpected argument '%s' (see simfarm %s --help)", v, cmd);
+            r->args[r->nargs++] = v;
             continue;
         }
-        if (strcmp(a, "--") == 0) {
-            rest = true;
-            continue;
-        }
-        if (strcmp(a, "-h") == 0)
-            a = "--help";
-        const char *eq = strchr(a, '=');
-        size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
-        const remote_opt *o = find_opt(common, a, nlen);
+        const remote_opt *o = find_opt(common, flag);
         if (o == NULL)
-            o = find_opt(opts, a, nlen);
-        if (o == NULL)
-            return remote_fail(r, SF_EXIT_USAGE, "unknown option '%.*s' (see simfarm %s --help)", (int)nlen, a, cmd);
-        if (o->value == NULL) {
-            if (eq != NULL)
-                return remote_fail(r, SF_EXIT_USAGE, "%s takes no value", o->name);
-            *o->on = true;
-            continue;
-        }
-        if (eq != NULL) {
-            *o->value = eq + 1;
-        } else if (i + 1 < argc) {
-            *o->value = argv[++i];
-        } else {
-            return remote_fail(r, SF_EXIT_USAGE, "%s needs a value", o->name);
-        }
+            o = find_opt(opts, flag);
+        if (o->value != NULL)
+            *o->value = v;
         if (o->on != NULL)
             *o->on = true;
     }
+    if (next != 0)
+        return remote_fail(r, SF_EXIT_USAGE, "%s (see simfarm %s --help)", e.msg, cmd);
     if (help) {
         fputs(usage, stdout);
         return SF_EXIT_OK;
@@ -278,7 +274,6 @@ int remote_init(remote *r, const char *cmd, const char *usage, int argc, char **
     }
     if (r->server[0] == '\0')
         snprintf(r->server, sizeof r->server, "%s", REMOTE_DEFAULT_SERVER);
-    sf_error e;
     if (http_url_parse(r->server, &r->url, &e) != 0)
         return remote_fail(r, SF_EXIT_USAGE, "%s", e.msg);
     /* The CAs matter to https only; a bad file is the user's to fix. */

@@ -129,31 +129,28 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
     unsigned heartbeat_ms = 0;
     uint64_t backlog = 0;
 
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+    static const cli_flag flags[] = { { "--help", false }, { "--open-enrolment", false },
+        { "--allow-public-nodes", false }, { "--private", false }, { "--listen", true }, { "--db", true },
+        { "--token-file", true }, { "--web", true }, { "--tls-cert", true }, { "--tls-key", true },
+        { "--trusted-proxy", true }, { "--heartbeat-ms", true }, { "--chunk-ms", true }, { "--db-backlog-mb", true },
+        { "--pool", true }, { "--log-format", true }, { NULL, false } };
+    cli_args it = CLI_ARGS(argc, argv, flags);
+    const char *a, *v;
+    sf_error e;
+    int next;
+    while ((next = cli_next(&it, &a, &v, &e)) > 0) {
+        if (a == NULL) {
+            sf_fail(&e, SF_EINVAL, "unexpected argument '%s'", v);
+            break;
+        }
+        if (strcmp(a, "--help") == 0) {
             serve_usage(stdout);
             return SF_EXIT_OK;
-        }
-        if (strcmp(a, "--open-enrolment") == 0 || strcmp(a, "--allow-public-nodes") == 0) {
+        } else if (strcmp(a, "--open-enrolment") == 0 || strcmp(a, "--allow-public-nodes") == 0) {
             open = true;
-            continue;
-        }
-        if (strcmp(a, "--private") == 0) {
+        } else if (strcmp(a, "--private") == 0) {
             private_reads = true;
-            continue;
-        }
-        static const char *const valued[] = { "--listen", "--db", "--token-file", "--web", "--tls-cert", "--tls-key",
-            "--trusted-proxy", "--heartbeat-ms", "--chunk-ms", "--db-backlog-mb", "--pool", "--log-format", NULL };
-        char why[400];
-        if (cli_value_flag(argc, argv, i, valued, why, sizeof why) != 0) {
-            fprintf(stderr, "simfarm serve: %s\n\n", why);
-            serve_usage(stderr);
-            return SF_EXIT_USAGE;
-        }
-        const char *v = argv[++i];
-        if (strcmp(a, "--listen") == 0) {
-            sf_error e;
+        } else if (strcmp(a, "--listen") == 0) {
             if (cli_listen(v, host, sizeof host, &port, &e) != 0) {
                 fprintf(stderr, "simfarm serve: %s\n", e.msg);
                 return SF_EXIT_USAGE;
@@ -169,7 +166,6 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
         } else if (strcmp(a, "--tls-key") == 0) {
             key = v;
         } else if (strcmp(a, "--trusted-proxy") == 0) {
-            sf_error e;
             if (cd_proxies_add(proxies, v, &e) != 0) {
                 fprintf(stderr, "simfarm serve: --trusted-proxy: %s\n", e.msg);
                 return SF_EXIT_USAGE;
@@ -210,11 +206,12 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
                 return SF_EXIT_USAGE;
             }
             pool = (unsigned)n;
-        } else {
-            fprintf(stderr, "simfarm serve: unknown option '%s'\n\n", a);
-            serve_usage(stderr);
-            return SF_EXIT_USAGE;
         }
+    }
+    if (next != 0) {
+        fprintf(stderr, "simfarm serve: %s\n\n", e.msg);
+        serve_usage(stderr);
+        return SF_EXIT_USAGE;
     }
     if (db == NULL || *db == '\0') {
         fprintf(stderr, "simfarm serve: no database: give --db CONNINFO or set SIMFARM_DB\n");

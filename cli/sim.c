@@ -410,68 +410,68 @@ int cmd_sim(int argc, char **argv)
     char err[4096];
     int rc, exit_code = SF_EXIT_FAIL;
 
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+    static const cli_flag flags[] = { { "--help", false }, { "--json", false }, { "--items", true },
+        { "--seed", true }, { "--first", true }, { "--chunks", true }, { "--cores", true }, { "--backend", true },
+        { NULL, false } };
+    cli_args it = CLI_ARGS(argc, argv, flags);
+    const char *flag, *v;
+    sf_error e;
+    int next;
+    while ((next = cli_next(&it, &flag, &v, &e)) > 0) {
+        if (flag == NULL) {
+            if (kernel == NULL) {
+                kernel = v;
+            } else if (path == NULL) {
+                path = v;
+            } else {
+                sf_fail(&e, SF_EINVAL, "unexpected argument '%s'", v);
+                break;
+            }
+        } else if (strcmp(flag, "--help") == 0) {
             sim_usage(stdout);
             return SF_EXIT_OK;
-        } else if (strcmp(a, "--json") == 0) {
+        } else if (strcmp(flag, "--json") == 0) {
             as_json = true;
-        } else if (strcmp(a, "--items") == 0) {
+        } else if (strcmp(flag, "--items") == 0) {
             if (!parse_u64(v, 1, SIM_MAX_ITEMS, &items)) {
                 fprintf(stderr, "simfarm sim: --items must be an integer in [1, %" PRIu64 "], got '%s'\n",
-                    (uint64_t)SIM_MAX_ITEMS, v ? v : "");
+                    (uint64_t)SIM_MAX_ITEMS, v);
                 return SF_EXIT_USAGE;
             }
             items_set = true;
-            i++;
-        } else if (strcmp(a, "--seed") == 0) {
+        } else if (strcmp(flag, "--seed") == 0) {
             if (!parse_u64(v, 0, UINT64_MAX, &seed)) {
-                fprintf(stderr, "simfarm sim: --seed must be an integer in [0, 2^64), got '%s'\n", v ? v : "");
+                fprintf(stderr, "simfarm sim: --seed must be an integer in [0, 2^64), got '%s'\n", v);
                 return SF_EXIT_USAGE;
             }
             seed_set = true;
-            i++;
-        } else if (strcmp(a, "--first") == 0) {
+        } else if (strcmp(flag, "--first") == 0) {
             if (!parse_u64(v, 0, SIM_ITEM_END - 1, &first)) {
-                fprintf(stderr, "simfarm sim: --first must be an integer in [0, 2^62), got '%s'\n", v ? v : "");
+                fprintf(stderr, "simfarm sim: --first must be an integer in [0, 2^62), got '%s'\n", v);
                 return SF_EXIT_USAGE;
             }
-            i++;
-        } else if (strcmp(a, "--chunks") == 0) {
+        } else if (strcmp(flag, "--chunks") == 0) {
             if (!parse_u64(v, 1, 1000000, &chunks)) {
-                fprintf(stderr, "simfarm sim: --chunks must be an integer in [1, 1000000], got '%s'\n", v ? v : "");
+                fprintf(stderr, "simfarm sim: --chunks must be an integer in [1, 1000000], got '%s'\n", v);
                 return SF_EXIT_USAGE;
             }
-            i++;
-        } else if (strcmp(a, "--cores") == 0) {
+        } else if (strcmp(flag, "--cores") == 0) {
             if (!parse_u64(v, 1, MAX_CORES, &cores)) {
-                fprintf(stderr, "simfarm sim: --cores must be an integer in [1, %d], got '%s'\n", MAX_CORES,
-                    v ? v : "");
+                fprintf(stderr, "simfarm sim: --cores must be an integer in [1, %d], got '%s'\n", MAX_CORES, v);
                 return SF_EXIT_USAGE;
             }
-            i++;
-        } else if (strcmp(a, "--backend") == 0) {
-            if (v == NULL || (strcmp(v, "cpu") != 0 && strcmp(v, "opencl") != 0 && strcmp(v, "cuda") != 0)) {
-                fprintf(stderr, "simfarm sim: --backend must be cpu, opencl or cuda, got '%s'\n", v ? v : "");
+        } else if (strcmp(flag, "--backend") == 0) {
+            if (strcmp(v, "cpu") != 0 && strcmp(v, "opencl") != 0 && strcmp(v, "cuda") != 0) {
+                fprintf(stderr, "simfarm sim: --backend must be cpu, opencl or cuda, got '%s'\n", v);
                 return SF_EXIT_USAGE;
             }
             backend = v;
-            i++;
-        } else if (a[0] == '-') {
-            fprintf(stderr, "simfarm sim: unknown option '%s'\n\n", a);
-            sim_usage(stderr);
-            return SF_EXIT_USAGE;
-        } else if (kernel == NULL) {
-            kernel = a;
-        } else if (path == NULL) {
-            path = a;
-        } else {
-            fprintf(stderr, "simfarm sim: unexpected argument '%s'\n\n", a);
-            sim_usage(stderr);
-            return SF_EXIT_USAGE;
         }
+    }
+    if (next != 0) {
+        fprintf(stderr, "simfarm sim: %s\n\n", e.msg);
+        sim_usage(stderr);
+        return SF_EXIT_USAGE;
     }
     if (kernel == NULL || path == NULL) {
         sim_usage(stderr);

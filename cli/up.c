@@ -341,30 +341,25 @@ int cmd_up(int argc, char **argv)
     bool demo_job = true;
     unsigned cores = 0, nodes = 1;
 
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+    static const cli_flag flags[] = { { "--help", false }, { "--no-demo", false }, { "--no-node", false },
+        { "--listen", true }, { "--var", true }, { "--nodes", true }, { "--cores", true }, { NULL, false } };
+    cli_args it = CLI_ARGS(argc, argv, flags);
+    const char *a, *v;
+    sf_error e;
+    int next;
+    while ((next = cli_next(&it, &a, &v, &e)) > 0) {
+        if (a == NULL) {
+            sf_fail(&e, SF_EINVAL, "unexpected argument '%s'", v);
+            break;
+        }
+        if (strcmp(a, "--help") == 0) {
             up_usage(stdout);
             return SF_EXIT_OK;
-        }
-        if (strcmp(a, "--no-demo") == 0) {
+        } else if (strcmp(a, "--no-demo") == 0) {
             demo_job = false;
-            continue;
-        }
-        if (strcmp(a, "--no-node") == 0) {
+        } else if (strcmp(a, "--no-node") == 0) {
             nodes = 0;
-            continue;
-        }
-        static const char *const valued[] = { "--listen", "--var", "--nodes", "--cores", NULL };
-        char why[400];
-        if (cli_value_flag(argc, argv, i, valued, why, sizeof why) != 0) {
-            fprintf(stderr, "simfarm up: %s\n\n", why);
-            up_usage(stderr);
-            return SF_EXIT_USAGE;
-        }
-        const char *v = argv[++i];
-        if (strcmp(a, "--listen") == 0) {
-            sf_error e;
+        } else if (strcmp(a, "--listen") == 0) {
             if (cli_listen(v, host, sizeof host, &port, &e) != 0) {
                 fprintf(stderr, "simfarm up: %s\n", e.msg);
                 return SF_EXIT_USAGE;
@@ -385,18 +380,18 @@ int cmd_up(int argc, char **argv)
                 return SF_EXIT_USAGE;
             }
             cores = (unsigned)n;
-        } else {
-            fprintf(stderr, "simfarm up: unknown option '%s'\n\n", a);
-            up_usage(stderr);
-            return SF_EXIT_USAGE;
         }
+    }
+    if (next != 0) {
+        fprintf(stderr, "simfarm up: %s\n\n", e.msg);
+        up_usage(stderr);
+        return SF_EXIT_USAGE;
     }
 
     cd_pg pg;
     memset(&pg, 0, sizeof pg);
     const char *db = getenv("SIMFARM_DB");
     if (db == NULL || *db == '\0') {
-        sf_error e;
         if (pg_start(&pg, var, &e) != 0) {
             fprintf(stderr, "simfarm up: %s\n", e.msg);
             pg_stop(&pg);

@@ -39,6 +39,28 @@ test('simfarm sim reads its numbers as decimal: 010 is ten items, 0x10 a usage e
   assert.match(hex.stderr, /--items must be an integer in \[1, \d+\], got '0x10'/);
 });
 
+test('every command reads its flags one way: --flag VALUE or --flag=VALUE, then usage errors named alike', async () => {
+  const eq = await run(simfarm, ['sim', 'option', 'examples/option.json', '--items=12', '--json']);
+  assert.equal(eq.code, 0, eq.stderr);
+  assert.equal(JSON.parse(eq.stdout).items, 12, eq.stdout);
+  const neg = await run(simfarm, ['sim', 'option', 'examples/option.json', '--items', '-3']);
+  assert.equal(neg.code, 2);
+  assert.match(neg.stderr, /--items must be an integer in \[1, \d+\], got '-3'/);
+  for (const cmd of ['sim', 'serve', 'up', 'node', 'jobs']) {
+    const unknown = await run(simfarm, [cmd, '--bogus=1']);
+    assert.equal(unknown.code, 2, `${cmd}: ${unknown.stderr}`);
+    assert.match(unknown.stderr, /unknown option '--bogus'/, cmd);
+    const help = await run(simfarm, [cmd, '--help=yes']);
+    assert.equal(help.code, 2, `${cmd}: ${help.stderr}`);
+    assert.match(help.stderr, /'--help' takes no value/, cmd);
+  }
+  for (const [cmd, flag] of [['sim', '--seed'], ['serve', '--db'], ['up', '--var'], ['node', '--key'], ['jobs', '--token']]) {
+    const r = await run(simfarm, [cmd, flag]);
+    assert.equal(r.code, 2, `${cmd}: ${r.stderr}`);
+    assert.match(r.stderr, new RegExp(`'${flag}' needs a value`), cmd);
+  }
+});
+
 test('simfarm sim reads whole numbers in exponent notation exactly, and refuses the rest', async () => {
   for (const [arg, items] of [['2.5e3', 2500], ['1E2', 100], ['2.50e1', 25], ['12.0', 12]]) {
     const r = await run(simfarm, ['sim', 'option', 'examples/option.json', '--items', arg, '--json']);

@@ -97,7 +97,7 @@ describe('without a server', () => {
     failed(await cli(['jobs', '--colour', 'red']), 'jobs', 2, /unknown option '--colour'/);
     failed(await cli(['jobs', '--state', 'sleepy']), 'jobs', 2, /--state/);
     failed(await cli(['jobs', '--limit', '0']), 'jobs', 2, /--limit/);
-    failed(await cli(['jobs', '--server']), 'jobs', 2, /--server needs a value/);
+    failed(await cli(['jobs', '--server']), 'jobs', 2, /'--server' needs a value/);
     failed(await cli(['submit']), 'submit', 2, /missing the job file/);
     failed(await cli(['job']), 'job', 2, /missing the job id/);
     failed(await cli(['job', 'forty-two']), 'job', 2, /job ids are positive whole numbers, not 'forty-two'/);
