@@ -7,6 +7,7 @@
 #include "actors/coord/jobs.h"
 #include "actors/coord/scheduler.h"
 #include "base/alloc.h"
+#include "base/str.h"
 #include "sim/sim.h"
 
 #include <inttypes.h>
@@ -204,12 +205,12 @@ static int result_stats(const unsigned char *p, size_t len, long variants, long 
 
 enum { CONV_POINTS = 256 };
 
-static void put_num(char *out, size_t cap, size_t *n, double v)
+static void put_num(sf_str *b, double v)
 {
     if (v != v || v > 1.7e308 || v < -1.7e308)
-        *n += (size_t)snprintf(out + *n, cap - *n, ",null");
+        sf_str_cat(b, ",null");
     else
-        *n += (size_t)snprintf(out + *n, cap - *n, ",%.17g", v);
+        sf_str_catf(b, ",%.17g", v);
 }
 
 /* The running estimate after each accepted chunk, merged in the order they
@@ -237,12 +238,9 @@ void cd__api_on_convergence(cd__api *api, cd__request *r, PGresult *res)
     int nout = 0;
     uint64_t items = 0, bad = 0;
     int shown = rows < CONV_POINTS ? rows : CONV_POINTS;
-    size_t cap = 128 + (size_t)shown * (24 + SIM_MAX_OUT * 52), n = 0;
-    char *out = malloc(cap);
-    if (out == NULL)
-        sf_oom(cap);
-    n += (size_t)snprintf(out, cap, "{\"job\":%" PRIu64 ",\"variant\":%ld,\"chunks\":%d,\"points\":[",
-        cd__api_job_id(r), variant, rows);
+    sf_str out = SF_STR_INIT;
+    sf_str_catf(&out, "{\"job\":%" PRIu64 ",\"variant\":%ld,\"chunks\":%d,\"points\":[", cd__api_job_id(r), variant,
+        rows);
     int emitted = 0;
     for (int i = 0; i < rows; i++) {
         size_t len = 0;
@@ -265,15 +263,15 @@ void cd__api_on_convergence(cd__api *api, cd__request *r, PGresult *res)
         /* row i shows when it crosses the next of `shown` even steps */
         if ((uint64_t)(i + 1) * (uint64_t)shown / (uint64_t)rows == (uint64_t)i * (uint64_t)shown / (uint64_t)rows)
             continue;
-        n += (size_t)snprintf(out + n, cap - n, "%s[%" PRIu64, emitted++ ? "," : "", items);
+        sf_str_catf(&out, "%s[%" PRIu64, emitted++ ? "," : "", items);
         for (int o = 0; o < nout; o++) {
-            put_num(out, cap, &n, sim_stats_mean(&agg[o]));
-            put_num(out, cap, &n, sim_stats_stderr(&agg[o]));
+            put_num(&out, sim_stats_mean(&agg[o]));
+            put_num(&out, sim_stats_stderr(&agg[o]));
         }
-        n += (size_t)snprintf(out + n, cap - n, "]");
+        sf_str_cat(&out, "]");
     }
-    snprintf(out + n, cap - n, "],\"outputs\":%d,\"unreadable\":%" PRIu64 "}\n", nout, bad);
-    cd__api_ok(api, r, 200, out);
+    sf_str_catf(&out, "],\"outputs\":%d,\"unreadable\":%" PRIu64 "}\n", nout, bad);
+    cd__api_ok(api, r, 200, sf_str_take(&out));
 }
 
 /* The job stored, or the one stored earlier under the request's key (the

@@ -5,6 +5,7 @@
 #include "actors/coord/api_int.h"
 
 #include "base/alloc.h"
+#include "base/str.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -152,13 +153,8 @@ char *cd__api_nodes_json(cd__api *api, PGresult *res, bool one, const char *stat
     if (vs.n > 1)
         qsort(vs.v, vs.n, sizeof *vs.v, view_cmp);
     int rows = PQntuples(res);
-    size_t cap = 16, len = 0;
-    for (int i = 0; i < rows; i++)
-        cap += (size_t)PQgetlength(res, i, 1) + 800; /* the live fields, up to 16 backend speeds */
-    char *out = malloc(cap);
-    if (out == NULL)
-        sf_oom(cap);
-    out[len++] = '[';
+    sf_str out = SF_STR_INIT;
+    sf_str_cat(&out, "[");
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < rows; i++) {
             uint64_t id = strtoull(PQgetvalue(res, i, 0), NULL, 10);
@@ -167,38 +163,33 @@ char *cd__api_nodes_json(cd__api *api, PGresult *res, bool one, const char *stat
             if ((pass == 0) != (v != NULL) || (only >= 0 && only != (v != NULL)))
                 continue;
             const char *row = PQgetvalue(res, i, 1);
-            size_t rl = strlen(row);
-            if (len > 1)
-                out[len++] = ',';
-            memcpy(out + len, row, rl - 1); /* without its closing brace */
-            len += rl - 1;
+            if (out.len > 1)
+                sf_str_cat(&out, ",");
+            sf_str_catn(&out, row, strlen(row) - 1); /* without its closing brace */
             uint64_t chunks = strtoull(PQgetvalue(res, i, 2), NULL, 10) + (v ? v->chunks_done : 0);
             uint64_t items = strtoull(PQgetvalue(res, i, 3), NULL, 10) + (v ? v->items_done : 0);
-            len += (size_t)snprintf(out + len, cap - len, ",\"chunks_total\":%" PRIu64 ",\"items_total\":%" PRIu64,
-                chunks, items);
+            sf_str_catf(&out, ",\"chunks_total\":%" PRIu64 ",\"items_total\":%" PRIu64, chunks, items);
             if (v == NULL) {
-                len += (size_t)snprintf(out + len, cap - len, ",\"online\":false}");
+                sf_str_cat(&out, ",\"online\":false}");
                 continue;
             }
             for (unsigned b = 0; b < v->nbackend_speeds; b++)
-                len += (size_t)snprintf(out + len, cap - len, "%s%.0f", b ? "," : ",\"backend_items_per_s\":[",
-                    v->backend_items_per_s[b]);
+                sf_str_catf(&out, "%s%.0f", b ? "," : ",\"backend_items_per_s\":[", v->backend_items_per_s[b]);
             if (v->nbackend_speeds > 0)
-                out[len++] = ']';
-            len += (size_t)snprintf(out + len, cap - len,
+                sf_str_cat(&out, "]");
+            sf_str_catf(&out,
                 ",\"online\":true,\"max_parallel\":%u,\"slots\":%u,"
                 "\"in_flight\":%u,\"chunks_done\":%" PRIu64 ",\"items_done\":%" PRIu64 ",\"items_per_s\":%.0f,"
                 "\"connected_ms\":%" PRIu64 ",\"last_seen_ms\":%" PRIu64 "}",
                 v->max_parallel, v->slots, v->in_flight, v->chunks_done, v->items_done,
                 v->items_per_s, v->connected_ms, v->last_seen_ms);
         }
-    snprintf(out + len, cap - len, "]\n");
+    sf_str_cat(&out, "]\n");
     free(vs.v);
     if (one) { /* the element alone: [ and ]\n off */
-        size_t n = strlen(out);
-        memmove(out, out + 1, n - 3);
-        strcpy(out + n - 3, "\n");
+        memmove(out.s, out.s + 1, out.len - 3);
+        strcpy(out.s + out.len - 3, "\n");
     }
-    return out;
+    return sf_str_take(&out);
 }
 
