@@ -69,17 +69,15 @@ int cli_listen(const char *arg, char *host, size_t hlen, int *port, sf_error *e)
     size_t n = colon ? (size_t)(colon - arg) : 0;
     char *end;
     long p = colon ? strtol(colon + 1, &end, 10) : -1;
-    if (colon == NULL || colon[1] < '0' || colon[1] > '9' || *end != '\0' || p < 0 || p > 65535) {
+    if (colon == NULL || colon[1] < '0' || colon[1] > '9' || *end != '\0' || p < 0 || p > 65535)
         return sf_fail(e, SF_EINVAL, "--listen wants HOST:PORT with a port from 0 to 65535, not '%s'", arg);
-    }
     if (n >= 2 && h[0] == '[' && h[n - 1] == ']') {
         h++;
         n -= 2;
     }
     char name[256];
-    if (n == 0 || n >= sizeof name) {
+    if (n == 0 || n >= sizeof name)
         return sf_fail(e, SF_EINVAL, "--listen wants HOST:PORT, with a host, not '%s'", arg);
-    }
     memcpy(name, h, n);
     name[n] = '\0';
     unsigned char bin[sizeof(struct in6_addr)];
@@ -88,9 +86,8 @@ int cli_listen(const char *arg, char *host, size_t hlen, int *port, sf_error *e)
     } else {
         struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res = NULL;
         int rc = getaddrinfo(name, NULL, &hints, &res);
-        if (rc != 0) {
+        if (rc != 0)
             return sf_fail(e, SF_EINVAL, "--listen %s: cannot resolve '%s': %s", arg, name, gai_strerror(rc));
-        }
         const struct addrinfo *pick = res;
         for (const struct addrinfo *r = res; r; r = r->ai_next)
             if (r->ai_family == AF_INET) {
@@ -101,9 +98,8 @@ int cli_listen(const char *arg, char *host, size_t hlen, int *port, sf_error *e)
                                                       : (const void *)&((struct sockaddr_in6 *)pick->ai_addr)->sin6_addr;
         const char *ok = inet_ntop(pick->ai_family, addr, host, (socklen_t)hlen);
         freeaddrinfo(res);
-        if (ok == NULL) {
+        if (ok == NULL)
             return sf_fail(e, SF_EINVAL, "--listen %s: '%s' has no usable address", arg, name);
-        }
     }
     *port = (int)p;
     return 0;

@@ -113,28 +113,24 @@ int cd_pg_start(cd_pg *pg, const char *dir, const char *const *settings, sf_erro
     char initdb[PATH_MAX + 16], postgres[PATH_MAX + 16];
     snprintf(initdb, sizeof initdb, "%s/initdb", bin);
     snprintf(postgres, sizeof postgres, "%s/postgres", bin);
-    if (access(initdb, X_OK) != 0 || access(postgres, X_OK) != 0) {
+    if (access(initdb, X_OK) != 0 || access(postgres, X_OK) != 0)
         return sf_fail(e, CD_EDB, "PostgreSQL's server programs are not in %s: run scripts/install-deps.sh, "
             "or set SIMFARM_DB to a database", bin);
-    }
-    if (strlen(dir) > 80) {
+    if (strlen(dir) > 80)
         return sf_fail(e, CD_EDB, "%s is too long a path for PostgreSQL's socket", dir);
-    }
     snprintf(pg->dir, sizeof pg->dir, "%s", dir);
     pg->uid = getuid();
     pg->gid = getgid();
     if (geteuid() == 0) {
         struct passwd *pw = getpwnam("postgres");
-        if (pw == NULL) {
+        if (pw == NULL)
             return sf_fail(e, CD_EDB, "running as root needs the postgres system user: run scripts/install-deps.sh");
-        }
         pg->uid = pw->pw_uid;
         pg->gid = pw->pw_gid;
         pg->drop = true;
     }
-    if (cd_mkdirs(pg->dir, 0700) != 0 || (pg->drop && chown(pg->dir, pg->uid, pg->gid) != 0)) {
+    if (cd_mkdirs(pg->dir, 0700) != 0 || (pg->drop && chown(pg->dir, pg->uid, pg->gid) != 0))
         return sf_fail(e, CD_EDB, "cannot prepare %s: %s", pg->dir, strerror(errno));
-    }
 
     char data[PATH_MAX + 8], version[PATH_MAX + 24], log[PATH_MAX + 24];
     snprintf(data, sizeof data, "%s/data", pg->dir);
@@ -176,9 +172,9 @@ int cd_pg_start(cd_pg *pg, const char *dir, const char *const *settings, sf_erro
             cd_log_tail(log);
             return sf_fail(e, CD_EDB, "postgres exited at start (log: %s)", log);
         }
-        if (time(NULL) > deadline) {
-            return sf_fail(e, CD_EDB, "postgres did not accept connections within %d s (log: %s)", READY_TIMEOUT_S, log);
-        }
+        if (time(NULL) > deadline)
+            return sf_fail(e, CD_EDB, "postgres did not accept connections within %d s (log: %s)", READY_TIMEOUT_S,
+                log);
         nanosleep(&pause, NULL);
     }
     /* The server that answers must be ours: one left running on this
@@ -187,8 +183,9 @@ int cd_pg_start(cd_pg *pg, const char *dir, const char *const *settings, sf_erro
     long owner = postmaster_pid(data);
     if (owner != (long)pg->pid) {
         cd_pg_stop(pg);
-        return sf_fail(e, CD_EDB, "another PostgreSQL (pid %ld) already runs on %s: stop it (kill %ld), or give another "
-            "directory", owner, data, owner);
+        return sf_fail(e, CD_EDB,
+            "another PostgreSQL (pid %ld) already runs on %s: stop it (kill %ld), or give another directory", owner,
+            data, owner);
     }
     PGconn *c = PQconnectdb(ping);
     PGresult *r = PQexec(c, "CREATE DATABASE simfarm");

@@ -55,18 +55,17 @@ int cd_proxies_add(cd_proxies *p, const char *spec, sf_error *e)
     const char *slash = strchr(spec, '/');
     size_t alen = slash ? (size_t)(slash - spec) : strlen(spec);
     cd_net net;
-    if (!parse_addr(spec, alen, net.addr)) {
+    if (!parse_addr(spec, alen, net.addr))
         return sf_fail(e, CD_EINVAL, "'%s' is not an IPv4 or IPv6 address (or ADDRESS/BITS)", spec);
-    }
     bool v4 = memcmp(net.addr, v4_mapped, sizeof v4_mapped) == 0 && memchr(spec, ':', alen) == NULL;
     unsigned max = v4 ? 32 : 128;
     net.bits = max;
     if (slash != NULL) {
         char *end;
         unsigned long b = strtoul(slash + 1, &end, 10);
-        if (slash[1] < '0' || slash[1] > '9' || *end != '\0' || b > max) {
-            return sf_fail(e, CD_EINVAL, "'%s': the prefix length after '/' must be a number from 0 to %u", spec, max);
-        }
+        if (slash[1] < '0' || slash[1] > '9' || *end != '\0' || b > max)
+            return sf_fail(e, CD_EINVAL, "'%s': the prefix length after '/' must be a number from 0 to %u", spec,
+                max);
         net.bits = (unsigned)b;
     }
     if (v4)

@@ -181,10 +181,9 @@ int cd_tlscert_install(const cd_tlscert *c, void *ssl_ctx, sf_error *e)
 {
     SSL_CTX *ctx = ssl_ctx;
     EVP_PKEY *cur = SSL_CTX_get0_privatekey(ctx);
-    if (cur != NULL && EVP_PKEY_get_base_id(cur) != EVP_PKEY_get_base_id(c->key)) {
+    if (cur != NULL && EVP_PKEY_get_base_id(cur) != EVP_PKEY_get_base_id(c->key))
         return sf_fail(e, CD_ETLS, "its key is %s, the one served %s: restart the coordinator to change the key type",
             key_kind(c->key), key_kind(cur));
-    }
     ERR_clear_error();
     /* a new certificate drops a key that is not its own, so the key comes
      * after it; the chain belongs to the certificate just set */
@@ -192,8 +191,7 @@ int cd_tlscert_install(const cd_tlscert *c, void *ssl_ctx, sf_error *e)
     for (int i = 0; ok && i < sk_X509_num(c->chain); i++)
         ok = SSL_CTX_add1_chain_cert(ctx, sk_X509_value(c->chain, i)) == 1;
     ok = ok && SSL_CTX_use_PrivateKey(ctx, c->key) == 1 && SSL_CTX_check_private_key(ctx) == 1;
-    if (!ok) {
+    if (!ok)
         return sf_fail(e, CD_ETLS, "OpenSSL did not take it: %s", ssl_reason("unknown error"));
-    }
     return 0;
 }
