@@ -23,9 +23,9 @@
 importScripts('simfarm-node.js');
 
 const WS_PROTOCOL = 'simfarm.node.v1';
-const ND_ECANCELLED = -200; // actors/node/node.h
+const ND_ECANCELLED = -200; // base/err.h, the node range
 const ND_STOPPED = 6;       // nd_state, actors/node/node.h
-const SIM_EDEVICE = -11;    // sim/sim.h: "device or driver error"
+const SIM_EDEVICE = -411;   // base/err.h, the sim range: "device or driver error"
 let M = null;
 let ws = null;
 let workers = [];         // by number; null: none (past the count, or ended)
