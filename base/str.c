@@ -41,19 +41,25 @@ void sf_str_cat(sf_str *b, const char *s)
 
 void sf_str_catf(sf_str *b, const char *fmt, ...)
 {
+    /* Formatted straight into the room there is; again only when the text
+     * did not fit, into room made for it. */
+    if (b->cap - b->len < 64)
+        sf_str_reserve(b, 64);
+    size_t room = b->cap - b->len;
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    int n = vsnprintf(b->s + b->len, room, fmt, ap);
     va_end(ap);
-    if (n <= 0) {
-        sf_str_reserve(b, 0);
+    if (n < 0) {
         b->s[b->len] = '\0';
         return;
     }
-    sf_str_reserve(b, (size_t)n);
-    va_start(ap, fmt);
-    vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
+    if ((size_t)n >= room) {
+        sf_str_reserve(b, (size_t)n);
+        va_start(ap, fmt);
+        vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
     b->len += (size_t)n;
 }
 

@@ -161,7 +161,7 @@ static void print_variants(const msgpack_object *result)
 
 /* ---- reading a job file ----------------------------------------------------------- */
 
-/* Rewrites sim_json's "JSON: what at offset N" as "line L, column C: what". */
+/* Rewrites the JSON reader's "JSON: what at offset N" as "line L, column C: what". */
 static void json_where(const char *text, const char *err, char *out, size_t cap)
 {
     const char *what = strncmp(err, "JSON: ", 6) == 0 ? err + 6 : err;

@@ -1,6 +1,6 @@
 /*
  * jobs.c — see jobs.h. A submission is JSON; it is read through its
- * msgpack form (sim/sim_json.h) so the kernel's parameters can be checked
+ * msgpack form (base/json.h) so the kernel's parameters can be checked
  * by the kernel itself and stored as the work context.
  */
 #include "actors/coord/jobs.h"

@@ -101,6 +101,14 @@ Test(str, appends_formats_and_quotes)
     s = sf_str_take(&b);
     cr_assert_str_eq(s, "");
     free(s);
+    /* A formatted piece longer than the room left is written whole. */
+    char big[3000];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    sf_str_cat(&b, "<");
+    sf_str_catf(&b, "%s|%d", big, 7);
+    cr_assert_eq(b.len, 1 + 2999 + 2);
+    cr_assert(b.s[0] == '<' && b.s[2999] == 'x' && strcmp(b.s + 3000, "|7") == 0);
     sf_str_free(&b);
 }
 
