@@ -3,6 +3,8 @@
  */
 #include "cli/flags.h"
 
+#include "base/exit.h"
+
 #include <string.h>
 
 /* The flag of list named by the first n bytes of w, or NULL. */
@@ -23,6 +25,9 @@ int cli_next(cli_args *it, const char **flag, const char **value, sf_error *e)
             return 0;
         const char *w = it->argv[it->i++];
         if (it->rest || w[0] != '-' || strcmp(w, "-") == 0) {
+            if (it->nargs >= it->max_args)
+                return sf_fail(e, SF_EINVAL, "unexpected argument '%s'", w);
+            it->nargs++;
             *value = w;
             return 1;
         }
@@ -50,4 +55,11 @@ int cli_next(cli_args *it, const char **flag, const char **value, sf_error *e)
         *flag = f->name;
         return 1;
     }
+}
+
+int cli_refuse(const char *cmd, const sf_error *e, void (*usage)(FILE *out))
+{
+    fprintf(stderr, "simfarm %s: %s\n\n", cmd, e->msg);
+    usage(stderr);
+    return SF_EXIT_USAGE;
 }

@@ -50,15 +50,11 @@ int cmd_node(int argc, char **argv)
     static const cli_flag flags[] = { { "--help", false }, { "--server", true }, { "--key", true }, { "--ca", true },
         { "--claim-token", true }, { "--cores", true }, { "--backend", true }, { "--grace", true },
         { "--priority", true }, { "--log-format", true }, { NULL, false } };
-    cli_args it = CLI_ARGS(argc, argv, flags);
+    cli_args it = CLI_ARGS(argc, argv, flags, 0);
     const char *a, *v;
     sf_error e;
     int next;
     while ((next = cli_next(&it, &a, &v, &e)) > 0) {
-        if (a == NULL) {
-            sf_fail(&e, SF_EINVAL, "unexpected argument '%s'", v);
-            break;
-        }
         if (strcmp(a, "--help") == 0) {
             node_usage(stdout);
             return SF_EXIT_OK;
@@ -106,10 +102,7 @@ int cmd_node(int argc, char **argv)
             }
         }
     }
-    if (next != 0) {
-        fprintf(stderr, "simfarm node: %s\n\n", e.msg);
-        node_usage(stderr);
-        return SF_EXIT_USAGE;
-    }
+    if (next != 0)
+        return cli_refuse("node", &e, node_usage);
     return nd_run(&o);
 }

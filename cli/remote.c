@@ -203,14 +203,13 @@ int remote_init(remote *r, const char *cmd, const char *usage, int argc, char **
         flags[nflags++] = (cli_flag){ o->name, o->value != NULL };
     }
     flags[nflags] = (cli_flag){ NULL, false };
-    cli_args it = CLI_ARGS(argc, argv, flags);
+    int most = (int)(sizeof r->args / sizeof r->args[0]);
+    cli_args it = CLI_ARGS(argc, argv, flags, max_args < most ? max_args : most);
     const char *flag, *v;
     sf_error e;
     int next;
     while ((next = cli_next(&it, &flag, &v, &e)) > 0) {
         if (flag == NULL) {
-            if (r->nargs >= max_args || r->nargs >= (int)(sizeof r->args / sizeof r->args[0]))
-                return remote_fail(r, SF_EXIT_USAGE, "unexpected argument '%s' (see simfarm %s --help)", v, cmd);
             r->args[r->nargs++] = v;
             continue;
         }

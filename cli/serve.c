@@ -130,15 +130,11 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
         { "--token-file", true }, { "--web", true }, { "--tls-cert", true }, { "--tls-key", true },
         { "--trusted-proxy", true }, { "--heartbeat-ms", true }, { "--chunk-ms", true }, { "--db-backlog-mb", true },
         { "--pool", true }, { "--log-format", true }, { NULL, false } };
-    cli_args it = CLI_ARGS(argc, argv, flags);
+    cli_args it = CLI_ARGS(argc, argv, flags, 0);
     const char *a, *v;
     sf_error e;
     int next;
     while ((next = cli_next(&it, &a, &v, &e)) > 0) {
-        if (a == NULL) {
-            sf_fail(&e, SF_EINVAL, "unexpected argument '%s'", v);
-            break;
-        }
         if (strcmp(a, "--help") == 0) {
             serve_usage(stdout);
             return SF_EXIT_OK;
@@ -204,11 +200,8 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
             pool = (unsigned)n;
         }
     }
-    if (next != 0) {
-        fprintf(stderr, "simfarm serve: %s\n\n", e.msg);
-        serve_usage(stderr);
-        return SF_EXIT_USAGE;
-    }
+    if (next != 0)
+        return cli_refuse("serve", &e, serve_usage);
     if (db == NULL || *db == '\0') {
         fprintf(stderr, "simfarm serve: no database: give --db CONNINFO or set SIMFARM_DB\n");
         return SF_EXIT_USAGE;

@@ -413,20 +413,15 @@ int cmd_sim(int argc, char **argv)
     static const cli_flag flags[] = { { "--help", false }, { "--json", false }, { "--items", true },
         { "--seed", true }, { "--first", true }, { "--chunks", true }, { "--cores", true }, { "--backend", true },
         { NULL, false } };
-    cli_args it = CLI_ARGS(argc, argv, flags);
+    cli_args it = CLI_ARGS(argc, argv, flags, 2);
     const char *flag, *v;
     sf_error e;
     int next;
     while ((next = cli_next(&it, &flag, &v, &e)) > 0) {
-        if (flag == NULL) {
-            if (kernel == NULL) {
-                kernel = v;
-            } else if (path == NULL) {
-                path = v;
-            } else {
-                sf_fail(&e, SF_EINVAL, "unexpected argument '%s'", v);
-                break;
-            }
+        if (flag == NULL && kernel == NULL) {
+            kernel = v;
+        } else if (flag == NULL) {
+            path = v;
         } else if (strcmp(flag, "--help") == 0) {
             sim_usage(stdout);
             return SF_EXIT_OK;
@@ -468,11 +463,8 @@ int cmd_sim(int argc, char **argv)
             backend = v;
         }
     }
-    if (next != 0) {
-        fprintf(stderr, "simfarm sim: %s\n\n", e.msg);
-        sim_usage(stderr);
-        return SF_EXIT_USAGE;
-    }
+    if (next != 0)
+        return cli_refuse("sim", &e, sim_usage);
     if (kernel == NULL || path == NULL) {
         sim_usage(stderr);
         return SF_EXIT_USAGE;

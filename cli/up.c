@@ -343,15 +343,11 @@ int cmd_up(int argc, char **argv)
 
     static const cli_flag flags[] = { { "--help", false }, { "--no-demo", false }, { "--no-node", false },
         { "--listen", true }, { "--var", true }, { "--nodes", true }, { "--cores", true }, { NULL, false } };
-    cli_args it = CLI_ARGS(argc, argv, flags);
+    cli_args it = CLI_ARGS(argc, argv, flags, 0);
     const char *a, *v;
     sf_error e;
     int next;
     while ((next = cli_next(&it, &a, &v, &e)) > 0) {
-        if (a == NULL) {
-            sf_fail(&e, SF_EINVAL, "unexpected argument '%s'", v);
-            break;
-        }
         if (strcmp(a, "--help") == 0) {
             up_usage(stdout);
             return SF_EXIT_OK;
@@ -382,11 +378,8 @@ int cmd_up(int argc, char **argv)
             cores = (unsigned)n;
         }
     }
-    if (next != 0) {
-        fprintf(stderr, "simfarm up: %s\n\n", e.msg);
-        up_usage(stderr);
-        return SF_EXIT_USAGE;
-    }
+    if (next != 0)
+        return cli_refuse("up", &e, up_usage);
 
     cd_pg pg;
     memset(&pg, 0, sizeof pg);
