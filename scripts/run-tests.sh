@@ -36,10 +36,11 @@ total_fail=0
 total_skip=0
 summary=()
 
-# "N passed, N failed", and ", N skipped" when N > 0.
-counts() { # passed failed skipped
-    printf '%d passed, %d failed' "$1" "$2"
-    [ "$3" -eq 0 ] || printf ', %d skipped' "$3"
+# "N passed, N failed", and ", N skipped" when N > 0; the first N right-aligned
+# in width characters.
+counts() { # width passed failed skipped
+    printf '%*d passed, %d failed' "$1" "$2" "$3"
+    [ "$4" -eq 0 ] || printf ', %d skipped' "$4"
 }
 
 # Adds one suite's counts and prints its line.
@@ -48,9 +49,7 @@ record() { # suite passed failed skipped [note]
     total_fail=$((total_fail + $3))
     total_skip=$((total_skip + $4))
     local line
-    line=$(printf '%-12s %4d passed, %d failed' "$1" "$2" "$3")
-    [ "$4" -eq 0 ] || line+=", $4 skipped"
-    line+="${5:+  ($5)}"
+    line=$(printf '%-12s ' "$1"; counts 4 "$2" "$3" "$4"; printf '%s' "${5:+  ($5)}")
     summary+=("$line")
     echo "== $line"
 }
@@ -195,6 +194,6 @@ echo
 echo "suite results:"
 printf '  %s\n' "${summary[@]}"
 echo "logs: $logdir"
-counts "$total_pass" "$total_fail" "$total_skip"
+counts 0 "$total_pass" "$total_fail" "$total_skip"
 echo
 [ "$total_fail" -eq 0 ]
