@@ -43,13 +43,10 @@
 int http_url_parse(const char *url, http_url *out, sf_error *e)
 {
     memset(out, 0, sizeof *out);
-    sf_url u;
-    int rc = sf_url_parse(url, &u, e);
-    if (rc == 0 && strcmp(u.scheme, "http") != 0 && strcmp(u.scheme, "https") != 0)
-        rc = SF_EURL;
-    if (rc == SF_EURL && strncasecmp(url, "http://", 7) != 0 && strncasecmp(url, "https://", 8) != 0)
+    if (strncasecmp(url, "http://", 7) != 0 && strncasecmp(url, "https://", 8) != 0)
         return sf_fail(e, HTTP_EURL, "'%s' is not an http:// or https://HOST:PORT URL", url);
-    if (rc != 0) { /* sf_url_parse's words, the client's code */
+    sf_url u;
+    if (sf_url_parse(url, &u, e) != 0) { /* sf_url_parse's words, the client's code */
         if (e != NULL)
             e->code = HTTP_EURL;
         return HTTP_EURL;
