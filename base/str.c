@@ -71,6 +71,14 @@ void sf_str_cat_json(sf_str *b, const char *s)
     b->len += sf_json_quote(b->s + b->len, worst + 1, s);
 }
 
+void sf_str_cat_number(sf_str *b, double v)
+{
+    if (v != v || v > 1.7e308 || v < -1.7e308)
+        sf_str_cat(b, "null");
+    else
+        sf_str_catf(b, "%.17g", v);
+}
+
 void sf_str_clear(sf_str *b)
 {
     b->len = 0;

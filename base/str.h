@@ -36,6 +36,10 @@ void sf_str_catf(sf_str *b, const char *fmt, ...) __attribute__((format(printf, 
 /* Appends s as a quoted JSON string (sf_json_quote's escaping, never cut). */
 void sf_str_cat_json(sf_str *b, const char *s);
 
+/* Appends v as a JSON number, to the last bit (%.17g); null for what JSON
+ * cannot hold (NaN, the infinities). */
+void sf_str_cat_number(sf_str *b, double v);
+
 /* Makes room for n more bytes of text and its NUL, for a caller that writes
  * into b->s + b->len itself and then adds what it wrote to b->len. */
 void sf_str_reserve(sf_str *b, size_t n);

@@ -205,14 +205,6 @@ static int result_stats(const unsigned char *p, size_t len, long variants, long 
 
 enum { CONV_POINTS = 256 };
 
-static void put_num(sf_str *b, double v)
-{
-    if (v != v || v > 1.7e308 || v < -1.7e308)
-        sf_str_cat(b, ",null");
-    else
-        sf_str_catf(b, ",%.17g", v);
-}
-
 /* The running estimate after each accepted chunk, merged in the order they
  * were accepted, at most CONV_POINTS of them evenly spread (the last always
  * among them): [items, mean, stderr of each output...]. */
@@ -265,8 +257,10 @@ void cd__api_on_convergence(cd__api *api, cd__request *r, PGresult *res)
             continue;
         sf_str_catf(&out, "%s[%" PRIu64, emitted++ ? "," : "", items);
         for (int o = 0; o < nout; o++) {
-            put_num(&out, sim_stats_mean(&agg[o]));
-            put_num(&out, sim_stats_stderr(&agg[o]));
+            sf_str_cat(&out, ",");
+            sf_str_cat_number(&out, sim_stats_mean(&agg[o]));
+            sf_str_cat(&out, ",");
+            sf_str_cat_number(&out, sim_stats_stderr(&agg[o]));
         }
         sf_str_cat(&out, "]");
     }

@@ -14,15 +14,6 @@
 
 enum { NODES_SHOWN = 32 };    /* contributions listed, the largest first */
 
-/* Appends v as a JSON number; null where JSON has none (NaN, infinities). */
-static void cat_num(sf_str *b, double v)
-{
-    if (v != v || v > 1.7e308 || v < -1.7e308)
-        sf_str_cat(b, "null");
-    else
-        sf_str_catf(b, "%.17g", v);
-}
-
 /* Each output's count, mean, standard error, min, max and histogram, as
  * the member "outputs":[...]. */
 static void cat_outputs(sf_str *b, const cd__job_info *ji, const sc_job_status *st)
@@ -32,23 +23,23 @@ static void cat_outputs(sf_str *b, const cd__job_info *ji, const sc_job_status *
         const sim_stats *a = &st->aggregate[o];
         sf_str_catf(b, "%s{\"name\":\"%s\",\"count\":%" PRIu64 ",\"mean\":", o ? "," : "", ji->names[o],
             sim_stats_count(a));
-        cat_num(b, sim_stats_mean(a));
+        sf_str_cat_number(b, sim_stats_mean(a));
         sf_str_cat(b, ",\"stderr\":");
-        cat_num(b, sim_stats_stderr(a));
+        sf_str_cat_number(b, sim_stats_stderr(a));
         sf_str_cat(b, ",\"min\":");
-        cat_num(b, sim_stats_min(a));
+        sf_str_cat_number(b, sim_stats_min(a));
         sf_str_cat(b, ",\"max\":");
-        cat_num(b, sim_stats_max(a));
+        sf_str_cat_number(b, sim_stats_max(a));
         sf_str_cat(b, ",");
         if (ji->has_ref & (1u << o)) {
             sf_str_cat(b, "\"closed_form\":");
-            cat_num(b, ji->ref[o]);
+            sf_str_cat_number(b, ji->ref[o]);
             sf_str_cat(b, ",");
         }
         sf_str_cat(b, "\"hist\":{\"lo\":");
-        cat_num(b, a->layout.hist_lo);
+        sf_str_cat_number(b, a->layout.hist_lo);
         sf_str_cat(b, ",\"hi\":");
-        cat_num(b, a->layout.hist_hi);
+        sf_str_cat_number(b, a->layout.hist_hi);
         sf_str_catf(b, ",\"under\":%" PRIu64 ",\"over\":%" PRIu64 ",\"bins\":[", sim_stats_hist(a, 0),
             sim_stats_hist(a, SIM_HIST_BINS + 1));
         for (int k = 1; k <= SIM_HIST_BINS; k++)
@@ -104,11 +95,11 @@ static void cat_weights(sf_str *b, cd__sched *s, const cd__job_info *ji)
         sf_str_catf(b, "%s{\"name\":", v > 1 ? "," : "");
         sf_str_cat_json(b, ji->vnames[v]);
         sf_str_cat(b, ",\"step\":");
-        cat_num(b, ji->steps[v - 1]);
+        sf_str_cat_number(b, ji->steps[v - 1]);
         sf_str_cat(b, ",\"weight\":");
-        cat_num(b, vs.weight);
+        sf_str_cat_number(b, vs.weight);
         sf_str_cat(b, ",\"stderr\":");
-        cat_num(b, vs.weight_se);
+        sf_str_cat_number(b, vs.weight_se);
         sf_str_cat(b, "}");
     }
     sf_str_cat(b, "]");
@@ -128,9 +119,9 @@ static void cat_tournament(sf_str *b, cd__sched *s, const cd__job_info *ji, cons
         sf_str_cat_json(b, ji->vnames[v]);
         sf_str_catf(b, ",\"alive\":%s,\"rank\":%u,\"items\":%" PRIu64 ",\"mean\":", vs.alive ? "true" : "false",
             vs.rank, vs.done_items);
-        cat_num(b, vs.mean);
+        sf_str_cat_number(b, vs.mean);
         sf_str_cat(b, ",\"stderr\":");
-        cat_num(b, vs.stderr_);
+        sf_str_cat_number(b, vs.stderr_);
         sf_str_catf(b, ",\"dropped_after\":%u}", vs.dropped_after);
         if (vs.alive && vs.rank == 1)
             winner = ji->vnames[v];

@@ -6,6 +6,7 @@
  */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,8 +83,13 @@ Test(str, appends_formats_and_quotes)
     sf_str_cat(&b, "{\"a\":");
     sf_str_catf(&b, "%d,\"b\":", 42);
     sf_str_cat_json(&b, "say \"hi\"\n\x01");
+    sf_str_cat(&b, ",\"n\":[");
+    sf_str_cat_number(&b, 0.1);
+    sf_str_cat(&b, ",");
+    sf_str_cat_number(&b, INFINITY);
+    sf_str_cat(&b, "]");
     sf_str_catn(&b, "}xyz", 1);
-    cr_assert_str_eq(b.s, "{\"a\":42,\"b\":\"say \\\"hi\\\"\\u000a\\u0001\"}");
+    cr_assert_str_eq(b.s, "{\"a\":42,\"b\":\"say \\\"hi\\\"\\u000a\\u0001\",\"n\":[0.10000000000000001,null]}");
     cr_assert_eq(b.len, strlen(b.s));
     sf_str_clear(&b);
     cr_assert_eq(b.len, 0);
