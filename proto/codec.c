@@ -48,6 +48,8 @@ struct schema {
     unsigned nfields;
     size_t size;
     int (*check)(const void *v); /* rules across fields; may be NULL */
+    int (*decoded)(void *v);     /* turns what the wire says into the struct's form, before
+                                    check; may be NULL */
 };
 
 #define NF(a) (unsigned)(sizeof(a) / sizeof((a)[0]))
@@ -69,7 +71,7 @@ struct schema {
     (unsigned)offsetof(T, n), max, &sub, NULL }
 #define U64LIST_OPT(T, k, m, n, max) { k, K_U64LIST, 1, 0, (unsigned)offsetof(T, m), \
     (unsigned)offsetof(T, n), max, NULL, NULL }
-#define SCHEMA(T, name, f, check) { name, f, NF(f), sizeof(T), check }
+#define SCHEMA(T, name, f, check) { name, f, NF(f), sizeof(T), check, NULL }
 
 static int check_range(uint64_t start, uint64_t count)
 {
@@ -97,7 +99,10 @@ static int check_ctx(const void *v)
 }
 
 static const char *const backend_names[] = { "cpu", "opencl", "cuda", "wasm" };
-static const char *const outcome_names[] = { "accepted", "idempotent", "conflict", "stale" };
+/* PR_OUTCOME_MALFORMED is written "stale" (a node that does not know it
+ * drops the chunk, as for stale); the decoder finds "stale" first and
+ * settle_outcome() tells the two apart by the `malformed` reason. */
+static const char *const outcome_names[] = { "accepted", "idempotent", "conflict", "stale", "stale" };
 static const char *const bye_names[] = { "draining", "leaving" };
 
 static const field challenge_f[] = {
@@ -225,11 +230,43 @@ static const field complete_f[] = {
 };
 static const schema complete_s = SCHEMA(pr_complete, "complete", complete_f, NULL);
 
+static bool has_reason(const pr_outcome *o)
+{
+    return o->reason != NULL && o->reason[0] != '\0';
+}
+
+/* A malformed outcome has its reason and only it has one: an encoder given
+ * either half alone would write what decodes as something else. */
+static int check_outcome(const void *v)
+{
+    const pr_outcome *o = v;
+    if (o->outcome == PR_OUTCOME_MALFORMED && !has_reason(o))
+        return PR_EMISSING;
+    return has_reason(o) && o->outcome != PR_OUTCOME_MALFORMED ? PR_EINVAL : 0;
+}
+
+/* "stale" with a `malformed` reason is PR_OUTCOME_MALFORMED; a reason beside
+ * any other outcome names no outcome there is. An empty reason is none. */
+static int settle_outcome(void *v)
+{
+    pr_outcome *o = v;
+    if (!has_reason(o)) {
+        o->reason = NULL;
+        return 0;
+    }
+    if (o->outcome != PR_OUTCOME_STALE)
+        return PR_EENUM;
+    o->outcome = PR_OUTCOME_MALFORMED;
+    return 0;
+}
+
 static const field outcome_f[] = {
     U64(pr_outcome, "chunk", chunk),
     ENUM(pr_outcome, "outcome", outcome, outcome_names),
+    STR_OPT(pr_outcome, "malformed", reason, PR_MAX_REASON),
 };
-static const schema outcome_s = SCHEMA(pr_outcome, "outcome", outcome_f, NULL);
+static const schema outcome_s = { "outcome", outcome_f, NF(outcome_f), sizeof(pr_outcome), check_outcome,
+    settle_outcome };
 
 static const field complete_ack_f[] = {
     U64(pr_complete_ack, "job", job),
@@ -505,6 +542,8 @@ static int decode_struct(dctx *c, const schema *s, const msgpack_object *o, void
             return PR_EMISSING;
         }
     }
+    if (s->decoded != NULL && (rc = s->decoded(dst)) != 0)
+        return rc;
     return s->check ? s->check(dst) : 0;
 }
 

@@ -191,13 +191,20 @@ typedef struct pr_complete {
     pr_batch batch;                 /* payload decoded; ignored by pr_encode */
 } pr_complete;
 
+/* PR_OUTCOME_MALFORMED travels as outcome "stale" with a `malformed`
+ * reason beside it (PROTOCOL.md, complete_ack), so a node that does not know
+ * it drops the chunk as stale. */
 typedef enum pr_outcome_kind {
-    PR_OUTCOME_ACCEPTED, PR_OUTCOME_IDEMPOTENT, PR_OUTCOME_CONFLICT, PR_OUTCOME_STALE
+    PR_OUTCOME_ACCEPTED, PR_OUTCOME_IDEMPOTENT, PR_OUTCOME_CONFLICT, PR_OUTCOME_STALE, PR_OUTCOME_MALFORMED
 } pr_outcome_kind;
+
+#define PR_MAX_REASON 200u          /* bytes in a malformed outcome's reason */
 
 typedef struct pr_outcome {
     uint64_t chunk;
     uint32_t outcome;               /* pr_outcome_kind */
+    const char *reason;             /* PR_OUTCOME_MALFORMED only, and then required: why the
+                                       result was refused (at most PR_MAX_REASON bytes) */
 } pr_outcome;
 
 typedef struct pr_complete_ack {

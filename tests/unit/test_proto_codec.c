@@ -108,8 +108,9 @@ Test(proto_codec, round_trip_every_type)
     pr_device_stat ds[1] = { { "gpu0", 500, 1, 2 } };
     uint64_t ids[2] = { 1, UINT64_MAX };
     pr_chunk ch[1] = { { 9, { 1 }, 10, 20, 30, 2, 1 } };
-    pr_outcome oc[4] = { { 1, PR_OUTCOME_ACCEPTED }, { 2, PR_OUTCOME_IDEMPOTENT },
-        { 3, PR_OUTCOME_CONFLICT }, { 4, PR_OUTCOME_STALE } };
+    pr_outcome oc[5] = { { 1, PR_OUTCOME_ACCEPTED, NULL }, { 2, PR_OUTCOME_IDEMPOTENT, NULL },
+        { 3, PR_OUTCOME_CONFLICT, NULL }, { 4, PR_OUTCOME_STALE, NULL },
+        { 5, PR_OUTCOME_MALFORMED, "result covers 3 items, the chunk has 5" } };
     uint8_t payload[3] = { 0x80 };
     crypto_hash_sha256(h, ctxb, sizeof ctxb);
 
@@ -138,7 +139,7 @@ Test(proto_codec, round_trip_every_type)
         case PR_MSG_COMPLETE:
             /* An empty batch map: decodes as long as the required fields... */
             continue; /* covered by test_proto_sign.c, which seals real batches */
-        case PR_MSG_COMPLETE_ACK: m.body.complete_ack = (pr_complete_ack){ 4, true, oc, 4 }; break;
+        case PR_MSG_COMPLETE_ACK: m.body.complete_ack = (pr_complete_ack){ 4, true, oc, 5 }; break;
         case PR_MSG_CANCEL: m.body.cancel = (pr_cancel){ 4, ids, 2, "why" }; break;
         case PR_MSG_CONFIG: m.body.config = (pr_config){ 3, 4, true }; break;
         case PR_MSG_ERROR: m.body.error = (pr_error_body){ -27, "bad signature" }; break;
@@ -510,6 +511,129 @@ Test(proto_codec, enums)
     size_t len;
     m.body.bye.reason = 2;
     cr_assert_eq(pr_encode(&m, &f, &len), PR_EENUM);
+    cr_assert_null(f);
+}
+
+/* ---- the malformed outcome ------------------------------------------------------ */
+
+static pr_msg ack_msg(pr_outcome *oc, uint32_t n)
+{
+    pr_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = PR_MSG_COMPLETE_ACK;
+    m.id = 5;
+    m.body.complete_ack = (pr_complete_ack){ 77, false, oc, n };
+    return m;
+}
+
+/* complete_ack {job 77, outcomes: [{chunk 9, outcome, malformed: reason (n
+ * bytes; none when NULL)}]} made by hand, decoded into *m. */
+static int ack_with(const char *outcome, const char *reason, size_t n, pr_msg *m)
+{
+    mp w;
+    mp_envelope(&w, "complete_ack", 2);
+    mp_str(&w, "job"), msgpack_pack_uint8(&w.pk, 77);
+    mp_str(&w, "outcomes"), msgpack_pack_array(&w.pk, 1);
+    msgpack_pack_map(&w.pk, reason ? 3 : 2);
+    mp_str(&w, "chunk"), msgpack_pack_uint8(&w.pk, 9);
+    mp_str(&w, "outcome"), mp_str(&w, outcome);
+    if (reason) {
+        mp_str(&w, "malformed");
+        msgpack_pack_str(&w.pk, n);
+        msgpack_pack_str_body(&w.pk, reason, n);
+    }
+    return mp_decode(&w, m);
+}
+
+Test(proto_codec, malformed_travels_as_stale_with_its_reason)
+{
+    pr_outcome oc[2] = { { 8, PR_OUTCOME_STALE, NULL }, { 9, PR_OUTCOME_MALFORMED, "range differs" } };
+    pr_msg m = ack_msg(oc, 2), out;
+    size_t len;
+    uint8_t *f = encode_ok(&m, &len);
+    /* What a reader that knows only the four outcomes sees: "stale" for
+     * both, and a key it ignores beside the second. */
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    cr_assert_eq(msgpack_unpack_next(&u, (const char *)f, len, NULL), MSGPACK_UNPACK_SUCCESS);
+    const msgpack_object *body = &u.data.via.map.ptr[4].val;
+    const msgpack_object *list = &body->via.map.ptr[1].val;
+    cr_assert_eq(list->via.array.size, 2);
+    for (int i = 0; i < 2; i++) {
+        const msgpack_object_map *e = &list->via.array.ptr[i].via.map;
+        cr_assert_eq(e->size, (uint32_t)(2 + i), "only a malformed outcome has the third key");
+        cr_assert_eq(e->ptr[1].val.via.str.size, 5);
+        cr_assert_arr_eq(e->ptr[1].val.via.str.ptr, "stale", 5);
+    }
+    const msgpack_object_kv *r = &list->via.array.ptr[1].via.map.ptr[2];
+    cr_assert_eq(r->key.via.str.size, 9);
+    cr_assert_arr_eq(r->key.via.str.ptr, "malformed", 9);
+    msgpack_unpacked_destroy(&u);
+    free(f);
+
+    round_trip(&m, &out);
+    cr_assert_eq(out.body.complete_ack.outcomes[0].outcome, PR_OUTCOME_STALE);
+    cr_assert_null(out.body.complete_ack.outcomes[0].reason);
+    cr_assert_eq(out.body.complete_ack.outcomes[1].outcome, PR_OUTCOME_MALFORMED);
+    cr_assert_str_eq(out.body.complete_ack.outcomes[1].reason, "range differs");
+    pr_msg_free(&out);
+}
+
+Test(proto_codec, malformed_reason_is_bounded)
+{
+    char s[PR_MAX_REASON + 2];
+    pr_msg m;
+    memset(s, 'r', sizeof s);
+    cr_assert_eq(ack_with("stale", s, PR_MAX_REASON, &m), 0, "%s", m.err_at);
+    cr_assert_eq(m.body.complete_ack.outcomes[0].outcome, PR_OUTCOME_MALFORMED);
+    cr_assert_eq(strlen(m.body.complete_ack.outcomes[0].reason), PR_MAX_REASON);
+    pr_msg_free(&m);
+    cr_assert_eq(ack_with("stale", s, PR_MAX_REASON + 1, &m), PR_ESTRLEN);
+    cr_assert_str_eq(m.err_at, "body.outcomes[0].malformed");
+    cr_assert_eq(ack_with("stale", "\xc0\xaf", 2, &m), PR_EUTF8);
+
+    s[PR_MAX_REASON + 1] = '\0';
+    pr_outcome oc[1] = { { 9, PR_OUTCOME_MALFORMED, s } };
+    pr_msg a = ack_msg(oc, 1);
+    uint8_t *f = NULL;
+    size_t len;
+    cr_assert_eq(pr_encode(&a, &f, &len), PR_ESTRLEN, "the encoder refuses a reason past the bound");
+    cr_assert_null(f);
+    s[PR_MAX_REASON] = '\0';
+    f = encode_ok(&a, &len);
+    free(f);
+}
+
+Test(proto_codec, malformed_needs_its_reason_and_only_it_has_one)
+{
+    pr_msg m;
+    /* on the wire */
+    cr_assert_eq(ack_with("accepted", "why", 3, &m), PR_EENUM, "a reason beside another outcome");
+    cr_assert_str_eq(m.err_at, "body.outcomes[0]");
+    cr_assert_eq(ack_with("conflict", "why", 3, &m), PR_EENUM);
+    cr_assert_eq(ack_with("malformed", "why", 3, &m), PR_EENUM, "the new outcome never travels under its own name");
+    cr_assert_eq(ack_with("stale", "", 0, &m), 0, "an empty reason is none");
+    cr_assert_eq(m.body.complete_ack.outcomes[0].outcome, PR_OUTCOME_STALE);
+    cr_assert_null(m.body.complete_ack.outcomes[0].reason);
+    pr_msg_free(&m);
+    cr_assert_eq(ack_with("stale", NULL, 0, &m), 0);
+    cr_assert_eq(m.body.complete_ack.outcomes[0].outcome, PR_OUTCOME_STALE);
+    pr_msg_free(&m);
+
+    /* from the encoder */
+    uint8_t *f = NULL;
+    size_t len;
+    pr_outcome oc[1] = { { 9, PR_OUTCOME_MALFORMED, NULL } };
+    pr_msg a = ack_msg(oc, 1);
+    cr_assert_eq(pr_encode(&a, &f, &len), PR_EMISSING, "malformed without a reason");
+    oc[0].reason = "";
+    cr_assert_eq(pr_encode(&a, &f, &len), PR_EMISSING);
+    oc[0] = (pr_outcome){ 9, PR_OUTCOME_STALE, "why" };
+    cr_assert_eq(pr_encode(&a, &f, &len), PR_EINVAL, "a reason with stale would decode as malformed");
+    oc[0] = (pr_outcome){ 9, PR_OUTCOME_ACCEPTED, "why" };
+    cr_assert_eq(pr_encode(&a, &f, &len), PR_EINVAL);
+    oc[0] = (pr_outcome){ 9, PR_OUTCOME_MALFORMED + 1, NULL };
+    cr_assert_eq(pr_encode(&a, &f, &len), PR_EENUM);
     cr_assert_null(f);
 }
 

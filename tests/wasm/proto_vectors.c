@@ -286,10 +286,20 @@ static int gen(const pr_key *k)
         return rc;
 
     memset(&m, 0, sizeof m);
-    pr_outcome oc[2] = { { 700, PR_OUTCOME_ACCEPTED }, { 701, PR_OUTCOME_IDEMPOTENT } };
+    pr_outcome oc[2] = { { 700, PR_OUTCOME_ACCEPTED, NULL }, { 701, PR_OUTCOME_IDEMPOTENT, NULL } };
     m.type = PR_MSG_COMPLETE_ACK, m.id = 5, m.ts = TS_MS + 9010;
     m.body.complete_ack = (pr_complete_ack){ 77, true, oc, 2 };
     if ((rc = emit_msg("complete_ack", "coordinator -> node: one outcome per chunk; the job is complete", &m)) != 0)
+        return rc;
+
+    memset(&m, 0, sizeof m);
+    pr_outcome mal[2] = { { 702, PR_OUTCOME_ACCEPTED, NULL },
+        { 703, PR_OUTCOME_MALFORMED, "result covers 999999 items, the chunk has 1000000" } };
+    m.type = PR_MSG_COMPLETE_ACK, m.id = 10, m.ts = TS_MS + 9015;
+    m.body.complete_ack = (pr_complete_ack){ 77, false, mal, 2 };
+    if ((rc = emit_msg("complete_ack_malformed",
+             "coordinator -> node: chunk 703's result refused as malformed: outcome \"stale\" with the reason beside it",
+             &m)) != 0)
         return rc;
 
     memset(&m, 0, sizeof m);
@@ -329,6 +339,17 @@ static int gen(const pr_key *k)
         { "dup_key", "the key v twice", "86a17601a17601a474797065a3627965a2696409a27473cf000001a1f0e7a5daa4626f647981a6726561736f6ea76c656176696e67", "EDUPKEY" },
         { "int_key", "an integer map key", "8101c0", "EKEYTYPE" },
         { "bad_enum", "bye with reason \"sleeping\"", "85a17601a474797065a3627965a2696409a27473cf000001a1f0e7a5daa4626f647981a6726561736f6ea8736c656570696e67", "EENUM" },
+        { "malformed_beside_accepted", "complete_ack whose accepted outcome carries a malformed reason",
+            "85a17601a474797065ac636f6d706c6574655f61636ba269640aa27473cf000001a1ee568138a4626f647982a36a6f624da86f7574636f6d65739183a56368756e6bcd02bfa76f7574636f6d65a86163636570746564a96d616c666f726d6564b6726573756c7420646f6573206e6f74206465636f6465",
+            "EENUM" },
+        { "malformed_too_long", "complete_ack whose malformed reason is 201 bytes",
+            "85a17601a474797065ac636f6d706c6574655f61636ba269640aa27473cf000001a1ee568138a4626f647982a36a6f624da86f7574636f6d65739183a56368756e6bcd02bfa76f7574636f6d65a57374616c65a96d616c666f726d6564d9c9"
+            "7272727272727272727272727272727272727272727272727272727272727272727272727272727272727272727272727272"
+            "7272727272727272727272727272727272727272727272727272727272727272727272727272727272727272727272727272"
+            "7272727272727272727272727272727272727272727272727272727272727272727272727272727272727272727272727272"
+            "7272727272727272727272727272727272727272727272727272727272727272727272727272727272727272727272727272"
+            "72",
+            "ESTRLEN" },
         { "missing_body", "envelope without body", "84a17601a474797065a3627965a2696409a27473cf000001a1f0e7a5da", "EMISSING" },
         { "not_a_map", "a bare integer", "2a", "ETYPE" },
     };
