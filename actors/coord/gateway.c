@@ -22,6 +22,7 @@
 #include "actors/coord/tlscert.h"
 #include "base/alloc.h"
 #include "base/log.h"
+#include "base/url.h"
 
 #include <arpa/inet.h>
 #include <inttypes.h>
@@ -37,6 +38,7 @@
 #define EVENTS_PROTOCOL "simfarm.events.v1"
 
 enum { M_REQUEST = RT_MSGS_GATEWAY, M_DIE, M_TLS_CHECK };
+enum { CD_ORIGIN_MAX = 300 };
 enum {
     EVENTS_KEPT = 4096,         /* events a reconnecting client can catch up on */
     EVENTS_PER_ADDRESS = 16,    /* /ws/events connections one client address may hold */
@@ -62,6 +64,8 @@ typedef struct gateway {
     size_t ntxns, txns_cap;
     uint64_t next_txn;
     cd_proxies proxies;      /* trusted reverse proxies */
+    char (*origins)[CD_ORIGIN_MAX]; /* --node-origin, as cd_origin_canon writes them */
+    size_t norigins;
     cd_sessions *nodes;      /* node connections */
     cd_events *events;
     events_conn *evc;        /* /ws/events connections */
@@ -201,6 +205,86 @@ static bool is_api_path(const char *p)
 
 /* ---- http ------------------------------------------------------------------------------ */
 
+/* wsi's client address as text (behind a trusted proxy, the one it
+ * names), or "" when there is none. */
+static void client_text(const gateway *g, struct lws *wsi, char *buf, size_t cap)
+{
+    struct sockaddr_storage client;
+    cd_wsi_client(wsi, &g->proxies, &client);
+    const void *in = client.ss_family == AF_INET ? (const void *)&((struct sockaddr_in *)&client)->sin_addr
+                                                 : (const void *)&((struct sockaddr_in6 *)&client)->sin6_addr;
+    if (client.ss_family == AF_UNSPEC || inet_ntop(client.ss_family, in, buf, (socklen_t)cap) == NULL)
+        buf[0] = '\0';
+}
+
+/* ---- the Origin of /ws/node ---------------------------------------------------------- */
+
+int cd_origin_canon(const char *text, char *out, size_t cap, sf_error *e)
+{
+    sf_url u;
+    sf_error why;
+    if (sf_url_parse(text, &u, &why) != 0)
+        return sf_fail(e, CD_ECONFIG, "%s", why.msg);
+    if (u.path[0] != '\0' || (strcmp(u.scheme, "http") != 0 && strcmp(u.scheme, "https") != 0))
+        return sf_fail(e, CD_ECONFIG, "'%s' is not an origin: http:// or https://, a host and a port, no path", text);
+    for (char *c = u.host; *c; c++)
+        if (*c >= 'A' && *c <= 'Z')
+            *c = (char)(*c - 'A' + 'a');
+    bool v6 = strchr(u.host, ':') != NULL;
+    int n = snprintf(out, cap, "%s://%s%s%s:%d", u.scheme, v6 ? "[" : "", u.host, v6 ? "]" : "", u.port);
+    if (n < 0 || (size_t)n >= cap)
+        return sf_fail(e, CD_ECONFIG, "'%s' is too long an origin", text);
+    return 0;
+}
+
+/* Whether a page whose Origin is origin may open /ws/node through a
+ * request with this Host header: an origin --node-origin lists, or the
+ * coordinator's own, the host and port the request came to (its Host
+ * read under the Origin's scheme, so a Host without a port means that
+ * scheme's). Either scheme counts as its own: a port serves one of them,
+ * so no one else's page has the coordinator's host and port under the
+ * other; the native node's libwebsockets writes http://HOST even over TLS;
+ * and behind a proxy that ends TLS the coordinator is reached over http
+ * by pages that are https. */
+static bool origin_allowed(const gateway *g, const char *origin, const char *host)
+{
+    char canon[CD_ORIGIN_MAX], own_text[CD_ORIGIN_MAX + 16], own[CD_ORIGIN_MAX];
+    if (cd_origin_canon(origin, canon, sizeof canon, NULL) != 0)
+        return false; /* "null" (a sandboxed page, a file), or not an origin at all */
+    for (size_t i = 0; i < g->norigins; i++)
+        if (strcmp(canon, g->origins[i]) == 0)
+            return true;
+    snprintf(own_text, sizeof own_text, "%.*s://%s", (int)strcspn(canon, ":"), canon, host);
+    return host[0] != '\0' && cd_origin_canon(own_text, own, sizeof own, NULL) == 0 && strcmp(canon, own) == 0;
+}
+
+/* LWS_CALLBACK_HTTP_CONFIRM_UPGRADE of a WebSocket: /ws/node is refused,
+ * 403 before the upgrade, to a browser page of an origin not allowed
+ * (origin_allowed). A connection with no Origin is no browser's: native
+ * nodes, tests. Returns 0 to go on, or lws's return for a refusal. */
+static int node_origin_check(gateway *g, struct lws *wsi)
+{
+    char uri[64] = "", origin[CD_ORIGIN_MAX] = "", host[256] = "";
+    if (lws_hdr_copy(wsi, uri, sizeof uri, WSI_TOKEN_GET_URI) < 0 || strcmp(uri, "/ws/node") != 0 ||
+        lws_hdr_total_length(wsi, WSI_TOKEN_ORIGIN) <= 0)
+        return 0;
+    bool long_origin = lws_hdr_copy(wsi, origin, sizeof origin, WSI_TOKEN_ORIGIN) < 0;
+    if (lws_hdr_copy(wsi, host, sizeof host, WSI_TOKEN_HOST) < 0)
+        host[0] = '\0';
+    if (!long_origin && origin_allowed(g, origin, host))
+        return 0;
+    char peer[64];
+    client_text(g, wsi, peer, sizeof peer);
+    sf_log(SF_LOG_WARN, NULL, "/ws/node: refused a connection from %s with Origin %s (Host %s): not this "
+        "coordinator's origin, nor one --node-origin lists", peer[0] ? peer : "?", long_origin ? "(too long)" : origin,
+        host[0] ? host : "(none)");
+    return lws_return_http_status(wsi, HTTP_STATUS_FORBIDDEN,
+               "a page of this origin may not run a node here: the coordinator's own pages may, and the origins "
+               "simfarm serve --node-origin lists") != 0
+        ? -1
+        : 1;
+}
+
 static void request_release(rt_msg *m)
 {
     free(((cd__request *)m)->body);
@@ -247,13 +331,7 @@ static cd__request *new_request(struct lws *wsi, uint64_t txn, int method, const
     r->key_bad = klen == 0 || klen >= (int)sizeof r->key - 1; /* given, but empty or too long */
     if (klen < 0 || r->key_bad || lws_hdr_custom_copy(wsi, r->key, (int)sizeof r->key, key, (int)sizeof key - 1) < 0)
         r->key[0] = '\0';
-    const gateway *g = lws_context_user(lws_get_context(wsi));
-    struct sockaddr_storage client;
-    cd_wsi_client(wsi, &g->proxies, &client);
-    const void *in = client.ss_family == AF_INET ? (const void *)&((struct sockaddr_in *)&client)->sin_addr
-                                                 : (const void *)&((struct sockaddr_in6 *)&client)->sin6_addr;
-    if (client.ss_family == AF_UNSPEC || inet_ntop(client.ss_family, in, r->peer, sizeof r->peer) == NULL)
-        r->peer[0] = '\0';
+    client_text(lws_context_user(lws_get_context(wsi)), wsi, r->peer, sizeof r->peer);
     return r;
 }
 
@@ -331,7 +409,7 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
          * where ALPN offers http/1.1 only): under it libwebsockets 4.1 cuts
          * answers short. The refusal says so, in HTTP/1.1. */
         if (strcmp((const char *)in, "websocket") == 0)
-            return 0;
+            return g != NULL ? node_origin_check(g, wsi) : -1;
         return lws_return_http_status(wsi, HTTP_STATUS_BAD_REQUEST,
                    "this coordinator speaks HTTP/1.1: send the request without Upgrade: h2c") != 0
             ? -1
@@ -752,6 +830,7 @@ static void finalize(rt_actor *self)
     g->ssl_ctx = NULL; /* a SIGHUP while the runtime stops finds nothing to reload */
     cd_sessions_destroy(g->nodes);
     cd_proxies_free(&g->proxies);
+    free(g->origins);
     cd_tlscert_free(g->st.tls);
     g->st.tls = NULL;
     for (size_t i = 0; i < g->ntxns; i++)
@@ -799,6 +878,12 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, sf_error
     if (opts->web_dir != NULL)
         snprintf(g->web_dir, sizeof g->web_dir, "%s", opts->web_dir);
     cd_proxies_copy(&g->proxies, opts->trusted_proxies);
+    if (opts->n_node_origins > 0) {
+        g->origins = sf_calloc(opts->n_node_origins, sizeof *g->origins);
+        for (size_t i = 0; i < opts->n_node_origins; i++)
+            if (cd_origin_canon(opts->node_origins[i], g->origins[g->norigins++], sizeof *g->origins, e) != 0)
+                goto fail;
+    }
     if (opts->tls_cert != NULL) {
         /* checked here first: lws says only that it could not load them */
         snprintf(g->tls_cert, sizeof g->tls_cert, "%s", opts->tls_cert);

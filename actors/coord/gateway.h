@@ -4,7 +4,8 @@
  *
  *   /health, /metrics      health and Prometheus metrics
  *   /api/...               the HTTP API (docs/api.md; api.h)
- *   /ws/node               node sessions (WebSocket, simfarm.node.v1; session.h)
+ *   /ws/node               node sessions (WebSocket, simfarm.node.v1; session.h); a
+ *                          browser page of another origin is refused (403)
  *   /ws/events             live events (WebSocket, simfarm.events.v1; events.h)
  *   anything else (GET)    the files of the web directory
  *
@@ -36,12 +37,21 @@ typedef struct cd_gateway_opts {
     const char *tls_cert;    /* PEM certificate and key: https and wss; both or neither */
     const char *tls_key;
     const cd_proxies *trusted_proxies; /* whose X-Forwarded-For names the client (copied); may be NULL */
+    const char *const *node_origins; /* more origins whose pages may open /ws/node (SCHEME://HOST[:PORT],
+                                        http or https; copied); the coordinator's own always may */
+    size_t n_node_origins;
 } cd_gateway_opts;
 
 /* Spawns the gateway on sys (native: it joins the runtime's libuv loop) and
  * starts listening. Returns NULL, with the code and why in *e (CD_EINVAL,
  * CD_ECONFIG, CD_ETLS, CD_EIO), when it cannot (the port is taken, the
- * address is invalid, the token file or the TLS pair is not usable). */
+ * address is invalid, a node origin is not an http or https origin, the
+ * token file or the TLS pair is not usable). */
+
+/* Whether text is an origin a page can have, http or https with no path:
+ * 0 with its form for comparing (SCHEME://HOST:PORT, lower case, the port
+ * written out) in out, or CD_ECONFIG with why in e. */
+int cd_origin_canon(const char *text, char *out, size_t cap, sf_error *e);
 rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, sf_error *e);
 
 /* Reads the TLS certificate and key again from the files given at start
