@@ -45,6 +45,8 @@ int cmd_job(int argc, char **argv);
 int cmd_cancel(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
 int cmd_nodes(int argc, char **argv);
+/* `simfarm node revoke ID` (argv[0] is "revoke"). */
+int cmd_node_revoke(int argc, char **argv);
 int cmd_token(int argc, char **argv);
 
 #endif

@@ -50,6 +50,7 @@ static void usage(FILE *out)
         "  watch      follow a job until it ends: watch ID\n"
         "  cancel     cancel a job: cancel ID\n"
         "  nodes      list the nodes: nodes [--status S] [--owner O] [--tier T] [--limit N]\n"
+        "  node revoke  revoke a node (admin token): node revoke ID\n"
         "  token      API and claim tokens: token create --kind api|claim | token list | token revoke ID\n"
         "\n"
         "on this machine:\n"
@@ -117,6 +118,8 @@ int main(int argc, char **argv)
         return cmd_sim(argc - 1, argv + 1);
     if (strcmp(cmd, "serve") == 0)
         return cmd_serve(argc - 1, argv + 1);
+    if (strcmp(cmd, "node") == 0 && argc > 2 && strcmp(argv[2], "revoke") == 0)
+        return cmd_node_revoke(argc - 2, argv + 2);
     if (strcmp(cmd, "node") == 0)
         return cmd_node(argc - 1, argv + 1);
     static const struct {

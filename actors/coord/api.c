@@ -346,8 +346,13 @@ void cd__api_dispatch(cd__api *api, cd__request *r)
     } else if (strcmp(p, "/api/nodes") == 0) {
         cd__api_ask_nodes(api, r, 0);
     } else if (strncmp(p, "/api/nodes/", 11) == 0) {
-        if ((id = cd__api_parse_id(p + 11)) == 0)
+        char idtext[32];
+        size_t n = strcspn(p + 11, "/");
+        snprintf(idtext, sizeof idtext, "%.*s", (int)n, p + 11);
+        if ((id = n < sizeof idtext ? cd__api_parse_id(idtext) : 0) == 0)
             cd__api_fail(api, r, 404, NULL, "no such node: ids are positive whole numbers");
+        else if (strcmp(p + 11 + n, "/revoke") == 0)
+            cd__api_revoke_node(api, r, id);
         else
             cd__api_ask_nodes(api, r, id);
     } else if (strcmp(p, "/api/kernels") == 0) {
@@ -378,8 +383,14 @@ static int allowed(const cd__request *r, bool *needs_token)
     const char *p = r->path;
     int m = r->method;
     *needs_token = m != CD__GET;
+    if (strncmp(p, "/api/nodes/", 11) == 0) {
+        const char *slash = strchr(p + 11, '/');
+        if (slash == NULL)
+            return m == CD__GET ? 1 : -1;
+        return strcmp(slash, "/revoke") != 0 ? 0 : m == CD__POST ? 1 : -1;
+    }
     if (strcmp(p, "/health") == 0 || strcmp(p, "/metrics") == 0 || strcmp(p, "/api/nodes") == 0 ||
-        strncmp(p, "/api/nodes/", 11) == 0 || strcmp(p, "/api/kernels") == 0)
+        strcmp(p, "/api/kernels") == 0)
         return m == CD__GET ? 1 : -1;
     if (strcmp(p, "/api/jobs") == 0)
         return m == CD__GET || m == CD__POST ? 1 : -1;
@@ -489,6 +500,7 @@ void cd__api_answer(cd__api *api, rt_msg *m)
         else
             cd__api_ok(api, r, 200, cd__api_nodes_json(api, pr, true, NULL));
         break;
+    case CD__ASK_NODE_REVOKE: cd__api_on_node_revoked(api, r, pr); break;
     case CD__ASK_TOKEN_NEW: cd__api_ok(api, r, 201, sf_fmt("%s\n", PQgetvalue(pr, 0, 0))); break;
     case CD__ASK_TOKEN_REVOKE:
         if (PQntuples(pr) == 0)

@@ -15,7 +15,7 @@
 enum {
     CD__ASK_AUTH = 1, CD__ASK_SUBMIT, CD__ASK_LIST, CD__ASK_ONE, CD__ASK_CANCEL_LOOK, CD__ASK_CANCEL_DO,
     CD__ASK_NODES, CD__ASK_NODE, CD__ASK_TOKEN_NEW, CD__ASK_TOKENS, CD__ASK_TOKEN_REVOKE, CD__ASK_BOOT,
-    CD__ASK_CONVERGENCE,
+    CD__ASK_CONVERGENCE, CD__ASK_NODE_REVOKE,
 };
 
 /* A store request in flight and what its answer is for. */
@@ -112,6 +112,14 @@ void cd__api_on_cancel_do(cd__api *api, cd__request *r, PGresult *res);
 
 /* GET /api/nodes (one = 0) or /api/nodes/{one}: asks the store. */
 void cd__api_ask_nodes(cd__api *api, cd__request *r, uint64_t one);
+/* POST /api/nodes/{id}/revoke (an admin token's): marks the node revoked
+ * (once: a second revoke keeps the first's time); the answer comes to
+ * cd__api_on_node_revoked. */
+void cd__api_revoke_node(cd__api *api, cd__request *r, uint64_t id);
+/* Its store's answer (res borrowed): 404 for no such node; else the
+ * node's sessions are closed and r is answered with the node, as
+ * GET /api/nodes/{id} gives it. */
+void cd__api_on_node_revoked(cd__api *api, cd__request *r, PGresult *res);
 /* The answer's body (malloc'd): the rows of res with what the live
  * sessions know now; with `one` the first element alone; status filters
  * out nodes whose session began or ended since the query. */

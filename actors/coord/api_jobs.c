@@ -15,8 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* tiers and verify.trust as lists of names (tier_names(), sql/008). */
 static const char *job_columns =
-    "id, owner, name, kernel, strategy, items, seed, priority, state, spec, "
+    "id, owner, name, kernel, strategy, items, seed, priority, tier_names(tiers) AS tiers, "
+    "json_build_object('check_rate', check_rate, 'trust', tier_names(trusted_tiers)) AS verify, state, spec, "
     "encode(ctx_hash, 'hex') AS ctx_hash, result, created_at, started_at, finished_at";
 
 void cd__api_submit(cd__api *api, cd__request *r)
@@ -51,7 +53,7 @@ void cd__api_list_jobs(cd__api *api, cd__request *r)
         cd__api_fail(api, r, 400, "before", "must be a job id");
         return;
     }
-    char sql[768];
+    char sql[1024];
     snprintf(sql, sizeof sql,
         "SELECT coalesce(json_agg(j ORDER BY j.id DESC), '[]')::text FROM "
         "(SELECT %s FROM jobs WHERE ($1::text IS NULL OR state = $1) AND ($2::text IS NULL OR owner = $2) "
@@ -71,7 +73,7 @@ void cd__api_list_jobs(cd__api *api, cd__request *r)
 
 void cd__api_one_job(cd__api *api, cd__request *r, uint64_t id)
 {
-    char sql[512];
+    char sql[768];
     snprintf(sql, sizeof sql, "SELECT row_to_json(j)::text FROM (SELECT %s FROM jobs WHERE id = $1) j", job_columns);
     cd_query *q = cd_query_new(sql);
     cd_query_int(q, (int64_t)id);

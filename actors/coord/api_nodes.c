@@ -4,8 +4,12 @@
  */
 #include "actors/coord/api_int.h"
 
+#include "actors/coord/session_int.h"
 #include "base/alloc.h"
+#include "base/log.h"
 #include "base/str.h"
+
+#include <sodium.h>
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -132,6 +136,36 @@ void cd__api_ask_nodes(cd__api *api, cd__request *r, uint64_t one)
     free(live);
     free(ids);
     cd__api_ask(api, r, q, one ? CD__ASK_NODE : CD__ASK_NODES);
+}
+
+void cd__api_revoke_node(cd__api *api, cd__request *r, uint64_t id)
+{
+    if (!r->admin) {
+        cd__api_fail(api, r, 403, NULL, "only an admin token revokes nodes");
+        return;
+    }
+    cd_query *q = cd_query_new("UPDATE nodes SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 "
+                               "RETURNING id, encode(public_key, 'hex'), revoked_at");
+    cd_query_int(q, (int64_t)id);
+    cd__api_ask(api, r, q, CD__ASK_NODE_REVOKE);
+}
+
+void cd__api_on_node_revoked(cd__api *api, cd__request *r, PGresult *res)
+{
+    if (PQntuples(res) == 0) {
+        cd__api_fail(api, r, 404, NULL, "no such node");
+        return;
+    }
+    uint64_t id = strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+    uint8_t pk[PR_PK_BYTES];
+    size_t len = 0;
+    const char *hex = PQgetvalue(res, 0, 1);
+    unsigned closed = 0;
+    if (sodium_hex2bin(pk, sizeof pk, hex, strlen(hex), NULL, &len, NULL) == 0 && len == sizeof pk)
+        closed = cd__sessions_revoke(api->o.nodes, pk);
+    sf_log(SF_LOG_INFO, NULL, "node %" PRIu64 " revoked (since %s): %u session%s closed", id, PQgetvalue(res, 0, 2),
+        closed, closed == 1 ? "" : "s");
+    cd__api_ask_nodes(api, r, id);
 }
 
 static int view_cmp(const void *a, const void *b)

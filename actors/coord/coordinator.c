@@ -4,6 +4,7 @@
 #include "actors/coord/coordinator.h"
 
 #include "actors/coord/gateway.h"
+#include "actors/coord/jobs.h"
 #include "actors/coord/scheduler.h"
 #include "actors/coord/store.h"
 #include "base/log.h"
@@ -98,6 +99,7 @@ static void on_sighup(uv_signal_t *h, int signum)
 
 int cd_coordinator_run(const cd_coordinator_opts *opts)
 {
+    cd_job_default_tiers_set(opts->default_tiers); /* before the actors that read it */
     int err = 0;
     rt_system *sys = rt_system_create(NULL, &err);
     if (sys == NULL) {
@@ -115,8 +117,7 @@ int cd_coordinator_run(const cd_coordinator_opts *opts)
         .open_enrolment = opts->open_enrolment, .private_reads = opts->private_reads, .token_file = opts->token_file,
         .web_dir = opts->web_dir,
         .tls_cert = opts->tls_cert, .tls_key = opts->tls_key, .heartbeat_ms = opts->heartbeat_ms,
-        .trusted_proxies = opts->trusted_proxies, .node_origins = opts->node_origins,
-        .n_node_origins = opts->n_node_origins };
+        .trusted_proxies = opts->trusted_proxies };
     rt_actor *gateway = scheduler ? cd_gateway_spawn(sys, &go, &gerr) : NULL;
     if (gateway == NULL) {
         sf_log(SF_LOG_ERROR, opts->name, "%s",

@@ -11,6 +11,7 @@
 
 #include <msgpack.h>
 #include <sodium.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,9 @@ typedef struct submission {
     char owner[129];
     char strategy[16];
     char name[129];
+    uint8_t tiers, trusted;  /* SC_TIER_* bits: may run it; results taken unchecked */
+    bool have_tiers, have_trust;
+    double check_rate;       /* the floor of the share of untrusted results checked */
     /* pointing into the parsed body */
     const msgpack_object *params, *weights, *candidates, *tournament;
 } submission;
@@ -114,6 +118,118 @@ static bool fail(char *field, size_t flen, char *msg, size_t mlen, const char *f
     snprintf(field, flen, "%s", f);
     snprintf(msg, mlen, "%s", m);
     return false;
+}
+
+/* ---- tiers ---------------------------------------------------------------------------------- */
+
+/* By bit: SC_TIER_OWN is 1 << 0, and so on. */
+static const char *const tier_names[4] = { "own", "team", "community", "public" };
+
+/* Written once, before the actors that submit jobs are spawned (the spawn
+ * orders what came before it), then only read: relaxed is enough. */
+static _Atomic uint8_t default_tiers = CD_TIERS_DEFAULT;
+
+void cd_job_default_tiers_set(uint8_t tiers)
+{
+    atomic_store_explicit(&default_tiers, tiers & SC_TIER_ANY ? tiers & SC_TIER_ANY : CD_TIERS_DEFAULT,
+        memory_order_relaxed);
+}
+
+uint8_t cd_job_default_tiers(void)
+{
+    return atomic_load_explicit(&default_tiers, memory_order_relaxed);
+}
+
+const char *cd_tier_name(uint8_t bit)
+{
+    for (unsigned i = 0; i < 4; i++)
+        if (bit == 1u << i)
+            return tier_names[i];
+    return NULL;
+}
+
+/* The bit of the tier called s (n bytes), or 0 for none. */
+static uint8_t tier_bit(const char *s, size_t n)
+{
+    for (unsigned i = 0; i < 4; i++)
+        if (strlen(tier_names[i]) == n && memcmp(tier_names[i], s, n) == 0)
+            return (uint8_t)(1u << i);
+    return 0;
+}
+
+int cd_tiers_parse(const char *list, uint8_t *out, sf_error *e)
+{
+    uint8_t bits = 0;
+    for (const char *p = list;; p++) {
+        size_t n = strcspn(p, ",");
+        uint8_t b = tier_bit(p, n);
+        if (n == 0)
+            return sf_fail(e, CD_EINVAL, "'%s' lists no tier where one is due: own, team, community or public, "
+                "separated by commas", list);
+        if (b == 0)
+            return sf_fail(e, CD_EINVAL, "unknown tier '%.*s': own, team, community or public", (int)n, p);
+        if (bits & b)
+            return sf_fail(e, CD_EINVAL, "tier '%.*s' is listed twice", (int)n, p);
+        bits |= b;
+        p += n;
+        if (*p == '\0')
+            break;
+    }
+    *out = bits;
+    return 0;
+}
+
+/* A JSON list of tier names, the value of `name` ("tiers", "verify.trust"),
+ * into SC_TIER_* bits; `empty_ok`: whether [] is taken. */
+static bool tier_list(const msgpack_object *v, const char *name, bool empty_ok, uint8_t *out, char *field,
+    size_t flen, char *msg, size_t mlen)
+{
+    if (v->type != MSGPACK_OBJECT_ARRAY || (!empty_ok && v->via.array.size == 0))
+        return fail(field, flen, msg, mlen, name, empty_ok ? "must be a list of tier names: own, team, community, public"
+            : "must be a list of one or more tier names: own, team, community, public");
+    uint8_t bits = 0;
+    for (uint32_t i = 0; i < v->via.array.size; i++) {
+        const msgpack_object *t = &v->via.array.ptr[i];
+        uint8_t b = t->type == MSGPACK_OBJECT_STR ? tier_bit(t->via.str.ptr, t->via.str.size) : 0;
+        snprintf(field, flen, "%s[%u]", name, i);
+        if (b == 0) {
+            snprintf(msg, mlen, "must be own, team, community or public");
+            return false;
+        }
+        if (bits & b) {
+            snprintf(msg, mlen, "'%.*s' is listed twice", (int)t->via.str.size, t->via.str.ptr);
+            return false;
+        }
+        bits |= b;
+    }
+    *out = bits;
+    return true;
+}
+
+/* "verify": {"check_rate": 0 .. 1, "trust": [tier names]}. */
+static bool read_verify(const msgpack_object *v, submission *s, char *field, size_t flen, char *msg, size_t mlen)
+{
+    if (v->type != MSGPACK_OBJECT_MAP)
+        return fail(field, flen, msg, mlen, "verify", "must be an object: {\"check_rate\": 0 .. 1, \"trust\": "
+            "[tier names]}");
+    for (uint32_t i = 0; i < v->via.map.size; i++) {
+        const msgpack_object *k = &v->via.map.ptr[i].key, *x = &v->via.map.ptr[i].val;
+        if (sf_mp_streq(k, "check_rate")) {
+            /* NaN fails both comparisons */
+            if (!num_of(x, &s->check_rate) || !(s->check_rate >= 0 && s->check_rate <= 1))
+                return fail(field, flen, msg, mlen, "verify.check_rate", "must be a number from 0 to 1");
+        } else if (sf_mp_streq(k, "trust")) {
+            if (!tier_list(x, "verify.trust", true, &s->trusted, field, flen, msg, mlen))
+                return false;
+            s->have_trust = true;
+        } else {
+            snprintf(field, flen, "verify.%.*s", k->type == MSGPACK_OBJECT_STR ? (int)k->via.str.size : 1,
+                k->type == MSGPACK_OBJECT_STR ? k->via.str.ptr : "?");
+            snprintf(msg, mlen, "unknown field (known: check_rate, trust)");
+            return false;
+        }
+    }
+    return true;
 }
 
 /* Checks parameters with the kernel; a refusal names the field under
@@ -318,6 +434,7 @@ static bool parse_submission(const char *json, size_t len, const char *caller, b
 
     memset(s, 0, sizeof *s);
     s->seed = 1;
+    s->trusted = SC_TIER_OWN;
     snprintf(s->owner, sizeof s->owner, "%s", caller ? caller : "anonymous");
     snprintf(s->strategy, sizeof s->strategy, "single");
     snprintf(field, flen, "%s", "");
@@ -400,6 +517,13 @@ static bool parse_submission(const char *json, size_t len, const char *caller, b
                 goto out;
             }
             snprintf(s->strategy, sizeof s->strategy, "%.*s", (int)v->via.str.size, v->via.str.ptr);
+        } else if (sf_mp_streq(k, "tiers")) {
+            if (!tier_list(v, "tiers", false, &s->tiers, field, flen, msg, mlen))
+                goto out;
+            s->have_tiers = true;
+        } else if (sf_mp_streq(k, "verify")) {
+            if (!read_verify(v, s, field, flen, msg, mlen))
+                goto out;
         } else if (sf_mp_streq(k, "weights")) {
             s->weights = v;
         } else if (sf_mp_streq(k, "candidates")) {
@@ -415,7 +539,7 @@ static bool parse_submission(const char *json, size_t len, const char *caller, b
             snprintf(field, flen, "%.*s", k->type == MSGPACK_OBJECT_STR ? (int)k->via.str.size : 1,
                 k->type == MSGPACK_OBJECT_STR ? k->via.str.ptr : "?");
             snprintf(msg, mlen, "unknown field (known: kernel, params, items, seed, priority, owner, name, strategy, "
-                "weights, candidates, tournament)");
+                "weights, candidates, tournament, tiers, verify)");
             goto out;
         }
     }
@@ -432,6 +556,19 @@ static bool parse_submission(const char *json, size_t len, const char *caller, b
     if (!have_items) {
         snprintf(field, flen, "items");
         snprintf(msg, mlen, "is required");
+        goto out;
+    }
+    if (!s->have_tiers)
+        s->tiers = cd_job_default_tiers();
+    /* Trusting a tier that may not run the job says nothing: a mistake. The
+     * default, own, stands whatever the tiers. */
+    if (s->have_trust && (s->trusted & ~s->tiers) != 0) {
+        unsigned t = 0;
+        while (!(s->trusted & ~s->tiers & (1u << t)))
+            t++;
+        snprintf(field, flen, "verify.trust");
+        snprintf(msg, mlen, "lists %s, which may not run this job: trust only tiers that \"tiers\" lists%s",
+            tier_names[t], s->have_tiers ? "" : " (the farm's default when it lists none)");
         goto out;
     }
     /* The kernel checks its own parameters and names the one that is wrong. */
@@ -521,8 +658,8 @@ cd_query *cd_job_submission_by(const char *json, size_t len, const char *caller,
     crypto_hash_sha256(body_hash, (const unsigned char *)json, len);
     q = cd_query_new(
         "WITH ins AS (INSERT INTO jobs (owner, kernel, strategy, items, seed, priority, spec, params, ctx_hash, "
-        "name, strategy_params, submission_key, submission_hash) "
-        "VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12, $13) "
+        "name, strategy_params, submission_key, submission_hash, tiers, check_rate, trusted_tiers) "
+        "VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12, $13, $14, $15::double precision, $16) "
         "ON CONFLICT (owner, submission_key) DO NOTHING RETURNING id) "
         "SELECT id, true AS stored_now, true AS same_body FROM ins UNION ALL "
         "SELECT id, false, submission_hash = $13 FROM jobs WHERE owner = $1 AND submission_key = $12 "
@@ -543,6 +680,11 @@ cd_query *cd_job_submission_by(const char *json, size_t len, const char *caller,
         cd_query_text(q, NULL);
     cd_query_text(q, key);
     cd_query_bytes(q, body_hash, sizeof body_hash);
+    cd_query_int(q, s.tiers);
+    char rate[32];
+    snprintf(rate, sizeof rate, "%.17g", s.check_rate);
+    cd_query_text(q, rate);
+    cd_query_int(q, s.trusted);
     free(spec);
 out:
     msgpack_sbuffer_destroy(&ctx);

@@ -6,16 +6,41 @@
 #define SIMFARM_ACTORS_JOBS_H
 
 #include "actors/coord/store.h"
+#include "base/err.h"
+#include "sched/sched.h"
 
 #include <msgpack.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+/* The tiers of a job whose submission names none, unless the operator says
+ * otherwise (`simfarm serve --default-tiers`): public nodes excluded. */
+enum { CD_TIERS_DEFAULT = SC_TIER_OWN | SC_TIER_TEAM | SC_TIER_COMMUNITY };
+
+/* The name of tier bit `bit` (SC_TIER_OWN ... SC_TIER_PUBLIC): "own",
+ * "team", "community", "public"; NULL for anything else. */
+const char *cd_tier_name(uint8_t bit);
+
+/* Reads a comma-separated list of tier names ("own,team,community") into
+ * SC_TIER_* bits. Returns 0, or CD_EINVAL with why in *e: the list is
+ * empty, or a name is unknown or given twice. */
+int cd_tiers_parse(const char *list, uint8_t *out, sf_error *e);
+
+/* Sets the tiers a submission without "tiers" gets (SC_TIER_* bits; 0 sets
+ * CD_TIERS_DEFAULT), for the whole process: called once by the coordinator
+ * before its actors are spawned. */
+void cd_job_default_tiers_set(uint8_t tiers);
+
+/* The tiers a submission without "tiers" gets now. */
+uint8_t cd_job_default_tiers(void);
 
 /* Checks a submission (json, len bytes; need not be NUL-terminated) and
  * returns the query that inserts it and returns its id (as
  * cd_job_submission_by with a drawn key). On bad input
  * returns NULL with the offending field (empty if it is the whole body) and
- * a message a user can act on. The kernel checks its own parameters. */
+ * a message a user can act on. The kernel checks its own parameters; a
+ * submission without "tiers" gets cd_job_default_tiers(). */
 cd_query *cd_job_submission(const char *json, size_t len, char *field, size_t flen, char *msg, size_t mlen);
 
 /* The same for an API caller: the job's owner is `caller`, and an "owner"

@@ -47,17 +47,23 @@ static char *caps_json(const pr_caps *c, const char *checksum)
 /* Enrolment, in one statement each, so a statement the store sends again
  * after a lost connection gives the same answer: $1 key, $2 version,
  * $3 capabilities, $4 the claim token's hash. All return id, tier,
- * revoked, owner. */
+ * revoked, owner. A revoked key stays revoked whatever claim token it
+ * brings, and the token stays unused: the key's row is returned as it is,
+ * revoked. */
 static const char *enrol_claim_sql =
-    "WITH t AS (UPDATE tokens SET used_at = coalesce(used_at, now()), used_by = $1 "
+    "WITH r AS (SELECT id, tier, coalesce(owner, '') AS owner FROM nodes "
+    "  WHERE public_key = $1 AND revoked_at IS NOT NULL), "
+    "t AS (UPDATE tokens SET used_at = coalesce(used_at, now()), used_by = $1 "
     "  WHERE secret_hash = $4 AND kind = 'claim' AND revoked_at IS NULL "
     "    AND (used_at IS NULL OR used_by = $1) AND (expires_at IS NULL OR expires_at > now()) "
-    "  RETURNING owner, tier) "
-    "INSERT INTO nodes (public_key, owner, tier, last_seen, version, capabilities) "
-    "SELECT $1, owner, tier, now(), $2, $3::jsonb FROM t "
-    "ON CONFLICT (public_key) DO UPDATE SET owner = EXCLUDED.owner, tier = EXCLUDED.tier, revoked_at = NULL, "
-    "  last_seen = now(), version = EXCLUDED.version, capabilities = EXCLUDED.capabilities "
-    "RETURNING id, tier, revoked_at IS NOT NULL, coalesce(owner, '')";
+    "    AND NOT EXISTS (SELECT 1 FROM r) "
+    "  RETURNING owner, tier), "
+    "e AS (INSERT INTO nodes (public_key, owner, tier, last_seen, version, capabilities) "
+    "  SELECT $1, owner, tier, now(), $2, $3::jsonb FROM t "
+    "  ON CONFLICT (public_key) DO UPDATE SET owner = EXCLUDED.owner, tier = EXCLUDED.tier, "
+    "    last_seen = now(), version = EXCLUDED.version, capabilities = EXCLUDED.capabilities "
+    "  RETURNING id, tier, revoked_at IS NOT NULL AS revoked, coalesce(owner, '') AS owner) "
+    "SELECT id, tier, revoked, owner FROM e UNION ALL SELECT id, tier, true, owner FROM r";
 static const char *enrol_open_sql =
     "INSERT INTO nodes (public_key, tier, last_seen, version, capabilities) VALUES ($1, 'public', now(), $2, $3::jsonb) "
     "ON CONFLICT (public_key) DO UPDATE SET last_seen = now(), version = $2, capabilities = $3::jsonb "

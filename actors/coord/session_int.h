@@ -290,6 +290,13 @@ uint64_t cd__penalty_left(cd__penalty *list, const uint8_t who[PR_PK_BYTES], uin
  * longer each time. */
 void cd__penalise(cd__penalty **list, const uint8_t who[PR_PK_BYTES], uint64_t now);
 
+/* The node of key pk was revoked: each of its sessions, welcomed or being
+ * enrolled, is told so (ENOTENROLLED) and closed at once; its claims go
+ * back as a closed connection's do, and it goes offline as "revoked".
+ * Returns how many sessions it had. Called by the API, on the loop thread
+ * its sessions run on. */
+unsigned cd__sessions_revoke(cd_sessions *ss, const uint8_t pk[PR_PK_BYTES]);
+
 /* ---- session_enrol.c ---- */
 
 /* Handles the node's hello (m borrowed): checks it, then looks its key up

@@ -326,6 +326,30 @@ void cd__penalise(cd__penalty **list, const uint8_t who[PR_PK_BYTES], uint64_t n
     p->until_ms = now + (ms < CD__SESS_PENALTY_MAX_MS ? ms : CD__SESS_PENALTY_MAX_MS);
 }
 
+/* ---- revocation ------------------------------------------------------------------ */
+
+unsigned cd__sessions_revoke(cd_sessions *ss, const uint8_t pk[PR_PK_BYTES])
+{
+    unsigned n = 0;
+    for (size_t i = 0; i < ss->nconns; i++) {
+        cd__link *c = &ss->conns[i];
+        cd__session *s = rt_state(c->actor);
+        if (c->closing || (s->phase != CD__SESS_ENROLLING && s->phase != CD__SESS_RUNNING) ||
+            memcmp(s->pk, pk, PR_PK_BYTES) != 0)
+            continue;
+        /* The session's own way to end with an error, as for missed
+         * heartbeats: its actor is pinned to this thread, so it is not in
+         * its behaviour now, and from here on it drops the node's frames
+         * and any answer to its enrolment (phase CLOSED); the closed
+         * connection brings it CD__SESS_M_CLOSED, which gives its claims
+         * back and says node.offline with this reason. */
+        s->offline_reason = "revoked";
+        cd__session_send_error(s, 0, CD__E_NOT_ENROLLED, "this node was revoked", true);
+        n++;
+    }
+    return n;
+}
+
 /* ---- the registry's live half ---------------------------------------------------- */
 
 /* A session's live entry. Sessions and this table share the loop thread,
