@@ -1,10 +1,13 @@
 /*
- * nodes.c — `simfarm nodes`: the nodes a coordinator knows (GET /api/nodes).
+ * nodes.c — `simfarm nodes`: the nodes a coordinator knows (GET /api/nodes);
+ * `simfarm node revoke ID` (POST /api/nodes/ID/revoke).
  */
 #include "cli/cli.h"
 #include "cli/remote.h"
 
+#include <inttypes.h>
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -69,6 +72,37 @@ static void nodes_row(const msgpack_object *n, remote_table *t)
         speed, items, sys, seen,
     };
     remote_table_add(t, row);
+}
+
+static const char revoke_usage[] =
+    "usage: simfarm node revoke ID [options]\n"
+    "\n"
+    "Revokes node ID (POST /api/nodes/ID/revoke; an admin API token): its sessions\n"
+    "are closed at once, its chunks handed out again, and its key is refused from\n"
+    "then on, whatever claim token it brings. Revoking a revoked node changes nothing.\n" REMOTE_COMMON_FLAGS;
+
+int cmd_node_revoke(int argc, char **argv)
+{
+    remote r;
+    int rc = remote_init(&r, "node revoke", revoke_usage, argc, argv, NULL, 1, 1, "the node id");
+    if (rc != REMOTE_GO_ON)
+        return rc;
+    int64_t id;
+    http_response res;
+    if ((rc = remote_call_id(&r, "POST", "node", "/revoke", &id, &res)) != 0)
+        return rc;
+    if (r.json) {
+        remote_print_body(&res);
+    } else {
+        remote_doc doc;
+        char when[40] = "-";
+        if (remote_parse(&r, &res, &doc) == 0)
+            remote_when(remote_get(doc.root, "revoked_at"), when, sizeof when);
+        remote_doc_free(&doc);
+        printf("node %" PRId64 " revoked (since %s)\n", id, when);
+    }
+    http_response_free(&res);
+    return SF_EXIT_OK;
 }
 
 int cmd_nodes(int argc, char **argv)
