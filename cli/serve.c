@@ -8,6 +8,7 @@
  *   simfarm serve --db "host=/tmp/pg dbname=simfarm" --listen 127.0.0.1:8080
  */
 #include "actors/coord/coordinator.h"
+#include "actors/coord/gateway.h"
 #include "actors/coord/jobs.h"
 #include "base/log.h"
 #include "cli/cli.h"
@@ -46,6 +47,9 @@ static void serve_usage(FILE *out)
         "                         none, comma-separated: own, team, community, public\n"
         "                         (default own,team,community: public nodes only run\n"
         "                         jobs that list public)\n"
+        "  --node-origin URL      a page of origin URL (https://HOST[:PORT]) may run a\n"
+        "                         browser node here (repeatable); besides it, only the\n"
+        "                         coordinator's own pages and nodes that send no Origin\n"
         "  --private              reads need an API token too: the API, /metrics and\n"
         "                         /ws/events (with a ticket, POST /api/events/ticket);\n"
         "                         /health, the web files and /ws/node stay open\n"
@@ -118,8 +122,12 @@ static void announced(rt_system *sys, rt_actor *store, const char *host, int por
     cli_announce(ctx, port);
 }
 
+enum { NODE_ORIGINS_MAX = 64 };
+
 static int serve(int argc, char **argv, cd_proxies *proxies)
 {
+    const char *origins[NODE_ORIGINS_MAX];
+    size_t norigins = 0;
     char host[256] = "127.0.0.1";
     int port = 8080;
     const char *db = getenv("SIMFARM_DB");
@@ -135,7 +143,7 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
         { "--allow-public-nodes", false }, { "--private", false }, { "--listen", true }, { "--db", true },
         { "--token-file", true }, { "--web", true }, { "--tls-cert", true }, { "--tls-key", true },
         { "--trusted-proxy", true }, { "--heartbeat-ms", true }, { "--chunk-ms", true }, { "--db-backlog-mb", true },
-        { "--pool", true }, { "--log-format", true }, { "--default-tiers", true }, { NULL, false } };
+        { "--pool", true }, { "--log-format", true }, { "--node-origin", true }, { "--default-tiers", true }, { NULL, false } };
     cli_args it = CLI_ARGS(argc, argv, flags, 0);
     const char *a, *v;
     sf_error e;
@@ -168,6 +176,17 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
                 fprintf(stderr, "simfarm serve: --trusted-proxy: %s\n", e.msg);
                 return SF_EXIT_USAGE;
             }
+        } else if (strcmp(a, "--node-origin") == 0) {
+            char canon[320];
+            if (cd_origin_canon(v, canon, sizeof canon, &e) != 0) {
+                fprintf(stderr, "simfarm serve: --node-origin: %s\n", e.msg);
+                return SF_EXIT_USAGE;
+            }
+            if (norigins == NODE_ORIGINS_MAX) {
+                fprintf(stderr, "simfarm serve: --node-origin: at most %d\n", NODE_ORIGINS_MAX);
+                return SF_EXIT_USAGE;
+            }
+            origins[norigins++] = v;
         } else if (strcmp(a, "--heartbeat-ms") == 0) {
             long n;
             if (!cli_number(v, 100, 60000, &n)) {
@@ -226,7 +245,8 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
     cd_coordinator_opts co = { .host = host, .port = port, .db = db, .pool = pool, .name = "serve", .open_enrolment = open,
         .private_reads = private_reads,
         .token_file = token_file, .web_dir = web, .tls_cert = cert, .tls_key = key, .heartbeat_ms = heartbeat_ms,
-        .chunk_ms = chunk_ms, .db_backlog_bytes = backlog, .trusted_proxies = proxies,
+        .chunk_ms = chunk_ms, .db_backlog_bytes = backlog, .trusted_proxies = proxies, .node_origins = origins,
+        .n_node_origins = norigins,
         .default_tiers = default_tiers };
     co.web_dir = web != NULL ? web : cli_default_web(web_buf, sizeof web_buf);
     co.started = announced;

@@ -117,7 +117,8 @@ int cd_coordinator_run(const cd_coordinator_opts *opts)
         .open_enrolment = opts->open_enrolment, .private_reads = opts->private_reads, .token_file = opts->token_file,
         .web_dir = opts->web_dir,
         .tls_cert = opts->tls_cert, .tls_key = opts->tls_key, .heartbeat_ms = opts->heartbeat_ms,
-        .trusted_proxies = opts->trusted_proxies };
+        .trusted_proxies = opts->trusted_proxies, .node_origins = opts->node_origins,
+        .n_node_origins = opts->n_node_origins };
     rt_actor *gateway = scheduler ? cd_gateway_spawn(sys, &go, &gerr) : NULL;
     if (gateway == NULL) {
         sf_log(SF_LOG_ERROR, opts->name, "%s",

@@ -31,6 +31,8 @@ typedef struct cd_coordinator_opts {
     uint64_t db_backlog_bytes; /* the bound on queries held while the database is away
                                   or behind (actors/coord/store.h); 0 = the store's default */
     const cd_proxies *trusted_proxies; /* reverse proxies whose X-Forwarded-For is read; may be NULL */
+    const char *const *node_origins; /* more origins whose pages may run a node (--node-origin) */
+    size_t n_node_origins;
     uint8_t default_tiers;   /* SC_TIER_* bits of the nodes that may run a job whose
                                 submission names none; 0 = own, team and community */
     bool hangup_stops;       /* SIGHUP stops it, as a terminal that closes sends it (up);
