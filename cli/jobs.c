@@ -7,6 +7,7 @@
 #include "cli/remote.h"
 
 #include "base/json.h"
+#include "base/str.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -236,6 +237,166 @@ static int read_job_file(remote *r, const char *path, char **text, size_t *len)
     return 0;
 }
 
+/* ---- fields the flags put in --------------------------------------------------------- */
+
+/* The job file is valid JSON (read_job_file checked it), so these skip
+ * through it without checking again. */
+static const char *skip_ws(const char *p)
+{
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+        p++;
+    return p;
+}
+
+/* Past the JSON value (or the key) at p. */
+static const char *skip_value(const char *p)
+{
+    int depth = 0;
+    do {
+        p = skip_ws(p);
+        if (*p == '"') {
+            for (p++; *p != '"'; p++)
+                if (*p == '\\')
+                    p++;
+            p++;
+        } else if (*p == '{' || *p == '[') {
+            depth++;
+            p++;
+        } else if (*p == '}' || *p == ']') {
+            depth--;
+            p++;
+        } else if (*p == ',' || *p == ':') {
+            p++;
+        } else {
+            while (*p != '\0' && strchr(" \t\r\n,:]}", *p) == NULL)
+                p++;
+        }
+    } while (depth > 0);
+    return p;
+}
+
+typedef struct member {
+    const char *start, *end, *value; /* "key": value, and the value */
+} member;
+
+/* The members of the object at obj, up to cap of them; how many there are. */
+static size_t members(const char *obj, member *out, size_t cap)
+{
+    size_t n = 0;
+    for (const char *p = skip_ws(skip_ws(obj) + 1); *p == '"'; n++) {
+        const char *colon = skip_ws(skip_value(p));
+        const char *v = skip_ws(colon + 1), *end = skip_value(v);
+        if (n < cap)
+            out[n] = (member){ p, end, v };
+        p = skip_ws(end);
+        if (*p == ',')
+            p = skip_ws(p + 1);
+    }
+    return n;
+}
+
+static bool member_is(const member *m, const char *key)
+{
+    size_t k = strlen(key);
+    return m->start[0] == '"' && strncmp(m->start + 1, key, k) == 0 && m->start[1 + k] == '"';
+}
+
+enum { MAX_MEMBERS = 64 };
+
+/* Appends the object at obj with member `key` given the value `value`
+ * (JSON text): in the place of the one there, or last. */
+static int put_member(sf_str *out, const char *obj, const char *key, const char *value)
+{
+    member m[MAX_MEMBERS];
+    size_t n = members(obj, m, MAX_MEMBERS);
+    if (n > MAX_MEMBERS)
+        return -1;
+    bool put = false;
+    sf_str_cat(out, "{");
+    for (size_t i = 0; i < n; i++) {
+        bool mine = member_is(&m[i], key);
+        if (mine && put) /* a key given twice: the coordinator would refuse it */
+            continue;
+        if (i > 0)
+            sf_str_cat(out, ", ");
+        if (mine) {
+            sf_str_catf(out, "\"%s\": %s", key, value);
+            put = true;
+        } else {
+            sf_str_catn(out, m[i].start, (size_t)(m[i].end - m[i].start));
+        }
+    }
+    if (!put)
+        sf_str_catf(out, "%s\"%s\": %s", n > 0 ? ", " : "", key, value);
+    sf_str_cat(out, "}");
+    return 0;
+}
+
+/* The job file's text with "tiers" and "verify.check_rate" set from
+ * --tiers and --check-rate (either may be NULL); the rest as it is. *text
+ * is replaced (and freed). */
+static int apply_flags(remote *r, char **text, size_t *len, const char *tiers, const char *check_rate)
+{
+    sf_str body = SF_STR_INIT, value = SF_STR_INIT;
+    char *cur = *text;
+    int rc = 0;
+    if (tiers != NULL) {
+        uint8_t bits;
+        sf_error e;
+        if (cd_tiers_parse(tiers, &bits, &e) != 0) {
+            rc = remote_fail(r, SF_EXIT_USAGE, "--tiers: %s", e.msg);
+            goto out;
+        }
+        sf_str_cat(&value, "[");
+        for (unsigned i = 0; i < 4; i++)
+            if (bits & (1u << i))
+                sf_str_catf(&value, "%s\"%s\"", value.len > 1 ? ", " : "", cd_tier_name((uint8_t)(1u << i)));
+        sf_str_cat(&value, "]");
+        if (put_member(&body, cur, "tiers", value.s) != 0)
+            goto too_many;
+        free(cur);
+        cur = sf_str_take(&body);
+        sf_str_clear(&value);
+    }
+    if (check_rate != NULL) {
+        char *end;
+        double rate = strtod(check_rate, &end);
+        if (end == check_rate || *end != '\0' || !(rate >= 0 && rate <= 1)) {
+            rc = remote_fail(r, SF_EXIT_USAGE, "--check-rate wants a number from 0 to 1, not '%s'", check_rate);
+            goto out;
+        }
+        char num[32];
+        snprintf(num, sizeof num, "%.17g", rate);
+        member m[MAX_MEMBERS];
+        size_t n = members(cur, m, MAX_MEMBERS);
+        const member *verify = NULL;
+        for (size_t i = 0; i < n && i < MAX_MEMBERS; i++)
+            if (member_is(&m[i], "verify"))
+                verify = &m[i];
+        if (verify != NULL && *verify->value == '{') {
+            if (put_member(&value, verify->value, "check_rate", num) != 0)
+                goto too_many;
+        } else if (verify == NULL) {
+            sf_str_catf(&value, "{\"check_rate\": %s}", num);
+        } /* else not an object: left for the coordinator to refuse */
+        if (value.len > 0 && put_member(&body, cur, "verify", value.s) != 0)
+            goto too_many;
+        if (value.len > 0) {
+            free(cur);
+            cur = sf_str_take(&body);
+        }
+    }
+    *len = strlen(cur);
+    goto out;
+too_many:
+    rc = remote_fail(r, SF_EXIT_USAGE, "the job file has over %d fields in one object: too many to change it", MAX_MEMBERS);
+out:
+    *text = cur;
+    sf_str_free(&body);
+    sf_str_free(&value);
+    return rc;
+}
+
 /* ---- watch ------------------------------------------------------------------------ */
 
 /* Leaves the progress line behind on its own line before dying of SIGINT. */
@@ -429,7 +590,7 @@ static int watch_job(remote *r, int64_t id)
 /* ---- the subcommands -------------------------------------------------------------- */
 
 static const char submit_usage[] =
-    "usage: simfarm submit FILE.json [--watch] [--key KEY] [options]\n"
+    "usage: simfarm submit FILE.json [--watch] [--key KEY] [--tiers LIST] [--check-rate R] [options]\n"
     "\n"
     "Submits the job in FILE.json (\"-\": standard input) to the coordinator\n"
     "(POST /api/jobs) and prints its id and URL. The file is checked to be a JSON\n"
@@ -441,7 +602,15 @@ static const char submit_usage[] =
     "                   the finished job's JSON\n"
     "  --key KEY        the key, 1 to 128 visible ASCII characters (default: a\n"
     "                   random one): the same key and file again give the job\n"
-    "                   stored the first time, not a second one\n" REMOTE_COMMON_FLAGS;
+    "                   stored the first time, not a second one\n"
+    "  --tiers LIST     the node tiers that may run it, comma-separated: own, team,\n"
+    "                   community, public (in place of the file's \"tiers\"; default:\n"
+    "                   the coordinator's, own,team,community unless its operator\n"
+    "                   changed it)\n"
+    "  --check-rate R   the least share, 0 to 1, of the results from untrusted\n"
+    "                   tiers that the coordinator checks on another owner's node\n"
+    "                   (in place of the file's \"verify\": {\"check_rate\"}; default 0:\n"
+    "                   the coordinator's policy)\n" REMOTE_COMMON_FLAGS;
 
 /* Sends the submission until it is answered: a reply that never came (a
  * timeout, a broken connection), a 503 and a 409 (the same key still being
@@ -471,8 +640,9 @@ static int send_submission(remote *r, const char *text, size_t len, http_respons
 int cmd_submit(int argc, char **argv)
 {
     bool watch = false;
-    const char *key = NULL;
-    const remote_opt opts[] = { { "--watch", NULL, &watch }, { "--key", &key, NULL }, { NULL, NULL, NULL } };
+    const char *key = NULL, *tiers = NULL, *check_rate = NULL;
+    const remote_opt opts[] = { { "--watch", NULL, &watch }, { "--key", &key, NULL }, { "--tiers", &tiers, NULL },
+        { "--check-rate", &check_rate, NULL }, { NULL, NULL, NULL } };
     remote r;
     int rc = remote_init(&r, "submit", submit_usage, argc, argv, opts, 1, 1, "the job file (FILE.json)");
     if (rc != REMOTE_GO_ON)
@@ -491,6 +661,10 @@ int cmd_submit(int argc, char **argv)
     size_t len = 0;
     if ((rc = read_job_file(&r, r.args[0], &text, &len)) != 0)
         return rc;
+    if ((tiers != NULL || check_rate != NULL) && (rc = apply_flags(&r, &text, &len, tiers, check_rate)) != 0) {
+        free(text);
+        return rc;
+    }
     http_response res;
     rc = send_submission(&r, text, len, &res);
     r.key = NULL; /* the submission's alone, not --watch's requests */
@@ -597,8 +771,24 @@ int cmd_jobs(int argc, char **argv)
 static const char job_usage[] =
     "usage: simfarm job ID [options]\n"
     "\n"
-    "Shows job ID (GET /api/jobs/ID): its state, progress while it runs, and each\n"
-    "output's mean ± standard error.\n" REMOTE_COMMON_FLAGS;
+    "Shows job ID (GET /api/jobs/ID): its state, the node tiers that may run it\n"
+    "and its verification policy, progress while it runs, and each output's\n"
+    "mean ± standard error.\n" REMOTE_COMMON_FLAGS;
+
+/* A list of names ("tiers", "verify.trust") as "own, team"; `none` when
+ * it is empty. */
+static const char *names_text(const msgpack_object *a, char *buf, size_t cap, const char *none)
+{
+    buf[0] = '\0';
+    for (uint32_t i = 0; a != NULL && a->type == MSGPACK_OBJECT_ARRAY && i < a->via.array.size; i++) {
+        char one[32];
+        size_t at = strlen(buf);
+        snprintf(buf + at, cap - at, "%s%s", at ? ", " : "", remote_text(&a->via.array.ptr[i], one, sizeof one, "?"));
+    }
+    if (buf[0] == '\0')
+        snprintf(buf, cap, "%s", none);
+    return buf;
+}
 
 int cmd_job(int argc, char **argv)
 {
@@ -630,6 +820,19 @@ int cmd_job(int argc, char **argv)
             remote_text(remote_get(j, "strategy"), strategy, sizeof strategy, "single"), v.items,
             remote_text(remote_get(j, "seed"), seed, sizeof seed, "?"),
             remote_text(remote_get(j, "priority"), prio, sizeof prio, "0"));
+        char tiers[64], trust[64];
+        printf("  tiers     %s\n", names_text(remote_get(j, "tiers"), tiers, sizeof tiers, "-"));
+        const msgpack_object *verify = remote_get(j, "verify");
+        if (verify != NULL) {
+            double rate = remote_num(remote_get(verify, "check_rate"), 0);
+            char rate_text[48];
+            if (rate > 0)
+                snprintf(rate_text, sizeof rate_text, "at least %.4g%% of the rest checked", 100 * rate);
+            else
+                snprintf(rate_text, sizeof rate_text, "the rest checked as the coordinator decides");
+            printf("  verify    trusted: %s; %s\n", names_text(remote_get(verify, "trust"), trust, sizeof trust, "none"),
+                rate_text);
+        }
         printf("  created   %s\n", remote_when(remote_get(j, "created_at"), when, sizeof when));
         if (remote_get(j, "started_at") != NULL)
             printf("  started   %s\n", remote_when(remote_get(j, "started_at"), when, sizeof when));
