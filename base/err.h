@@ -74,6 +74,7 @@
     XX(SC_EBADRESULT, -304, "the result does not decode or does not match its chunk")           \
     XX(SC_EBADRECORD, -305, "a journal record is malformed or does not fit its job")            \
     XX(SC_ETOOBIG, -306, "the job is too large")                                                \
+    XX(SC_ENONODE, -307, "the ledger knows no such node")                                       \
     /* sim */                                                                                   \
     XX(SIM_EINVAL, -401, "invalid argument")                                                    \
     XX(SIM_EPARAM, -402, "invalid kernel parameters")                                           \

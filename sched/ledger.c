@@ -15,7 +15,7 @@
  * buckets) orders lease deadlines, so a sweep visits only the buckets whose
  * time has come.
  */
-#include "sched/sched.h"
+#include "sched/ledger_int.h"
 
 #include "base/alloc.h"
 #include "base/fnv.h"
@@ -24,137 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define NONE UINT32_MAX
-
-enum {
-    TICK_SHIFT = 6,            /* 64 ms wheel ticks */
-    WHEEL_SIZE = 1 << 12,      /* 4096 buckets: one turn is ~262 s */
-    MAX_NOUT = 64,
-    MAX_RES = 256,             /* statistics in one result (variants x outputs) */
-    MAX_LANES = 4096,          /* tournament candidates */
-};
-
-/* Chunk ids in a journal above this are corrupt (2^36 chunks of one item
- * each would outlast any job). */
-#define MAX_CHUNK_ID (1ull << 36)
-#define SW_BATCHES 32              /* stat_weights: chunks per job at least */
-
-typedef struct claim {
-    uint8_t token[16];
-    struct job *job;
-    uint64_t node;
-    uint64_t session;          /* the node's connection it was handed out through */
-    uint64_t chunk;
-    uint64_t first, count;
-    uint64_t lease_until;
-    uint32_t lease_ms;         /* the lease length a renewal grants again */
-    uint32_t attempt;
-    uint32_t wprev, wnext;     /* wheel bucket list; wnext is the free list when unused */
-    uint32_t nprev, nnext;     /* the node's claims */
-    uint16_t lane;
-    uint16_t bucket;           /* the wheel bucket it is in */
-    bool proven;               /* its node had a measured speed: it has completed work */
-} claim;                       /* live when job != NULL */
-
-typedef struct range {
-    uint64_t first, count;
-    uint32_t attempt;
-} range;
-
-/* An accepted chunk, at index chunk id modulo the array's size in its job's
- * window of recent acceptances. */
-typedef struct done_entry {
-    uint64_t chunk;
-    uint8_t token[16];
-    uint64_t hash;             /* of the accepted result bytes, low bit set; 0 = none */
-} done_entry;
-
-typedef struct lane {
-    range *pend;
-    size_t pend_head, pend_len, pend_cap;
-    uint64_t pending_items, inflight_items, done_items, failed_items;
-    uint64_t budget;           /* items opened to this lane so far */
-    sim_stats *agg;            /* nres statistics */
-    uint32_t dropped_after;    /* 0 = alive; else phases run before it dropped */
-    /* Journal records of items not opened yet, by first item: a tournament
-     * restored with a gap in an earlier phase holds its later phases'
-     * records until their phase opens (open_to). Owned (each record with
-     * its result bytes in one block) once sc_job_restore returns. */
-    const sc_record **ahead;
-    size_t nahead, ahead_at;
-    bool ahead_owned;
-} lane;
-
-struct pair {
-    uint64_t chunk, count;
-    size_t at;                 /* its differences: pair_d[at (variants - 1) ...] */
-};
-
-typedef struct job {
-    sc_job_spec spec;
-    sim_layout *layouts;
-    double *steps;
-    sc_job_state state;
-    lane *lanes;
-    uint32_t nlanes, alive, phase, lane_cursor;
-    uint32_t nres;             /* statistics per result */
-    uint64_t pending_items, inflight_items, done_items, failed_items; /* all lanes */
-    uint32_t inflight_claims;
-    uint64_t next_chunk, chunks_accepted, chunks_failed, reclaims;
-    uint64_t records_skipped;  /* journal records its restore skipped: they overlap others */
-    /* stat_weights: per accepted chunk, in the order accepted, its id, its
-     * items and its variants-1 mean differences from the baseline */
-    struct pair *pairs;
-    double *pair_d;
-    size_t npairs, pairs_cap;
-    size_t pairs_sorted;       /* pairs[0 .. pairs_sorted) are in chunk-id order */
-    done_entry *done;          /* the newest accepted chunks, indexed by chunk id % done_cap */
-    size_t done_cap;           /* grows by doubling up to accepted_window, then stays */
-} job;
-
-/* Who gets the next chunk: priority levels, highest first; within a level
- * the owners take turns, and within an owner its jobs take turns. Rebuilt
- * when a job starts or ends; a pick is O(1) when most jobs are eligible. */
-typedef struct rr_owner {
-    uint64_t owner;
-    job **jobs;
-    size_t njobs, cap, cursor;
-} rr_owner;
-
-typedef struct rr_level {
-    int32_t priority;
-    rr_owner *owners;
-    size_t nowners, cap, cursor;
-} rr_level;
-
-typedef struct node_slot {
-    uint64_t node;
-    uint32_t head;             /* NONE = empty slot */
-} node_slot;
-
-struct sc_ledger {
-    sc_config cfg;
-    uint64_t rng;
-    job **jobs;
-    size_t njobs, jobs_cap;
-    rr_level *levels;
-    size_t nlevels, levels_cap;
-    bool rr_dirty;
-    claim *claims;
-    uint32_t claims_cap, free_head, live;
-    uint32_t *tok;             /* token table: claim indices */
-    size_t tok_cap;
-    node_slot *nodes;
-    size_t nodes_cap, nodes_len;
-    uint32_t wheel[WHEEL_SIZE];
-    uint64_t wheel_tick;       /* ticks before this one are swept */
-    bool wheel_started;
-    uint32_t *scratch;         /* expired claims of one sweep */
-    size_t scratch_cap;
-    uint64_t swept, expired, released, given_back; /* counters for sc_ledger_stats_get */
-    bool restoring;            /* replaying a journal: emit nothing */
-};
 
 /* ---- hashing and randomness --------------------------------------------------- */
 
@@ -194,6 +63,13 @@ static void default_random(void *ctx, void *buf, size_t n)
     }
 }
 
+uint64_t sc__random(sc_ledger *l)
+{
+    uint64_t v;
+    l->cfg.random(l->cfg.random_ctx, &v, sizeof v);
+    return v;
+}
+
 /* ---- the ledger ------------------------------------------------------------------ */
 
 sc_ledger *sc_ledger_create(const sc_config *config)
@@ -217,6 +93,21 @@ sc_ledger *sc_ledger_create(const sc_config *config)
         l->cfg.max_releases = 10;
     if (l->cfg.accepted_window == 0)
         l->cfg.accepted_window = 65536;
+    if (l->cfg.max_hold_ms == 0)
+        l->cfg.max_hold_ms = 10 * l->cfg.min_lease_ms;
+    sc_verify_config *v = &l->cfg.verify;
+    if (!(v->escape > 0 && v->escape < 1))
+        v->escape = 1e-6;
+    if (!(v->screen_z > 0))
+        v->screen_z = 3;
+    if (v->warmup == 0)
+        v->warmup = 5;
+    if (!(v->floor > 0 && v->floor <= 1))
+        v->floor = 0.01;
+    if (!(v->public_floor > 0 && v->public_floor <= 1))
+        v->public_floor = 0.02;
+    if (v->malformed_limit == 0)
+        v->malformed_limit = 3;
     if (l->cfg.random == NULL) {
         l->rng = l->cfg.seed;
         l->cfg.random = default_random;
@@ -243,6 +134,9 @@ static void job_free(job *j)
     free(j->pairs);
     free(j->pair_d);
     free(j->done);
+    sc__checks_free(j);
+    sc__contrib_map_free(&j->contrib);
+    free(j->verified_keys);
     free(j);
 }
 
@@ -263,6 +157,7 @@ void sc_ledger_destroy(sc_ledger *l)
     free(l->tok);
     free(l->nodes);
     free(l->scratch);
+    sc__trust_map_free(&l->trust);
     free(l);
 }
 
@@ -280,7 +175,7 @@ void sc_ledger_stats_get(const sc_ledger *l, sc_ledger_stats *out)
     out->given_back = l->given_back;
 }
 
-static job *job_find(sc_ledger *l, uint64_t id)
+job *sc__job_find(sc_ledger *l, uint64_t id)
 {
     for (size_t i = 0; i < l->njobs; i++)
         if (l->jobs[i]->spec.id == id)
@@ -288,7 +183,7 @@ static job *job_find(sc_ledger *l, uint64_t id)
     return NULL;
 }
 
-static void journal(sc_ledger *l, const sc_record *r)
+void sc__journal(sc_ledger *l, const sc_record *r)
 {
     if (l->cfg.journal != NULL && !l->restoring)
         l->cfg.journal(l->cfg.journal_ctx, r);
@@ -464,7 +359,7 @@ static void wheel_remove(sc_ledger *l, uint32_t idx)
 
 /* ---- claims ---------------------------------------------------------------------------------- */
 
-static uint32_t claim_alloc(sc_ledger *l)
+uint32_t sc__claim_alloc(sc_ledger *l)
 {
     if (l->free_head == NONE) {
         uint32_t ocap = l->claims_cap;
@@ -487,7 +382,7 @@ static uint32_t claim_alloc(sc_ledger *l)
 
 /* Unlinks a live claim from every index, takes its items out of flight
  * and frees its slot; the caller puts its range where it belongs. */
-static void claim_drop(sc_ledger *l, uint32_t idx)
+void sc__claim_drop(sc_ledger *l, uint32_t idx)
 {
     claim *c = &l->claims[idx];
     job *j = c->job;
@@ -495,9 +390,13 @@ static void claim_drop(sc_ledger *l, uint32_t idx)
     tok_remove(l, idx);
     wheel_remove(l, idx);
     node_unlink(l, idx);
-    ln->inflight_items -= c->count;
-    j->inflight_items -= c->count;
-    j->inflight_claims--;
+    if (c->check != 0) {
+        j->check_claims--; /* its items are done already */
+    } else {
+        ln->inflight_items -= c->count;
+        j->inflight_items -= c->count;
+        j->inflight_claims--;
+    }
     c->job = NULL;
     c->wnext = l->free_head;
     l->free_head = idx;
@@ -529,7 +428,7 @@ static void pend_push_back(job *j, lane *ln, range r)
 }
 
 /* Retries go first, so a job's stragglers are not left to the end. */
-static void pend_push_front(job *j, lane *ln, range r)
+void sc__pend_push_front(job *j, lane *ln, range r)
 {
     pend_reserve(ln);
     ln->pend_head = (ln->pend_head + ln->pend_cap - 1) % ln->pend_cap;
@@ -539,16 +438,44 @@ static void pend_push_front(job *j, lane *ln, range r)
     j->pending_items += r.count;
 }
 
-/* Cuts up to `want` items from the front range. */
-static range pend_take(job *j, lane *ln, uint64_t want)
+/* How far into a lane's pending ranges a claim looks for one its node did
+ * not lose before: past it the lane has nothing for the node. */
+enum { PEND_LOOK = 16 };
+
+static bool lost_by(const range *r, uint64_t node)
 {
-    range *front = &ln->pend[ln->pend_head];
-    range r = *front;
+    uint32_t n = r->nlosers < MAX_LOSERS ? r->nlosers : MAX_LOSERS;
+    for (uint32_t i = 0; i < n; i++)
+        if (r->losers[i] == node)
+            return true;
+    return false;
+}
+
+/* The position (from the front) of the first pending range node did not
+ * lose, or -1. */
+static int pend_for(const lane *ln, uint64_t node)
+{
+    size_t look = ln->pend_len < PEND_LOOK ? ln->pend_len : PEND_LOOK;
+    for (size_t i = 0; i < look; i++)
+        if (!lost_by(&ln->pend[(ln->pend_head + i) % ln->pend_cap], node))
+            return (int)i;
+    return -1;
+}
+
+/* Cuts up to `want` items from the front of the pending range at position
+ * `at` (pend_for). */
+static range pend_take(job *j, lane *ln, size_t at, uint64_t want)
+{
+    range *from = &ln->pend[(ln->pend_head + at) % ln->pend_cap];
+    range r = *from;
     if (r.count > want) {
         r.count = want;
-        front->first += want;
-        front->count -= want;
+        from->first += want;
+        from->count -= want;
     } else {
+        /* close the gap: the ranges before it move up one */
+        for (size_t i = at; i > 0; i--)
+            ln->pend[(ln->pend_head + i) % ln->pend_cap] = ln->pend[(ln->pend_head + i - 1) % ln->pend_cap];
         ln->pend_head = (ln->pend_head + 1) % ln->pend_cap;
         ln->pend_len--;
     }
@@ -704,7 +631,7 @@ static double pair_se(job *j, uint32_t v)
 /* Decodes result bytes into res (nres statistics) and checks them against
  * a chunk of `count` items: each variant's output 0 holds count x
  * samples_per_item values, and every statistic has its output's layout. */
-static int result_check(const job *j, const void *buf, size_t len, uint64_t count, sim_stats *res)
+int sc__result_check(const job *j, const void *buf, size_t len, uint64_t count, sim_stats *res)
 {
     sim_stats empty;
     uint32_t nout = j->spec.nout;
@@ -821,7 +748,7 @@ static int job_new(sc_ledger *l, const sc_job_spec *spec, job **out)
     int rc = check_spec(spec);
     if (rc != 0)
         return rc;
-    if (job_find(l, spec->id) != NULL)
+    if (sc__job_find(l, spec->id) != NULL)
         return SC_EEXISTS;
     job *j = sf_calloc(1, sizeof *j);
     j->spec = *spec;
@@ -924,7 +851,7 @@ static void ahead_keep(lane *ln)
 }
 
 /* Applies an ACCEPT or CHUNK_FAILED record that sc_job_restore checked. */
-static void apply(const sc_ledger *l, job *j, lane *ln, const sc_record *r)
+static void apply(sc_ledger *l, job *j, lane *ln, const sc_record *r)
 {
     static _Thread_local sim_stats res[MAX_RES];
     if (r->type == SC_REC_CHUNK_FAILED) {
@@ -939,11 +866,21 @@ static void apply(const sc_ledger *l, job *j, lane *ln, const sc_record *r)
     ln->done_items += r->count;
     j->done_items += r->count;
     j->chunks_accepted++;
+    if (r->node != 0)
+        *sc__contrib_map_put(&j->contrib, r->node, NULL) += r->count;
+    if (sc__restore_verified(j, r->variant, r->first)) {
+        j->verified_items += r->count;
+        j->checks_passed++;
+    } else if (r->check) {
+        sc__check_restore(l, j, r);
+    } else if (r->tier & j->spec.trusted_tiers) {
+        j->trusted_items += r->count;
+    }
 }
 
 /* Opens items [ln->budget, budget) of a lane. The records it holds for
  * them (a restore's) are applied, and the rest is pending. */
-static void open_to(const sc_ledger *l, job *j, lane *ln, uint64_t budget)
+static void open_to(sc_ledger *l, job *j, lane *ln, uint64_t budget)
 {
     uint64_t at = ln->budget; /* items below this are settled */
     for (; ln->ahead_at < ln->nahead && ln->ahead[ln->ahead_at]->first < budget; ln->ahead_at++) {
@@ -951,12 +888,12 @@ static void open_to(const sc_ledger *l, job *j, lane *ln, uint64_t budget)
         /* sc_job_restore kept no overlaps, and no record crosses the end
          * of a phase: r lies in [at, budget) */
         if (r->first > at)
-            pend_push_back(j, ln, (range){ at, r->first - at, 0 });
+            pend_push_back(j, ln, (range){ .first = at, .count = r->first - at });
         apply(l, j, ln, r);
         at = r->first + r->count;
     }
     if (budget > at)
-        pend_push_back(j, ln, (range){ at, budget - at, 0 });
+        pend_push_back(j, ln, (range){ .first = at, .count = budget - at });
     ln->budget = budget;
     if (ln->nahead > 0 && ln->ahead_at == ln->nahead)
         ahead_drop(ln);
@@ -978,13 +915,18 @@ int sc_job_add(sc_ledger *l, const sc_job_spec *spec)
  * job ends or a candidate drops out. */
 static void drop_claims(sc_ledger *l, job *j, int lane_only)
 {
-    for (uint32_t i = 0; i < l->claims_cap && j->inflight_claims > 0; i++) {
+    for (uint32_t i = 0; i < l->claims_cap && j->inflight_claims + j->check_claims > 0; i++) {
         claim *c = &l->claims[i];
         if (c->job == j && (lane_only < 0 || c->lane == (uint32_t)lane_only)) {
-            range r = { c->first, c->count, c->attempt };
+            range r = { c->first, c->count, c->attempt, c->nlosers, { 0 } };
+            memcpy(r.losers, c->losers, sizeof r.losers);
             lane *ln = &j->lanes[c->lane];
-            claim_drop(l, i);
-            pend_push_back(j, ln, r);
+            bool is_check = c->check != 0;
+            if (is_check)
+                sc__check_lost(j, c);
+            sc__claim_drop(l, i);
+            if (!is_check)
+                pend_push_back(j, ln, r);
         }
     }
 }
@@ -995,7 +937,7 @@ static void job_end(sc_ledger *l, job *j, sc_job_state state)
     l->rr_dirty = true;
     drop_claims(l, j, -1);
     sc_record r = { .type = SC_REC_JOB_END, .job = j->spec.id, .state = state };
-    journal(l, &r);
+    sc__journal(l, &r);
 }
 
 static double lane_mean(const job *j, const lane *ln)
@@ -1077,7 +1019,7 @@ static uint64_t phase_end(sc_ledger *l, job *j, uint64_t budget)
         }
     }
     sc_record r = { .type = SC_REC_PHASE, .job = j->spec.id, .phase = j->phase, .alive = j->alive };
-    journal(l, &r);
+    sc__journal(l, &r);
     bool any_done = false;
     for (uint32_t i = 0; i < j->nlanes; i++)
         any_done |= j->lanes[i].dropped_after == 0 && j->lanes[i].done_items > 0;
@@ -1099,8 +1041,13 @@ static bool phase_check(sc_ledger *l, job *j)
 {
     if (j->spec.strategy != SC_TOURNAMENT)
         return false;
-    while (j->state == SC_JOB_RUNNING) {
+    while (j->state == SC_JOB_RUNNING && !j->tainted) {
         uint64_t budget = 0;
+        /* A phase ends once its checks are decided: who survives it
+         * rests on results a check could still take away. */
+        for (size_t i = 0; i < j->nchecks; i++)
+            if (j->lanes[j->checks[i].lane].dropped_after == 0)
+                return false;
         for (uint32_t i = 0; i < j->nlanes; i++) {
             lane *ln = &j->lanes[i];
             if (ln->dropped_after != 0)
@@ -1123,12 +1070,14 @@ static bool phase_check(sc_ledger *l, job *j)
  * Returns true when j ended now. */
 static bool check_end(sc_ledger *l, job *j)
 {
-    if (j->state != SC_JOB_RUNNING)
+    if (j->state != SC_JOB_RUNNING || j->tainted)
         return false;
     if (j->spec.strategy == SC_TOURNAMENT)
         return phase_check(l, j);
     lane *ln = &j->lanes[0];
     if (ln->done_items == j->spec.items) {
+        if (j->nchecks > 0)
+            return false; /* complete once every check is decided */
         job_end(l, j, SC_JOB_COMPLETE);
         return true;
     }
@@ -1136,7 +1085,7 @@ static bool check_end(sc_ledger *l, job *j)
         job_end(l, j, SC_JOB_FAILED); /* what is not done has failed */
         return true;
     }
-    if (j->spec.precision > 0 && sim_stats_count(&ln->agg[0]) >= 2) {
+    if (j->spec.precision > 0 && j->nchecks == 0 && sim_stats_count(&ln->agg[0]) >= 2) {
         double half = 1.96 * sim_stats_stderr(&ln->agg[0]);
         if (half == half && half <= j->spec.precision) {
             job_end(l, j, SC_JOB_COMPLETE);
@@ -1149,7 +1098,7 @@ static bool check_end(sc_ledger *l, job *j)
 int sc_job_cancel(sc_ledger *l, uint64_t id, uint64_t now_ms)
 {
     (void)now_ms;
-    job *j = job_find(l, id);
+    job *j = sc__job_find(l, id);
     if (j == NULL)
         return SC_ENOJOB;
     if (j->state == SC_JOB_RUNNING)
@@ -1186,7 +1135,7 @@ static const lane *leader(const job *j)
 
 int sc_job_status_get(sc_ledger *l, uint64_t id, sc_job_status *out)
 {
-    job *j = job_find(l, id);
+    job *j = sc__job_find(l, id);
     if (j == NULL)
         return SC_ENOJOB;
     *out = (sc_job_status){
@@ -1206,13 +1155,21 @@ int sc_job_status_get(sc_ledger *l, uint64_t id, sc_job_status *out)
         .variants = j->spec.variants,
         .alive = j->alive,
         .phase = j->phase,
+        .verified_items = j->verified_items,
+        .trusted_items = j->trusted_items,
+        .checks_passed = j->checks_passed,
+        .checks_failed = j->checks_failed,
+        .checks_waiting = j->nchecks,
+        .retracted_items = j->retracted_items,
+        .quarantined = j->nquarantined,
+        .quarantined_ids = j->quarantined,
     };
     return 0;
 }
 
 int sc_variant_status_get(sc_ledger *l, uint64_t id, uint32_t v, sc_variant_status *out)
 {
-    job *j = job_find(l, id);
+    job *j = sc__job_find(l, id);
     if (j == NULL)
         return SC_ENOJOB;
     if (v >= j->spec.variants)
@@ -1256,7 +1213,7 @@ int sc_variant_status_get(sc_ledger *l, uint64_t id, uint32_t v, sc_variant_stat
 
 void sc_job_ranges(sc_ledger *l, uint64_t id, void (*fn)(void *, uint32_t, uint64_t, uint64_t, bool), void *ctx)
 {
-    job *j = job_find(l, id);
+    job *j = sc__job_find(l, id);
     if (j == NULL)
         return;
     for (uint32_t v = 0; v < j->nlanes; v++) {
@@ -1273,10 +1230,28 @@ void sc_job_ranges(sc_ledger *l, uint64_t id, void (*fn)(void *, uint32_t, uint6
 
 /* ---- claiming ------------------------------------------------------------------------------------------ */
 
-static bool eligible(const job *j, const sc_node_info *n)
+/* The lane with pending items for node n, in turn (a tournament's
+ * candidates advance together), or -1. */
+static int lane_for(job *j, const sc_node_info *n, bool take_turn)
 {
-    return j->state == SC_JOB_RUNNING && j->pending_items > 0 && (j->spec.tiers & n->tier) &&
-        (j->spec.backends == 0 || (j->spec.backends & n->backends)) && j->spec.mem_bytes <= n->mem_bytes;
+    for (uint32_t k = 0; k < j->nlanes; k++) {
+        uint32_t i = (j->lane_cursor + k) % j->nlanes;
+        if (j->lanes[i].pending_items > 0 && pend_for(&j->lanes[i], n->id) >= 0) {
+            if (take_turn)
+                j->lane_cursor = i + 1;
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+static bool eligible(job *j, const sc_node_info *n)
+{
+    if (j->state != SC_JOB_RUNNING || j->tainted || (j->pending_items == 0 && j->nchecks == 0) ||
+        !(j->spec.tiers & n->tier) || (j->spec.backends != 0 && !(j->spec.backends & n->backends)) ||
+        j->spec.mem_bytes > n->mem_bytes)
+        return false;
+    return sc__check_for(j, n) != NULL || (j->pending_items > 0 && lane_for(j, n, false) >= 0);
 }
 
 /* The next eligible job in turn: highest priority level first, owners in
@@ -1303,18 +1278,64 @@ static job *pick(sc_ledger *l, const sc_node_info *n)
     return NULL;
 }
 
-/* The lanes of a job take turns too, so a tournament's candidates advance
- * together. */
-static uint32_t pick_lane(job *j)
+
+/* A live claim of range [first, first + count) of a lane for node: its
+ * token, chunk id, lease and hold limit, in every index. */
+static uint32_t claim_new(sc_ledger *l, job *j, uint32_t li, const sc_node_info *node, uint64_t first,
+    uint64_t count, uint64_t now_ms)
 {
-    for (uint32_t k = 0; k < j->nlanes; k++) {
-        uint32_t i = (j->lane_cursor + k) % j->nlanes;
-        if (j->lanes[i].pending_items > 0) {
-            j->lane_cursor = i + 1;
-            return i;
-        }
-    }
-    return 0; /* not reached: the job is eligible, so a lane has work */
+    uint32_t idx = sc__claim_alloc(l);
+    claim *c = &l->claims[idx];
+    uint32_t per_item = j->spec.strategy == SC_STAT_WEIGHTS ? j->spec.variants : 1;
+    l->cfg.random(l->cfg.random_ctx, c->token, sizeof c->token);
+    c->job = j;
+    c->lane = (uint16_t)li;
+    c->node = node->id;
+    c->owner = node->owner;
+    c->addr = node->addr;
+    c->tier = node->tier;
+    c->check = 0;
+    c->session = node->session;
+    c->chunk = ++j->next_chunk;
+    c->first = first;
+    c->count = count;
+    c->attempt = 0;
+    c->nlosers = 0;
+    c->proven = node->items_per_s > 0;
+    double expect_ms = node->items_per_s > 0 ? (double)count * per_item * 1000.0 / node->items_per_s : 0;
+    uint64_t lease = (uint64_t)(3 * expect_ms);
+    if (lease < l->cfg.min_lease_ms)
+        lease = l->cfg.min_lease_ms;
+    c->lease_ms = lease > UINT32_MAX ? UINT32_MAX : (uint32_t)lease;
+    c->lease_until = now_ms + c->lease_ms;
+    uint64_t hold = l->cfg.max_hold_ms > 2 * (uint64_t)c->lease_ms ? l->cfg.max_hold_ms : 2 * (uint64_t)c->lease_ms;
+    c->hold_until = now_ms + hold;
+    tok_insert_raw(l, idx);
+    wheel_insert(l, idx);
+    node_link(l, idx);
+    return idx;
+}
+
+static sc_claim_out claim_out(const claim *c)
+{
+    sc_claim_out o = {
+        .job = c->job->spec.id, .chunk = c->chunk,
+        .variant = c->job->spec.strategy == SC_TOURNAMENT ? c->lane : 0,
+        .first = c->first, .count = c->count, .lease_until = c->lease_until, .attempt = c->attempt,
+    };
+    memcpy(o.token, c->token, 16);
+    return o;
+}
+
+/* A claim that computes check chk again: to its node, ordinary work. */
+static sc_claim_out check_claim(sc_ledger *l, job *j, check *chk, const sc_node_info *node, uint64_t now_ms)
+{
+    uint32_t idx = claim_new(l, j, chk->lane, node, chk->first, chk->count, now_ms);
+    claim *c = &l->claims[idx];
+    c->check = chk->id;
+    chk->inflight = true;
+    j->check_claims++;
+    return claim_out(c);
 }
 
 static uint64_t chunk_size(const sc_ledger *l, const sc_node_info *n)
@@ -1338,12 +1359,21 @@ int sc_claim(sc_ledger *l, const sc_node_info *node, unsigned slots, uint64_t no
         l->wheel_tick = now_ms >> TICK_SHIFT;
         l->wheel_started = true;
     }
+    sc_node_trust *t = sc__trust(l, node);
+    if (t->quarantined)
+        return 0;
     uint64_t size = chunk_size(l, node);
     for (unsigned s = 0; s < slots; s++) {
         job *best = pick(l, node);
         if (best == NULL)
             break;
-        uint32_t li = pick_lane(best);
+        check *chk = sc__check_for(best, node);
+        if (chk != NULL) {
+            out[s] = check_claim(l, best, chk, node, now_ms);
+            (*n)++;
+            continue;
+        }
+        uint32_t li = (uint32_t)lane_for(best, node, true); /* eligible: one has work for it */
         lane *ln = &best->lanes[li];
         /* stat_weights computes every variant per item: a chunk of the same
          * duration has fewer items. */
@@ -1370,38 +1400,16 @@ int sc_claim(sc_ledger *l, const sc_node_info *node, unsigned slots, uint64_t no
             if (want > most)
                 want = most;
         }
-        range r = pend_take(best, ln, want);
-        uint32_t idx = claim_alloc(l);
+        range r = pend_take(best, ln, (size_t)pend_for(ln, node->id), want);
+        uint32_t idx = claim_new(l, best, li, node, r.first, r.count, now_ms);
         claim *c = &l->claims[idx];
-        l->cfg.random(l->cfg.random_ctx, c->token, sizeof c->token);
-        c->job = best;
-        c->lane = (uint16_t)li;
-        c->node = node->id;
-        c->session = node->session;
-        c->chunk = ++best->next_chunk;
-        c->first = r.first;
-        c->count = r.count;
         c->attempt = r.attempt;
-        c->proven = node->items_per_s > 0;
-        double expect_ms = node->items_per_s > 0
-            ? (double)r.count * per_item * 1000.0 / node->items_per_s : 0;
-        uint64_t lease = (uint64_t)(3 * expect_ms);
-        if (lease < l->cfg.min_lease_ms)
-            lease = l->cfg.min_lease_ms;
-        c->lease_ms = lease > UINT32_MAX ? UINT32_MAX : (uint32_t)lease;
-        c->lease_until = now_ms + c->lease_ms;
-        tok_insert_raw(l, idx);
-        wheel_insert(l, idx);
-        node_link(l, idx);
+        memcpy(c->losers, r.losers, sizeof c->losers);
+        c->nlosers = r.nlosers;
         ln->inflight_items += r.count;
         best->inflight_items += r.count;
         best->inflight_claims++;
-        out[s] = (sc_claim_out){
-            .job = best->spec.id, .chunk = c->chunk,
-            .variant = best->spec.strategy == SC_TOURNAMENT ? li : 0,
-            .first = c->first, .count = c->count, .lease_until = c->lease_until, .attempt = c->attempt,
-        };
-        memcpy(out[s].token, c->token, 16);
+        out[s] = claim_out(c);
         (*n)++;
     }
     return 0;
@@ -1428,21 +1436,34 @@ int sc_complete(sc_ledger *l, uint64_t job_id, uint64_t chunk, const uint8_t tok
             *outcome = SC_STALE; /* another node's token, or the wrong job or chunk */
             return 0;
         }
-        int rc = result_check(j, result, len, c->count, res);
-        if (rc != 0)
+        int rc = sc__result_check(j, result, len, c->count, res);
+        if (rc != 0) {
+            sc__count_malformed(l, j, node, now_ms);
             return rc; /* the claim stays live: the node may send a good one */
+        }
+        if (c->check != 0) {
+            claim copy = *c;
+            sc__claim_drop(l, idx);
+            *outcome = sc__check_answer(l, j, &copy, result, len);
+            if (job_complete != NULL)
+                *job_complete = check_end(l, j) && j->state == SC_JOB_COMPLETE;
+            return 0;
+        }
         merge_result(j, ln, c->chunk, res, c->count);
         done_set(l, j, c->chunk, token, bytes_hash(result, len));
         sc_record rec = {
             .type = SC_REC_ACCEPT, .job = j->spec.id, .variant = c->lane, .chunk = c->chunk,
-            .first = c->first, .count = c->count, .result = result, .result_len = len,
+            .first = c->first, .count = c->count, .result = result, .result_len = len, .node = node,
+            .owner = c->owner, .tier = c->tier,
         };
         memcpy(rec.token, token, 16);
         ln->done_items += c->count;
         j->done_items += c->count;
         j->chunks_accepted++;
-        claim_drop(l, idx);
-        journal(l, &rec);
+        *sc__contrib_map_put(&j->contrib, node, NULL) += c->count;
+        rec.check = sc__verify_accepted(l, j, c, res, result, len);
+        sc__claim_drop(l, idx);
+        sc__journal(l, &rec);
         *outcome = SC_ACCEPTED;
         bool ended = check_end(l, j);
         if (job_complete != NULL)
@@ -1450,7 +1471,7 @@ int sc_complete(sc_ledger *l, uint64_t job_id, uint64_t chunk, const uint8_t tok
         return 0;
     }
 
-    job *j = job_find(l, job_id);
+    job *j = sc__job_find(l, job_id);
     const done_entry *e = j != NULL ? done_get(j, chunk, token) : NULL;
     if (e == NULL)
         *outcome = SC_STALE;
@@ -1469,8 +1490,12 @@ size_t sc_renew(sc_ledger *l, uint64_t node, const uint8_t (*tokens)[16], size_t
         if (idx == NONE || l->claims[idx].node != node)
             continue;
         claim *c = &l->claims[idx];
+        if (c->lease_until >= c->hold_until)
+            continue; /* held as long as a claim may be: it runs out */
         wheel_remove(l, idx);
         c->lease_until = now_ms + c->lease_ms;
+        if (c->lease_until > c->hold_until)
+            c->lease_until = c->hold_until;
         wheel_insert(l, idx);
         renewed++;
     }
@@ -1490,8 +1515,24 @@ static void lose_claim(sc_ledger *l, uint32_t idx, bool node_gone)
     job *j = c->job;
     uint32_t li = c->lane;
     lane *ln = &j->lanes[li];
-    range r = { c->first, c->count, node_gone && !c->proven ? c->attempt : c->attempt + 1 };
-    claim_drop(l, idx);
+    if (c->check != 0) { /* a check's range is done: the check waits for another node */
+        sc__check_lost(j, c);
+        sc__claim_drop(l, idx);
+        j->reclaims++;
+        l->released += node_gone;
+        return;
+    }
+    /* One attempt per node: a node that lost the range before is not
+     * handed it again, so no node alone can fail a chunk. */
+    range r = { c->first, c->count, c->attempt, c->nlosers, { 0 } };
+    memcpy(r.losers, c->losers, sizeof r.losers);
+    if (!lost_by(&r, c->node)) {
+        if (!(node_gone && !c->proven))
+            r.attempt++;
+        r.losers[r.nlosers % MAX_LOSERS] = c->node;
+        r.nlosers++;
+    }
+    sc__claim_drop(l, idx);
     j->reclaims++;
     l->released += node_gone;
     if (r.attempt >= (node_gone ? l->cfg.max_releases : l->cfg.max_attempts)) {
@@ -1500,10 +1541,10 @@ static void lose_claim(sc_ledger *l, uint32_t idx, bool node_gone)
         j->chunks_failed++;
         sc_record rec = { .type = SC_REC_CHUNK_FAILED, .job = j->spec.id, .variant = li,
             .first = r.first, .count = r.count };
-        journal(l, &rec);
+        sc__journal(l, &rec);
         check_end(l, j);
     } else {
-        pend_push_front(j, ln, r);
+        sc__pend_push_front(j, ln, r);
     }
 }
 
@@ -1634,10 +1675,42 @@ int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs,
     sc_job_state end = SC_JOB_RUNNING;
 
     rc = SC_EBADRECORD;
+    /* Quarantines first: a quarantined node's results are left out, from
+     * whichever records come before. */
+    for (size_t i = 0; i < n; i++) {
+        const sc_record *r = &recs[i];
+        if (r->type != SC_REC_QUARANTINE)
+            continue;
+        if (r->job != spec->id || r->node == 0)
+            goto fail;
+        sc_node_quarantine(l, r->node, 0, false);
+        sc__job_note_quarantined(j, r->node);
+    }
+    size_t nverify = 0;
+    for (size_t i = 0; i < n; i++)
+        nverify += recs[i].type == SC_REC_VERIFY;
+    j->verified_keys = sf_calloc(nverify ? nverify : 1, sizeof *j->verified_keys);
     for (size_t i = 0; i < n; i++) {
         const sc_record *r = &recs[i];
         if (r->job != spec->id)
             goto fail;
+        if (r->type == SC_REC_QUARANTINE)
+            continue;
+        if (r->type == SC_REC_VERIFY) {
+            if (r->variant >= j->nlanes || r->first >= spec->items)
+                goto fail;
+            j->verified_keys[j->nverified_keys][0] = r->variant;
+            j->verified_keys[j->nverified_keys][1] = r->first;
+            j->nverified_keys++;
+            continue;
+        }
+        if (r->type == SC_REC_ACCEPT && r->node != 0) {
+            const sc_node_trust *t = sc__trust_map_get(&l->trust, r->node);
+            if (t != NULL && t->quarantined) {
+                j->retracted_items += r->count;
+                continue; /* its items are handed out again */
+            }
+        }
         if (r->type == SC_REC_JOB_END) {
             if (r->state < SC_JOB_COMPLETE || r->state > SC_JOB_EXPIRED)
                 goto fail;
@@ -1651,7 +1724,7 @@ int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs,
             !within_a_phase(j, r))
             goto fail;
         if (r->type == SC_REC_ACCEPT) {
-            if (r->chunk == 0 || r->chunk > MAX_CHUNK_ID || result_check(j, r->result, r->result_len, r->count, res) != 0)
+            if (r->chunk == 0 || r->chunk > MAX_CHUNK_ID || sc__result_check(j, r->result, r->result_len, r->count, res) != 0)
                 goto fail;
             if (r->chunk > j->next_chunk)
                 j->next_chunk = r->chunk; /* new chunk ids continue after the old ones */
@@ -1659,6 +1732,7 @@ int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs,
         v[nv++] = r;
     }
     qsort(v, nv, sizeof *v, cmp_rec);
+    qsort(j->verified_keys, j->nverified_keys, sizeof *j->verified_keys, sc__cmp_key);
     /* A record that overlaps one kept before it (by first item, then the
      * journal's order) is skipped, and what of it the kept ones do not
      * cover stays pending: a copy of a record (written twice) silently,

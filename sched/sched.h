@@ -32,6 +32,23 @@ enum { SC_TIER_OWN = 1, SC_TIER_TEAM = 2, SC_TIER_COMMUNITY = 4, SC_TIER_PUBLIC 
 
 typedef struct sc_record sc_record;
 
+/* Spot-checks (docs/verification.md): a share of accepted results is
+ * computed again on a node of another owner and address, and the two
+ * result byte strings must be equal. Off unless `on`. */
+typedef struct sc_verify_config {
+    bool on;
+    double escape;            /* public nodes: the chance a saboteur moves a job by one
+                                 standard error unseen (default 1e-6) */
+    double screen_z;          /* a chunk whose mean is this many of its standard errors off
+                                 the job's is checked at once (default 3) */
+    uint32_t warmup;          /* an enrolled node's first results are all checked until this
+                                 many checks passed in a row (default 5) */
+    double floor;             /* enrolled nodes past warm-up: checked at max(floor, 1/streak)
+                                 (default 0.01) */
+    double public_floor;      /* public nodes: never checked less often (default 0.02) */
+    uint32_t malformed_limit; /* malformed results that quarantine a node (default 3) */
+} sc_verify_config;
+
 typedef struct sc_config {
     uint64_t target_chunk_ms; /* a chunk should take this long (default 10,000) */
     uint64_t min_chunk;       /* items (default 1,000); also the size for a node of unknown speed */
@@ -50,6 +67,11 @@ typedef struct sc_config {
     void (*random)(void *ctx, void *buf, size_t n);
     void *random_ctx;
     uint64_t seed;
+    /* A claim is held at most this long however often its lease is renewed
+     * (default 10 x min_lease_ms, and never below 2 leases); then it is
+     * taken back as if its lease had run out. */
+    uint64_t max_hold_ms;
+    sc_verify_config verify;
     /* Receives each record that recovery needs; may be NULL. The record and
      * what it points to are valid during the call only. */
     void (*journal)(void *ctx, const sc_record *rec);
@@ -84,6 +106,10 @@ typedef struct sc_job_spec {
     double precision;           /* stop when 1.96 x stderr of output 0's mean <= this; 0 = off */
     uint64_t deadline_ms;       /* stop with SC_JOB_EXPIRED at this time; 0 = none */
     uint8_t ctx_hash[32];       /* work-context hash handed out with claims */
+    /* verification (sc_config.verify): results of these tiers are taken
+     * without checks; others are checked at least at check_rate (0 ... 1) */
+    uint8_t trusted_tiers;
+    double check_rate;
     /* tournament and stat_weights */
     uint32_t variants;          /* candidates, or baseline + perturbed runs (2 ... 4096) */
     const double *steps;        /* stat_weights: the step of variants 1 .. variants-1 (copied) */
@@ -105,6 +131,9 @@ typedef struct sc_node_info {
     uint32_t backends;     /* capability bits */
     uint64_t mem_bytes;
     double items_per_s;    /* measured speed; 0 = unknown */
+    uint64_t owner;        /* who it belongs to (a hash of the name); 0 = none: its own owner */
+    uint64_t addr;         /* a hash of its network address; 0 = unknown */
+    uint32_t streak;       /* checks it passed in a row, as last saved: its credibility */
 } sc_node_info;
 
 typedef struct sc_claim_out {
@@ -119,9 +148,16 @@ typedef struct sc_claim_out {
 typedef enum sc_outcome { SC_ACCEPTED = 1, SC_IDEMPOTENT, SC_CONFLICT, SC_STALE } sc_outcome;
 
 /* Journal records. ACCEPT carries the result bytes; restore needs only
- * these records, in any order. */
+ * these records, in any order.
+ * VERIFY: the accepted range of `node` at (variant, first) was computed
+ * again by `peer` (another owner) to the same bytes.
+ * QUARANTINE: `node` returned a result that a check proved wrong (or too
+ * many malformed ones): none of its results count, in this job or any
+ * other; written into the journal of every job holding results of it,
+ * which its caller then restores from the journal again (see
+ * sc_job_restore). */
 typedef enum sc_record_type {
-    SC_REC_ACCEPT = 1, SC_REC_CHUNK_FAILED, SC_REC_PHASE, SC_REC_JOB_END
+    SC_REC_ACCEPT = 1, SC_REC_CHUNK_FAILED, SC_REC_PHASE, SC_REC_JOB_END, SC_REC_VERIFY, SC_REC_QUARANTINE
 } sc_record_type;
 
 /* PHASE (a tournament phase ended) is informational: restore derives phases
@@ -138,6 +174,11 @@ struct sc_record {
     const void *result;        /* ACCEPT */
     size_t result_len;
     sc_job_state state;        /* JOB_END */
+    uint64_t node;             /* ACCEPT: who computed it; VERIFY: whose result; QUARANTINE: who */
+    uint64_t peer;             /* VERIFY: the node that computed it again */
+    uint64_t owner;            /* ACCEPT: the node's owner (sc_node_info.owner) */
+    uint8_t tier;              /* ACCEPT: the node's tier */
+    bool check;                /* ACCEPT: chosen for a check */
 };
 
 typedef struct sc_job_status {
@@ -152,6 +193,13 @@ typedef struct sc_job_status {
     uint32_t nout;
     uint32_t variants, alive;   /* tournament: candidates left */
     uint32_t phase;             /* tournament: phases ended */
+    /* verification: items whose result a check confirmed, items from
+     * trusted tiers, checks decided and waiting, and results retracted */
+    uint64_t verified_items, trusted_items;
+    uint64_t checks_passed, checks_failed, checks_waiting;
+    uint64_t retracted_items;
+    uint32_t quarantined;       /* quarantined nodes whose results it held (ids in quarantined_ids) */
+    const uint64_t *quarantined_ids;
 } sc_job_status;
 
 typedef struct sc_variant_status {
@@ -227,6 +275,39 @@ size_t sc_give_back(sc_ledger *l, uint64_t node, const uint8_t (*tokens)[16], si
  * at once (each counts as an attempt), all of node's when session is 0.
  * The node may already hold claims through a newer session; those stay. */
 size_t sc_release_node(sc_ledger *l, uint64_t node, uint64_t session, uint64_t now_ms);
+
+/* ---- credibility and quarantine (docs/verification.md) ---- */
+
+typedef struct sc_node_trust {
+    uint64_t owner;
+    uint8_t tier;
+    uint32_t streak;            /* checks passed in a row */
+    uint64_t passed, failed;    /* checks of its results, and its checks of others', decided */
+    uint64_t malformed;         /* results that did not decode or fit their chunk */
+    bool quarantined;
+} sc_node_trust;
+
+/* What the ledger holds of a node it has handed work to; SC_ENONODE when none. */
+int sc_node_trust_get(sc_ledger *l, uint64_t node, sc_node_trust *out);
+
+/* Quarantines node: it gets no more work, nothing it sends counts, its
+ * claims are taken back, and every job holding results of it stops handing
+ * out work and gets a QUARANTINE record (when `journal`): its caller then
+ * restores it from its journal (sc_job_forget, sc_job_restore), which
+ * leaves the node's results out. Without `journal` (a quarantine known
+ * from before a restart) nothing is written. Its owner's other nodes lose
+ * their streak. */
+int sc_node_quarantine(sc_ledger *l, uint64_t node, uint64_t now_ms, bool journal);
+
+/* Counts a malformed result of node found outside the ledger (a range or
+ * work context other than its claim's); sc_complete counts its own
+ * SC_EBADRESULT. At sc_verify_config.malformed_limit the node is
+ * quarantined. */
+void sc_node_malformed(sc_ledger *l, uint64_t node, uint64_t now_ms);
+
+/* Whether a job waits to be restored from its journal (a node whose
+ * results it holds was quarantined); such a job hands out nothing. */
+bool sc_job_tainted(sc_ledger *l, uint64_t job);
 
 /* ---- results ---- */
 

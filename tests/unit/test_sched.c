@@ -94,6 +94,7 @@ static sc_ledger *new_ledger(journal *jr, uint64_t seed)
     sc_config cfg = {
         .target_chunk_ms = 1000, .min_chunk = 10, .max_chunk = 400, .min_lease_ms = 1000,
         .max_attempts = 3, .seed = seed, .journal = journal_put, .journal_ctx = jr,
+        .max_hold_ms = 1000000000000ull, /* the hold limit has its own test */
     };
     return sc_ledger_create(&cfg);
 }
@@ -446,6 +447,7 @@ Test(sched, lost_claims_fail_the_chunk_then_the_job)
     unsigned n;
     uint64_t now = 0;
     for (int attempt = 0; attempt < 3; attempt++) {
+        node.id = 1 + (uint64_t)attempt; /* an attempt per node: a node is not handed a range it lost */
         sc_claim(l, &node, 1, now, &c, &n);
         cr_assert_eq(n, 1);
         cr_assert_eq(c.attempt, (uint32_t)attempt);
@@ -523,12 +525,15 @@ Test(sched, a_claim_its_node_gives_back_goes_out_again_at_once_as_an_attempt)
     cr_assert_eq(sc_give_back(l, 7, (const uint8_t (*)[16])&c.token, 1, 1), 0, "node 8's now");
     cr_assert_eq(sc_give_back(l, 8, (const uint8_t (*)[16])&c.token, 1, 1), 1);
     sc_claim(l, &node, 1, 2, &c, &n);
+    cr_assert_eq(n, 0, "a node is not handed a range it gave back");
+    sc_node_info third = { .id = 9, .tier = SC_TIER_OWN, .items_per_s = 1000 };
+    sc_claim(l, &third, 1, 2, &c, &n);
     cr_assert_eq(n, 1);
     cr_assert_eq(c.attempt, 2);
     sc_job_status st;
     sc_job_status_get(l, 1, &st);
     cr_assert_eq(st.state, SC_JOB_RUNNING);
-    cr_assert_eq(sc_give_back(l, 7, (const uint8_t (*)[16])&c.token, 1, 2), 1);
+    cr_assert_eq(sc_give_back(l, 9, (const uint8_t (*)[16])&c.token, 1, 2), 1);
     sc_job_status_get(l, 1, &st);
     cr_assert_eq(st.state, SC_JOB_FAILED, "given back max_attempts times: it fails");
     cr_assert_eq(st.failed_items, 10);
@@ -1236,11 +1241,12 @@ static void tour_drive_losing(sc_ledger *l, uint64_t job, uint32_t lost, int rou
             return;
         sc_claim_out c;
         unsigned n;
+        node.id = 1 + (uint64_t)k % 4; /* a lost range goes to another node */
         sc_claim(l, &node, 1, now, &c, &n);
         if (n == 1 && !(lost >> c.variant & 1)) {
             size_t len = tour_result(c.variant, c.first, c.count, buf, sizeof buf);
             sc_outcome out;
-            cr_assert_eq(sc_complete(l, job, c.chunk, c.token, 1, buf, len, now, &out, NULL), 0);
+            cr_assert_eq(sc_complete(l, job, c.chunk, c.token, node.id, buf, len, now, &out, NULL), 0);
         }
         now += 10000; /* past any lease */
         sc_reclaim(l, now);
