@@ -282,8 +282,8 @@ deps: ## install missing Debian/npm packages and the WebAssembly sysroot
 test: all wasm web asan tsan ## build everything and run every test suite; ends with "N passed, N failed" (and ", N skipped" where any were)
 	BUILD=$(BUILD) scripts/run-tests.sh $(SUITES)
 
-run: all ## build, install what is missing, and run `simfarm up` (the local farm)
-	$(BIN) up
+run: all ## build, install what is missing, and run `simfarm up --allow-public-nodes` (the local farm, open to browser tabs)
+	$(BIN) up --allow-public-nodes
 
 wasm: $(DEPS_MK) $(WASM_OUT) $(WASM_ASAN_OUT) $(NODE_WASM_OUT) ## build the WebAssembly programs with emcc (sysroot built once, cached)
 

@@ -4,6 +4,11 @@
  * farm) unless $SIMFARM_DB names one, the coordinator, and the demo job.
  *
  *   simfarm up [--listen HOST:PORT] [--var DIR] [--no-demo] [--nodes N] [--no-node] [--cores C]
+ *              [--allow-public-nodes]
+ *
+ * Its local nodes enrol with claim tokens it makes for them (tier own);
+ * other nodes need one too, unless --allow-public-nodes opens enrolment
+ * (what `make run` asks for, so that a browser tab at /contribute joins).
  *
  * Once the coordinator listens, `up` writes DIR/config (server and the
  * admin token from DIR/token) for the client commands, and the user's
@@ -17,10 +22,12 @@
 #include "actors/coord/jobs.h"
 #include "actors/coord/pgembed.h"
 #include "actors/coord/store.h"
+#include "base/str.h"
 #include "cli/cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sodium.h>
 #include <libpq-fe.h>
 #include <limits.h>
 #include <signal.h>
@@ -37,6 +44,7 @@ static void up_usage(FILE *out)
 {
     fprintf(out,
         "usage: simfarm up [--listen HOST:PORT] [--var DIR] [--no-demo] [--nodes N] [--no-node] [--cores C]\n"
+        "                  [--allow-public-nodes]\n"
         "\n"
         "Starts a farm on this machine: PostgreSQL in DIR/pg (default var/pg; created on\n"
         "first run) unless $SIMFARM_DB names a database, the coordinator on HOST:PORT\n"
@@ -45,7 +53,11 @@ static void up_usage(FILE *out)
         "this machine's cores shared among them) unless --no-node, and the demo job from\n"
         "examples/option.json unless --no-demo. Writes DIR/config for the client commands\n"
         "(simfarm jobs, submit, ...), and $XDG_CONFIG_HOME/simfarm/config (default\n"
-        "~/.config/simfarm/config) when that does not exist. Ctrl-C stops everything.\n");
+        "~/.config/simfarm/config) when that does not exist. Ctrl-C stops everything.\n"
+        "The local nodes enrol with claim tokens made for them; any other node needs one\n"
+        "(simfarm token create --kind claim), a browser tab too (/contribute#claim=TOKEN).\n"
+        "  --allow-public-nodes   open enrolment: any node or browser tab that reaches\n"
+        "                         the coordinator joins as a public node (make run)\n");
 }
 
 /* ---- the embedded PostgreSQL ---------------------------------------------------- */
@@ -132,6 +144,7 @@ enum { MAX_NODES = 64 };
 
 typedef struct up_ctx {
     char *submission;        /* NULL: no demo */
+    bool open;               /* --allow-public-nodes */
     unsigned nodes;          /* local nodes to start */
     unsigned cores;          /* cores of each; 0 = all */
     char var[PATH_MAX];      /* DIR, absolute */
@@ -154,25 +167,109 @@ static void url_host(char *buf, size_t cap, const char *host)
         snprintf(buf, cap, "%s", host);
 }
 
-/* Starts `simfarm node` (this binary) number i against the coordinator.
- * It shares our process group, so a Ctrl-C reaches it too and it drains. */
-static void start_node(up_ctx *u, unsigned i, const char *server)
+extern char **environ;
+
+/* Starts `simfarm node` (this binary) number i against the coordinator,
+ * with claim (NULL for none) in its $NODE_CLAIM_TOKEN rather than on its
+ * command line, where ps shows it. It shares our process group, so a
+ * Ctrl-C reaches it too and it drains. */
+static void start_node(up_ctx *u, unsigned i, const char *server, const char *claim)
 {
-    char key[PATH_MAX + 32], cores[16];
+    char key[PATH_MAX + 32], cores[16], token[128];
     if (i == 0)
         snprintf(key, sizeof key, "%s/node.key", u->var);
     else
         snprintf(key, sizeof key, "%s/node-%u.key", u->var, i + 1);
     snprintf(cores, sizeof cores, "%u", u->cores);
+    snprintf(token, sizeof token, "NODE_CLAIM_TOKEN=%s", claim != NULL ? claim : "");
+    /* the child's environment is made here: between fork and exec only
+     * async-signal-safe calls, and this process has threads */
+    size_t n = 0;
+    while (environ[n] != NULL)
+        n++;
+    char **env = sf_calloc(n + 2, sizeof *env);
+    size_t k = 0;
+    for (size_t j = 0; j < n; j++)
+        if (strncmp(environ[j], "NODE_CLAIM_TOKEN=", 17) != 0)
+            env[k++] = environ[j];
+    if (claim != NULL)
+        env[k++] = token;
+    env[k] = NULL;
     pid_t pid = fork();
     if (pid == 0) {
         char *argv[] = { "simfarm", "node", "--server", (char *)server, "--key", key, "--cores", cores, NULL };
         if (u->cores == 0)
             argv[6] = NULL;
-        execv("/proc/self/exe", argv);
+        execve("/proc/self/exe", argv, env);
         _exit(127);
     }
+    free(env);
+    sodium_memzero(token, sizeof token);
     u->node_pids[i] = pid > 0 ? pid : 0;
+}
+
+/* ---- the local nodes' claim tokens ---------------------------------------------- */
+
+/* Without open enrolment the local nodes enrol as any other node does,
+ * with a claim token: one each, made in the database once it is up
+ * (migrated), owner admin, tier own, good for an hour; the nodes start
+ * once the tokens are stored. A key enrolled before is enrolled again
+ * under the token's owner and tier. */
+typedef struct locals {
+    up_ctx *u;
+    rt_actor *store;
+    char ws[360];
+    char tokens[MAX_NODES][64];
+    bool asked, started;
+} locals;
+
+static void locals_behaviour(rt_actor *self, rt_msg *m)
+{
+    locals *l = rt_state(self);
+    if (m->type == CD_MSG_STORE_UP && !l->asked && !l->started) {
+        /* the SHA-256 of each, in hex, as a text array: {h1,h2,...} */
+        sf_str hashes = SF_STR_INIT;
+        sf_str_cat(&hashes, "{");
+        for (unsigned i = 0; i < l->u->nodes; i++) {
+            unsigned char raw[32], hash[32];
+            char b64[sodium_base64_ENCODED_LEN(32, sodium_base64_VARIANT_URLSAFE_NO_PADDING)], hex[65];
+            randombytes_buf(raw, sizeof raw);
+            sodium_bin2base64(b64, sizeof b64, raw, sizeof raw, sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+            snprintf(l->tokens[i], sizeof l->tokens[i], "sfc_%s", b64);
+            crypto_hash_sha256(hash, (const unsigned char *)l->tokens[i], strlen(l->tokens[i]));
+            sodium_bin2hex(hex, sizeof hex, hash, sizeof hash);
+            sf_str_catf(&hashes, "%s%s", i ? "," : "", hex);
+        }
+        sf_str_cat(&hashes, "}");
+        cd_query *q = cd_query_new(
+            "INSERT INTO tokens (kind, owner, tier, secret_hash, note, expires_at) "
+            "SELECT 'claim', 'admin', 'own', decode(h, 'hex'), 'simfarm up: local node ' || n, now() + interval '1 hour' "
+            "FROM unnest($1::text[]) WITH ORDINALITY AS t (h, n)");
+        cd_query_text(q, hashes.s);
+        sf_str_free(&hashes);
+        l->asked = rt_request(self, l->store, &q->hdr, 30000) >= 0;
+    } else if (m->type == CD_MSG_RESULT || m->type == RT_MSG_TIMEOUT) {
+        cd_result *r = m->type == CD_MSG_RESULT ? (cd_result *)m : NULL;
+        l->asked = false;
+        if (r == NULL || r->res == NULL) {
+            /* asked again when the database is next up */
+            fprintf(stderr, "simfarm up: the local nodes' claim tokens were not stored: %s\n",
+                r != NULL ? r->error : "the database did not answer in time");
+            return;
+        }
+        l->started = true;
+        for (unsigned i = 0; i < l->u->nodes; i++) {
+            start_node(l->u, i, l->ws, l->tokens[i]);
+            sodium_memzero(l->tokens[i], sizeof l->tokens[i]);
+        }
+    }
+}
+
+static void locals_final(rt_actor *self)
+{
+    locals *l = rt_state(self);
+    sodium_memzero(l->tokens, sizeof l->tokens);
+    rt_actor_release(l->store);
 }
 
 /* Waits for the local nodes to finish their chunks and leave; kills those
@@ -297,10 +394,27 @@ static void started(rt_system *sys, rt_actor *store, const char *host, int port,
             "(simfarm token create --kind claim)\n", u->nodes, u->nodes > 1 ? "s" : "", ws);
     else
         printf("simfarm up: no local node (--no-node): jobs wait for `simfarm node --server %s`\n", ws);
+    if (u->open)
+        printf("simfarm up: OPEN ENROLMENT IS ON (--allow-public-nodes): any node or browser tab that reaches "
+            "%s joins as a public node, with no claim token; without the flag every node needs one\n", ws);
+    else
+        printf("simfarm up: enrolment is closed: a node or browser tab joins with a claim token "
+            "(%s/contribute#claim=TOKEN); --allow-public-nodes opens it\n", base);
     printf("simfarm up: Ctrl-C stops everything\n");
     fflush(stdout);
-    for (unsigned i = 0; i < u->nodes; i++)
-        start_node(u, i, ws);
+    if (u->open) {
+        for (unsigned i = 0; i < u->nodes; i++)
+            start_node(u, i, ws, NULL);
+    } else if (u->nodes > 0) {
+        rt_actor_opts lo = { .state_size = sizeof(locals), .finalize = locals_final, .name = "local nodes" };
+        rt_actor *la = rt_spawn(sys, locals_behaviour, &lo);
+        locals *l = rt_state(la);
+        l->u = u;
+        l->store = rt_actor_retain(store);
+        snprintf(l->ws, sizeof l->ws, "%s", ws);
+        cd_store_subscribe(store, la);
+        rt_actor_release(la);
+    }
     if (u->submission == NULL)
         return;
     rt_actor_opts o = { .state_size = sizeof(demo), .finalize = demo_final, .name = "demo" };
@@ -338,10 +452,10 @@ int cmd_up(int argc, char **argv)
     char host[256] = "127.0.0.1";
     int port = 8080;
     const char *var = "var";
-    bool demo_job = true;
+    bool demo_job = true, open = false;
     unsigned cores = 0, nodes = 1;
 
-    static const cli_flag flags[] = { { "--help", false }, { "--no-demo", false }, { "--no-node", false },
+    static const cli_flag flags[] = { { "--help", false }, { "--no-demo", false }, { "--no-node", false }, { "--allow-public-nodes", false },
         { "--listen", true }, { "--var", true }, { "--nodes", true }, { "--cores", true }, { NULL, false } };
     cli_args it = CLI_ARGS(argc, argv, flags, 0);
     const char *a, *v;
@@ -355,6 +469,8 @@ int cmd_up(int argc, char **argv)
             demo_job = false;
         } else if (strcmp(a, "--no-node") == 0) {
             nodes = 0;
+        } else if (strcmp(a, "--allow-public-nodes") == 0) {
+            open = true;
         } else if (strcmp(a, "--listen") == 0) {
             if (cli_listen(v, host, sizeof host, &port, &e) != 0) {
                 fprintf(stderr, "simfarm up: %s\n", e.msg);
@@ -393,7 +509,7 @@ int cmd_up(int argc, char **argv)
         printf("simfarm up: PostgreSQL running in %s\n", pg.dir);
         db = pg.conninfo;
     }
-    up_ctx u = { .submission = demo_job ? demo_submission() : NULL, .nodes = nodes, .cores = cores };
+    up_ctx u = { .submission = demo_job ? demo_submission() : NULL, .open = open, .nodes = nodes, .cores = cores };
     if (cd_mkdirs(var, 0755) != 0 || realpath(var, u.var) == NULL || strlen(u.var) > PATH_MAX - 32) {
         fprintf(stderr, "simfarm up: cannot use %s: %s\n", var, strerror(errno));
         free(u.submission);
@@ -408,10 +524,9 @@ int cmd_up(int argc, char **argv)
     }
     if (demo_job && u.submission == NULL)
         printf("simfarm up: examples/option.json not found here: no demo job\n");
-    /* The local farm's own nodes join without a claim token. */
     char web_buf[PATH_MAX];
     cd_coordinator_opts co = { .host = host, .port = port, .db = db, .name = "up", .hangup_stops = true, .started = started,
-        .ctx = &u, .open_enrolment = true, .token_file = u.token_file, .web_dir = cli_default_web(web_buf, sizeof web_buf) };
+        .ctx = &u, .open_enrolment = open, .token_file = u.token_file, .web_dir = cli_default_web(web_buf, sizeof web_buf) };
     u.co = &co;
     int rc = cd_coordinator_run(&co);
     stop_nodes(&u);
