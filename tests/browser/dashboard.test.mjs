@@ -2,7 +2,8 @@
 // coordinator, a real PostgreSQL and a real native node: the token box, the
 // submit form built from GET /api/kernels with the server's refusals at
 // their fields, an option job watched to 100% with its price, convergence
-// plot and histogram, the jobs and nodes pages (also on a phone-sized
+// plot and histogram, the node tiers and the check rate a job is given
+// and its page shows, the jobs and nodes pages (also on a phone-sized
 // screen), a stat_weights job's weights and a tournament's ladder, and
 // cancelling a running job. The same tests run in each browser
 // (browsers.mjs), each against a farm of its own.
@@ -23,6 +24,9 @@ const simfarm = path.join(build, 'bin/simfarm');
 const shots = path.join(build, 'artifacts/dashboard');
 const PHONE = { width: 390, height: 844 };
 const DESKTOP = { width: 1280, height: 900 };
+// The farm's one node joins without a claim token, as a public node: it
+// runs only jobs that list public.
+const ALL_TIERS = ['own', 'team', 'community', 'public'];
 
 for (const name of browsers) describe(name, () => dashboard(name));
 
@@ -205,10 +209,41 @@ function dashboard(name) {
     assert.ok(combat.every((r) => r.endsWith(' alert')), combat.join(', '));
   });
 
+  test('the form sends the node tiers and the check rate, refused at their field when wrong; the job page shows them', async () => {
+    await fillOption({ 'p-S0': 100, 'p-K': 100, 'p-sigma': 0.2, 'p-T': 1, 'j-items': 1000, 'j-check_rate': 1.5 });
+    // none ticked: the coordinator's default, left out of the body
+    for (const t of ALL_TIERS) assert.equal(await page.evaluate((id) => document.getElementById(id).checked, `j-tier-${t}`), false, t);
+    assert.match(await page.text('#j-tiers-help'), /none ticked: the coordinator's default/);
+    assert.ok((await page.text('#as-curl')).includes('"items":1000,"verify":{"check_rate":1.5}}'), await page.text('#as-curl'));
+    await page.click('#submit');
+    await page.waitVisible('#j-check_rate-error');
+    assert.equal(await page.text('#j-check_rate-error'), 'must be a number from 0 to 1');
+    assert.equal(await page.attr('#j-check_rate', 'aria-invalid'), 'true');
+    assert.deepEqual((await call(srv, 'GET', '/api/jobs')).json, [], 'nothing was submitted');
+
+    await page.fill('#j-check_rate', '0.25');
+    await page.click('#j-tier-team');
+    await page.click('#j-tier-own');
+    const curl = await page.text('#as-curl');
+    assert.ok(curl.includes('"items":1000,"tiers":["own","team"],"verify":{"check_rate":0.25}}'), curl);
+    await page.click('#submit');
+    const id = await jobId();
+    await page.waitFor(() => document.querySelector('#tiers')?.textContent === 'own, team');
+    assert.equal(await page.text('#verify'), 'trusted: own; at least 25% of the rest checked');
+    const api = (await call(srv, 'GET', `/api/jobs/${id}`)).json;
+    assert.deepEqual([api.tiers, api.verify], [['own', 'team'], { check_rate: 0.25, trust: ['own'] }]);
+    // the public node takes none of it
+    assert.equal(api.progress?.items_done ?? 0, 0);
+    await shot('job-tiers');
+    assert.equal((await call(srv, 'POST', `/api/jobs/${id}/cancel`)).status, 200);
+  });
+
   test('an option job submitted through the form runs to 100% and shows the API\'s price, plots and nodes', async () => {
     await fillOption({ 'p-S0': 100, 'p-K': 100, 'p-r': 0.05, 'p-sigma': 0.2, 'p-T': 1, 'j-items': 60000000, 'j-name': 'dash call' });
+    for (const t of ALL_TIERS) await page.click(`#j-tier-${t}`);
     const curl = await page.text('#as-curl');
-    const body = '{"kernel":"option","params":{"S0":100,"K":100,"r":0.05,"sigma":0.2,"T":1},"items":60000000,"name":"dash call"}';
+    const body = '{"kernel":"option","params":{"S0":100,"K":100,"r":0.05,"sigma":0.2,"T":1},"items":60000000,"name":"dash call",'
+      + '"tiers":["own","team","community","public"]}';
     assert.ok(curl.endsWith(`-d '${body}'`), curl);
     assert.equal(await page.text('#as-cli'), `echo '${body}' | simfarm submit - --server ${srv.url}`);
     await page.click('#submit');
@@ -224,6 +259,8 @@ function dashboard(name) {
     const api = (await call(srv, 'GET', `/api/jobs/${id}`)).json;
     assert.equal(api.state, 'complete');
     assert.equal(api.name, 'dash call');
+    assert.equal(await page.text('#tiers'), 'own, team, community, public');
+    assert.equal(await page.text('#verify'), 'trusted: own; the rest checked as the coordinator decides');
     const price = api.result.outputs.find((o) => o.name === 'price');
     const cell = 'tr[data-output="price"] td.mean';
     assert.equal(await page.attr(cell, 'data-exact'), String(price.mean));
@@ -331,6 +368,7 @@ function dashboard(name) {
 
   test('a precision target sets the items from a pilot job\'s spread', async () => {
     await fillOption({ 'p-S0': 100, 'p-K': 100, 'p-sigma': 0.2, 'p-T': 1, 'j-target': 0.02, 'j-name': 'to 0.02' });
+    await page.click('#j-tier-public'); // the pilot and the job both
     await page.click('#submit');
     const id = await jobId();
     await page.waitFor(() => document.querySelector('.state')?.textContent === 'complete'
@@ -342,6 +380,7 @@ function dashboard(name) {
     const o = pilot.result.outputs[0];
     const job = (await call(srv, 'GET', `/api/jobs/${id}`)).json;
     assert.equal(job.name, 'to 0.02');
+    assert.deepEqual([pilot.tiers, job.tiers], [['public'], ['public']]);
     assert.equal(job.items, Math.ceil((o.stderr * Math.sqrt(o.count) / 0.02) ** 2));
     const done = job.result.outputs[0];
     assert.ok(Math.abs(done.stderr - 0.02) < 0.002, `standard error ${done.stderr} for a target of 0.02`);
@@ -351,7 +390,8 @@ function dashboard(name) {
   test('a stat_weights job shows its weights, a tournament its ladder', async () => {
     const call100 = { style: 'european', type: 'call', S0: 100, K: 100, r: 0.05, sigma: 0.2, T: 1 };
     const w = await call(srv, 'POST', '/api/jobs', { kernel: 'option', strategy: 'stat_weights', params: call100,
-      weights: [{ param: 'S0', step: 1, name: 'delta' }, { param: 'sigma', step: 0.01, name: 'vega' }], items: 400000 });
+      weights: [{ param: 'S0', step: 1, name: 'delta' }, { param: 'sigma', step: 0.01, name: 'vega' }], items: 400000,
+      tiers: ALL_TIERS });
     assert.equal(w.status, 201, w.text);
     await page.goto(`${srv.url}/#/jobs/${w.json.id}`);
     await page.waitFor(() => document.querySelector('.state')?.textContent === 'complete'
@@ -378,7 +418,7 @@ function dashboard(name) {
 
   test('a running job is cancelled from its page', async () => {
     const sub = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: { S0: 100, K: 100, sigma: 0.2, T: 1, steps: 50 },
-      items: 1e12, name: 'long' });
+      items: 1e12, name: 'long', tiers: ALL_TIERS });
     // the node holds its chunks (no chunk of 50 steps ends soon at the speed it measured)
     assert.equal(sub.status, 201);
     await page.goto(`${srv.url}/#/jobs/${sub.json.id}`);

@@ -372,7 +372,8 @@ test('live events: a job and a node, in order, and a client that reconnects catc
   const snap = await ev.until((e) => e.type === 'snapshot', 'snapshot');
   assert.ok(Array.isArray(snap.jobs) && Array.isArray(snap.nodes));
 
-  const sub = await call(srv, 'POST', '/api/jobs', job(2000000, { seed: 11 }));
+  // the node joins as a public node, which runs only jobs that list public
+  const sub = await call(srv, 'POST', '/api/jobs', job(2000000, { seed: 11, tiers: ['own', 'team', 'community', 'public'] }));
   assert.equal(sub.status, 201);
   const id = sub.json.id;
   const node = spawn(simfarm, ['node', '--server', `ws://127.0.0.1:${srv.port}/ws/node`, '--key',

@@ -102,8 +102,20 @@ export function jobView(root, id) {
         h('dt', {}, 'priority'), h('dd', {}, job.priority),
         h('dt', {}, 'items'), h('dd', {}, fmt.int(job.items)),
         h('dt', {}, 'seed'), h('dd', {}, job.seed),
+        h('dt', {}, 'tiers'), h('dd', { id: 'tiers' }, job.tiers?.join(', ') ?? '—'),
+        h('dt', {}, 'verify'), h('dd', { id: 'verify' }, verifyText(job.verify)),
         h('dt', {}, 'submitted'), h('dd', {}, fmt.when(job.created_at)),
         h('dt', {}, 'finished'), h('dd', { id: 'finished-at' }, fmt.when(job.finished_at))));
+  }
+
+  // The verification policy: whose results are taken as they come, and
+  // the least share of the others checked on another owner's node.
+  function verifyText(v) {
+    if (!v) return '—';
+    const trusted = v.trust?.length ? `trusted: ${v.trust.join(', ')}` : 'no tier trusted';
+    const rate = v.check_rate > 0 ? `at least ${+(v.check_rate * 100).toPrecision(4)}% of the rest checked`
+      : 'the rest checked as the coordinator decides';
+    return `${trusted}; ${rate}`;
   }
 
   function card(k, v, idName) {

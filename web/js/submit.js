@@ -6,6 +6,7 @@ import { onEvent } from './events.js';
 import { askToken, clear, h, message } from './dom.js';
 
 const PILOT_ITEMS = 100000;
+const TIERS = ['own', 'team', 'community', 'public'];
 const MAX_ITEMS = 2 ** 50;
 
 // "abilities[2].coefficient" -> "p-abilities-2-coefficient"
@@ -178,6 +179,21 @@ export function submitView(root, query) {
     const target = jobField('target', 'precision target', { type: 'number', min: 0, step: 'any', inputmode: 'decimal' },
       `optional: the standard error wanted for the first output; a pilot job of ${PILOT_ITEMS.toLocaleString('en-US')} `
       + 'items measures its spread, then items is set to reach it');
+    // Who may run it: none ticked leaves it to the coordinator's default.
+    const tierBoxes = TIERS.map((t) => h('input', { type: 'checkbox', id: `j-tier-${t}`, name: 'tiers', value: t,
+      dataset: { tier: t } }));
+    const tiersEl = h('div', { class: 'field wide' },
+      h('span', { class: 'label', id: 'j-tiers-label' }, 'node tiers that may run it'),
+      h('div', { class: 'row', id: 'j-tiers', role: 'group', 'aria-labelledby': 'j-tiers-label',
+        'aria-describedby': 'j-tiers-help j-tiers-error' },
+      tierBoxes.map((b) => h('label', { class: 'check', for: b.id }, b, ' ', b.value))),
+      h('p', { class: 'help', id: 'j-tiers-help' }, 'none ticked: the coordinator\'s default (own, team and community '
+        + 'unless its operator changed it); public nodes, such as browser tabs on the contribute page, run only '
+        + 'jobs that list public'),
+      fieldError('j-tiers-error'));
+    const checkRate = jobField('check_rate', 'check rate', { type: 'number', min: 0, max: 1, step: 'any',
+      inputmode: 'decimal', value: '0' }, 'the least share, 0 to 1, of the results from untrusted tiers that the '
+      + 'coordinator computes again on another owner\'s node to check them; 0: the coordinator decides');
     const strategySel = h('select', { id: 'j-strategy', name: 'strategy', dataset: { field: 'strategy' }, 'aria-describedby': 'j-strategy-help j-strategy-error' },
       ['single', 'tournament', 'stat_weights'].map((s) => h('option', { value: s, disabled: !strategies.includes(s) },
         strategies.includes(s) ? s : `${s} (not served yet)`)));
@@ -212,6 +228,9 @@ export function submitView(root, query) {
       if (name.input.value.trim()) b.name = name.input.value.trim();
       if (seed.input.value !== '' && Number(seed.input.value) !== 1) b.seed = num(seed.input);
       if (priority.input.value !== '' && Number(priority.input.value) !== 0) b.priority = num(priority.input);
+      const tiers = tierBoxes.filter((x) => x.checked).map((x) => x.value);
+      if (tiers.length) b.tiers = tiers;
+      if (checkRate.input.value !== '' && Number(checkRate.input.value) !== 0) b.verify = { check_rate: num(checkRate.input) };
       if (strategySel.value !== 'single') {
         b.strategy = strategySel.value;
         let v;
@@ -307,10 +326,10 @@ export function submitView(root, query) {
       h('div', { class: 'fields' }, params.filter((c) => c.d.type !== 'list').map((c) => c.el)),
       params.filter((c) => c.d.type === 'list').map((c) => c.el)),
     h('fieldset', {}, h('legend', {}, 'Job'),
-      h('div', { class: 'fields' }, items.el, target.el, name.el, seed.el, priority.el,
+      h('div', { class: 'fields' }, items.el, target.el, name.el, seed.el, priority.el, checkRate.el,
         h('div', { class: 'field' }, h('label', { for: 'j-strategy' }, 'strategy'), strategySel,
           h('p', { class: 'help', id: 'j-strategy-help' }, 'single: one run over the items; tournament: candidates raced in phases; stat_weights: a baseline and moved parameters over the same items'),
-          fieldError('j-strategy-error')), variantsEl)),
+          fieldError('j-strategy-error')), variantsEl, tiersEl)),
     formErr,
     h('div', { class: 'row' }, submitBtn),
     h('section', { 'aria-labelledby': 'h-same' }, h('h2', { id: 'h-same' }, 'The same submission elsewhere'),
@@ -336,11 +355,14 @@ export function submitView(root, query) {
   function showError(e) {
     let path = null, msg = e.message;
     const inVariants = /^(candidates|weights|tournament)\b/.test(e.field ?? '');
+    const inTiers = /^tiers\b/.test(e.field ?? '');
     if (e.field?.startsWith('params.')) path = e.field.slice(7);
-    else if (inVariants) msg = `${e.field}: ${e.message}`;
+    else if (inVariants || inTiers) msg = `${e.field}: ${e.message}`;
     const target = path !== null ? form.querySelector(`#${CSS.escape(idOf(path))}`)
       : inVariants ? form.querySelector('#j-variants')
-        : e.field ? form.querySelector(`#j-${CSS.escape(e.field)}`) : null;
+        : inTiers ? form.querySelector('#j-tiers')
+          : e.field === 'verify.check_rate' ? form.querySelector('#j-check_rate')
+            : e.field ? form.querySelector(`#j-${CSS.escape(e.field)}`) : null;
     const errEl = target ? form.querySelector(`#${CSS.escape(target.id)}-error`) : null;
     if (target && errEl) {
       errEl.textContent = msg;
