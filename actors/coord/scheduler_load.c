@@ -30,7 +30,7 @@ enum { MAX_JOBS = 4096 };
 typedef struct job_row {
     uint64_t id, seed;
     const char *kernel, *owner, *strategy, *state;
-    const char *items, *priority, *tiers; /* decimal text */
+    const char *items, *priority, *tiers, *trusted_tiers, *check_rate; /* decimal text */
     const char *params, *ctx_hash;        /* bytea text */
     const char *strategy_params;          /* bytea text, or NULL */
 } job_row;
@@ -39,7 +39,7 @@ typedef struct job_row {
  * PQfnumber gives for these, never by position. */
 #define JOB_COLS(X)                                                                             \
     X(id) X(kernel) X(items) X(seed) X(priority) X(tiers) X(params) X(ctx_hash) X(owner)        \
-    X(strategy) X(strategy_params) X(state)
+    X(strategy) X(strategy_params) X(state) X(trusted_tiers) X(check_rate)
 #define JOURNAL_COLS(X)                                                                         \
     X(seq) X(type) X(variant) X(chunk) X(first_item) X(item_count) X(token) X(result) X(phase)  \
     X(state)
@@ -76,6 +76,8 @@ static job_row read_job_row(const PGresult *res, const int *c, int row)
         .items = PQgetvalue(res, row, c[JC_items]),
         .priority = PQgetvalue(res, row, c[JC_priority]),
         .tiers = PQgetvalue(res, row, c[JC_tiers]),
+        .trusted_tiers = PQgetvalue(res, row, c[JC_trusted_tiers]),
+        .check_rate = PQgetvalue(res, row, c[JC_check_rate]),
         .params = PQgetvalue(res, row, c[JC_params]),
         .ctx_hash = PQgetvalue(res, row, c[JC_ctx_hash]),
         .strategy_params = PQgetisnull(res, row, c[JC_strategy_params]) ? NULL
@@ -107,8 +109,8 @@ void cd__load(cd__sched *s)
     s->loading = true;
     s->load_again = false;
     cd_query *q = cd_query_new(
-        "SELECT id, kernel, items, seed, priority, tiers, params, ctx_hash, owner, strategy, strategy_params, state "
-        "FROM jobs WHERE state IN ('pending', 'running') ORDER BY id LIMIT " STR(LIST_MAX));
+        "SELECT id, kernel, items, seed, priority, tiers, params, ctx_hash, owner, strategy, strategy_params, state, "
+        "trusted_tiers, check_rate FROM jobs WHERE state IN ('pending', 'running') ORDER BY id LIMIT " STR(LIST_MAX));
     int64_t req = rt_request(s->self, s->store, &q->hdr, CD__DB_TIMEOUT_MS);
     if (req > 0)
         op_add(s, req, CD__OP_LIST);
@@ -298,6 +300,9 @@ static void start_job(cd__sched *s, const job_row *r)
         .items = strtoull(r->items, NULL, 10),
         .priority = atoi(r->priority),
         .tiers = (uint8_t)atoi(r->tiers),
+        /* both held in range by the table's checks (sql/008) */
+        .trusted_tiers = (uint8_t)atoi(r->trusted_tiers),
+        .check_rate = strtod(r->check_rate, NULL),
         .nout = ji->nout,
         .samples_per_item = 1, /* output 0 holds one value per item (an antithetic pair is one) */
     };
