@@ -1445,8 +1445,9 @@ int sc_complete(sc_ledger *l, uint64_t job_id, uint64_t chunk, const uint8_t tok
             claim copy = *c;
             sc__claim_drop(l, idx);
             *outcome = sc__check_answer(l, j, &copy, result, len);
+            bool ended = check_end(l, j); /* it may have waited for this check */
             if (job_complete != NULL)
-                *job_complete = check_end(l, j) && j->state == SC_JOB_COMPLETE;
+                *job_complete = ended && j->state == SC_JOB_COMPLETE;
             return 0;
         }
         merge_result(j, ln, c->chunk, res, c->count);
