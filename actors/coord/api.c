@@ -167,7 +167,7 @@ static char *work_metrics(cd__api *api)
     cd_sessions_stats ns;
     cd_sessions_stats_get(api->o.nodes, &ns);
     static const char *const outcome[CD_RESULT_KINDS] = { "accepted", "idempotent", "conflict", "stale", "invalid",
-        "unanswered" };
+        "unanswered", "malformed" };
     char *m = sf_fmt("# HELP simfarm_jobs_running Unfinished jobs the scheduler holds.\n"
                      "# TYPE simfarm_jobs_running gauge\nsimfarm_jobs_running %" PRIu64 "\n"
                      "# HELP simfarm_claims_in_flight Chunks handed out to nodes and not yet answered.\n"

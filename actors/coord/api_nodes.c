@@ -213,9 +213,9 @@ char *cd__api_nodes_json(cd__api *api, PGresult *res, bool one, const char *stat
                 sf_str_cat(&out, "]");
             sf_str_catf(&out,
                 ",\"online\":true,\"max_parallel\":%u,\"slots\":%u,"
-                "\"in_flight\":%u,\"chunks_done\":%" PRIu64 ",\"items_done\":%" PRIu64 ",\"items_per_s\":%.0f,"
-                "\"connected_ms\":%" PRIu64 ",\"last_seen_ms\":%" PRIu64 "}",
-                v->max_parallel, v->slots, v->in_flight, v->chunks_done, v->items_done,
+                "\"in_flight\":%u,\"chunks_done\":%" PRIu64 ",\"malformed\":%" PRIu64 ",\"items_done\":%" PRIu64
+                ",\"items_per_s\":%.0f,\"connected_ms\":%" PRIu64 ",\"last_seen_ms\":%" PRIu64 "}",
+                v->max_parallel, v->slots, v->in_flight, v->chunks_done, v->malformed, v->items_done,
                 v->items_per_s, v->connected_ms, v->last_seen_ms);
         }
     sf_str_cat(&out, "]\n");

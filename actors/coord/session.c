@@ -410,6 +410,32 @@ static int fly_find(const cd__session *s, uint64_t job, uint64_t chunk, const ui
     return -1;
 }
 
+/* Frees bt's outcomes and the reasons malformed() gave them. */
+static void outcomes_free(cd__batch *bt)
+{
+    for (uint32_t i = 0; i < bt->n; i++)
+        free((void *)bt->outcomes[i].reason);
+    free(bt->outcomes);
+    bt->outcomes = NULL;
+}
+
+/* Answers result `slot` of bt as malformed (PROTOCOL.md, complete_ack):
+ * the claim stays live for a good result, the node is told why, and the
+ * operator reads one line for it. */
+static void malformed(cd__session *s, cd__batch *bt, int slot, const char *why)
+{
+    pr_outcome *o = &bt->outcomes[slot];
+    char fields[160];
+    o->outcome = PR_OUTCOME_MALFORMED;
+    o->reason = sf_fmt("%.*s", (int)PR_MAX_REASON, why); /* freed by batch_ack */
+    s->ss->stats.results[CD_RESULT_MALFORMED]++;
+    s->view.malformed++;
+    snprintf(fields, sizeof fields, "\"node\":%" PRIu64 ",\"job\":%" PRIu64 ",\"chunk\":%" PRIu64, s->node_id,
+        bt->job, o->chunk);
+    sf_logf(SF_LOG_WARN, "session", fields, "node %" PRIu64 " job %" PRIu64 " chunk %" PRIu64 ": malformed result: %s",
+        s->node_id, bt->job, o->chunk, o->reason);
+}
+
 /* Sends a batch's complete_ack once every result has its outcome, and
  * frees the batch. */
 static void batch_ack(cd__session *s, cd__batch *bt)
@@ -423,7 +449,7 @@ static void batch_ack(cd__session *s, cd__batch *bt)
     m.body.complete_ack.outcomes = bt->outcomes;
     m.body.complete_ack.noutcomes = bt->n;
     cd__session_send_msg(s, &m);
-    free(bt->outcomes);
+    outcomes_free(bt);
     bt->used = false;
     cd__session_claim_more(s);
 }
@@ -463,16 +489,24 @@ static void on_complete(cd__session *s, pr_msg *m)
         bt->outcomes[i].chunk = r->chunk;
         bt->outcomes[i].outcome = PR_OUTCOME_STALE;
         /* A result for another range than its claim's, or computed with
-         * another work context than its job's, is stale, even when its
+         * another work context than its job's, is malformed, even when its
          * data is a good result of that many items: counting it would
          * merge other items than the claim's (some twice), or other
          * numbers. The ledger knows a claim by its token alone, so range
          * and context are checked here, for the claims this session handed
          * out; a claim from an earlier session of the node is matched by
-         * token only. */
+         * token only. The claim stays, for a good result. */
         int k = fly_find(s, c->batch.job, r->chunk, r->token);
-        if (k >= 0 && (s->fly[k].first != r->start || s->fly[k].count != r->count ||
-             memcmp(s->fly[k].ctx_hash, c->batch.ctx_hash, 32) != 0)) {
+        if (k >= 0 && (s->fly[k].first != r->start || s->fly[k].count != r->count)) {
+            char why[PR_MAX_REASON + 1];
+            snprintf(why, sizeof why, "range differs from the claim's: items %" PRIu64 "+%" PRIu64
+                ", the claim is %" PRIu64 "+%" PRIu64, r->start, r->count, s->fly[k].first, s->fly[k].count);
+            malformed(s, bt, (int)i, why);
+            bt->answered++;
+            continue;
+        }
+        if (k >= 0 && memcmp(s->fly[k].ctx_hash, c->batch.ctx_hash, 32) != 0) {
+            malformed(s, bt, (int)i, "work context differs from the job's");
             bt->answered++;
             continue;
         }
@@ -503,17 +537,22 @@ static void on_completed(cd__session *s, const cd__req *r, const cd_completed *r
 {
     cd__batch *bt = &s->batches[r->batch];
     pr_outcome *o = &bt->outcomes[r->slot];
-    /* what the node is told of each kind: an unanswered or refused result
-     * is stale to it */
+    /* what the node is told of each kind: a result refused for what it
+     * holds is malformed to it (with the ledger's words), one unanswered or
+     * refused for another reason (its write failed) stale */
     static const int told[CD_RESULT_KINDS] = { PR_OUTCOME_ACCEPTED, PR_OUTCOME_IDEMPOTENT, PR_OUTCOME_CONFLICT,
-        PR_OUTCOME_STALE, PR_OUTCOME_STALE, PR_OUTCOME_STALE };
-    int kind = res == NULL                   ? CD_RESULT_UNANSWERED
-             : res->err != 0                 ? CD_RESULT_INVALID
-             : res->outcome == SC_ACCEPTED   ? CD_RESULT_ACCEPTED
-             : res->outcome == SC_IDEMPOTENT ? CD_RESULT_IDEMPOTENT
-             : res->outcome == SC_CONFLICT   ? CD_RESULT_CONFLICT
-                                             : CD_RESULT_STALE;
-    s->ss->stats.results[kind]++;
+        PR_OUTCOME_STALE, PR_OUTCOME_STALE, PR_OUTCOME_STALE, PR_OUTCOME_MALFORMED };
+    int kind = res == NULL                    ? CD_RESULT_UNANSWERED
+             : res->err == SC_EBADRESULT      ? CD_RESULT_MALFORMED
+             : res->err != 0                  ? CD_RESULT_INVALID
+             : res->outcome == SC_ACCEPTED    ? CD_RESULT_ACCEPTED
+             : res->outcome == SC_IDEMPOTENT  ? CD_RESULT_IDEMPOTENT
+             : res->outcome == SC_CONFLICT    ? CD_RESULT_CONFLICT
+                                              : CD_RESULT_STALE;
+    if (kind == CD_RESULT_MALFORMED)
+        malformed(s, bt, r->slot, sf_strerror(res->err));
+    else
+        s->ss->stats.results[kind]++;
     o->outcome = told[kind];
     if (res != NULL && res->err == 0)
         bt->job_complete |= res->job_complete;
@@ -848,7 +887,7 @@ void cd__session_final(rt_actor *self)
     cd__session *s = rt_state(self);
     for (int i = 0; i < CD__SESS_MAX_BATCHES; i++)
         if (s->batches[i].used)
-            free(s->batches[i].outcomes);
+            outcomes_free(&s->batches[i]);
     free(s->fly);
     free(s->reqs);
     pr_replay_destroy(s->guard);

@@ -48,6 +48,7 @@ typedef struct cd_node_view {
     char owner[129], tier[12], version[64], os[32], arch[32], checksum[65];
     unsigned cores, max_parallel, slots, in_flight;
     uint64_t chunks_done, items_done;
+    uint64_t malformed;       /* results answered malformed (PROTOCOL.md, complete_ack) */
     double items_per_s;
     double backend_items_per_s[CD_NODE_BACKENDS]; /* per entry of hello's backends, per chunk, when
                                                      chunks are sized per backend (0: not known yet) */
@@ -103,8 +104,10 @@ enum {
     CD_RESULT_IDEMPOTENT, /* the same result again (a resend) */
     CD_RESULT_CONFLICT,   /* different bytes for a chunk already accepted */
     CD_RESULT_STALE,      /* its claim had expired, been reclaimed or ended */
-    CD_RESULT_INVALID,    /* the scheduler refused it (it does not decode, or does not fit the job) */
+    CD_RESULT_INVALID,    /* the scheduler refused it for another reason than what it holds (a failed write) */
     CD_RESULT_UNANSWERED, /* the scheduler did not answer in time */
+    CD_RESULT_MALFORMED,  /* it does not decode, does not cover its chunk, or is for another range or
+                             work context than its claim's */
     CD_RESULT_KINDS
 };
 typedef struct cd_sessions_stats {

@@ -373,11 +373,11 @@ int cd_node_view_json(const cd_node_view *v, char *buf, size_t cap)
         "\"node\":%" PRIu64 ",\"owner\":%s,\"tier\":\"%s\",\"online\":true,\"version\":%s,\"checksum\":%s,"
         "\"protocol\":%d,"
         "\"os\":%s,\"arch\":%s,\"cores\":%u,\"max_parallel\":%u,\"slots\":%u,\"in_flight\":%u,"
-        "\"chunks_done\":%" PRIu64 ",\"items_done\":%" PRIu64 ",\"items_per_s\":%.0f,"
+        "\"chunks_done\":%" PRIu64 ",\"malformed\":%" PRIu64 ",\"items_done\":%" PRIu64 ",\"items_per_s\":%.0f,"
         "\"connected_ms\":%" PRIu64 ",\"last_seen_ms\":%" PRIu64,
         v->node, cd_json_quote(owner, sizeof owner, v->owner), v->tier, cd_json_quote(version, sizeof version, v->version),
         cd_json_quote(sum, sizeof sum, v->checksum), PR_VERSION, cd_json_quote(os, sizeof os, v->os), cd_json_quote(arch, sizeof arch, v->arch), v->cores,
-        v->max_parallel, v->slots, v->in_flight, v->chunks_done, v->items_done, v->items_per_s, v->connected_ms,
+        v->max_parallel, v->slots, v->in_flight, v->chunks_done, v->malformed, v->items_done, v->items_per_s, v->connected_ms,
         v->last_seen_ms);
 }
 

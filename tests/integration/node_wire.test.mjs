@@ -556,3 +556,84 @@ test('a stale result from before a restart leaves the new claim of its chunk id 
     await srv.stop();
   }
 });
+
+test('a malformed result is answered malformed with its reason, and its claim stays for a good one', async () => {
+  // One chunk of 1,000 items (speeds unknown: the smallest chunks). Against
+  // its claim the node sends a result short of one item, a result for a
+  // range one item shorter than the claim's, and one computed with another
+  // work context; each is answered "stale" with a `malformed` reason (a node
+  // that predates the outcome drops the chunk), logged, and counted for the
+  // node and in /metrics. Then the good result is accepted under the same
+  // token: a malformed result does not end the claim.
+  const items = 1000, seed = 31;
+  const harness = path.join(build, 'tests/wasm/node_actor');
+  const srv = await serve(pg.url, { extra: ['--open-enrolment'] });
+  const n = await ScriptedNode.connect(srv.port);
+  let id = 0, beat;
+  const chunks = () => n.msgs.filter((m) => m.type === 'assign' && m.body.job === id)
+    .flatMap((m) => m.body.chunks.map((c) => ({ ...c, ctxHash: m.body.ctx_hash })));
+  const data = async (start, count) => {
+    const r = await run(harness, ['chunk', 'option', JSON.stringify(option), String(seed), String(start),
+      String(count)]);
+    assert.equal(r.code, 0, r.stderr);
+    return Buffer.from(r.stdout.trim().split(' ')[1], 'hex');
+  };
+  const answer = async (c, result, ctxHash = c.ctxHash) => {
+    const sent = n.complete({ job: id, ctxHash, results: [{ chunk: c.chunk, token: c.token, start: c.start,
+      count: c.count, elapsedMs: 0, ...result }] });
+    const ack = await n.until((m) => m.id === sent.id && m.type === 'complete_ack', `an answer to frame ${sent.id}`);
+    assert.equal(ack.body.outcomes.length, 1);
+    assert.equal(ack.body.outcomes[0].chunk, c.chunk);
+    return ack.body.outcomes[0];
+  };
+  try {
+    await n.hello({ cores: 1, maxParallel: 1 });
+    const was = await metrics(srv);
+    // An open enrolment's node is public: the job names that tier.
+    const r = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed,
+      tiers: ['own', 'team', 'community', 'public'] });
+    assert.equal(r.status, 201, r.text);
+    id = r.json.id;
+    await eventually(() => chunks().length === 1, 'the chunk', 30000);
+    const [c] = chunks();
+    assert.deepEqual([c.start, c.count], [0, items]);
+    beat = setInterval(() => n.heartbeat([c.chunk]), 1000);
+
+    const short = await answer(c, { data: await data(c.start, c.count - 1) });
+    assert.equal(short.outcome, 'stale', 'on the wire as stale, for nodes that do not know malformed');
+    assert.equal(short.malformed, 'the result does not decode or does not match its chunk');
+
+    const range = await answer(c, { count: c.count - 1, data: await data(c.start, c.count - 1) });
+    assert.equal(range.outcome, 'stale');
+    assert.equal(range.malformed, `range differs from the claim's: items 0+${items - 1}, the claim is 0+${items}`);
+
+    const good = await data(c.start, c.count);
+    const context = await answer(c, { data: good }, Buffer.alloc(32, 7));
+    assert.equal(context.outcome, 'stale');
+    assert.equal(context.malformed, 'work context differs from the job\'s');
+
+    const live = (await call(srv, 'GET', `/api/nodes/${n.nodeId}`)).json;
+    assert.equal(live.malformed, 3, JSON.stringify(live));
+    assert.equal(live.in_flight, 1, 'the claim is still held');
+    const listed = (await call(srv, 'GET', '/api/nodes')).json.find((x) => x.id === n.nodeId);
+    assert.equal(listed.malformed, 3);
+    const m = await metrics(srv);
+    const grew = (name) => (m[name] ?? 0) - (was[name] ?? 0);
+    assert.equal(grew('simfarm_chunk_results_total{outcome="malformed"}'), 3);
+    assert.equal(grew('simfarm_chunk_results_total{outcome="stale"}'), 0, 'nothing of it counted stale');
+    const log = srv.stderr();
+    for (const why of ['does not match its chunk', 'range differs', 'work context differs'])
+      assert.match(log, new RegExp(`node ${n.nodeId} job ${id} chunk ${c.chunk}: malformed result: [^\\n]*${why}`));
+
+    const ok = await answer(c, { data: good });
+    assert.equal(ok.outcome, 'accepted', 'the good result is still taken under the same claim');
+    assert.equal(ok.malformed, undefined);
+    const job = await jobDone(srv, id);
+    sameBits(job, await localRun(items, seed));
+    assert.equal((await call(srv, 'GET', `/api/nodes/${n.nodeId}`)).json.chunks_done, 1);
+  } finally {
+    clearInterval(beat);
+    await n.close();
+    await srv.stop();
+  }
+});
