@@ -277,10 +277,16 @@ static void on_frame(node *n, const bytes_msg *f)
     case PR_MSG_COMPLETE_ACK:
         nd__answered(n, m.id, NULL);
         for (uint32_t i = 0; i < m.body.complete_ack.noutcomes; i++) {
-            if (m.body.complete_ack.outcomes[i].outcome == PR_OUTCOME_ACCEPTED)
+            const pr_outcome *o = &m.body.complete_ack.outcomes[i];
+            if (o->outcome == PR_OUTCOME_ACCEPTED)
                 n->accepted++;
             else
                 n->rejected++;
+            /* dropped as a stale one is (the chunk is gone from here
+             * already), but a malformed result is this node's fault: say so */
+            if (o->outcome == PR_OUTCOME_MALFORMED)
+                nd__say(n, ND_WARN, "job %llu chunk %llu: the coordinator refused the result as malformed: %s",
+                    (unsigned long long)m.body.complete_ack.job, (unsigned long long)o->chunk, o->reason);
         }
         nd__settle(n);
         break;
