@@ -132,11 +132,21 @@ test('every good vector is canonical msgpack by an independent writer', () => {
     const env = read(frame);
     assert.deepEqual(env.map.map(([k]) => k.str), ['v', 'type', 'id', 'ts', 'body'], name);
     assert.equal(get(env, 'v'), 1n);
-    assert.equal(get(env, 'type').str, name.replace(/_(browser|tampered)$/, ''), name);
+    assert.equal(get(env, 'type').str, name.replace(/_(browser|tampered|malformed)$/, ''), name);
     assert.ok(write(env).equals(frame), `${name}: not in canonical form`);
     n++;
   }
   assert.ok(n >= 13);
+});
+
+test('a malformed outcome reads as stale, with its reason beside it, to a reader of the four outcomes', () => {
+  const outcomes = get(get(read(frames.get('complete_ack_malformed')), 'body'), 'outcomes');
+  const [ok, bad] = outcomes;
+  assert.equal(get(ok, 'outcome').str, 'accepted');
+  assert.equal(get(ok, 'malformed'), undefined);
+  assert.equal(get(bad, 'outcome').str, 'stale');
+  const why = get(bad, 'malformed').str;
+  assert.ok(why.length > 0 && Buffer.byteLength(why) <= 200, why);
 });
 
 test('signatures verify from the specification alone', () => {
