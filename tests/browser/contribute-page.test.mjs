@@ -13,6 +13,9 @@ import { call } from '../lib/coord.mjs';
 import { contributeFarm } from './farm.mjs';
 
 const option = JSON.parse(fs.readFileSync(path.join(top, 'examples/option.json'), 'utf8'));
+// The tabs join as public nodes (open enrolment): the jobs name that tier
+// (a job that names none leaves public nodes out).
+const tiers = ['own', 'team', 'community', 'public'];
 
 let srv, browser;
 let farm;
@@ -72,7 +75,7 @@ async function nodes() {
 
 // Submits an option job; resolves to it once it is complete.
 async function computed(items, seed) {
-  const created = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed });
+  const created = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed, tiers });
   assert.equal(created.status, 201, created.text);
   return eventually(async () => {
     const j = (await call(srv, 'GET', `/api/jobs/${created.json.id}`)).json;

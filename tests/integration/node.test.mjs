@@ -19,6 +19,9 @@ import { metrics } from '../lib/coord.mjs';
 const simfarm = path.join(build, 'bin/simfarm');
 const optionFile = path.join(top, 'examples/option.json');
 const option = JSON.parse(fs.readFileSync(optionFile, 'utf8'));
+// The nodes here join under open enrolment, as public nodes: their jobs name
+// that tier (a job that names none leaves public nodes out).
+const tiers = ['own', 'team', 'community', 'public'];
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-node-'));
 
 // A child process whose output can be waited on, with a deadline.
@@ -81,7 +84,7 @@ after(async () => {
 test('a job farmed to a node equals one local run', async () => {
   const items = 3000000, seed = 7;
   const was = await metrics(srv);
-  const res = await api(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed });
+  const res = await api(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed, tiers });
   assert.equal(res.status, 201);
   const { id } = res.json;
   const key = path.join(tmp, 'a', 'node.key');
@@ -120,7 +123,7 @@ test('behind a proxy\'s path prefix, the coordinator\'s http:// address with the
   const node = proc(['node', '--server', `${proxy.url}/`, '--key', path.join(tmp, 'prefix.key'), '--cores', '1']);
   try {
     await node.until(/connected to 127\.0\.0\.1:\d+ as node \d+/, 'node connected through the proxy');
-    const res = await api(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed });
+    const res = await api(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed, tiers });
     assert.equal(res.status, 201);
     const job = await eventually(async () => {
       const j = await (await fetch(`${srv.url}/api/jobs/${res.json.id}`)).json();
@@ -137,7 +140,7 @@ test('behind a proxy\'s path prefix, the coordinator\'s http:// address with the
 });
 
 test('cancelling a job stops its chunks on the node', async () => {
-  const res = await api(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items: 20000000000, seed: 5 });
+  const res = await api(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items: 20000000000, seed: 5, tiers });
   assert.equal(res.status, 201);
   const { id } = res.json;
   const node = proc(['node', '--server', `ws://127.0.0.1:${srv.port}/ws/node`, '--key', path.join(tmp, 'cancel.key'),
@@ -169,7 +172,7 @@ test('a node reports items/s while its chunks take minutes', async () => {
   const node = proc(['node', '--server', `ws://127.0.0.1:${slow.port}/ws/node`, '--key', path.join(tmp, 'slow.key'),
     '--cores', '1']);
   try {
-    const res = await api(slow, 'POST', '/api/jobs', { kernel: 'option', params: option, items: 1e12, seed: 8 });
+    const res = await api(slow, 'POST', '/api/jobs', { kernel: 'option', params: option, items: 1e12, seed: 8, tiers });
     assert.equal(res.status, 201);
     // Every 10 s the node says "C chunks, I items, R items/s": a report with
     // no chunk ended since the one before still shows the work under way.
@@ -424,7 +427,7 @@ async function inFlight(s, id, atLeast = 1) {
 }
 
 async function submit(s, items, seed) {
-  const res = await api(s, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed });
+  const res = await api(s, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed, tiers });
   assert.equal(res.status, 201, JSON.stringify(res.json));
   return res.json.id;
 }
@@ -767,7 +770,7 @@ test('SIGTERM drains within the grace period; past it the chunks are handed back
   // report, 10 s in, could come just as they end.)
   const srv = await serve(['--open-enrolment', '--chunk-ms', '60000'], (await ownDb()).url);
   const res = await api(srv, 'POST', '/api/jobs', { kernel: 'option', params: { ...option, steps: 5000 },
-    items: 1000000000, seed: 31 });
+    items: 1000000000, seed: 31, tiers });
   assert.equal(res.status, 201, JSON.stringify(res.json));
   const { id } = res.json;
   const node = proc(['node', '--server', server(srv), '--key', path.join(tmp, 'grace.key'), '--cores', '2',

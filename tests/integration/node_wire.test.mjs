@@ -21,6 +21,9 @@ import { selfSigned } from '../lib/tls.mjs';
 const simfarm = path.join(build, 'bin/simfarm');
 const optionFile = path.join(top, 'examples/option.json');
 const option = JSON.parse(fs.readFileSync(optionFile, 'utf8'));
+// The nodes here join under open enrolment, as public nodes: their jobs name
+// that tier (a job that names none leaves public nodes out).
+const tiers = ['own', 'team', 'community', 'public'];
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-node-wire-'));
 
 // A `simfarm node`; p.until(re, what) waits for its output to match.
@@ -54,7 +57,7 @@ function node(args, { env = process.env, timeoutMs = 60000 } = {}) {
 }
 
 async function submit(srv, params, items, seed) {
-  const r = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params, items, seed });
+  const r = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params, items, seed, tiers });
   assert.equal(r.status, 201, r.text);
   return r.json.id;
 }
@@ -258,7 +261,7 @@ test('wss: the node checks the coordinator\'s certificate and computes over TLS'
       { env: { ...process.env, SIMFARM_CA: good.cert } });
     await nd.until(/connected to 127\.0\.0\.1:\d+ as node \d+/, 'node connected over wss');
     const items = 2000000, seed = 17;
-    const res = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed });
+    const res = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed, tiers });
     assert.equal(res.status, 201, JSON.stringify(res.json));
     const job = await eventually(async () => {
       const j = (await call(srv, 'GET', `/api/jobs/${res.json.id}`)).json;

@@ -15,6 +15,8 @@ const simfarm = path.join(build, 'bin/simfarm');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-strategies-'));
 const call100 = { style: 'european', type: 'call', S0: 100, K: 100, r: 0.05, sigma: 0.2, T: 1, antithetic: true };
 const combat = JSON.parse(fs.readFileSync(path.join(top, 'examples/combat.json'), 'utf8'));
+// The node joins under open enrolment, as a public node: the jobs name that tier.
+const tiers = ['own', 'team', 'community', 'public'];
 
 let pg, srv, node;
 before(async () => {
@@ -59,7 +61,7 @@ function bs(S, K, r, sigma, T) {
 test('stat_weights: each weight is the finite difference of the price, with its error', async () => {
   const items = 2000000, seed = 5;
   const res = await call(srv, 'POST', '/api/jobs', { kernel: 'option', strategy: 'stat_weights', params: call100,
-    weights: [{ param: 'S0', step: 1, name: 'delta' }, { param: 'sigma', step: 0.01, name: 'vega' }], items, seed });
+    weights: [{ param: 'S0', step: 1, name: 'delta' }, { param: 'sigma', step: 0.01, name: 'vega' }], items, seed, tiers });
   assert.equal(res.status, 201, res.text);
   const job = await finished(res.json.id);
   assert.equal(job.state, 'complete', JSON.stringify(job.result));
@@ -109,7 +111,7 @@ test('tournament: the strongest candidate wins, the others drop out phase by pha
     { name: 'base', params: {} },
   ];
   const res = await call(srv, 'POST', '/api/jobs', { kernel: 'combat', strategy: 'tournament', params: base,
-    candidates, tournament: { phase_items: 200, growth: 2 }, items: 3200, seed: 9 });
+    candidates, tournament: { phase_items: 200, growth: 2 }, items: 3200, seed: 9, tiers });
   assert.equal(res.status, 201, res.text);
   const job = await finished(res.json.id);
   assert.equal(job.state, 'complete', JSON.stringify(job.result));
@@ -152,7 +154,7 @@ test('a tournament of candidates that never part runs phase after phase, and its
   // no phase drops anyone and the ladder grows until the items run out.
   const candidates = [{ name: 'a', params: {} }, { name: 'b', params: {} }];
   const res = await call(srv, 'POST', '/api/jobs', { kernel: 'option', strategy: 'tournament', params: call100,
-    candidates, tournament: { phase_items: 1, growth: 2 }, items: 2 ** 26, seed: 3 });
+    candidates, tournament: { phase_items: 1, growth: 2 }, items: 2 ** 26, seed: 3, tiers });
   assert.equal(res.status, 201, res.text);
   const job = await finished(res.json.id);
   assert.equal(job.state, 'complete', JSON.stringify(job.result));
