@@ -122,6 +122,10 @@ $(BUILD)/tests/integration/%: $(BUILD)/obj/tests/integration/%.o $(SUPPORT_OBJ) 
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
+# The saboteur: the native node with its results changed after computing
+# (tests/integration/saboteur.c wraps the host's call of nd_compute).
+$(BUILD)/tests/integration/saboteur: LDFLAGS += -Wl,--wrap=nd_compute
+
 # Programs that are built both natively and with emcc, and compared.
 WASM_SRC := $(wildcard tests/wasm/*.c)
 WASM_NATIVE := $(patsubst tests/wasm/%.c,$(BUILD)/tests/wasm/%,$(WASM_SRC))

@@ -173,6 +173,9 @@ void sc_ledger_stats_get(const sc_ledger *l, sc_ledger_stats *out)
     out->expired = l->expired;
     out->released = l->released;
     out->given_back = l->given_back;
+    out->checks_passed = l->checks_passed;
+    out->checks_failed = l->checks_failed;
+    out->quarantined = l->quarantined;
 }
 
 job *sc__job_find(sc_ledger *l, uint64_t id)

@@ -202,6 +202,7 @@ struct sc_ledger {
     uint64_t swept, expired, released, given_back; /* counters for sc_ledger_stats_get */
     bool restoring;            /* replaying a journal: emit nothing */
     sc__trust_map trust;
+    uint64_t checks_passed, checks_failed, quarantined; /* for sc_ledger_stats_get */
 };
 
 

@@ -331,6 +331,8 @@ typedef struct sc_ledger_stats {
     uint64_t expired;       /* claims expired by sweeps */
     uint64_t released;      /* claims taken back because their node went away */
     uint64_t given_back;    /* claims their node said it no longer held (sc_give_back) */
+    uint64_t checks_passed, checks_failed; /* checks decided: agreed, or proved a result wrong */
+    uint64_t quarantined;   /* nodes quarantined */
 } sc_ledger_stats;
 
 void sc_ledger_stats_get(const sc_ledger *l, sc_ledger_stats *out);

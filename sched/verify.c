@@ -278,9 +278,11 @@ sc_outcome sc__check_answer(sc_ledger *l, job *j, const claim *c, const void *by
     if (agree == 0) {
         j->verified_items += done.count;
         j->checks_passed++;
+        l->checks_passed++;
         sc__journal(l, &rec);
     } else {
         j->checks_failed++;
+        l->checks_failed++;
     }
     for (uint32_t i = 0; i < nwrong; i++)
         quarantine(l, wrong[i], 0, true, j);
@@ -342,6 +344,7 @@ static int quarantine(sc_ledger *l, uint64_t node, uint64_t now_ms, bool journal
         return 0;
     t->quarantined = true;
     t->failed++;
+    l->quarantined++;
     t->streak = 0;
     uint64_t owner = t->owner;
     if (owner != 0) /* the owner's other keys start again from nothing */

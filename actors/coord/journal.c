@@ -13,16 +13,17 @@
 #include <string.h>
 
 enum { COL_JOB, COL_TYPE, COL_VARIANT, COL_CHUNK, COL_FIRST, COL_COUNT, COL_TOKEN, COL_RESULT,
-       COL_PHASE, COL_STATE, NCOLS };
+       COL_PHASE, COL_STATE, COL_NODE, COL_PEER, COL_CHECKED, NCOLS };
 
 /* pg_type OIDs of the element types. */
-enum { OID_BYTEA = 17, OID_INT8 = 20, OID_INT2 = 21, OID_INT4 = 23 };
+enum { OID_BOOL = 16, OID_BYTEA = 17, OID_INT8 = 20, OID_INT2 = 21, OID_INT4 = 23 };
 enum { HEADER = 20 };
 
 static const uint32_t col_oid[NCOLS] = {
     [COL_JOB] = OID_INT8, [COL_TYPE] = OID_INT2, [COL_VARIANT] = OID_INT4, [COL_CHUNK] = OID_INT8,
     [COL_FIRST] = OID_INT8, [COL_COUNT] = OID_INT8, [COL_TOKEN] = OID_BYTEA, [COL_RESULT] = OID_BYTEA,
-    [COL_PHASE] = OID_INT4, [COL_STATE] = OID_INT2,
+    [COL_PHASE] = OID_INT4, [COL_STATE] = OID_INT2, [COL_NODE] = OID_INT8, [COL_PEER] = OID_INT8,
+    [COL_CHECKED] = OID_BOOL,
 };
 
 /* A growing array in binary form. */
@@ -77,7 +78,7 @@ cd_query *cd_journal_insert(const sc_record *recs, size_t n)
         reserve(&col[i], HEADER);
     for (size_t k = 0; k < n; k++) {
         const sc_record *r = &recs[k];
-        bool ranged = r->type == SC_REC_ACCEPT || r->type == SC_REC_CHUNK_FAILED;
+        bool ranged = r->type == SC_REC_ACCEPT || r->type == SC_REC_CHUNK_FAILED || r->type == SC_REC_VERIFY;
         put_int(&col[COL_JOB], 8, (int64_t)r->job);
         put_int(&col[COL_TYPE], 2, r->type);
         put_int(&col[COL_VARIANT], 4, r->variant);
@@ -105,17 +106,42 @@ cd_query *cd_journal_insert(const sc_record *recs, size_t n)
             put_int(&col[COL_STATE], 2, r->state);
         else
             put_null(&col[COL_STATE]);
+        if (r->node != 0)
+            put_int(&col[COL_NODE], 8, (int64_t)r->node);
+        else
+            put_null(&col[COL_NODE]);
+        if (r->peer != 0)
+            put_int(&col[COL_PEER], 8, (int64_t)r->peer);
+        else
+            put_null(&col[COL_PEER]);
+        put_int(&col[COL_CHECKED], 1, r->check);
     }
     /* The rows the unique index turns away are counted only when there
      * are any (the ELSE's subquery runs only then): the statement sees
      * the journal as it was before its INSERT, so those are the rows that
-     * were there, and a row the same as the one sent is a resend. */
+     * were there, and a row the same as the one sent is a resend.
+     * In the same commit: a check that passed adds to both nodes' record;
+     * a quarantine marks (and revokes) the node, and reopens every job
+     * that ended complete with a result of it in its journal: loaded
+     * again, its restore leaves those results out and computes their
+     * ranges anew (docs/verification.md). */
     cd_query *q = cd_query_new(
-        "WITH r (job_id, type, variant, chunk, first_item, item_count, token, result, phase, state) AS ("
+        "WITH r (job_id, type, variant, chunk, first_item, item_count, token, result, phase, state, node_id, "
+        "peer_id, checked) AS ("
         "SELECT * FROM unnest($1::bigint[], $2::smallint[], $3::integer[], $4::bigint[], $5::bigint[], "
-        "$6::bigint[], $7::bytea[], $8::bytea[], $9::integer[], $10::smallint[])), "
-        "i AS (INSERT INTO journal (job_id, type, variant, chunk, first_item, item_count, token, result, phase, state) "
-        "SELECT * FROM r ON CONFLICT DO NOTHING RETURNING type) "
+        "$6::bigint[], $7::bytea[], $8::bytea[], $9::integer[], $10::smallint[], $11::bigint[], $12::bigint[], "
+        "$13::boolean[])), "
+        "i AS (INSERT INTO journal (job_id, type, variant, chunk, first_item, item_count, token, result, phase, state, "
+        "node_id, peer_id, checked) "
+        "SELECT * FROM r ON CONFLICT DO NOTHING RETURNING type), "
+        "v AS (UPDATE nodes n SET checks_passed = n.checks_passed + c.k, streak = n.streak + c.k "
+        "FROM (SELECT x AS id, count(*) AS k FROM r, LATERAL (VALUES (r.node_id), (r.peer_id)) t (x) "
+        "WHERE r.type = 5 GROUP BY x) c WHERE n.id = c.id AND n.quarantined_at IS NULL), "
+        "q AS (UPDATE nodes SET quarantined_at = now(), revoked_at = coalesce(revoked_at, now()), "
+        "checks_failed = checks_failed + 1, streak = 0 "
+        "WHERE id IN (SELECT node_id FROM r WHERE type = 6) AND quarantined_at IS NULL), "
+        "o AS (UPDATE jobs SET state = 'pending' WHERE state = 'complete' AND id IN ("
+        "SELECT a.job_id FROM journal a WHERE a.type = 1 AND a.node_id IN (SELECT node_id FROM r WHERE type = 6))) "
         "SELECT CASE WHEN (SELECT count(*) FROM i WHERE type = 1) = (SELECT count(*) FROM r WHERE type = 1) THEN 0 "
         "ELSE (SELECT count(*) FROM r JOIN journal j ON j.job_id = r.job_id AND j.variant = r.variant "
         "AND j.first_item = r.first_item AND j.type = 1 WHERE r.type = 1 "

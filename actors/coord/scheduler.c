@@ -6,6 +6,7 @@
 #include "actors/coord/scheduler_int.h"
 
 #include "base/alloc.h"
+#include "base/fnv.h"
 #include "base/log.h"
 
 #include <inttypes.h>
@@ -89,6 +90,52 @@ static void contrib_add(cd__job_info *ji, uint64_t node, uint64_t items)
     cd__contrib *c = cd__contrib_map_put(&ji->by_node, node, NULL);
     c->chunks++;
     c->items += items;
+}
+
+uint64_t cd_owner_hash(const char *owner)
+{
+    if (owner == NULL || owner[0] == '\0')
+        return 0;
+    uint64_t h = sf_fnv64(SF_FNV64_BASIS, owner, strlen(owner));
+    return h != 0 ? h : 1;
+}
+
+uint8_t cd_tier_bit(const char *tier)
+{
+    static const char *const names[] = { "own", "team", "community", "public" };
+    for (unsigned i = 0; tier != NULL && i < 4; i++)
+        if (strcmp(tier, names[i]) == 0)
+            return (uint8_t)(1u << i);
+    return 0;
+}
+
+/* Jobs a quarantine tainted (sched.h: sc_node_quarantine) hand out
+ * nothing: each is dropped now, its claims stale, and loaded again from
+ * its journal once every journal write sent before has been answered —
+ * the quarantine's own records among them — so its restore leaves the
+ * node's results out and hands their ranges out anew. */
+static void drop_tainted(cd__sched *s)
+{
+    for (size_t i = 0; i < s->njobs;) {
+        uint64_t id = s->jobs[i].id;
+        if (!sc_job_tainted(s->l, id)) {
+            i++;
+            continue;
+        }
+        sf_logf(SF_LOG_WARN, "scheduler", "{\"job\":%" PRIu64 "}",
+            "job %" PRIu64 " held results of a quarantined node: loaded again from its journal without them", id);
+        cd__forget_job(s, id);
+        s->reload_due = true;
+    }
+}
+
+/* The reload drop_tainted asked for, once the journal is written. */
+static void reload_when_written(cd__sched *s)
+{
+    if (s->reload_due && s->nout == 0 && s->nepochs == 0) {
+        s->reload_due = false;
+        cd__load(s);
+    }
 }
 
 const char *cd__state_name(sc_job_state st)
@@ -291,6 +338,7 @@ static void on_complete(rt_actor *self, cd__sched *s, rt_msg *m)
         cd__reply_completed(m, 0, SC_STALE, false);
         return;
     }
+    drop_tainted(s); /* a check decided, or malformed results, may have quarantined a node */
     if (rc != 0) {
         cd__reply_completed(m, rc, 0, false);
         cd__flush(s, NULL, 0, false);
@@ -363,7 +411,12 @@ static void behaviour(rt_actor *self, rt_msg *m)
         atomic_store_explicit(&s->g.expired, ls.expired, memory_order_relaxed);
         atomic_store_explicit(&s->g.released, ls.released, memory_order_relaxed);
         atomic_store_explicit(&s->g.given_back, ls.given_back, memory_order_relaxed);
+        atomic_store_explicit(&s->g.checks_passed, ls.checks_passed, memory_order_relaxed);
+        atomic_store_explicit(&s->g.checks_failed, ls.checks_failed, memory_order_relaxed);
+        atomic_store_explicit(&s->g.quarantined, ls.quarantined, memory_order_relaxed);
+        drop_tainted(s); /* a load's restore may have learnt of a quarantine */
         cd__flush(s, NULL, 0, false);
+        reload_when_written(s);
         cd__serve_parked(s, true);
         break;
     }
@@ -476,6 +529,9 @@ void cd_scheduler_stats_get(rt_actor *scheduler, cd_scheduler_stats *out)
     out->given_back = atomic_load_explicit(&s->g.given_back, memory_order_relaxed);
     out->conflicts_written = atomic_load_explicit(&s->g.conflicts_written, memory_order_relaxed);
     out->conflicts_restored = atomic_load_explicit(&s->g.conflicts_restored, memory_order_relaxed);
+    out->checks_passed = atomic_load_explicit(&s->g.checks_passed, memory_order_relaxed);
+    out->checks_failed = atomic_load_explicit(&s->g.checks_failed, memory_order_relaxed);
+    out->quarantined = atomic_load_explicit(&s->g.quarantined, memory_order_relaxed);
 }
 
 rt_actor *cd_scheduler_spawn(rt_system *sys, const cd_scheduler_opts *opts)
@@ -497,6 +553,7 @@ rt_actor *cd_scheduler_spawn(rt_system *sys, const cd_scheduler_opts *opts)
     cfg.journal = cd__journal_cb;
     cfg.journal_ctx = s;
     cfg.random = random_cb;
+    cfg.verify.on = true;
     s->l = sc_ledger_create(&cfg);
     rt_send_every(a, 1000, CD__M_TICK, 0);
     rt_send_every(a, s->sweep_ms, CD__M_SWEEP, 0);

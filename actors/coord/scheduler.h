@@ -131,7 +131,17 @@ typedef struct cd_scheduler_stats {
      * written because a row for the same first item holds another count
      * or result; records loaded jobs' restores skipped (they overlap others). */
     uint64_t conflicts_written, conflicts_restored;
+    /* Spot-checks decided (passed: the bytes agreed; failed: a node's
+     * result was proven wrong), and nodes quarantined, since the start. */
+    uint64_t checks_passed, checks_failed, quarantined;
 } cd_scheduler_stats;
+
+/* A node's owner as the ledger knows it (sc_node_info.owner): a hash of
+ * the name, 0 for none (a public node is its own owner). */
+uint64_t cd_owner_hash(const char *owner);
+
+/* A tier's name as its SC_TIER_* bit; 0 for none. */
+uint8_t cd_tier_bit(const char *tier);
 
 /* Any thread. */
 void cd_scheduler_stats_get(rt_actor *scheduler, cd_scheduler_stats *out);

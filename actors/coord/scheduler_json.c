@@ -149,6 +149,21 @@ static void cat_tournament(sf_str *b, cd__sched *s, const cd__job_info *ji, cons
         sf_str_cat(b, "null");
 }
 
+/* How much of the result is verified: "verification":{...}. */
+static void cat_verification(sf_str *b, const sc_job_status *st)
+{
+    uint64_t unchecked = st->done_items - (st->verified_items + st->trusted_items > st->done_items
+        ? st->done_items : st->verified_items + st->trusted_items);
+    sf_str_catf(b, "\"verification\":{\"verified_items\":%" PRIu64 ",\"trusted_items\":%" PRIu64
+        ",\"unchecked_items\":%" PRIu64 ",\"checks_passed\":%" PRIu64 ",\"checks_failed\":%" PRIu64
+        ",\"checks_waiting\":%" PRIu64 ",\"retracted_items\":%" PRIu64 ",\"quarantined_nodes\":[",
+        st->verified_items, st->trusted_items, unchecked, st->checks_passed, st->checks_failed, st->checks_waiting,
+        st->retracted_items);
+    for (uint32_t i = 0; i < st->quarantined; i++)
+        sf_str_catf(b, "%s%" PRIu64, i ? "," : "", st->quarantined_ids[i]);
+    sf_str_cat(b, "]}");
+}
+
 char *cd__result_json(cd__sched *s, uint64_t job)
 {
     sf_str b = SF_STR_INIT;
@@ -164,6 +179,8 @@ char *cd__result_json(cd__sched *s, uint64_t job)
     cat_outputs(&b, ji, &st);
     sf_str_cat(&b, ",");
     cat_nodes(&b, ji);
+    sf_str_cat(&b, ",");
+    cat_verification(&b, &st);
     if (ji->strategy == SC_STAT_WEIGHTS)
         cat_weights(&b, s, ji);
     else if (ji->strategy != SC_SINGLE)
@@ -184,6 +201,8 @@ char *cd__progress_json(const cd__job_info *ji, const sc_job_status *st)
     cat_outputs(&b, ji, st);
     sf_str_cat(&b, ",");
     cat_nodes(&b, ji);
+    sf_str_cat(&b, ",");
+    cat_verification(&b, st);
     return sf_str_take(&b);
 }
 

@@ -42,7 +42,7 @@ typedef struct job_row {
     X(strategy) X(strategy_params) X(state) X(trusted_tiers) X(check_rate)
 #define JOURNAL_COLS(X)                                                                         \
     X(seq) X(type) X(variant) X(chunk) X(first_item) X(item_count) X(token) X(result) X(phase)  \
-    X(state)
+    X(state) X(node_id) X(peer_id) X(checked) X(node_owner) X(node_tier) X(node_quarantined)
 
 #define JOB_COL(c) JC_##c,
 #define JOURNAL_COL(c) JR_##c,
@@ -380,8 +380,11 @@ static void op_drop(cd__op *o)
 static bool read_journal(cd__sched *s, cd__op *o)
 {
     cd_query *q = cd_query_new(
-        "SELECT seq, type, variant, chunk, first_item, item_count, token, result, phase, state "
-        "FROM journal WHERE job_id = $1 AND seq > $2 ORDER BY seq LIMIT $3");
+        "SELECT j.seq, j.type, j.variant, j.chunk, j.first_item, j.item_count, j.token, j.result, j.phase, "
+        "j.state, j.node_id, j.peer_id, j.checked, n.owner AS node_owner, n.tier AS node_tier, "
+        "n.quarantined_at IS NOT NULL AS node_quarantined "
+        "FROM journal j LEFT JOIN nodes n ON n.id = j.node_id "
+        "WHERE j.job_id = $1 AND j.seq > $2 ORDER BY j.seq LIMIT $3");
     cd_query_int(q, (int64_t)o->info.id);
     cd_query_int(q, o->after);
     cd_query_int(q, s->journal_page);
@@ -401,7 +404,7 @@ static bool read_journal(cd__sched *s, cd__op *o)
 /* Adds a page of the journal to o's records; returns its row count, or -1
  * (with the missing column's name in *missing) when its columns are not
  * the journal's. */
-static int add_records(cd__op *o, const PGresult *res, const char **missing)
+static int add_records(cd__sched *s, cd__op *o, const PGresult *res, const char **missing)
 {
     int c[JOURNAL_NCOLS];
     if (!find_cols(res, journal_col_names, JOURNAL_NCOLS, c, missing))
@@ -430,6 +433,15 @@ static int add_records(cd__op *o, const PGresult *res, const char **missing)
             r->result = PQunescapeBytea((const unsigned char *)PQgetvalue(res, i, c[JR_result]), &r->result_len);
         r->phase = (uint32_t)atoi(PQgetvalue(res, i, c[JR_phase]));
         r->state = (sc_job_state)atoi(PQgetvalue(res, i, c[JR_state]));
+        r->node = strtoull(PQgetvalue(res, i, c[JR_node_id]), NULL, 10);
+        r->peer = strtoull(PQgetvalue(res, i, c[JR_peer_id]), NULL, 10);
+        r->check = PQgetvalue(res, i, c[JR_checked])[0] == 't';
+        r->owner = cd_owner_hash(PQgetvalue(res, i, c[JR_node_owner]));
+        r->tier = cd_tier_bit(PQgetvalue(res, i, c[JR_node_tier]));
+        /* a quarantine this journal does not record (its node was caught
+         * in another job): the restore leaves its results out too */
+        if (r->node != 0 && PQgetvalue(res, i, c[JR_node_quarantined])[0] == 't')
+            sc_node_quarantine(s->l, r->node, rt_mono_ms(), false);
     }
     return n;
 }
@@ -516,7 +528,7 @@ void cd__load_answer(cd__sched *s, rt_msg *m, const char *error)
     case CD__OP_JOURNAL: {
         s->journals_pending--;
         const char *missing = NULL;
-        int n = error == NULL ? add_records(&o, res, &missing) : -1;
+        int n = error == NULL ? add_records(s, &o, res, &missing) : -1;
         if (error != NULL || n < 0) {
             if (error != NULL)
                 sf_log(SF_LOG_WARN, "scheduler", "cannot read job %" PRIu64 "'s journal: %s", o.info.id, error);

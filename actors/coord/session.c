@@ -9,6 +9,7 @@
 
 #include "actors/coord/scheduler.h"
 #include "base/alloc.h"
+#include "base/fnv.h"
 #include "base/log.h"
 #include "proto/msg.h"
 #include "proto/replay.h"
@@ -167,6 +168,20 @@ static unsigned fly_in(const cd__session *s, unsigned cls)
 /* With chunks sized per backend, the class to claim for: of those with a
  * free slot, the fastest, and devices before CPUs while speeds are
  * unknown; ncls when none is free. */
+
+/* The address a check of this node's results must differ from
+ * (sc_node_info.addr): a hash of its address key (cd_addr_key), or 0 for
+ * none known and for this machine's own (loopback: the operator's nodes
+ * beside the coordinator share it). */
+static uint64_t check_addr(const uint8_t who[PR_PK_BYTES])
+{
+    static const uint8_t zero[PR_PK_BYTES];
+    if (memcmp(who, zero, PR_PK_BYTES) == 0 || (who[10] == 0xff && who[11] == 0xff && who[12] == 127))
+        return 0;
+    uint64_t h = sf_fnv64(SF_FNV64_BASIS, who, PR_PK_BYTES);
+    return h != 0 ? h : 1;
+}
+
 static unsigned claim_class(const cd__session *s)
 {
     const double *speed = s->view.backend_items_per_s;
@@ -196,8 +211,10 @@ void cd__session_claim_more(cd__session *s)
         speed = s->view.backend_items_per_s[k];
     }
     cd_claim *c = RT_MSG_NEW(cd_claim, CD_MSG_CLAIM);
+    /* owner and address: a check of a result goes to a node of another
+     * owner and another address (docs/verification.md) */
     c->node = (sc_node_info){ .id = s->node_id, .session = s->conn, .tier = s->tier, .backends = 1, .mem_bytes = UINT64_MAX,
-        .items_per_s = speed };
+        .items_per_s = speed, .owner = cd_owner_hash(s->view.owner), .addr = check_addr(s->addr) };
     s->claim_cls = k;
     c->slots = free_slots > CD_MAX_CLAIMS ? CD_MAX_CLAIMS : free_slots;
     int64_t id = rt_request(s->self, s->ss->scheduler, &c->hdr, 10000);

@@ -1,0 +1,112 @@
+// Verified results against a real farm: PostgreSQL, `simfarm serve`, two
+// honest `simfarm node` processes of two owners, and a saboteur — the
+// native node built to change its results before it signs them
+// (tests/integration/saboteur.c). In every case the job's result equals a
+// local run to the last bit, the saboteur is quarantined (and revoked), and
+// no honest node is.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { build, eventually, top, stop } from '../lib/proc.mjs';
+import { localRun, sameBits } from '../lib/reference.mjs';
+import { psql, startPostgres } from '../lib/pg.mjs';
+import { call, metrics, serve } from '../lib/coord.mjs';
+
+const simfarm = path.join(build, 'bin/simfarm');
+const saboteur = path.join(build, 'tests/integration/saboteur');
+const option = JSON.parse(fs.readFileSync(path.join(top, 'examples/option.json'), 'utf8'));
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-verify-'));
+
+function spawnNode(bin, args, env = {}) {
+  const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+  const p = { child, out: '' };
+  child.stdout.on('data', (d) => { p.out += d; });
+  child.stderr.on('data', (d) => { p.out += d; });
+  p.exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  return p;
+}
+
+let pg, srv, honest = [];
+let keys = 0;
+
+// A node enrolled with a claim token of `owner` (community tier).
+async function node(owner, sabotage) {
+  const t = await call(srv, 'POST', '/api/tokens', { kind: 'claim', owner, tier: 'community', expires_in: 600 });
+  assert.equal(t.status, 201, t.text);
+  const args = ['--server', `ws://127.0.0.1:${srv.port}/ws/node`, '--claim-token', t.json.token,
+    '--key', path.join(tmp, `key-${++keys}`)];
+  return sabotage === undefined
+    ? spawnNode(simfarm, ['node', ...args, '--cores', '1', '--backend', 'cpu'])
+    : spawnNode(saboteur, args, { SIMFARM_SABOTAGE: sabotage });
+}
+
+const nodesOf = async (owner) => (await psql(pg, `SELECT id, quarantined_at IS NOT NULL, revoked_at IS NOT NULL
+  FROM nodes WHERE owner = '${owner}' ORDER BY id`)).split('\n').filter(Boolean)
+  .map((l) => l.split('|')).map(([id, q, r]) => ({ id: Number(id), quarantined: q === 't', revoked: r === 't' }));
+
+// Submits an option job that no tier is trusted for (every result may be
+// checked) and waits for its end.
+async function farmJob(items, seed) {
+  const res = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed,
+    tiers: ['community'], verify: { trust: [] } });
+  assert.equal(res.status, 201, res.text);
+  return eventually(async () => {
+    const j = (await call(srv, 'GET', `/api/jobs/${res.json.id}`)).json;
+    return j.state !== 'running' && j.state !== 'pending' ? j : null;
+  }, `job ${res.json.id} ended`, 240000, 200);
+}
+
+before(async () => {
+  pg = await startPostgres();
+  srv = await serve(pg.url, { extra: ['--chunk-ms', '300'] });
+  honest = [await node('alice'), await node('bob')];
+});
+after(async () => {
+  for (const n of honest) await stop(n);
+  await srv?.stop();
+  await pg?.stop();
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+test('honest nodes: results are checked, none is quarantined, the result is exact', async () => {
+  const items = 4000000, seed = 11;
+  const job = await farmJob(items, seed);
+  sameBits(job, await localRun(items, seed));
+  const v = job.result.verification;
+  assert.ok(v.checks_passed > 0, 'new nodes are checked');
+  assert.equal(v.checks_failed, 0);
+  assert.equal(v.checks_waiting, 0, 'complete once every check is decided');
+  assert.deepEqual(v.quarantined_nodes, []);
+  assert.equal(v.verified_items + v.trusted_items + v.unchecked_items, items);
+  for (const owner of ['alice', 'bob'])
+    for (const n of await nodesOf(owner)) assert.equal(n.quarantined, false, `${owner}'s node quarantined`);
+});
+
+for (const [sabotage, seed] of [['bias:0.01', 21], ['zeros', 22], ['fabricate', 23], ['every:3:0.5', 24]]) {
+  test(`a saboteur (${sabotage}) is quarantined and undone: the result is exact`, async () => {
+    const owner = `mallory-${seed}`;
+    const bad = await node(owner, sabotage);
+    try {
+      const items = 6000000;
+      const job = await farmJob(items, seed);
+      sameBits(job, await localRun(items, seed));
+      const [m] = await nodesOf(owner);
+      assert.ok(m, 'the saboteur enrolled');
+      assert.ok(m.quarantined && m.revoked, `the saboteur is quarantined and revoked:\n${bad.out}`);
+      assert.ok(job.result.verification.quarantined_nodes.includes(m.id));
+      assert.ok(job.result.verification.checks_failed > 0 || job.result.verification.retracted_items > 0);
+      for (const o of ['alice', 'bob'])
+        for (const n of await nodesOf(o)) assert.equal(n.quarantined, false, `${o}'s node quarantined`);
+      const mt = await metrics(srv);
+      assert.ok(mt['simfarm_nodes_quarantined_total'] >= 1);
+      // it cannot come back: its key is revoked, whatever token it shows
+      await eventually(async () => bad.child.exitCode !== null || /revoked|not enrolled|refused/i.test(bad.out)
+        || (await nodesOf(owner))[0].revoked, 'the saboteur refused', 30000);
+    } finally {
+      await stop(bad);
+    }
+  });
+}
