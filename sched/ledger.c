@@ -1700,6 +1700,10 @@ int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs,
             goto fail;
         if (r->type == SC_REC_QUARANTINE)
             continue;
+        if (r->type == SC_REC_RETRACTED) {
+            j->retracted_items += r->count;
+            continue;
+        }
         if (r->type == SC_REC_VERIFY) {
             if (r->variant >= j->nlanes || r->first >= spec->items)
                 goto fail;

@@ -157,7 +157,8 @@ typedef enum sc_outcome { SC_ACCEPTED = 1, SC_IDEMPOTENT, SC_CONFLICT, SC_STALE 
  * which its caller then restores from the journal again (see
  * sc_job_restore). */
 typedef enum sc_record_type {
-    SC_REC_ACCEPT = 1, SC_REC_CHUNK_FAILED, SC_REC_PHASE, SC_REC_JOB_END, SC_REC_VERIFY, SC_REC_QUARANTINE
+    SC_REC_ACCEPT = 1, SC_REC_CHUNK_FAILED, SC_REC_PHASE, SC_REC_JOB_END, SC_REC_VERIFY, SC_REC_QUARANTINE,
+    SC_REC_RETRACTED /* an ACCEPT of a quarantined node, as the journal keeps it: restore counts it retracted */
 } sc_record_type;
 
 /* PHASE (a tournament phase ended) is informational: restore derives phases

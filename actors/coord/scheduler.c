@@ -356,8 +356,11 @@ static void on_complete(rt_actor *self, cd__sched *s, rt_msg *m)
                     break;
                 }
         }
-        cd__flush(s, m, outcome, done); /* answered when its writes are committed */
-        return;
+        if (s->nout > before) {
+            cd__flush(s, m, outcome, done); /* answered when its writes are committed */
+            return;
+        }
+        /* a check's run that decided nothing: nothing to make durable */
     }
     cd__flush(s, NULL, 0, false);
     cd__reply_completed(m, 0, outcome, false);

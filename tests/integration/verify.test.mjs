@@ -53,8 +53,13 @@ async function farmJob(items, seed) {
   const res = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed,
     tiers: ['community'], verify: { trust: [] } });
   assert.equal(res.status, 201, res.text);
+  let shown = 0;
   return eventually(async () => {
     const j = (await call(srv, 'GET', `/api/jobs/${res.json.id}`)).json;
+    if (process.env.VERIFY_DEBUG && Date.now() - shown > 3000) {
+      shown = Date.now();
+      console.error(JSON.stringify({ state: j.state, progress: j.progress ?? null, result: j.result?.verification }));
+    }
     return j.state !== 'running' && j.state !== 'pending' ? j : null;
   }, `job ${res.json.id} ended`, 240000, 200);
 }
@@ -92,6 +97,7 @@ for (const [sabotage, seed] of [['bias:0.01', 21], ['zeros', 22], ['fabricate', 
     try {
       const items = 6000000;
       const job = await farmJob(items, seed);
+      if (process.env.VERIFY_DEBUG) console.error(srv.stderr());
       sameBits(job, await localRun(items, seed));
       const [m] = await nodesOf(owner);
       assert.ok(m, 'the saboteur enrolled');
