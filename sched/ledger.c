@@ -108,6 +108,8 @@ sc_ledger *sc_ledger_create(const sc_config *config)
         v->public_floor = 0.02;
     if (v->malformed_limit == 0)
         v->malformed_limit = 3;
+    if (v->check_wait_ms == 0)
+        v->check_wait_ms = 120000;
     if (l->cfg.random == NULL) {
         l->rng = l->cfg.seed;
         l->cfg.random = default_random;
@@ -175,6 +177,7 @@ void sc_ledger_stats_get(const sc_ledger *l, sc_ledger_stats *out)
     out->given_back = l->given_back;
     out->checks_passed = l->checks_passed;
     out->checks_failed = l->checks_failed;
+    out->checks_abandoned = l->checks_abandoned;
     out->quarantined = l->quarantined;
 }
 
@@ -1163,6 +1166,7 @@ int sc_job_status_get(sc_ledger *l, uint64_t id, sc_job_status *out)
         .checks_passed = j->checks_passed,
         .checks_failed = j->checks_failed,
         .checks_waiting = j->nchecks,
+        .checks_abandoned = j->checks_abandoned,
         .retracted_items = j->retracted_items,
         .quarantined = j->nquarantined,
         .quarantined_ids = j->quarantined,
@@ -1594,6 +1598,8 @@ size_t sc_reclaim(sc_ledger *l, uint64_t now_ms)
         job *j = l->jobs[i];
         if (j->state == SC_JOB_RUNNING && j->spec.deadline_ms != 0 && now_ms >= j->spec.deadline_ms)
             job_end(l, j, SC_JOB_EXPIRED);
+        else if (j->nchecks > 0 && sc__checks_expire(l, j, now_ms) > 0)
+            check_end(l, j); /* it may have waited for them */
     }
     return expired;
 }

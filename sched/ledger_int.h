@@ -105,6 +105,7 @@ typedef struct check {
     run runs[MAX_RUNS];
     uint32_t nruns;
     bool inflight;             /* a claim computes it now */
+    uint64_t since_ms;         /* waiting since (0: since the next sweep) */
     bool urgent;               /* the screen found the result odd: first in line */
     uint64_t lost[MAX_CHECK_LOST]; /* nodes that lost a claim of it: not asked again */
     uint32_t nlost;
@@ -149,7 +150,7 @@ typedef struct job {
     uint64_t next_check;
     uint32_t check_claims;     /* live claims computing a check */
     uint64_t verified_items, trusted_items, retracted_items;
-    uint64_t checks_passed, checks_failed;
+    uint64_t checks_passed, checks_failed, checks_abandoned;
     sc__contrib_map contrib;
     bool tainted;              /* a node whose results it holds is quarantined: restore it */
     uint64_t quarantined[MAX_JOB_QUARANTINED];
@@ -202,7 +203,7 @@ struct sc_ledger {
     uint64_t swept, expired, released, given_back; /* counters for sc_ledger_stats_get */
     bool restoring;            /* replaying a journal: emit nothing */
     sc__trust_map trust;
-    uint64_t checks_passed, checks_failed, quarantined; /* for sc_ledger_stats_get */
+    uint64_t checks_passed, checks_failed, checks_abandoned, quarantined; /* for sc_ledger_stats_get */
 };
 
 
@@ -232,6 +233,8 @@ sc_outcome sc__check_answer(sc_ledger *l, job *j, const claim *c, const void *by
 void sc__check_lost(job *j, const claim *c);
 /* Forgets the checks of a job. */
 void sc__checks_free(job *j);
+/* Gives up j's checks that waited check_wait_ms with no taker; returns how many. */
+size_t sc__checks_expire(sc_ledger *l, job *j, uint64_t now_ms);
 /* Restore: makes the check of an accept record chosen for one and not verified. */
 void sc__check_restore(sc_ledger *l, job *j, const sc_record *r);
 bool sc__restore_verified(const job *j, uint32_t variant, uint64_t first);

@@ -47,6 +47,8 @@ typedef struct sc_verify_config {
                                  (default 0.01) */
     double public_floor;      /* public nodes: never checked less often (default 0.02) */
     uint32_t malformed_limit; /* malformed results that quarantine a node (default 3) */
+    uint64_t check_wait_ms;   /* a check no node took in this long is given up: its result stays
+                                 unchecked, and counted so (default 120,000) */
 } sc_verify_config;
 
 typedef struct sc_config {
@@ -197,7 +199,7 @@ typedef struct sc_job_status {
     /* verification: items whose result a check confirmed, items from
      * trusted tiers, checks decided and waiting, and results retracted */
     uint64_t verified_items, trusted_items;
-    uint64_t checks_passed, checks_failed, checks_waiting;
+    uint64_t checks_passed, checks_failed, checks_waiting, checks_abandoned;
     uint64_t retracted_items;
     uint32_t quarantined;       /* quarantined nodes whose results it held (ids in quarantined_ids) */
     const uint64_t *quarantined_ids;
@@ -333,6 +335,7 @@ typedef struct sc_ledger_stats {
     uint64_t released;      /* claims taken back because their node went away */
     uint64_t given_back;    /* claims their node said it no longer held (sc_give_back) */
     uint64_t checks_passed, checks_failed; /* checks decided: agreed, or proved a result wrong */
+    uint64_t checks_abandoned; /* checks no node could take in check_wait_ms */
     uint64_t quarantined;   /* nodes quarantined */
 } sc_ledger_stats;
 

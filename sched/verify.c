@@ -237,12 +237,32 @@ check *sc__check_for(job *j, const sc_node_info *n)
     return NULL;
 }
 
+size_t sc__checks_expire(sc_ledger *l, job *j, uint64_t now_ms)
+{
+    size_t n = 0;
+    for (size_t i = j->nchecks; i-- > 0;) {
+        check *k = &j->checks[i];
+        if (k->inflight)
+            continue;
+        if (k->since_ms == 0)
+            k->since_ms = now_ms ? now_ms : 1;
+        else if (now_ms - k->since_ms >= l->cfg.verify.check_wait_ms) {
+            check_remove(j, i);
+            j->checks_abandoned++;
+            l->checks_abandoned++;
+            n++;
+        }
+    }
+    return n;
+}
+
 void sc__check_lost(job *j, const claim *c)
 {
     check *k = check_find(j, c->check, NULL);
     if (k == NULL)
         return;
     k->inflight = false;
+    k->since_ms = 0;
     k->lost[k->nlost++ % MAX_CHECK_LOST] = c->node;
 }
 
@@ -258,6 +278,7 @@ sc_outcome sc__check_answer(sc_ledger *l, job *j, const claim *c, const void *by
         if (k->runs[r].len == len && memcmp(k->runs[r].bytes, bytes, len) == 0)
             agree = (int)r;
     if (agree < 0) { /* a disagreement: another owner's run decides */
+        k->since_ms = 0;
         if (k->nruns < MAX_RUNS)
             k->runs[k->nruns++] = run_of(c->node, c->owner, c->addr, bytes, len);
         return SC_ACCEPTED;

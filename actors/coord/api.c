@@ -202,14 +202,15 @@ static char *work_metrics(cd__api *api)
         m = cat(m, sf_fmt("simfarm_chunk_results_total{outcome=\"%s\"} %" PRIu64 "\n", outcome[i], ns.results[i]));
     m = cat(m, sf_fmt("# HELP simfarm_checks_total Spot-checks decided since the start: a node of another owner "
                       "computed an accepted range again to the same bytes (passed), or a result was proven wrong "
-                      "(failed).\n"
+                      "(failed), or no node of another owner took it in time (abandoned).\n"
                       "# TYPE simfarm_checks_total counter\n"
                       "simfarm_checks_total{outcome=\"passed\"} %" PRIu64 "\n"
                       "simfarm_checks_total{outcome=\"failed\"} %" PRIu64 "\n"
+                      "simfarm_checks_total{outcome=\"abandoned\"} %" PRIu64 "\n"
                       "# HELP simfarm_nodes_quarantined_total Nodes quarantined since the start: a check proved a "
                       "result of theirs wrong, or they sent too many malformed results.\n"
                       "# TYPE simfarm_nodes_quarantined_total counter\nsimfarm_nodes_quarantined_total %" PRIu64 "\n",
-                   ss.checks_passed, ss.checks_failed, ss.quarantined));
+                   ss.checks_passed, ss.checks_failed, ss.checks_abandoned, ss.quarantined));
     m = cat(m, sf_fmt("# HELP simfarm_jobs_finished_total Jobs ended since the start, by state.\n"
                       "# TYPE simfarm_jobs_finished_total counter\n"));
     for (int i = 0; i < CD__END_STATES; i++)

@@ -416,6 +416,7 @@ static void behaviour(rt_actor *self, rt_msg *m)
         atomic_store_explicit(&s->g.given_back, ls.given_back, memory_order_relaxed);
         atomic_store_explicit(&s->g.checks_passed, ls.checks_passed, memory_order_relaxed);
         atomic_store_explicit(&s->g.checks_failed, ls.checks_failed, memory_order_relaxed);
+        atomic_store_explicit(&s->g.checks_abandoned, ls.checks_abandoned, memory_order_relaxed);
         atomic_store_explicit(&s->g.quarantined, ls.quarantined, memory_order_relaxed);
         drop_tainted(s); /* a load's restore may have learnt of a quarantine */
         cd__flush(s, NULL, 0, false);
@@ -534,6 +535,7 @@ void cd_scheduler_stats_get(rt_actor *scheduler, cd_scheduler_stats *out)
     out->conflicts_restored = atomic_load_explicit(&s->g.conflicts_restored, memory_order_relaxed);
     out->checks_passed = atomic_load_explicit(&s->g.checks_passed, memory_order_relaxed);
     out->checks_failed = atomic_load_explicit(&s->g.checks_failed, memory_order_relaxed);
+    out->checks_abandoned = atomic_load_explicit(&s->g.checks_abandoned, memory_order_relaxed);
     out->quarantined = atomic_load_explicit(&s->g.quarantined, memory_order_relaxed);
 }
 

@@ -133,7 +133,7 @@ typedef struct cd_scheduler_stats {
     uint64_t conflicts_written, conflicts_restored;
     /* Spot-checks decided (passed: the bytes agreed; failed: a node's
      * result was proven wrong), and nodes quarantined, since the start. */
-    uint64_t checks_passed, checks_failed, quarantined;
+    uint64_t checks_passed, checks_failed, checks_abandoned, quarantined;
 } cd_scheduler_stats;
 
 /* A node's owner as the ledger knows it (sc_node_info.owner): a hash of

@@ -208,7 +208,7 @@ typedef struct cd__sched {
         char pad0[64];
         _Atomic uint64_t jobs, claims, expired, released, given_back;
         _Atomic uint64_t conflicts_written, conflicts_restored;
-        _Atomic uint64_t checks_passed, checks_failed, quarantined;
+        _Atomic uint64_t checks_passed, checks_failed, checks_abandoned, quarantined;
         char pad1[64];
     } g;
     bool reload_due;          /* jobs were dropped for a quarantine: load them again once written */

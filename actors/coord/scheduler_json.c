@@ -156,9 +156,10 @@ static void cat_verification(sf_str *b, const sc_job_status *st)
         ? st->done_items : st->verified_items + st->trusted_items);
     sf_str_catf(b, "\"verification\":{\"verified_items\":%" PRIu64 ",\"trusted_items\":%" PRIu64
         ",\"unchecked_items\":%" PRIu64 ",\"checks_passed\":%" PRIu64 ",\"checks_failed\":%" PRIu64
-        ",\"checks_waiting\":%" PRIu64 ",\"retracted_items\":%" PRIu64 ",\"quarantined_nodes\":[",
+        ",\"checks_waiting\":%" PRIu64 ",\"checks_abandoned\":%" PRIu64 ",\"retracted_items\":%" PRIu64
+        ",\"quarantined_nodes\":[",
         st->verified_items, st->trusted_items, unchecked, st->checks_passed, st->checks_failed, st->checks_waiting,
-        st->retracted_items);
+        st->checks_abandoned, st->retracted_items);
     for (uint32_t i = 0; i < st->quarantined; i++)
         sf_str_catf(b, "%s%" PRIu64, i ? "," : "", st->quarantined_ids[i]);
     sf_str_cat(b, "]}");

@@ -388,7 +388,8 @@ static uint64_t insert_job(uint64_t items, uint64_t seed)
 {
     char json[1024], field[64], msg[256];
     int n = snprintf(json, sizeof json, "{\"kernel\":\"option\",\"params\":%s,\"items\":%" PRIu64 ",\"seed\":%" PRIu64
-        ",\"owner\":\"bench\",\"tiers\":[\"own\",\"team\",\"community\",\"public\"]}", params_json, items, seed);
+        ",\"owner\":\"bench\",\"tiers\":[\"own\",\"team\",\"community\",\"public\"],"
+        "\"verify\":{\"trust\":[\"own\",\"team\",\"community\",\"public\"]}}", params_json, items, seed);
     cd_query *q = cd_job_submission(json, (size_t)n, field, sizeof field, msg, sizeof msg);
     if (q == NULL)
         die("the job is refused: %s: %s", field, msg);

@@ -61,7 +61,8 @@ async function farmJob(srv, ev, items, seed) {
   const t0 = performance.now();
   // the node joins under open enrolment, as a public node: the job names that tier
   const res = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: european.params, items, seed,
-    tiers: ['own', 'team', 'community', 'public'] });
+    tiers: ['own', 'team', 'community', 'public'],
+      verify: { trust: ['own', 'team', 'community', 'public'] } });
   if (res.status !== 201) throw new Error(`submit: ${res.status} ${JSON.stringify(res.json)}`);
   const { id } = res.json;
   const end = await ev.until((e) => e.type === 'job.finished' && e.job === id, `job ${id} finished`);

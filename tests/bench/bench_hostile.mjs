@@ -98,7 +98,8 @@ async function timedJob(srv, ev, seed) {
   const t0 = performance.now();
   // the nodes join under open enrolment, as public nodes: the job names that tier
   const res = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params, items: ITEMS, seed,
-    tiers: ['own', 'team', 'community', 'public'] });
+    tiers: ['own', 'team', 'community', 'public'],
+      verify: { trust: ['own', 'team', 'community', 'public'] } });
   if (res.status !== 201) throw new Error(res.text);
   const end = await ev.until((e) => e.type === 'job.finished' && e.job === res.json.id, `job ${res.json.id} finished`);
   if (end.state !== 'complete') throw new Error(`job ${res.json.id}: ${end.state}`);

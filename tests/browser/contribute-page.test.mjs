@@ -15,7 +15,11 @@ import { contributeFarm } from './farm.mjs';
 const option = JSON.parse(fs.readFileSync(path.join(top, 'examples/option.json'), 'utf8'));
 // The tabs join as public nodes (open enrolment): the jobs name that tier
 // (a job that names none leaves public nodes out).
+// Every tier, and every tier trusted: these tests are about farming, not
+// spot-checks (tests/integration/verify.test.mjs), and a lone node could not be
+// checked by another.
 const tiers = ['own', 'team', 'community', 'public'];
+const verify = { trust: tiers, verify };
 
 let srv, browser;
 let farm;
@@ -75,7 +79,7 @@ async function nodes() {
 
 // Submits an option job; resolves to it once it is complete.
 async function computed(items, seed) {
-  const created = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed, tiers });
+  const created = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed, tiers, verify });
   assert.equal(created.status, 201, created.text);
   return eventually(async () => {
     const j = (await call(srv, 'GET', `/api/jobs/${created.json.id}`)).json;

@@ -28,7 +28,11 @@ const artifacts = path.join(build, 'test-artifacts');
 const option = fs.readFileSync(path.join(top, 'examples/option.json'), 'utf8');
 // The tabs join as public nodes (open enrolment): the jobs name that tier
 // (a job that names none leaves public nodes out).
+// Every tier, and every tier trusted: these tests are about farming, not
+// spot-checks (tests/integration/verify.test.mjs), and a lone node could not be
+// checked by another.
 const tiers = ['own', 'team', 'community', 'public'];
+const verify = { trust: tiers, verify };
 
 let pg, srv, browser;
 let farm;
@@ -124,7 +128,7 @@ test('a tab with 2 cores computes a job that equals the native single-process ru
     const wasm = fs.readFileSync(path.join(top, 'web/node/simfarm-node.wasm'));
     assert.equal(node.capabilities.checksum, (await import('node:crypto')).createHash('sha256').update(wasm).digest('hex'));
 
-    const created = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option), items, seed, tiers });
+    const created = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option), items, seed, tiers, verify });
     assert.equal(created.status, 201, created.text);
     const { id } = created.json;
     const done = await untilComplete(() => job(id), 240000);
@@ -183,7 +187,7 @@ test('the cores slider changes the workers within the session: more at once, few
     assert.ok(cores >= 2, `the slider needs 2 cores here, the browser has ${cores}`);
     assert.deepEqual([first.capabilities.cores, first.capabilities.max_parallel, first.slots], [cores, 1, 1]);
     const items = 150000000, seed = 21;
-    const created = await call(quick, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option), items, seed, tiers });
+    const created = await call(quick, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option), items, seed, tiers, verify });
     assert.equal(created.status, 201, created.text);
     const { id } = created.json;
     const live = (what, pred) => eventually(async () => { const n = await me(); return n && pred(n) ? n : null; },
@@ -245,7 +249,7 @@ test('a compute worker that fails to load is ended and replaced: its chunk goes 
     const me = async () => (await call(quick, 'GET', '/api/nodes')).json.find((n) => n.online);
     const node = await eventually(me, 'the browser node online', 15000);
     const items = 40000, seed = 31;
-    const created = await call(quick, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option), items, seed, tiers });
+    const created = await call(quick, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option), items, seed, tiers, verify });
     assert.equal(created.status, 201, created.text);
     const { id } = created.json;
     await eventually(async () => (await me())?.in_flight === 1, 'a chunk in the tab', 15000);
@@ -285,7 +289,7 @@ test('a cancel stops the chunk a tab computes: its worker takes the next job lon
     const tabNode = async () => (await call(slow, 'GET', '/api/nodes')).json.find((n) => n.online);
     const me = (await eventually(tabNode, 'the browser node online', 15000)).id;
     const asian = { ...JSON.parse(option), style: 'asian_arithmetic', steps: 2000, greeks: false };
-    const a = await call(slow, 'POST', '/api/jobs', { kernel: 'option', params: asian, items: 1e12, seed: 3, tiers });
+    const a = await call(slow, 'POST', '/api/jobs', { kernel: 'option', params: asian, items: 1e12, seed: 3, tiers, verify });
     assert.equal(a.status, 201, a.text);
     // The first chunks are small probes; once the tab's speed is known the
     // next one is sized to minutes. Wait until the chunk in hand is worth a
@@ -313,7 +317,7 @@ test('a cancel stops the chunk a tab computes: its worker takes the next job lon
     // The worker is free: a second job is computed at once, not after the
     // minutes the cancelled chunk would have taken.
     const items = 4000, seed = 9;
-    const b = await call(slow, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option), items, seed, tiers });
+    const b = await call(slow, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option), items, seed, tiers, verify });
     assert.equal(b.status, 201, b.text);
     const done = await eventually(async () => {
       const j = (await call(slow, 'GET', `/api/jobs/${b.json.id}`)).json;
@@ -335,7 +339,7 @@ test('a tab closed in the middle of a chunk gives it back and the job completes'
   // coordinator knows the tab's speed.
   const items = 60000000, seed = 12;
   const { context } = await contribute(2);
-  const created = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option), items, seed, tiers });
+  const created = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option), items, seed, tiers, verify });
   assert.equal(created.status, 201, created.text);
   const { id } = created.json;
   await eventually(async () => {
@@ -375,7 +379,7 @@ test('a coordinator killed and restarted: the tab says so, comes back by itself 
     const me = async (s) => (await call(s, 'GET', '/api/nodes')).json.find((n) => n.online);
     const node = await eventually(() => me(first), 'the browser node online', 15000);
     const items = 100000000, seed = 51;
-    const created = await call(first, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option), items, seed, tiers });
+    const created = await call(first, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option), items, seed, tiers, verify });
     assert.equal(created.status, 201, created.text);
     const { id } = created.json;
     await eventually(async () => (await me(first))?.chunks_done >= 2, 'two chunks accepted', 60000);
@@ -500,7 +504,7 @@ test('on battery power the tab pauses, and resumes on mains power; the contribut
 // alone and equal to the native run; resolves to its id.
 async function computedBy(node, server, seed) {
   const items = 400000;
-  const created = await call(server, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option), items, seed, tiers });
+  const created = await call(server, 'POST', '/api/jobs', { kernel: 'option', params: JSON.parse(option), items, seed, tiers, verify });
   assert.equal(created.status, 201, created.text);
   const done = await eventually(async () => {
     const j = (await call(server, 'GET', `/api/jobs/${created.json.id}`)).json;

@@ -18,7 +18,11 @@ const optionFile = path.join(top, 'examples/option.json');
 const option = JSON.parse(fs.readFileSync(optionFile, 'utf8'));
 // The nodes here join under open enrolment, as public nodes: their jobs name
 // that tier (a job that names none leaves public nodes out).
+// Every tier, and every tier trusted: these tests are about farming, not
+// spot-checks (tests/integration/verify.test.mjs), and a lone node could not be
+// checked by another.
 const tiers = ['own', 'team', 'community', 'public'];
+const verify = { trust: tiers, verify };
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-backlog-'));
 
 function proc(args) {
@@ -64,7 +68,7 @@ async function job(s, id) {
 
 async function submit(s, items, seed) {
   const res = await fetch(`${s.url}/api/jobs`, { method: 'POST', headers: { authorization: `Bearer ${s.token}` },
-    body: JSON.stringify({ kernel: 'option', params: option, items, seed, tiers }), signal: AbortSignal.timeout(15000) });
+    body: JSON.stringify({ kernel: 'option', params: option, items, seed, tiers, verify }), signal: AbortSignal.timeout(15000) });
   assert.equal(res.status, 201);
   return (await res.json()).id;
 }
@@ -210,7 +214,7 @@ test('a database that stops answering: the coordinator sees it within seconds (i
     s.url = `http://127.0.0.1:${m[1]}`;
     const token = fs.readFileSync(tokenFile, 'utf8').trim();
     const res = await fetch(`${s.url}/api/jobs`, { method: 'POST', headers: { authorization: `Bearer ${token}` },
-      body: JSON.stringify({ kernel: 'option', params: option, items: 1e12, seed: 9, tiers }) });
+      body: JSON.stringify({ kernel: 'option', params: option, items: 1e12, seed: 9, tiers, verify }) });
     assert.equal(res.status, 201);
     const { id } = await res.json();
     node = proc(['node', '--server', `ws://127.0.0.1:${m[1]}/ws/node`, '--key', path.join(tmp, 'frozen.key'), '--cores', '1']);

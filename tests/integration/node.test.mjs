@@ -21,7 +21,11 @@ const optionFile = path.join(top, 'examples/option.json');
 const option = JSON.parse(fs.readFileSync(optionFile, 'utf8'));
 // The nodes here join under open enrolment, as public nodes: their jobs name
 // that tier (a job that names none leaves public nodes out).
+// Every tier, and every tier trusted: these tests are about farming, not
+// spot-checks (tests/integration/verify.test.mjs), and a lone node could not be
+// checked by another.
 const tiers = ['own', 'team', 'community', 'public'];
+const verify = { trust: tiers, verify };
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-node-'));
 
 // A child process whose output can be waited on, with a deadline.
@@ -84,7 +88,7 @@ after(async () => {
 test('a job farmed to a node equals one local run', async () => {
   const items = 3000000, seed = 7;
   const was = await metrics(srv);
-  const res = await api(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed, tiers });
+  const res = await api(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed, tiers, verify });
   assert.equal(res.status, 201);
   const { id } = res.json;
   const key = path.join(tmp, 'a', 'node.key');
@@ -123,7 +127,7 @@ test('behind a proxy\'s path prefix, the coordinator\'s http:// address with the
   const node = proc(['node', '--server', `${proxy.url}/`, '--key', path.join(tmp, 'prefix.key'), '--cores', '1']);
   try {
     await node.until(/connected to 127\.0\.0\.1:\d+ as node \d+/, 'node connected through the proxy');
-    const res = await api(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed, tiers });
+    const res = await api(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed, tiers, verify });
     assert.equal(res.status, 201);
     const job = await eventually(async () => {
       const j = await (await fetch(`${srv.url}/api/jobs/${res.json.id}`)).json();
@@ -140,7 +144,7 @@ test('behind a proxy\'s path prefix, the coordinator\'s http:// address with the
 });
 
 test('cancelling a job stops its chunks on the node', async () => {
-  const res = await api(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items: 20000000000, seed: 5, tiers });
+  const res = await api(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items: 20000000000, seed: 5, tiers, verify });
   assert.equal(res.status, 201);
   const { id } = res.json;
   const node = proc(['node', '--server', `ws://127.0.0.1:${srv.port}/ws/node`, '--key', path.join(tmp, 'cancel.key'),
@@ -172,7 +176,7 @@ test('a node reports items/s while its chunks take minutes', async () => {
   const node = proc(['node', '--server', `ws://127.0.0.1:${slow.port}/ws/node`, '--key', path.join(tmp, 'slow.key'),
     '--cores', '1']);
   try {
-    const res = await api(slow, 'POST', '/api/jobs', { kernel: 'option', params: option, items: 1e12, seed: 8, tiers });
+    const res = await api(slow, 'POST', '/api/jobs', { kernel: 'option', params: option, items: 1e12, seed: 8, tiers, verify });
     assert.equal(res.status, 201);
     // Every 10 s the node says "C chunks, I items, R items/s": a report with
     // no chunk ended since the one before still shows the work under way.
@@ -427,7 +431,7 @@ async function inFlight(s, id, atLeast = 1) {
 }
 
 async function submit(s, items, seed) {
-  const res = await api(s, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed, tiers });
+  const res = await api(s, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed, tiers, verify });
   assert.equal(res.status, 201, JSON.stringify(res.json));
   return res.json.id;
 }
@@ -770,7 +774,7 @@ test('SIGTERM drains within the grace period; past it the chunks are handed back
   // report, 10 s in, could come just as they end.)
   const srv = await serve(['--open-enrolment', '--chunk-ms', '60000'], (await ownDb()).url);
   const res = await api(srv, 'POST', '/api/jobs', { kernel: 'option', params: { ...option, steps: 5000 },
-    items: 1000000000, seed: 31, tiers });
+    items: 1000000000, seed: 31, tiers, verify });
   assert.equal(res.status, 201, JSON.stringify(res.json));
   const { id } = res.json;
   const node = proc(['node', '--server', server(srv), '--key', path.join(tmp, 'grace.key'), '--cores', '2',

@@ -16,7 +16,11 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-strategies-'));
 const call100 = { style: 'european', type: 'call', S0: 100, K: 100, r: 0.05, sigma: 0.2, T: 1, antithetic: true };
 const combat = JSON.parse(fs.readFileSync(path.join(top, 'examples/combat.json'), 'utf8'));
 // The node joins under open enrolment, as a public node: the jobs name that tier.
+// Every tier, and every tier trusted: these tests are about farming, not
+// spot-checks (tests/integration/verify.test.mjs), and a lone node could not be
+// checked by another.
 const tiers = ['own', 'team', 'community', 'public'];
+const verify = { trust: tiers, verify };
 
 let pg, srv, node;
 before(async () => {
@@ -61,7 +65,7 @@ function bs(S, K, r, sigma, T) {
 test('stat_weights: each weight is the finite difference of the price, with its error', async () => {
   const items = 2000000, seed = 5;
   const res = await call(srv, 'POST', '/api/jobs', { kernel: 'option', strategy: 'stat_weights', params: call100,
-    weights: [{ param: 'S0', step: 1, name: 'delta' }, { param: 'sigma', step: 0.01, name: 'vega' }], items, seed, tiers });
+    weights: [{ param: 'S0', step: 1, name: 'delta' }, { param: 'sigma', step: 0.01, name: 'vega' }], items, seed, tiers, verify });
   assert.equal(res.status, 201, res.text);
   const job = await finished(res.json.id);
   assert.equal(job.state, 'complete', JSON.stringify(job.result));
@@ -111,7 +115,7 @@ test('tournament: the strongest candidate wins, the others drop out phase by pha
     { name: 'base', params: {} },
   ];
   const res = await call(srv, 'POST', '/api/jobs', { kernel: 'combat', strategy: 'tournament', params: base,
-    candidates, tournament: { phase_items: 200, growth: 2 }, items: 3200, seed: 9, tiers });
+    candidates, tournament: { phase_items: 200, growth: 2 }, items: 3200, seed: 9, tiers, verify });
   assert.equal(res.status, 201, res.text);
   const job = await finished(res.json.id);
   assert.equal(job.state, 'complete', JSON.stringify(job.result));
@@ -154,7 +158,7 @@ test('a tournament of candidates that never part runs phase after phase, and its
   // no phase drops anyone and the ladder grows until the items run out.
   const candidates = [{ name: 'a', params: {} }, { name: 'b', params: {} }];
   const res = await call(srv, 'POST', '/api/jobs', { kernel: 'option', strategy: 'tournament', params: call100,
-    candidates, tournament: { phase_items: 1, growth: 2 }, items: 2 ** 26, seed: 3, tiers });
+    candidates, tournament: { phase_items: 1, growth: 2 }, items: 2 ** 26, seed: 3, tiers, verify });
   assert.equal(res.status, 201, res.text);
   const job = await finished(res.json.id);
   assert.equal(job.state, 'complete', JSON.stringify(job.result));

@@ -69,7 +69,8 @@ test(`chaos: the job survives node, network, coordinator and database faults (se
     for (let i = 0; i < NODES; i++) start(i);
     // The nodes join under open enrolment, as public nodes: the job names that tier.
     const res = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params, items: ITEMS, seed: SEED,
-      tiers: ['own', 'team', 'community', 'public'] });
+      tiers: ['own', 'team', 'community', 'public'],
+      verify: { trust: ['own', 'team', 'community', 'public'] } });
     assert.equal(res.status, 201, JSON.stringify(res.json));
     const id = res.json.id;
     console.log(`# chaos seed ${SEED}: job ${id}, ${ITEMS} items, ${NODES} nodes`);

@@ -73,7 +73,8 @@ before(async () => {
   srv = await serve(pg.url, { extra: ['--open-enrolment', '--chunk-ms', '1000'] });
   // Every node here joins under open enrolment, as a public node: the job names that tier.
   const res = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params, items: ITEMS, seed: SEED,
-    tiers: ['own', 'team', 'community', 'public'] });
+    tiers: ['own', 'team', 'community', 'public'],
+      verify: { trust: ['own', 'team', 'community', 'public'] } });
   assert.equal(res.status, 201, res.text);
   job = res.json.id;
   for (let i = 0; i < 2; i++) {

@@ -309,3 +309,22 @@ Test(verify, a_lone_node_that_gives_back_everything_cannot_fail_a_job)
     cr_assert_eq(st.pending_items, 10000, "every range waits for another node");
     sc_ledger_destroy(l);
 }
+
+Test(verify, a_check_no_node_can_take_is_given_up_and_counted)
+{
+    fs_farm f;
+    fs_init(&f, &(sc_verify_config){ .on = true, .check_wait_ms = 2000 }, 5);
+    /* one owner: no node may check another's results */
+    fs_add(&f, (fs_node){ .id = 1, .owner = 101, .tier = SC_TIER_COMMUNITY });
+    fs_add(&f, (fs_node){ .id = 2, .owner = 101, .tier = SC_TIER_COMMUNITY });
+    sc_job_spec s = fs_single(1, 20000);
+    cr_assert_eq(fs_run(&f, &s, 10000), SC_JOB_COMPLETE, "a job does not wait for ever for a checker");
+    sc_job_status st;
+    sc_job_status_get(f.l, 1, &st);
+    cr_assert_gt(st.checks_abandoned, 0);
+    cr_assert_eq(st.checks_passed, 0);
+    cr_assert_eq(st.checks_waiting, 0);
+    cr_assert(fs_exact(&f, 1));
+    cr_assert_geq(f.now, 2000, "given up only after check_wait_ms");
+    fs_free(&f);
+}
