@@ -19,7 +19,7 @@ const option = JSON.parse(fs.readFileSync(path.join(top, 'examples/option.json')
 // spot-checks (tests/integration/verify.test.mjs), and a lone node could not be
 // checked by another.
 const tiers = ['own', 'team', 'community', 'public'];
-const verify = { trust: tiers, verify };
+const verify = { trust: tiers };
 
 let srv, browser;
 let farm;

@@ -32,7 +32,7 @@ const option = fs.readFileSync(path.join(top, 'examples/option.json'), 'utf8');
 // spot-checks (tests/integration/verify.test.mjs), and a lone node could not be
 // checked by another.
 const tiers = ['own', 'team', 'community', 'public'];
-const verify = { trust: tiers, verify };
+const verify = { trust: tiers };
 
 let pg, srv, browser;
 let farm;

@@ -27,7 +27,7 @@ const option = JSON.parse(fs.readFileSync(optionFile, 'utf8'));
 // spot-checks (tests/integration/verify.test.mjs), and a lone node could not be
 // checked by another.
 const tiers = ['own', 'team', 'community', 'public'];
-const verify = { trust: tiers, verify };
+const verify = { trust: tiers };
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-node-wire-'));
 
 // A `simfarm node`; p.until(re, what) waits for its output to match.

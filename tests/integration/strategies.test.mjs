@@ -20,7 +20,7 @@ const combat = JSON.parse(fs.readFileSync(path.join(top, 'examples/combat.json')
 // spot-checks (tests/integration/verify.test.mjs), and a lone node could not be
 // checked by another.
 const tiers = ['own', 'team', 'community', 'public'];
-const verify = { trust: tiers, verify };
+const verify = { trust: tiers };
 
 let pg, srv, node;
 before(async () => {
