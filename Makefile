@@ -142,6 +142,11 @@ $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
+# The verification benchmarks run the simulated farm of tests/support.
+$(BUILD)/bench/bench_verify: $(BUILD)/obj/tests/bench/bench_verify.o $(BUILD)/obj/tests/support/farmsim.o $(LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
 # The C++ Actor Framework versions of the runtime benchmarks, for
 # `make bench-compare` only (Debian's libcaf-dev).
 CXX ?= g++
