@@ -655,7 +655,14 @@ test('the workers compute at low priority, the connection at the process\'s; --p
     try {
       await n.until(says, `--priority ${priority}: the start says so`);
       await n.until(/as node \d+/, 'node connected');
-      const t = threads(n.child.pid);
+      // Each pool thread sets its own policy as it starts, which may come
+      // just after the connection: the threads are read until they have,
+      // with a deadline, and the asserts below judge the last reading.
+      let t;
+      await eventually(() => {
+        t = threads(n.child.pid);
+        return t.filter((x) => x.policy === 5).length === idle;
+      }, `--priority ${priority}: the pool threads' policy`, 10000).catch(() => {});
       assert.ok(t.every((x) => x.nice === 0), `--priority ${priority}: ${JSON.stringify(t)}`);
       assert.equal(t.filter((x) => x.policy === 5).length, idle, `--priority ${priority}: ${JSON.stringify(t)}`);
       assert.equal(t.filter((x) => x.policy !== 0 && x.policy !== 5).length, 0, JSON.stringify(t));
