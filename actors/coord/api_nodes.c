@@ -114,7 +114,7 @@ void cd__api_ask_nodes(cd__api *api, cd__request *r, uint64_t one)
         "AND ($5::text IS NULL OR tier = $5) %s"
         "ORDER BY %s LIMIT coalesce($6::bigint, 100000) OFFSET $7::bigint) n "
         "CROSS JOIN LATERAL (SELECT n.id, n.owner, n.tier, n.name, n.version, n.capabilities, n.created_at, n.last_seen, "
-        "n.revoked_at) x "
+        "n.revoked_at, n.quarantined_at, n.checks_passed, n.checks_failed) x "
         "LEFT JOIN (SELECT w.node, sum(w.chunks) AS chunks, sum(w.items) AS items FROM unnest($1::uuid[]) AS l (session) "
         "CROSS JOIN LATERAL (SELECT node, chunks, items FROM node_work WHERE session = l.session LIMIT 1) w "
         "GROUP BY w.node) w ON w.node = n.id "

@@ -214,7 +214,8 @@ void cd__session_claim_more(cd__session *s)
     /* owner and address: a check of a result goes to a node of another
      * owner and another address (docs/verification.md) */
     c->node = (sc_node_info){ .id = s->node_id, .session = s->conn, .tier = s->tier, .backends = 1, .mem_bytes = UINT64_MAX,
-        .items_per_s = speed, .owner = cd_owner_hash(s->view.owner), .addr = check_addr(s->addr) };
+        .items_per_s = speed, .owner = cd_owner_hash(s->view.owner), .addr = check_addr(s->addr),
+        .streak = s->streak };
     s->claim_cls = k;
     c->slots = free_slots > CD_MAX_CLAIMS ? CD_MAX_CLAIMS : free_slots;
     int64_t id = rt_request(s->self, s->ss->scheduler, &c->hdr, 10000);

@@ -47,11 +47,11 @@ static char *caps_json(const pr_caps *c, const char *checksum)
 /* Enrolment, in one statement each, so a statement the store sends again
  * after a lost connection gives the same answer: $1 key, $2 version,
  * $3 capabilities, $4 the claim token's hash. All return id, tier,
- * revoked, owner. A revoked key stays revoked whatever claim token it
+ * revoked, owner, streak (docs/verification.md). A revoked key stays revoked whatever claim token it
  * brings, and the token stays unused: the key's row is returned as it is,
  * revoked. */
 static const char *enrol_claim_sql =
-    "WITH r AS (SELECT id, tier, coalesce(owner, '') AS owner FROM nodes "
+    "WITH r AS (SELECT id, tier, coalesce(owner, '') AS owner, streak FROM nodes "
     "  WHERE public_key = $1 AND revoked_at IS NOT NULL), "
     "t AS (UPDATE tokens SET used_at = coalesce(used_at, now()), used_by = $1 "
     "  WHERE secret_hash = $4 AND kind = 'claim' AND revoked_at IS NULL "
@@ -62,15 +62,15 @@ static const char *enrol_claim_sql =
     "  SELECT $1, owner, tier, now(), $2, $3::jsonb FROM t "
     "  ON CONFLICT (public_key) DO UPDATE SET owner = EXCLUDED.owner, tier = EXCLUDED.tier, "
     "    last_seen = now(), version = EXCLUDED.version, capabilities = EXCLUDED.capabilities "
-    "  RETURNING id, tier, revoked_at IS NOT NULL AS revoked, coalesce(owner, '') AS owner) "
-    "SELECT id, tier, revoked, owner FROM e UNION ALL SELECT id, tier, true, owner FROM r";
+    "  RETURNING id, tier, revoked_at IS NOT NULL AS revoked, coalesce(owner, '') AS owner, streak) "
+    "SELECT id, tier, revoked, owner, streak FROM e UNION ALL SELECT id, tier, true, owner, streak FROM r";
 static const char *enrol_open_sql =
     "INSERT INTO nodes (public_key, tier, last_seen, version, capabilities) VALUES ($1, 'public', now(), $2, $3::jsonb) "
     "ON CONFLICT (public_key) DO UPDATE SET last_seen = now(), version = $2, capabilities = $3::jsonb "
-    "RETURNING id, tier, revoked_at IS NOT NULL, coalesce(owner, '')";
+    "RETURNING id, tier, revoked_at IS NOT NULL, coalesce(owner, ''), streak";
 static const char *enrol_known_sql =
     "UPDATE nodes SET last_seen = now(), version = $2, capabilities = $3::jsonb WHERE public_key = $1 "
-    "RETURNING id, tier, revoked_at IS NOT NULL, coalesce(owner, '')";
+    "RETURNING id, tier, revoked_at IS NOT NULL, coalesce(owner, ''), streak";
 
 void cd__session_on_hello(cd__session *s, pr_msg *m)
 {
@@ -162,6 +162,7 @@ void cd__session_on_enrolled(cd__session *s, const cd__req *r, cd_result *res)
     }
     s->node_id = strtoull(PQgetvalue(res->res, 0, 0), NULL, 10);
     s->tier = tier_bit(PQgetvalue(res->res, 0, 1));
+    s->streak = (uint32_t)strtoul(PQgetvalue(res->res, 0, 4), NULL, 10);
     if (pr_replay_create(&s->guard, 1024) != 0)
         sf_oom(1024);
     pr_msg m;

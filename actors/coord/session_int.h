@@ -199,6 +199,7 @@ struct cd__session {
     uint8_t pk[PR_PK_BYTES];
     uint64_t node_id;
     uint8_t tier;
+    uint32_t streak;          /* checks passed in a row, as enrolment read it (sc_node_info.streak) */
     bool claim;            /* enrolling with a claim token */
     const char *offline_reason;
     cd_node_view view;      /* the registry's live entry; read by cd_sessions_each (same thread) */
