@@ -107,7 +107,7 @@ sc_ledger *sc_ledger_create(const sc_config *config)
     if (!(v->public_floor > 0 && v->public_floor <= 1))
         v->public_floor = 0.02;
     if (v->malformed_limit == 0)
-        v->malformed_limit = 3;
+        v->malformed_limit = 10;
     if (v->check_wait_ms == 0)
         v->check_wait_ms = 120000;
     if (l->cfg.random == NULL) {

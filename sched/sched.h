@@ -46,7 +46,7 @@ typedef struct sc_verify_config {
     double floor;             /* enrolled nodes past warm-up: checked at max(floor, 1/streak)
                                  (default 0.01) */
     double public_floor;      /* public nodes: never checked less often (default 0.02) */
-    uint32_t malformed_limit; /* malformed results that quarantine a node (default 3) */
+    uint32_t malformed_limit; /* malformed results that quarantine a node (default 10) */
     uint64_t check_wait_ms;   /* a check no node took in this long is given up: its result stays
                                  unchecked, and counted so (default 120,000) */
 } sc_verify_config;

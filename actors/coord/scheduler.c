@@ -466,6 +466,11 @@ static void behaviour(rt_actor *self, rt_msg *m)
     case CD_MSG_WITHDRAW:
         unpark_session(s, m->sender, true);
         break;
+    case CD_MSG_MALFORMED:
+        sc_node_malformed(s->l, ((cd_node_gone *)m)->node, rt_mono_ms());
+        drop_tainted(s);
+        cd__flush(s, NULL, 0, false);
+        break;
     case CD_MSG_NODE_GONE: {
         cd_node_gone *g = (cd_node_gone *)m;
         unpark_session(s, m->sender, false);

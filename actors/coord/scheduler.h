@@ -30,6 +30,8 @@ enum {
     CD_MSG_CANCEL_JOB,                   /* cd_cancel_job: stop a job (its row already says cancelled) */
     CD_MSG_WITHDRAW,                     /* plain: the sending session takes no more work; a claim of
                                             it that waits for work is answered empty */
+    CD_MSG_MALFORMED,                    /* cd_node_gone: the node sent a result for another range or
+                                            work context than its claim's; counts toward its quarantine */
     CD_MSG__SCHED_PRIVATE = RT_MSGS_SCHEDULER_PRIVATE,
 };
 

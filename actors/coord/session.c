@@ -428,6 +428,15 @@ static int fly_find(const cd__session *s, uint64_t job, uint64_t chunk, const ui
     return -1;
 }
 
+/* A malformed result the ledger did not see (it checks only what it
+ * holds): counted there toward the node's quarantine too. */
+static void malformed_to_ledger(cd__session *s)
+{
+    cd_node_gone *g = RT_MSG_NEW(cd_node_gone, CD_MSG_MALFORMED);
+    g->node = s->node_id;
+    rt_send(s->ss->scheduler, &g->hdr);
+}
+
 /* Frees bt's outcomes and the reasons malformed() gave them. */
 static void outcomes_free(cd__batch *bt)
 {
@@ -520,11 +529,13 @@ static void on_complete(cd__session *s, pr_msg *m)
             snprintf(why, sizeof why, "range differs from the claim's: items %" PRIu64 "+%" PRIu64
                 ", the claim is %" PRIu64 "+%" PRIu64, r->start, r->count, s->fly[k].first, s->fly[k].count);
             malformed(s, bt, (int)i, why);
+            malformed_to_ledger(s);
             bt->answered++;
             continue;
         }
         if (k >= 0 && memcmp(s->fly[k].ctx_hash, c->batch.ctx_hash, 32) != 0) {
             malformed(s, bt, (int)i, "work context differs from the job's");
+            malformed_to_ledger(s);
             bt->answered++;
             continue;
         }

@@ -244,7 +244,7 @@ Test(verify, trusted_tiers_are_not_checked_and_a_rate_floor_is_kept)
 Test(verify, malformed_results_quarantine_a_node)
 {
     fs_farm f;
-    fs_init(&f, &verify_on, 5);
+    fs_init(&f, &(sc_verify_config){ .on = true, .malformed_limit = 3 }, 5);
     sc_job_spec s = fs_single(1, 100000);
     cr_assert_eq(sc_job_add(f.l, &s), 0);
     sc_node_info n = { .id = 5, .tier = SC_TIER_COMMUNITY, .backends = 1, .mem_bytes = UINT64_MAX };
