@@ -248,10 +248,13 @@ static unsigned answer_claim(cd__sched *s, rt_msg *m, bool always, unsigned retr
      * it and hand out the same chunks. */
     if (s->db_up && !s->unlocked && !cd__writes_behind(s, now))
         sc_claim(s->l, &c->node, slots, now, out, &n);
-    if (n == 0 && !always)
+    sc_node_trust t;
+    bool quarantined = sc_node_trust_get(s->l, c->node.id, &t) == 0 && t.quarantined;
+    if (n == 0 && !always && !quarantined)
         return 0;
     cd_claimed *r = RT_MSG_NEW(cd_claimed, CD_MSG_CLAIMED);
     r->retry_ms = retry_ms;
+    r->quarantined = quarantined;
     for (unsigned i = 0; i < n; i++) {
         const cd__job_info *ji = cd__job_info_of(s, out[i].job);
         cd_assignment *a = &r->a[r->n++];

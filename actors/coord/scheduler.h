@@ -54,6 +54,7 @@ typedef struct cd_assignment {
  * work appears, so an idle node gets a new job's chunks at once. */
 typedef struct cd_claimed {
     rt_msg hdr;
+    bool quarantined;         /* the node is quarantined (docs/verification.md): its session ends */
     unsigned retry_ms;        /* n == 0: ask again after this (0 = at once) */
     unsigned n;
     cd_assignment a[CD_MAX_CLAIMS];

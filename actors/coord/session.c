@@ -238,6 +238,12 @@ static void retry_claim(cd__session *s, unsigned ms)
 static void on_claimed(cd__session *s, const cd_claimed *r)
 {
     s->claiming = false;
+    if (r->quarantined) { /* its key is revoked too: it cannot come back */
+        s->offline_reason = "quarantined";
+        cd__session_send_error(s, 0, CD__E_NOT_ENROLLED,
+            "this node was quarantined: a check proved a result of it wrong", true);
+        return;
+    }
     if (r->n == 0) {
         /* The scheduler kept the claim while it had nothing: ask again at
          * once, or after the pause it asks for. */

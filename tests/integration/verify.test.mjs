@@ -38,9 +38,11 @@ async function node(owner, sabotage) {
   assert.equal(t.status, 201, t.text);
   const args = ['--server', `ws://127.0.0.1:${srv.port}/ws/node`, '--claim-token', t.json.token,
     '--key', path.join(tmp, `key-${++keys}`)];
-  return sabotage === undefined
+  const p = sabotage === undefined
     ? spawnNode(simfarm, ['node', ...args, '--cores', '1', '--backend', 'cpu'])
     : spawnNode(saboteur, args, { SIMFARM_SABOTAGE: sabotage });
+  p.key = args[args.length - 1];
+  return p;
 }
 
 const nodesOf = async (owner) => (await psql(pg, `SELECT id, quarantined_at IS NOT NULL, revoked_at IS NOT NULL
@@ -108,9 +110,14 @@ for (const [sabotage, seed] of [['bias:0.01', 21], ['zeros', 22], ['fabricate', 
         for (const n of await nodesOf(o)) assert.equal(n.quarantined, false, `${o}'s node quarantined`);
       const mt = await metrics(srv);
       assert.ok(mt['simfarm_nodes_quarantined_total'] >= 1);
-      // it cannot come back: its key is revoked, whatever token it shows
-      await eventually(async () => bad.child.exitCode !== null || /revoked|not enrolled|refused/i.test(bad.out)
-        || (await nodesOf(owner))[0].revoked, 'the saboteur refused', 30000);
+      // its session is ended with the reason, and it cannot come back: its
+      // key is revoked, whatever claim token it shows
+      await eventually(() => /quarantined/.test(bad.out), 'the saboteur told', 30000);
+      const again = spawnNode(saboteur, ['--server', `ws://127.0.0.1:${srv.port}/ws/node`, '--key', bad.key],
+        { SIMFARM_SABOTAGE: sabotage });
+      const e = await again.exited;
+      assert.notEqual(e.code, 0, again.out);
+      assert.match(again.out, /revoked/);
     } finally {
       await stop(bad);
     }
