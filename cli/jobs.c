@@ -160,6 +160,73 @@ static void print_variants(const msgpack_object *result)
     }
 }
 
+/* n as a whole number with thousands separated by commas: "4,000,000". */
+static const char *grouped(double n, char *buf, size_t cap)
+{
+    char digits[32];
+    snprintf(digits, sizeof digits, "%.0f", n >= 0 && isfinite(n) ? n : 0);
+    size_t len = strlen(digits), at = 0;
+    for (size_t i = 0; i < len && at + 2 < cap; i++) {
+        if (i > 0 && (len - i) % 3 == 0)
+            buf[at++] = ',';
+        buf[at++] = digits[i];
+    }
+    buf[at] = '\0';
+    return buf;
+}
+
+/* What a job's "verification" member (of its result, or of its progress
+ * while it runs) says, after the word "verified": "1,200,000 of 4,000,000
+ * items (30.0%), trusted 0, unchecked 2,800,000; checks 12 passed, 1
+ * failed, 0 waiting; retracted 40,000 items; quarantined nodes: 7". The
+ * checks, the retracted items and the quarantined nodes only where there
+ * are any. False when the job has no such member. */
+static bool verification_text(const msgpack_object *job, double items, char *buf, size_t cap)
+{
+    const msgpack_object *result = remote_get(job, "result");
+    const msgpack_object *ver = remote_get(result, "verification");
+    if (ver == NULL)
+        ver = remote_get(remote_get(job, "progress"), "verification");
+    if (ver == NULL || ver->type != MSGPACK_OBJECT_MAP)
+        return false;
+    double verified = remote_num(remote_get(ver, "verified_items"), 0);
+    double trusted = remote_num(remote_get(ver, "trusted_items"), 0);
+    double unchecked = remote_num(remote_get(ver, "unchecked_items"), 0);
+    double passed = remote_num(remote_get(ver, "checks_passed"), 0);
+    double failed = remote_num(remote_get(ver, "checks_failed"), 0);
+    double waiting = remote_num(remote_get(ver, "checks_waiting"), 0);
+    double abandoned = remote_num(remote_get(ver, "checks_abandoned"), 0);
+    double retracted = remote_num(remote_get(ver, "retracted_items"), 0);
+    char a[32], b[32], c[32], d[32];
+    size_t at = 0;
+#define PUT(...)                                                                  \
+    do {                                                                          \
+        int n_ = snprintf(buf + at, at < cap ? cap - at : 0, __VA_ARGS__);        \
+        at += n_ > 0 ? (size_t)n_ : 0;                                            \
+    } while (0)
+    PUT("%s of %s items", grouped(verified, a, sizeof a), grouped(items, b, sizeof b));
+    if (items > 0)
+        PUT(" (%.1f%%)", 100 * verified / items);
+    PUT(", trusted %s, unchecked %s", grouped(trusted, c, sizeof c), grouped(unchecked, d, sizeof d));
+    if (passed + failed + waiting + abandoned > 0) {
+        PUT("; checks %.0f passed, %.0f failed, %.0f waiting", passed, failed, waiting);
+        if (abandoned > 0)
+            PUT(", %.0f abandoned", abandoned);
+    }
+    if (retracted > 0)
+        PUT("; retracted %s items", grouped(retracted, a, sizeof a));
+    const msgpack_object *q = remote_get(ver, "quarantined_nodes");
+    if (q != NULL && q->type == MSGPACK_OBJECT_ARRAY && q->via.array.size > 0) {
+        PUT("; quarantined nodes: ");
+        for (uint32_t i = 0; i < q->via.array.size; i++)
+            PUT("%s%s", i ? ", " : "", remote_text(&q->via.array.ptr[i], a, sizeof a, "?"));
+    }
+#undef PUT
+    if (at >= cap && cap > 4)
+        memcpy(buf + cap - 4, "...", 4);
+    return true;
+}
+
 /* ---- reading a job file ----------------------------------------------------------- */
 
 /* Rewrites the JSON reader's "JSON: what at offset N" as "line L, column C: what". */
@@ -556,6 +623,9 @@ static int watch_job(remote *r, int64_t id)
                     printf(", %.0f failed", v.failed);
                 putchar('\n');
                 print_outputs(&v, "  ");
+                char ver[1024];
+                if (verification_text(doc.root, v.items, ver, sizeof ver))
+                    printf("  verified %s\n", ver);
                 fflush(stdout);
             }
             bool ok = strcmp(v.state, "complete") == 0;
@@ -772,8 +842,10 @@ static const char job_usage[] =
     "usage: simfarm job ID [options]\n"
     "\n"
     "Shows job ID (GET /api/jobs/ID): its state, the node tiers that may run it\n"
-    "and its verification policy, progress while it runs, and each output's\n"
-    "mean ± standard error.\n" REMOTE_COMMON_FLAGS;
+    "and its verification policy, progress while it runs, each output's mean ±\n"
+    "standard error, and how much of it is verified: the items checked on another\n"
+    "owner's node, trusted or not checked, the checks passed, failed and waiting,\n"
+    "the items retracted and the nodes quarantined.\n" REMOTE_COMMON_FLAGS;
 
 /* A list of names ("tiers", "verify.trust") as "own, team"; `none` when
  * it is empty. */
@@ -858,6 +930,9 @@ int cmd_job(int argc, char **argv)
                 print_outputs(&v, "    ");
             }
         }
+        char ver[1024];
+        if (verification_text(j, v.items, ver, sizeof ver))
+            printf("  verified  %s\n", ver);
     }
     remote_doc_free(&doc);
     http_response_free(&res);

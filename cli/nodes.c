@@ -16,8 +16,12 @@ static const char nodes_usage[] =
     "\n"
     "Lists the nodes enrolled with the coordinator, online first (GET /api/nodes):\n"
     "owner, tier, cores, the chunks it may hold (SLOTS), speed, the items it has\n"
-    "had accepted in all its sessions (ITEMS) and its system (or browser).\n"
-    "  --status S       only nodes online, offline or revoked\n"
+    "had accepted in all its sessions (ITEMS), its results' checks on other owners'\n"
+    "nodes, passed/failed (CHECKS), and its system (or browser). STATUS is online,\n"
+    "offline, revoked, or quarantined (a check proved a result of it wrong: its key\n"
+    "is revoked and its results retracted, docs/verification.md).\n"
+    "  --status S       only nodes online, offline or revoked (quarantined ones\n"
+    "                   are revoked)\n"
     "  --owner O        only O's nodes\n"
     "  --tier T         only nodes of tier T: own, team, community or public\n"
     "  --limit N        at most N nodes, 1 to 1000 (default: all)\n"
@@ -40,7 +44,7 @@ static void last_seen(const msgpack_object *n, char *buf, size_t cap)
 }
 
 static const char *const nodes_head[] = { "ID", "NAME", "OWNER", "TIER", "STATUS", "CORES", "SLOTS", "ITEMS/S",
-    "ITEMS", "SYSTEM", "LAST SEEN" };
+    "ITEMS", "CHECKS", "SYSTEM", "LAST SEEN" };
 
 static void nodes_row(const msgpack_object *n, remote_table *t)
 {
@@ -61,15 +65,23 @@ static void nodes_row(const msgpack_object *n, remote_table *t)
         snprintf(sys, sizeof sys, "%s/%s", remote_text(remote_get(caps, "os"), os, sizeof os, "?"),
             remote_text(remote_get(caps, "arch"), arch, sizeof arch, "?"));
     last_seen(n, seen, sizeof seen);
+    /* null in the JSON reads as absent: a quarantine revokes the key too */
+    const msgpack_object *q = remote_get(n, "quarantined_at"), *rv = remote_get(n, "revoked_at");
+    bool quarantined = q != NULL && q->type != MSGPACK_OBJECT_NIL;
+    bool revoked = rv != NULL && rv->type != MSGPACK_OBJECT_NIL;
+    char checks[48] = "-";
+    double passed = remote_num(remote_get(n, "checks_passed"), 0), failed = remote_num(remote_get(n, "checks_failed"), 0);
+    if (passed + failed > 0)
+        snprintf(checks, sizeof checks, "%.0f/%.0f", passed, failed);
     const char *row[] = {
         remote_text(remote_get(n, "id"), id, sizeof id, "?"),
         remote_text(remote_get(n, "name"), name, sizeof name, "-"),
         remote_text(remote_get(n, "owner"), owner, sizeof owner, "-"),
         remote_text(remote_get(n, "tier"), tier, sizeof tier, "-"),
-        remote_get(n, "revoked_at") ? "revoked" : is_online ? "online" : "offline",
+        quarantined ? "quarantined" : revoked ? "revoked" : is_online ? "online" : "offline",
         remote_text(remote_get(caps, "cores"), cores, sizeof cores, "?"),
         is_online ? remote_text(remote_get(n, "slots"), slots, sizeof slots, "-") : "-",
-        speed, items, sys, seen,
+        speed, items, checks, sys, seen,
     };
     remote_table_add(t, row);
 }
@@ -130,5 +142,5 @@ int cmd_nodes(int argc, char **argv)
                *values[] = { status, owner, tier, limit, offset };
     if ((rc = remote_target(&r, target, sizeof target, "/api/nodes", names, values, 5)) != 0)
         return rc;
-    return remote_list(&r, target, "nodes", nodes_head, 11, nodes_row);
+    return remote_list(&r, target, "nodes", nodes_head, 12, nodes_row);
 }
