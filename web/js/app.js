@@ -19,7 +19,7 @@ function route() {
   let nav = parts[0];
   if (parts[0] === 'jobs' && parts[1]) current = jobView(main, Number(parts[1]));
   else if (parts[0] === 'submit') current = submitView(main, query);
-  else if (parts[0] === 'nodes') current = nodesView(main);
+  else if (parts[0] === 'nodes') current = nodesView(main, query);
   else { nav = 'jobs'; current = jobsView(main, query); }
   for (const a of document.querySelectorAll('[data-nav]')) {
     if (a.dataset.nav === nav) a.setAttribute('aria-current', 'page');

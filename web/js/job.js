@@ -1,5 +1,5 @@
-// One job, live over /ws/events: progress and throughput, the running
-// estimate with its 95% band against items done, the histogram of
+// One job, live over /ws/events: progress and throughput, how much of it
+// is verified, the running estimate with its 95% band against items done, the histogram of
 // outcomes, what each node contributed, claims in flight, reclaimed and
 // failed, the result and its JSON.
 import { api } from './api.js';
@@ -36,11 +36,12 @@ export function jobView(root, id) {
   const head = h('div');
   const progressBox = h('section', { 'aria-labelledby': 'h-progress' });
   const plotBox = h('section', { 'aria-labelledby': 'h-plots' });
+  const verifyBox = h('section', { 'aria-labelledby': 'h-verification', id: 'verification' });
   const resultBox = h('section', { 'aria-labelledby': 'h-result' });
   const nodesBox = h('section', { 'aria-labelledby': 'h-nodes' });
   const extraBox = h('section');
   const status = h('div', { 'aria-live': 'polite' });
-  root.append(head, status, progressBox, plotBox, resultBox, nodesBox, extraBox);
+  root.append(head, status, progressBox, verifyBox, plotBox, resultBox, nodesBox, extraBox);
 
   function point(name, x, mean, stderr) {
     if (mean === null || !Number.isFinite(mean)) return;
@@ -141,6 +142,36 @@ export function jobView(root, id) {
         card('reclaimed', count('reclaims'), 'reclaims'),
         card('chunks failed', count('chunks_failed'), 'chunks-failed'),
         card('items failed', count('items_failed'), 'items-failed')));
+  }
+
+  // How much of the result is verified (docs/verification.md): live from
+  // the progress, final from the result.
+  function renderVerification() {
+    const v = job.result?.verification ?? prog?.verification;
+    if (!v) { clear(verifyBox); return; }
+    const items = job.items || 1;
+    const pct = (n) => `${fmt.percent(n ?? 0, items).toFixed(1)}%`;
+    const part = (cls, n, what) => h('span', { class: cls, style: `width:${fmt.percent(n ?? 0, items)}%`,
+      title: `${what}: ${fmt.int(n)} items (${pct(n)})` });
+    const quarantined = v.quarantined_nodes ?? [];
+    clear(verifyBox, h('h2', { id: 'h-verification' }, 'Verification'),
+      h('div', { class: 'vbar', role: 'img', id: 'v-bar', 'aria-label': `of ${fmt.int(job.items)} items: ${pct(v.verified_items)} `
+        + `verified, ${pct(v.trusted_items)} trusted, ${pct(v.unchecked_items)} unchecked` },
+      part('v-verified', v.verified_items, 'verified'), part('v-trusted', v.trusted_items, 'trusted'),
+      part('v-unchecked', v.unchecked_items, 'unchecked')),
+      h('div', { class: 'cards' },
+        card('verified items', `${fmt.int(v.verified_items)} (${pct(v.verified_items)})`, 'v-verified'),
+        card('trusted items', `${fmt.int(v.trusted_items)} (${pct(v.trusted_items)})`, 'v-trusted'),
+        card('unchecked items', `${fmt.int(v.unchecked_items)} (${pct(v.unchecked_items)})`, 'v-unchecked'),
+        card('checks passed', fmt.int(v.checks_passed), 'v-passed'),
+        card('checks failed', fmt.int(v.checks_failed), 'v-failed'),
+        card('checks waiting', fmt.int(v.checks_waiting), 'v-waiting'),
+        card('checks abandoned', fmt.int(v.checks_abandoned), 'v-abandoned'),
+        card('retracted items', fmt.int(v.retracted_items), 'v-retracted')),
+      h('p', { id: 'v-quarantined', class: quarantined.length ? 'quarantined' : 'muted' },
+        quarantined.length === 0 ? 'No node quarantined.'
+          : ['Quarantined: ', quarantined.map((n, i) => [i ? ', ' : '',
+            h('a', { href: `#/nodes?find=${n}`, dataset: { node: n } }, `node ${n}`)])]));
   }
 
   function setupPlots() {
@@ -267,6 +298,7 @@ export function jobView(root, id) {
   function render() {
     renderHead();
     renderProgress();
+    renderVerification();
     renderResult();
     renderNodes();
     renderExtra();
@@ -358,6 +390,7 @@ export function jobView(root, id) {
       prog = e;
       record(e);
       renderProgress();
+      renderVerification();
       renderResult();
       renderNodes();
       if (first) { renderHead(); setupPlots(); } else drawPlots();

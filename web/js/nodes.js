@@ -1,4 +1,5 @@
-// Nodes: the fleet's totals, then each node online or offline with its
+// Nodes: the fleet's totals, then each node online, offline, revoked or
+// quarantined, with its checks passed and failed, its
 // tier, backends and devices, cores, items/s, chunks done, its work in all
 // sessions and last heartbeat. GET /api/nodes every 5 s (a node's counters are
 // not events), and when a node comes or goes, at most once a second. A fleet
@@ -13,7 +14,7 @@ const REFRESH_MS = 5000;
 const EVENT_GAP_MS = 1000;
 const ROWS = 200;
 
-export function nodesView(root) {
+export function nodesView(root, query = new URLSearchParams()) {
   const totals = h('div', { class: 'cards', id: 'fleet', 'aria-label': 'fleet totals', role: 'group' });
   const body = h('div');
   const status = h('div', { 'aria-live': 'polite' });
@@ -25,13 +26,16 @@ export function nodesView(root) {
 
   const showSel = h('select', { id: 'n-show', name: 'show' },
     h('option', { value: '' }, 'all'), h('option', { value: 'online' }, 'online'),
-    h('option', { value: 'offline' }, 'offline'));
+    h('option', { value: 'offline' }, 'offline'), h('option', { value: 'quarantined' }, 'quarantined'));
   const findIn = h('input', { id: 'n-find', name: 'find', type: 'search', autocomplete: 'off',
     placeholder: 'id, name, owner, tier, version' });
   const filters = h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter nodes',
     onsubmit: (e) => { e.preventDefault(); narrow(); } },
   h('div', {}, h('label', { for: 'n-show' }, 'Status'), showSel),
   h('div', {}, h('label', { for: 'n-find' }, 'Find'), findIn));
+  // #/nodes?find=TEXT&show=STATUS (a job page links its quarantined nodes)
+  if (['online', 'offline', 'quarantined'].includes(query.get('show'))) showSel.value = query.get('show');
+  if (query.get('find')) findIn.value = query.get('find');
   showSel.addEventListener('change', narrow);
   findIn.addEventListener('input', narrow);
 
@@ -45,6 +49,7 @@ export function nodesView(root) {
   function matches(n) {
     if (showSel.value === 'online' && !n.online) return false;
     if (showSel.value === 'offline' && n.online) return false;
+    if (showSel.value === 'quarantined' && !n.quarantined_at) return false;
     const t = findIn.value.trim().toLowerCase();
     if (t === '') return true;
     return [String(n.id), n.name, n.owner, n.tier, n.version].some((v) => v && v.toLowerCase().includes(t));
@@ -70,7 +75,8 @@ export function nodesView(root) {
       card('chunks in flight', fmt.int(sum((n) => n.in_flight))),
       card('chunks done', fmt.int(sum((n) => n.chunks_done))),
       card('items done', fmt.short(sum((n) => n.items_done))),
-      card('items in all', fmt.short(nodes.reduce((a, n) => a + (n.items_total || 0), 0))));
+      card('items in all', fmt.short(nodes.reduce((a, n) => a + (n.items_total || 0), 0))),
+      nodes.some((n) => n.quarantined_at) ? card('quarantined', fmt.int(nodes.filter((n) => n.quarantined_at).length)) : null);
     if (nodes.length === 0) {
       clear(body, message('No nodes have joined yet. Start one with simfarm node, or open the contribute page.'));
       return;
@@ -89,12 +95,15 @@ export function nodesView(root) {
           : `${fmt.int(match.length)} of ${fmt.int(nodes.length)} nodes match`),
     table(null, [{ text: 'id', class: 'num' }, 'name', 'status', 'owner', 'tier', 'backends and devices',
       { text: 'cores', class: 'num' }, { text: 'items/s', class: 'num' }, { text: 'chunks done', class: 'num' },
-      { text: 'in flight / at once', class: 'num' }, { text: 'items in all', class: 'num' }, 'last heartbeat', 'version'],
+      { text: 'in flight / at once', class: 'num' }, { text: 'items in all', class: 'num' }, 'last heartbeat', 'version',
+      { text: 'checks passed / failed', class: 'num' }],
     rows.map((n) => h('tr', { dataset: { node: n.id } },
       h('td', { class: 'num' }, n.id),
       h('td', {}, n.name || '–'),
-      h('td', {}, n.online ? h('span', { class: 'online' }, 'online')
-        : h('span', { class: 'offline' }, n.revoked_at ? 'revoked' : `offline${offlineWhy.has(n.id) ? ` (${offlineWhy.get(n.id)})` : ''}`)),
+      h('td', {}, n.quarantined_at ? h('span', { class: 'quarantined', title: `quarantined ${fmt.when(n.quarantined_at)}: `
+        + 'a check proved a result of it wrong; its key is revoked and its results retracted' }, 'quarantined')
+        : n.online ? h('span', { class: 'online' }, 'online')
+          : h('span', { class: 'offline' }, n.revoked_at ? 'revoked' : `offline${offlineWhy.has(n.id) ? ` (${offlineWhy.get(n.id)})` : ''}`)),
       h('td', {}, n.owner ?? '–'),
       h('td', {}, n.tier),
       h('td', {}, devices(n)),
@@ -106,7 +115,9 @@ export function nodesView(root) {
       h('td', { class: 'num total', title: `${fmt.int(n.items_total)} items in ${fmt.int(n.chunks_total)} chunks` },
         fmt.short(n.items_total)),
       h('td', {}, n.online ? fmt.ago(n.last_seen_ms, now) : fmt.when(n.last_seen)),
-      h('td', {}, n.version ?? '–')))),
+      h('td', {}, n.version ?? '–'),
+      h('td', { class: 'num checks' }, (n.checks_passed || n.checks_failed)
+        ? `${fmt.int(n.checks_passed)} / ${fmt.int(n.checks_failed)}` : '–')))),
     more > 0 ? h('button', { type: 'button', class: 'secondary', id: 'n-more',
       onclick: () => { shown += ROWS; render(); } }, `Show ${fmt.int(Math.min(ROWS, more))} more`) : null);
   }
