@@ -5,7 +5,8 @@
 // plot and histogram, the node tiers and the check rate a job is given
 // and its page shows, the jobs and nodes pages (also on a phone-sized
 // screen), a stat_weights job's weights and a tournament's ladder, and
-// cancelling a running job. The same tests run in each browser
+// cancelling a running job, and how much of a checked job's result is
+// verified, with its quarantined node. The same tests run in each browser
 // (browsers.mjs), each against a farm of its own.
 // Screenshots go to build/artifacts/dashboard/BROWSER-STEP.png.
 import { describe, test, before, after } from 'node:test';
@@ -495,6 +496,100 @@ function dashboard(name) {
       assert.ok(errors.length <= 1 && errors.every((e) => /\/ws\/events\b/.test(e)), errors.join('\n'));
     } finally {
       await priv.stop();
+    }
+  });
+
+  test('a job\'s page shows how much of it is verified, live and final; the nodes page marks the quarantined node', async () => {
+    const params = { S0: 100, K: 100, r: 0.05, sigma: 0.2, T: 1 };
+    const facts = () => page.evaluate(() => Object.fromEntries(['v-verified', 'v-trusted', 'v-unchecked', 'v-passed',
+      'v-failed', 'v-waiting', 'v-abandoned', 'v-retracted', 'v-quarantined']
+      .map((id) => [id, document.getElementById(id)?.textContent ?? null])));
+    const shown = (v, items) => {
+      const g = (n) => n.toLocaleString('en-US'), pct = (n) => `${(100 * n / items).toFixed(1)}%`;
+      return { 'v-verified': `${g(v.verified_items)} (${pct(v.verified_items)})`,
+        'v-trusted': `${g(v.trusted_items)} (${pct(v.trusted_items)})`,
+        'v-unchecked': `${g(v.unchecked_items)} (${pct(v.unchecked_items)})`,
+        'v-passed': g(v.checks_passed), 'v-failed': g(v.checks_failed), 'v-waiting': g(v.checks_waiting),
+        'v-abandoned': g(v.checks_abandoned), 'v-retracted': g(v.retracted_items),
+        'v-quarantined': v.quarantined_nodes.length === 0 ? 'No node quarantined.'
+          : `Quarantined: ${v.quarantined_nodes.map((n) => `node ${n}`).join(', ')}` };
+    };
+
+    // Live: the farm's one node is public and no other owner's node is
+    // online, so the check of its result waits; the page shows it waiting.
+    const lone = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params, items: 200000, seed: 41,
+      tiers: ['public'], verify: { trust: [] }, name: 'waits for a check' });
+    assert.equal(lone.status, 201, lone.text);
+    await page.goto(`${srv.url}/#/jobs/${lone.json.id}`);
+    await page.waitFor(() => document.querySelector('.state')?.textContent === 'running'
+      && Number(document.getElementById('v-waiting')?.textContent) >= 1);
+    const live = (await call(srv, 'GET', `/api/jobs/${lone.json.id}`)).json;
+    assert.equal(live.state, 'running', 'the job waits for its check');
+    assert.deepEqual(await facts(), shown(live.progress.verification, live.items));
+    assert.equal(await page.text('#v-verified'), '0 (0.0%)');
+    await shot('job-verification-waiting');
+    assert.equal((await call(srv, 'POST', `/api/jobs/${lone.json.id}/cancel`)).status, 200);
+
+    // Final: two honest nodes of two owners and a saboteur of a third, all
+    // enrolled as community nodes; a job that trusts no tier is checked, and
+    // the saboteur quarantined.
+    const nodes = [];
+    try {
+      for (const [owner, bin, env] of [['alice', simfarm, {}], ['bob', simfarm, {}],
+        ['mallory', path.join(build, 'tests/integration/saboteur'), { SIMFARM_SABOTAGE: 'zeros' }]]) {
+        const t = await call(srv, 'POST', '/api/tokens', { kind: 'claim', owner, tier: 'community', expires_in: 600 });
+        assert.equal(t.status, 201, t.text);
+        const args = ['--server', `ws://127.0.0.1:${srv.port}/ws/node`, '--claim-token', t.json.token,
+          '--key', path.join(tmp, `${owner}.key`)];
+        const child = spawn(bin, bin === simfarm ? ['node', ...args, '--cores', '1', '--backend', 'cpu'] : args,
+          { stdio: 'ignore', env: { ...process.env, ...env } });
+        nodes.push({ child, exited: new Promise((resolve) => child.on('exit', resolve)) });
+      }
+      const items = 6000000;
+      const sub = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params, items, seed: 42,
+        tiers: ['community'], verify: { trust: [] }, name: 'checked' });
+      assert.equal(sub.status, 201, sub.text);
+      const id = sub.json.id;
+      await page.goto(`${srv.url}/#/jobs/${id}`);
+      await page.waitFor(() => document.querySelector('.state')?.textContent === 'complete'
+        && document.querySelector('#finished-at')?.textContent !== '–'
+        && document.querySelector('#v-quarantined a') !== null);
+      const job = (await call(srv, 'GET', `/api/jobs/${id}`)).json;
+      assert.equal(job.state, 'complete');
+      const v = job.result.verification;
+      assert.ok(v.checks_passed > 0, JSON.stringify(v));
+      const mallory = Number(await psql(pg, "SELECT id FROM nodes WHERE owner = 'mallory'"));
+      assert.deepEqual(v.quarantined_nodes, [mallory], JSON.stringify(v));
+      assert.deepEqual(await facts(), shown(v, items));
+      assert.match(await page.attr('#v-bar', 'aria-label'), new RegExp(`^of 6,000,000 items: ${(100 * v.verified_items / items)
+        .toFixed(1)}% verified, 0\\.0% trusted, ${(100 * v.unchecked_items / items).toFixed(1).replace('.', '\\.')}% unchecked$`));
+      await shot('job-verification');
+
+      // the link names the node; the nodes page shows it quarantined, with its failed check
+      await page.click(`#v-quarantined a[data-node="${mallory}"]`);
+      await page.waitFor((n) => document.querySelector(`tr[data-node="${n}"] .quarantined`) !== null, mallory);
+      assert.equal(await page.value('#n-find'), String(mallory));
+      const row = (await call(srv, 'GET', '/api/nodes')).json.find((n) => n.id === mallory);
+      assert.ok(row.quarantined_at && row.checks_failed >= 0, JSON.stringify(row));
+      const cells = await page.texts(`tr[data-node="${mallory}"] td`);
+      assert.equal(cells[2], 'quarantined');
+      assert.equal(cells.at(-1), row.checks_passed + row.checks_failed > 0
+        ? `${row.checks_passed} / ${row.checks_failed}` : '–');
+      await page.select('#n-show', 'quarantined');
+      await page.fill('#n-find', '');
+      await page.waitFor(() => document.querySelectorAll('tr[data-node]').length === 1);
+      const alice = Number(await psql(pg, "SELECT id FROM nodes WHERE owner = 'alice'"));
+      const honest = (await call(srv, 'GET', '/api/nodes')).json.find((n) => n.id === alice);
+      assert.equal(honest.quarantined_at, null);
+      await shot('nodes-quarantined');
+      assert.deepEqual(pageErrors(), []);
+    } finally {
+      for (const n of nodes) {
+        if (n.child.exitCode === null && n.child.signalCode === null) n.child.kill('SIGTERM');
+        const timer = setTimeout(() => n.child.kill('SIGKILL'), 20000);
+        await n.exited;
+        clearTimeout(timer);
+      }
     }
   });
 }

@@ -301,6 +301,60 @@ describe('HTTP framings and faults', () => {
       /--key: must be 1 to 128 visible ASCII characters/);
   });
 
+  test('job shows how much of a result is verified, only the parts there are; nodes marks a quarantined node', async () => {
+    const ver = (v) => ({ verified_items: 0, trusted_items: 0, unchecked_items: 0, checks_passed: 0, checks_failed: 0,
+      checks_waiting: 0, checks_abandoned: 0, retracted_items: 0, quarantined_nodes: [], ...v });
+    const answers = {
+      '/api/jobs/5': { id: 5, state: 'running', items: 4000000, kernel: 'option', progress: { items_done: 2000000,
+        verification: ver({ verified_items: 1200000, unchecked_items: 2800000, checks_passed: 12, checks_failed: 1,
+          retracted_items: 40000, quarantined_nodes: [7, 9] }) } },
+      '/api/jobs/6': { id: 6, state: 'complete', items: 1000, kernel: 'option', started_at: '2026-01-02T03:04:05+00:00',
+        finished_at: '2026-01-02T03:04:06+00:00', result: { items_done: 1000, outputs: [],
+          verification: ver({ trusted_items: 1000 }) } },
+      '/api/jobs/8': { id: 8, state: 'complete', items: 3000, kernel: 'option', result: { items_done: 3000, outputs: [],
+        verification: ver({ verified_items: 1000, unchecked_items: 2000, checks_passed: 1, checks_abandoned: 2 }) } },
+      '/api/jobs/9': { id: 9, state: 'pending', items: 10, kernel: 'option' },
+      '/api/nodes': [
+        { id: 7, name: 'bad', owner: 'mallory', tier: 'community', online: false, revoked_at: '2026-01-02T03:04:05+00:00',
+          quarantined_at: '2026-01-02T03:04:05+00:00', checks_passed: 0, checks_failed: 1 },
+        { id: 8, name: 'gone', owner: 'ann', tier: 'community', online: false, revoked_at: '2026-01-02T03:04:05+00:00',
+          quarantined_at: null, checks_passed: 0, checks_failed: 0 },
+        { id: 9, name: 'good', owner: 'bob', tier: 'community', online: false, quarantined_at: null, checks_passed: 12,
+          checks_failed: 0 }],
+    };
+    const srv = await rawServer((sock, data) => {
+      const target = data.match(/^GET (\S+) /)?.[1];
+      const body = JSON.stringify(answers[target] ?? { error: 'no such thing' });
+      sock.end(`HTTP/1.1 ${answers[target] ? '200 OK' : '404 Not Found'}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    });
+    try {
+      const line = async (id) => {
+        const r = await cli(['job', String(id), '--server', srv.url]);
+        assert.equal(r.code, 0, r.stderr);
+        return r.stdout.split('\n').filter((l) => l.startsWith('  verified'));
+      };
+      assert.deepEqual(await line(5), ['  verified  1,200,000 of 4,000,000 items (30.0%), trusted 0, unchecked 2,800,000; '
+        + 'checks 12 passed, 1 failed, 0 waiting; retracted 40,000 items; quarantined nodes: 7, 9']);
+      assert.deepEqual(await line(6), ['  verified  0 of 1,000 items (0.0%), trusted 1,000, unchecked 0']);
+      assert.deepEqual(await line(8), ['  verified  1,000 of 3,000 items (33.3%), trusted 0, unchecked 2,000; '
+        + 'checks 1 passed, 0 failed, 0 waiting, 2 abandoned']);
+      assert.deepEqual(await line(9), [], 'a job with no verification yet has no line');
+      // watch ends on the same line
+      const w = await cli(['watch', '6', '--server', srv.url]);
+      assert.equal(w.code, 0, w.stderr);
+      assert.match(w.stdout, /^job 6 complete: 1000 items done in [\d.]+ s\n {2}verified 0 of 1,000 items \(0\.0%\), trusted 1,000, unchecked 0\n$/);
+
+      const n = await cli(['nodes', '--server', srv.url]);
+      assert.equal(n.code, 0, n.stderr);
+      assert.match(n.stdout, /^ID +NAME +OWNER +TIER +STATUS +CORES +SLOTS +ITEMS\/S +ITEMS +CHECKS +SYSTEM +LAST SEEN$/m);
+      assert.match(n.stdout, /^7 +bad +mallory +community +quarantined +\S+ +- +\S+ +\S+ +0\/1 /m);
+      assert.match(n.stdout, /^8 +gone +ann +community +revoked +\S+ +- +\S+ +\S+ +- /m);
+      assert.match(n.stdout, /^9 +good +bob +community +offline +\S+ +- +\S+ +\S+ +12\/0 /m);
+    } finally {
+      await srv.close();
+    }
+  });
+
   test('faults: cut short, not HTTP, not JSON, 429, a 5xx without a body', async () => {
     const answer = (status, body, headers = '') =>
       `HTTP/1.1 ${status}\r\n${headers}Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
@@ -589,6 +643,90 @@ describe('against simfarm serve', () => {
       const plain = await jobs(['--server', srv.url, '--ca', path.join(tmp, 'absent.pem')]);
       assert.equal(plain.code, 0, plain.stderr);
     });
+  });
+});
+
+// The verification line `simfarm job` prints for a job's "verification"
+// member (docs/cli.md), built here from the API's numbers.
+function verifiedLine(v, items) {
+  const g = (n) => n.toLocaleString('en-US');
+  let s = `${g(v.verified_items)} of ${g(items)} items (${(100 * v.verified_items / items).toFixed(1)}%), `
+    + `trusted ${g(v.trusted_items)}, unchecked ${g(v.unchecked_items)}`;
+  if (v.checks_passed + v.checks_failed + v.checks_waiting + v.checks_abandoned > 0)
+    s += `; checks ${v.checks_passed} passed, ${v.checks_failed} failed, ${v.checks_waiting} waiting`
+      + (v.checks_abandoned > 0 ? `, ${v.checks_abandoned} abandoned` : '');
+  if (v.retracted_items > 0) s += `; retracted ${g(v.retracted_items)} items`;
+  if (v.quarantined_nodes.length > 0) s += `; quarantined nodes: ${v.quarantined_nodes.join(', ')}`;
+  return s;
+}
+
+// Two honest nodes of two owners and a saboteur of a third
+// (tests/integration/saboteur.c), enrolled with community claim tokens: a job
+// that trusts no tier is checked, and the saboteur is caught.
+describe('a farm that checks its results', () => {
+  let pg, srv, as;
+  const nodes = [];
+  before(async () => {
+    pg = await startPostgres();
+    srv = await serve(pg.url, path.join(tmp, 'checks-token'), { extra: ['--chunk-ms', '300'] });
+    const token = fs.readFileSync(path.join(tmp, 'checks-token'), 'utf8').trim();
+    await adminTokenStored(pg, 'postgres');
+    as = (args, opts = {}) => cli(args, { ...opts, env: { SIMFARM_SERVER: srv.url, SIMFARM_TOKEN: token } });
+    for (const [owner, bin, env] of [['alice', simfarm, {}], ['bob', simfarm, {}],
+      ['mallory', path.join(build, 'tests/integration/saboteur'), { SIMFARM_SABOTAGE: 'zeros' }]]) {
+      const c = await as(['token', 'create', '--kind', 'claim', '--owner', owner, '--tier', 'community', '--json']);
+      assert.equal(c.code, 0, c.stderr);
+      const args = ['--server', `ws://127.0.0.1:${srv.port}/ws/node`, '--claim-token', JSON.parse(c.stdout).token,
+        '--key', path.join(tmp, `checks-${owner}.key`)];
+      const child = spawn(bin, bin === simfarm ? ['node', ...args, '--cores', '1', '--backend', 'cpu'] : args,
+        { stdio: 'ignore', env: { ...baseEnv, ...env } });
+      nodes.push({ child, exited: new Promise((resolve) => child.on('exit', resolve)) });
+    }
+  });
+  after(async () => {
+    for (const n of nodes) {
+      if (n.child.exitCode === null && n.child.signalCode === null) n.child.kill('SIGTERM');
+      const timer = setTimeout(() => n.child.kill('SIGKILL'), 20000);
+      await n.exited;
+      clearTimeout(timer);
+    }
+    await srv?.stop();
+    await pg?.stop();
+  });
+
+  test('job prints how much of the result is verified, as the API counts it; nodes shows the quarantined node', async () => {
+    const items = 6000000;
+    const file = writeFile('checked.json', JSON.stringify({ ...european, items, seed: 31, tiers: ['community'],
+      verify: { trust: [] } }));
+    const r = await as(['submit', file, '--watch'], { timeoutMs: 240000 });
+    assert.equal(r.code, 0, r.stderr);
+    const id = Number(r.stdout.match(/^job (\d+) submitted/)[1]);
+    const job = JSON.parse((await as(['job', String(id), '--json'])).stdout);
+    assert.equal(job.state, 'complete');
+    const v = job.result.verification;
+    assert.ok(v.checks_passed > 0, JSON.stringify(v));
+    assert.equal(v.verified_items + v.trusted_items + v.unchecked_items, items);
+    const mallory = (await psql(pg, "SELECT id FROM nodes WHERE owner = 'mallory'")).trim();
+    assert.match(mallory, /^\d+$/, 'the saboteur enrolled');
+    assert.deepEqual(v.quarantined_nodes, [Number(mallory)], JSON.stringify(v));
+    // watch's last line and job's line say the same
+    assert.match(r.stdout, new RegExp(`\n {2}verified ${verifiedLine(v, items).replace(/[().%]/g, '\\$&')}\n$`));
+    const shown = await as(['job', String(id)]);
+    assert.equal(shown.code, 0, shown.stderr);
+    assert.deepEqual(shown.stdout.split('\n').filter((l) => l.startsWith('  verified')),
+      [`  verified  ${verifiedLine(v, items)}`], shown.stdout);
+    assert.match(shown.stdout, /; quarantined nodes: \d+$/m);
+
+    const list = await as(['nodes']);
+    assert.equal(list.code, 0, list.stderr);
+    const rows = await as(['nodes', '--json']);
+    for (const n of JSON.parse(rows.stdout)) {
+      const status = n.id === Number(mallory) ? 'quarantined' : 'online';
+      const checks = n.checks_passed + n.checks_failed > 0 ? `${n.checks_passed}/${n.checks_failed}` : '-';
+      assert.match(list.stdout, new RegExp(`^${n.id} +\\S+ +${n.owner} +community +${status} .* ${checks} `, 'm'),
+        list.stdout);
+    }
+    assert.ok(JSON.parse(rows.stdout).some((n) => n.checks_passed > 0), rows.stdout);
   });
 });
 
