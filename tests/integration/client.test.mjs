@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { build, run, top } from '../lib/proc.mjs';
+import { build, eventually, run, top } from '../lib/proc.mjs';
 import { psql, startPostgres } from '../lib/pg.mjs';
 import { selfSigned } from '../lib/tls.mjs';
 
@@ -701,16 +701,21 @@ describe('a farm that checks its results', () => {
     const r = await as(['submit', file, '--watch'], { timeoutMs: 240000 });
     assert.equal(r.code, 0, r.stderr);
     const id = Number(r.stdout.match(/^job (\d+) submitted/)[1]);
-    const job = JSON.parse((await as(['job', String(id), '--json'])).stdout);
-    assert.equal(job.state, 'complete');
+    // complete (again, where a quarantine after its end took results back)
+    const job = await eventually(async () => {
+      const j = JSON.parse((await as(['job', String(id), '--json'])).stdout);
+      return j.state === 'complete' ? j : null;
+    }, `job ${id} complete`, 60000, 100);
     const v = job.result.verification;
     assert.ok(v.checks_passed > 0, JSON.stringify(v));
     assert.equal(v.verified_items + v.trusted_items + v.unchecked_items, items);
     const mallory = (await psql(pg, "SELECT id FROM nodes WHERE owner = 'mallory'")).trim();
     assert.match(mallory, /^\d+$/, 'the saboteur enrolled');
     assert.deepEqual(v.quarantined_nodes, [Number(mallory)], JSON.stringify(v));
-    // watch's last line and job's line say the same
-    assert.match(r.stdout, new RegExp(`\n {2}verified ${verifiedLine(v, items).replace(/[().%]/g, '\\$&')}\n$`));
+    // watch ends on the line of the result it saw (a job that held a
+    // quarantined node's results may end again, with other counts: exact
+    // below, from one answer)
+    assert.match(r.stdout, /\n {2}verified [\d,]+ of 6,000,000 items \([\d.]+%\), trusted 0, unchecked [\d,]+; checks \d+ passed, \d+ failed, 0 waiting(; retracted [\d,]+ items)?(; quarantined nodes: \d+)?\n$/);
     const shown = await as(['job', String(id)]);
     assert.equal(shown.code, 0, shown.stderr);
     assert.deepEqual(shown.stdout.split('\n').filter((l) => l.startsWith('  verified')),
