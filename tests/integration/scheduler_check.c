@@ -111,6 +111,20 @@ static uint64_t insert_job(uint64_t items, uint64_t seed)
     return id;
 }
 
+/* The nodes this program plays (ids 1 to 8) as rows of nodes: the journal
+ * records which node computed each accepted range (journal.node_id, a key
+ * of nodes), as the coordinator's enrolled nodes always have one. Returns
+ * whether the rows are there. */
+static bool add_nodes(void)
+{
+    cd_result *r = sql(cd_query_new("INSERT INTO nodes (id, public_key, owner, tier) "
+                                    "SELECT i, decode(lpad(to_hex(i), 64, '0'), 'hex'), 'test', 'own' "
+                                    "FROM generate_series(1, 8) i ON CONFLICT DO NOTHING"));
+    bool ok = r != NULL && r->code == 0;
+    rt_msg_free(r ? &r->hdr : NULL);
+    return ok;
+}
+
 static sim_job *local_job(uint64_t seed)
 {
     msgpack_sbuffer mp;
@@ -516,6 +530,7 @@ static bool release_end(held_end *h, uint64_t id, const char *sql_text)
 
 #define LOCK_JOB_ROW "SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE"
 #define JOURNAL_INSERT "WITH r (job_id, type" /* actors/coord/journal.c */
+#define JOURNAL_LOAD "SELECT j.seq, j.type, j.variant" /* a load's page of the journal, actors/coord/scheduler_load.c */
 #define END_UPDATE "UPDATE jobs SET state = CASE"
 
 static uint64_t awaited_job; /* for the predicates below */
@@ -664,7 +679,7 @@ static void a_job_that_arrives_during_a_load_starts(void)
         pg_value(lock, "BEGIN", 0) == 0 && pg_value(lock, "LOCK TABLE journal IN ACCESS EXCLUSIVE MODE", 0) == 0;
     start_farm(60000, 60000);
     uint64_t first = locked ? insert_job(5000, 21) : 0;
-    bool held = first > 0 && lock_waiter(look, "SELECT seq, type, variant");
+    bool held = first > 0 && lock_waiter(look, JOURNAL_LOAD);
     uint64_t second = held ? insert_job(5000, 22) : 0;
     awaited_job = second;
     bool noticed = second > 0 && proxy_wait(notice_seen);
@@ -747,7 +762,7 @@ static void a_cancel_that_wins_the_race_with_a_failed_job_stands(void)
     bool locked = PQstatus(lock) == CONNECTION_OK && PQstatus(look) == CONNECTION_OK &&
         pg_value(lock, "BEGIN", 0) == 0 && pg_value(lock, "LOCK TABLE journal IN ACCESS EXCLUSIVE MODE", 0) == 0;
     uint64_t id = locked ? insert_job(5000, 33) : 0;
-    bool held = id > 0 && lock_waiter(look, "SELECT seq, type, variant");
+    bool held = id > 0 && lock_waiter(look, JOURNAL_LOAD);
     char bad[160];
     snprintf(bad, sizeof bad, "INSERT INTO journal (job_id, type, state) VALUES ($1, %d, 99)", SC_REC_JOB_END);
     bool cancelled = held && pg_value(lock, bad, id) == 0 &&
@@ -1020,6 +1035,10 @@ int main(int argc, char **argv)
         return 2;
     }
     start_farm(500, 60000);
+    if (!add_nodes()) {
+        fprintf(stderr, "scheduler_check: cannot add the nodes' rows\n");
+        return 1;
+    }
     RUN(job_runs_to_completion);
     RUN(repeats_and_bad_results);
     RUN(a_burst_of_completions);
