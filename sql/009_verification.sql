@@ -10,6 +10,7 @@ ALTER TABLE journal ADD CONSTRAINT journal_type_check CHECK (type BETWEEN 1 AND 
 ALTER TABLE journal ADD COLUMN peer_id bigint;
 ALTER TABLE journal ADD COLUMN checked boolean NOT NULL DEFAULT false;
 CREATE INDEX journal_by_node ON journal (node_id) WHERE type = 1;
+CREATE INDEX journal_retracted ON journal (node_id) WHERE type = 7;
 
 ALTER TABLE nodes
     ADD COLUMN quarantined_at timestamptz,
