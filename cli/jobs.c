@@ -399,10 +399,51 @@ static int put_member(sf_str *out, const char *obj, const char *key, const char 
     return 0;
 }
 
-/* The job file's text with "tiers" and "verify.check_rate" set from
- * --tiers and --check-rate (either may be NULL); the rest as it is. *text
- * is replaced (and freed). */
-static int apply_flags(remote *r, char **text, size_t *len, const char *tiers, const char *check_rate)
+/* A tier list as JSON text, ["own", "team"], from bits, into *out. */
+static void tiers_json(sf_str *out, uint8_t bits)
+{
+    sf_str_cat(out, "[");
+    size_t start = out->len;
+    for (unsigned i = 0; i < 4; i++)
+        if (bits & (1u << i))
+            sf_str_catf(out, "%s\"%s\"", out->len > start ? ", " : "", cd_tier_name((uint8_t)(1u << i)));
+    sf_str_cat(out, "]");
+}
+
+/* *cur with "verify" member `key` set to `value` (JSON text): in the file's
+ * "verify" object when it has one, in a new one otherwise; a "verify" that
+ * is not an object is left for the coordinator to refuse. Returns -1 when an
+ * object has too many members to change. */
+static int put_verify(char **cur, const char *key, const char *value)
+{
+    sf_str body = SF_STR_INIT, obj = SF_STR_INIT;
+    member m[MAX_MEMBERS];
+    size_t n = members(*cur, m, MAX_MEMBERS);
+    if (n > MAX_MEMBERS)
+        return -1;
+    const member *verify = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (member_is(&m[i], "verify"))
+            verify = &m[i];
+    int rc = 0;
+    if (verify != NULL && *verify->value == '{')
+        rc = put_member(&obj, verify->value, key, value);
+    else if (verify == NULL)
+        sf_str_catf(&obj, "{\"%s\": %s}", key, value);
+    if (rc == 0 && obj.len > 0 && (rc = put_member(&body, *cur, "verify", obj.s)) == 0) {
+        free(*cur);
+        *cur = sf_str_take(&body);
+    }
+    sf_str_free(&body);
+    sf_str_free(&obj);
+    return rc;
+}
+
+/* The job file's text with "tiers", "verify.check_rate" and "verify.trust"
+ * set from --tiers, --check-rate and --trust (any may be NULL); the rest as
+ * it is. *text is replaced (and freed). */
+static int apply_flags(remote *r, char **text, size_t *len, const char *tiers, const char *check_rate,
+    const char *trust)
 {
     sf_str body = SF_STR_INIT, value = SF_STR_INIT;
     char *cur = *text;
@@ -414,11 +455,7 @@ static int apply_flags(remote *r, char **text, size_t *len, const char *tiers, c
             rc = remote_fail(r, SF_EXIT_USAGE, "--tiers: %s", e.msg);
             goto out;
         }
-        sf_str_cat(&value, "[");
-        for (unsigned i = 0; i < 4; i++)
-            if (bits & (1u << i))
-                sf_str_catf(&value, "%s\"%s\"", value.len > 1 ? ", " : "", cd_tier_name((uint8_t)(1u << i)));
-        sf_str_cat(&value, "]");
+        tiers_json(&value, bits);
         if (put_member(&body, cur, "tiers", value.s) != 0)
             goto too_many;
         free(cur);
@@ -434,24 +471,21 @@ static int apply_flags(remote *r, char **text, size_t *len, const char *tiers, c
         }
         char num[32];
         snprintf(num, sizeof num, "%.17g", rate);
-        member m[MAX_MEMBERS];
-        size_t n = members(cur, m, MAX_MEMBERS);
-        const member *verify = NULL;
-        for (size_t i = 0; i < n && i < MAX_MEMBERS; i++)
-            if (member_is(&m[i], "verify"))
-                verify = &m[i];
-        if (verify != NULL && *verify->value == '{') {
-            if (put_member(&value, verify->value, "check_rate", num) != 0)
-                goto too_many;
-        } else if (verify == NULL) {
-            sf_str_catf(&value, "{\"check_rate\": %s}", num);
-        } /* else not an object: left for the coordinator to refuse */
-        if (value.len > 0 && put_member(&body, cur, "verify", value.s) != 0)
+        if (put_verify(&cur, "check_rate", num) != 0)
             goto too_many;
-        if (value.len > 0) {
-            free(cur);
-            cur = sf_str_take(&body);
+    }
+    if (trust != NULL) {
+        /* "none": trust no tier, every result open to checks */
+        uint8_t bits = 0;
+        sf_error e;
+        if (strcmp(trust, "none") != 0 && cd_tiers_parse(trust, &bits, &e) != 0) {
+            rc = remote_fail(r, SF_EXIT_USAGE, "--trust: %s (or none alone: no tier trusted)", e.msg);
+            goto out;
         }
+        tiers_json(&value, bits);
+        if (put_verify(&cur, "trust", value.s) != 0)
+            goto too_many;
+        sf_str_clear(&value);
     }
     *len = strlen(cur);
     goto out;
@@ -660,7 +694,8 @@ static int watch_job(remote *r, int64_t id)
 /* ---- the subcommands -------------------------------------------------------------- */
 
 static const char submit_usage[] =
-    "usage: simfarm submit FILE.json [--watch] [--key KEY] [--tiers LIST] [--check-rate R] [options]\n"
+    "usage: simfarm submit FILE.json [--watch] [--key KEY] [--tiers LIST] [--check-rate R]\n"
+    "                      [--trust LIST] [options]\n"
     "\n"
     "Submits the job in FILE.json (\"-\": standard input) to the coordinator\n"
     "(POST /api/jobs) and prints its id and URL. The file is checked to be a JSON\n"
@@ -680,7 +715,11 @@ static const char submit_usage[] =
     "  --check-rate R   the least share, 0 to 1, of the results from untrusted\n"
     "                   tiers that the coordinator checks on another owner's node\n"
     "                   (in place of the file's \"verify\": {\"check_rate\"}; default 0:\n"
-    "                   the coordinator's policy)\n" REMOTE_COMMON_FLAGS;
+    "                   the coordinator's policy)\n"
+    "  --trust LIST     the tiers whose results are taken without checks,\n"
+    "                   comma-separated, each one of the job's tiers; none: trust\n"
+    "                   no tier, any result may be checked (in place of the file's\n"
+    "                   \"verify\": {\"trust\"}; default: own)\n" REMOTE_COMMON_FLAGS;
 
 /* Sends the submission until it is answered: a reply that never came (a
  * timeout, a broken connection), a 503 and a 409 (the same key still being
@@ -710,9 +749,9 @@ static int send_submission(remote *r, const char *text, size_t len, http_respons
 int cmd_submit(int argc, char **argv)
 {
     bool watch = false;
-    const char *key = NULL, *tiers = NULL, *check_rate = NULL;
+    const char *key = NULL, *tiers = NULL, *check_rate = NULL, *trust = NULL;
     const remote_opt opts[] = { { "--watch", NULL, &watch }, { "--key", &key, NULL }, { "--tiers", &tiers, NULL },
-        { "--check-rate", &check_rate, NULL }, { NULL, NULL, NULL } };
+        { "--check-rate", &check_rate, NULL }, { "--trust", &trust, NULL }, { NULL, NULL, NULL } };
     remote r;
     int rc = remote_init(&r, "submit", submit_usage, argc, argv, opts, 1, 1, "the job file (FILE.json)");
     if (rc != REMOTE_GO_ON)
@@ -731,7 +770,8 @@ int cmd_submit(int argc, char **argv)
     size_t len = 0;
     if ((rc = read_job_file(&r, r.args[0], &text, &len)) != 0)
         return rc;
-    if ((tiers != NULL || check_rate != NULL) && (rc = apply_flags(&r, &text, &len, tiers, check_rate)) != 0) {
+    if ((tiers != NULL || check_rate != NULL || trust != NULL) &&
+        (rc = apply_flags(&r, &text, &len, tiers, check_rate, trust)) != 0) {
         free(text);
         return rc;
     }

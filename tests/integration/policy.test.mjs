@@ -2,7 +2,7 @@
 // and "verify"), against the real binary and a real PostgreSQL: the fields
 // accepted, stored and shown, bad ones refused with the field named, the
 // default that keeps public nodes off a job, `simfarm serve --default-tiers`,
-// and `simfarm submit --tiers --check-rate`.
+// and `simfarm submit --tiers --check-rate --trust`.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -210,4 +210,50 @@ test('simfarm submit --tiers and --check-rate put their fields in; simfarm job s
   assert.match(help.stdout, /--tiers LIST/);
   assert.match(help.stdout, /--check-rate R/);
   for (const id of [idOf(r), idOf(rate), idOf(tiered)]) await call(srv, 'POST', `/api/jobs/${id}/cancel`);
+});
+
+test('simfarm submit --trust sets verify.trust; none trusts no tier; a tier the job does not list is refused', async () => {
+  const config = path.join(tmp, 'trust.conf');
+  fs.writeFileSync(config, '');
+  const env = { ...process.env, SIMFARM_TOKEN: '', SIMFARM_CONFIG: config };
+  const cli = (args) => run(simfarm, [...args, '--server', srv.url, '--token', srv.token], { env });
+  const file = path.join(tmp, 'trust.json');
+  const idOf = (r) => Number(r.stdout.match(/^job (\d+) submitted/m)?.[1]);
+  const ids = [];
+  const stored = async (args) => {
+    const r = await cli(['submit', file, ...args]);
+    assert.equal(r.code, 0, `${args.join(' ')}: ${r.stderr}`);
+    ids.push(idOf(r));
+    return (await call(srv, 'GET', `/api/jobs/${idOf(r)}`)).json;
+  };
+
+  // a file without verify gets one; with --check-rate, both land in it
+  fs.writeFileSync(file, JSON.stringify(job(1000, { priority: -1000 })));
+  let j = await stored(['--tiers', 'own,team,public', '--trust', 'public,team']);
+  assert.deepEqual(j.tiers, ['own', 'team', 'public']);
+  assert.deepEqual(j.verify, { check_rate: 0, trust: ['team', 'public'] });
+  j = await stored(['--trust', 'team', '--check-rate', '0.25']);
+  assert.deepEqual(j.verify, { check_rate: 0.25, trust: ['team'] });
+  j = await stored(['--trust', 'none']);
+  assert.deepEqual(j.verify, { check_rate: 0, trust: [] });
+  const shown = await cli(['job', String(ids.at(-1))]);
+  assert.match(shown.stdout, /^ {2}verify +trusted: none; /m);
+
+  // the file's verify keeps its other fields; its trust is replaced
+  fs.writeFileSync(file, JSON.stringify(job(1000, { priority: -1000, verify: { trust: ['community'], check_rate: 0.5 } })));
+  j = await stored(['--trust', 'own']);
+  assert.deepEqual(j.verify, { check_rate: 0.5, trust: ['own'] });
+
+  // a tier the job's tiers leave out: the coordinator refuses it, by field
+  const out = await cli(['submit', file, '--tiers', 'own', '--trust', 'own,public']);
+  assert.equal(out.code, 1, out.stdout);
+  assert.match(out.stderr, /verify\.trust/);
+  for (const [args, why] of [[['--trust', 'own,gods'], /--trust: unknown tier 'gods'/],
+    [['--trust', ''], /--trust: /], [['--trust', 'none,own'], /--trust: unknown tier 'none'/]]) {
+    const bad = await cli(['submit', file, ...args]);
+    assert.equal(bad.code, 2, args.join(' '));
+    assert.match(bad.stderr, why);
+  }
+  assert.match((await run(simfarm, ['submit', '--help'])).stdout, /--trust LIST/);
+  for (const id of ids) await call(srv, 'POST', `/api/jobs/${id}/cancel`);
 });
