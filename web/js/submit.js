@@ -191,6 +191,19 @@ export function submitView(root, query) {
         + 'unless its operator changed it); public nodes, such as browser tabs on the contribute page, run only '
         + 'jobs that list public'),
       fieldError('j-tiers-error'));
+    // Whose results are taken without checks: none ticked leaves the
+    // default, own.
+    const trustBoxes = TIERS.map((t) => h('input', { type: 'checkbox', id: `j-trust-${t}`, name: 'trust', value: t,
+      dataset: { trust: t } }));
+    const trustEl = h('div', { class: 'field wide' },
+      h('span', { class: 'label', id: 'j-trust-label' }, 'tiers trusted without checks'),
+      h('div', { class: 'row', id: 'j-trust', role: 'group', 'aria-labelledby': 'j-trust-label',
+        'aria-describedby': 'j-trust-help j-trust-error' },
+      trustBoxes.map((b) => h('label', { class: 'check', for: b.id }, b, ' ', b.value))),
+      h('p', { class: 'help', id: 'j-trust-help' }, 'the results of these tiers\' nodes are taken as they come; the '
+        + 'rest are spot-checked on another owner\'s node. Each must be one of the tiers that may run it. None '
+        + 'ticked: the default, own'),
+      fieldError('j-trust-error'));
     const checkRate = jobField('check_rate', 'check rate', { type: 'number', min: 0, max: 1, step: 'any',
       inputmode: 'decimal', value: '0' }, 'the least share, 0 to 1, of the results from untrusted tiers that the '
       + 'coordinator computes again on another owner\'s node to check them; 0: the coordinator decides');
@@ -230,7 +243,11 @@ export function submitView(root, query) {
       if (priority.input.value !== '' && Number(priority.input.value) !== 0) b.priority = num(priority.input);
       const tiers = tierBoxes.filter((x) => x.checked).map((x) => x.value);
       if (tiers.length) b.tiers = tiers;
-      if (checkRate.input.value !== '' && Number(checkRate.input.value) !== 0) b.verify = { check_rate: num(checkRate.input) };
+      const verify = {};
+      if (checkRate.input.value !== '' && Number(checkRate.input.value) !== 0) verify.check_rate = num(checkRate.input);
+      const trust = trustBoxes.filter((x) => x.checked).map((x) => x.value);
+      if (trust.length) verify.trust = trust;
+      if (Object.keys(verify).length) b.verify = verify;
       if (strategySel.value !== 'single') {
         b.strategy = strategySel.value;
         let v;
@@ -329,7 +346,7 @@ export function submitView(root, query) {
       h('div', { class: 'fields' }, items.el, target.el, name.el, seed.el, priority.el, checkRate.el,
         h('div', { class: 'field' }, h('label', { for: 'j-strategy' }, 'strategy'), strategySel,
           h('p', { class: 'help', id: 'j-strategy-help' }, 'single: one run over the items; tournament: candidates raced in phases; stat_weights: a baseline and moved parameters over the same items'),
-          fieldError('j-strategy-error')), variantsEl, tiersEl)),
+          fieldError('j-strategy-error')), variantsEl, tiersEl, trustEl)),
     formErr,
     h('div', { class: 'row' }, submitBtn),
     h('section', { 'aria-labelledby': 'h-same' }, h('h2', { id: 'h-same' }, 'The same submission elsewhere'),
@@ -356,13 +373,15 @@ export function submitView(root, query) {
     let path = null, msg = e.message;
     const inVariants = /^(candidates|weights|tournament)\b/.test(e.field ?? '');
     const inTiers = /^tiers\b/.test(e.field ?? '');
+    const inTrust = /^verify\.trust\b/.test(e.field ?? '');
     if (e.field?.startsWith('params.')) path = e.field.slice(7);
-    else if (inVariants || inTiers) msg = `${e.field}: ${e.message}`;
+    else if (inVariants || inTiers || inTrust) msg = `${e.field}: ${e.message}`;
     const target = path !== null ? form.querySelector(`#${CSS.escape(idOf(path))}`)
       : inVariants ? form.querySelector('#j-variants')
         : inTiers ? form.querySelector('#j-tiers')
-          : e.field === 'verify.check_rate' ? form.querySelector('#j-check_rate')
-            : e.field ? form.querySelector(`#j-${CSS.escape(e.field)}`) : null;
+          : inTrust ? form.querySelector('#j-trust')
+            : e.field === 'verify.check_rate' ? form.querySelector('#j-check_rate')
+              : e.field ? form.querySelector(`#j-${CSS.escape(e.field)}`) : null;
     const errEl = target ? form.querySelector(`#${CSS.escape(target.id)}-error`) : null;
     if (target && errEl) {
       errEl.textContent = msg;
