@@ -2,8 +2,8 @@
 // coordinator, a real PostgreSQL and a real native node: the token box, the
 // submit form built from GET /api/kernels with the server's refusals at
 // their fields, an option job watched to 100% with its price, convergence
-// plot and histogram, the node tiers and the check rate a job is given
-// and its page shows, the jobs and nodes pages (also on a phone-sized
+// plot and histogram, the node tiers, the check rate and the trusted tiers
+// a job is given and its page shows, the jobs and nodes pages (also on a phone-sized
 // screen), a stat_weights job's weights and a tournament's ladder, and
 // cancelling a running job, and how much of a checked job's result is
 // verified, with its quarantined node. The same tests run in each browser
@@ -26,7 +26,8 @@ const shots = path.join(build, 'artifacts/dashboard');
 const PHONE = { width: 390, height: 844 };
 const DESKTOP = { width: 1280, height: 900 };
 // The farm's one node joins without a claim token, as a public node: it
-// runs only jobs that list public.
+// runs only jobs that list public. No node of another owner can check its
+// results, so a job meant to end soon trusts the tiers it runs on.
 const ALL_TIERS = ['own', 'team', 'community', 'public'];
 
 for (const name of browsers) describe(name, () => dashboard(name));
@@ -87,6 +88,19 @@ function dashboard(name) {
   async function jobId() {
     await page.waitFor(() => /^#\/jobs\/\d+$/.test(location.hash));
     return Number((await page.url()).split('/').at(-1));
+  }
+
+  // Keeps the bodies the page POSTs from now on, as sent, in
+  // window.posted (until the next page load).
+  function keepPosts() {
+    return page.evaluate(() => {
+      window.posted = [];
+      const send = window.fetch;
+      window.fetch = (url, init) => {
+        if (init?.method === 'POST') window.posted.push({ url: String(url), body: init.body });
+        return send(url, init);
+      };
+    });
   }
 
   async function fillOption(values) {
@@ -210,11 +224,15 @@ function dashboard(name) {
     assert.ok(combat.every((r) => r.endsWith(' alert')), combat.join(', '));
   });
 
-  test('the form sends the node tiers and the check rate, refused at their field when wrong; the job page shows them', async () => {
+  test('the form sends the node tiers, the check rate and the trusted tiers, refused at their field when wrong; the job page shows them', async () => {
     await fillOption({ 'p-S0': 100, 'p-K': 100, 'p-sigma': 0.2, 'p-T': 1, 'j-items': 1000, 'j-check_rate': 1.5 });
     // none ticked: the coordinator's default, left out of the body
     for (const t of ALL_TIERS) assert.equal(await page.evaluate((id) => document.getElementById(id).checked, `j-tier-${t}`), false, t);
     assert.match(await page.text('#j-tiers-help'), /none ticked: the coordinator's default/);
+    // nor any trusted tier: the default, own, left out of the body too
+    for (const t of ALL_TIERS) assert.equal(await page.evaluate((id) => document.getElementById(id).checked, `j-trust-${t}`), false, t);
+    assert.match(await page.text('#j-trust-help'), /None ticked: the default, own$/);
+    assert.equal(await page.attr('#j-trust', 'role'), 'group');
     assert.ok((await page.text('#as-curl')).includes('"items":1000,"verify":{"check_rate":1.5}}'), await page.text('#as-curl'));
     await page.click('#submit');
     await page.waitVisible('#j-check_rate-error');
@@ -225,14 +243,40 @@ function dashboard(name) {
     await page.fill('#j-check_rate', '0.25');
     await page.click('#j-tier-team');
     await page.click('#j-tier-own');
-    const curl = await page.text('#as-curl');
+    let curl = await page.text('#as-curl');
     assert.ok(curl.includes('"items":1000,"tiers":["own","team"],"verify":{"check_rate":0.25}}'), curl);
+
+    // trusting a tier the job leaves out: refused at the trust control
+    await page.click('#j-trust-public');
+    await page.click('#j-trust-team');
+    curl = await page.text('#as-curl');
+    assert.ok(curl.includes('"tiers":["own","team"],"verify":{"check_rate":0.25,"trust":["team","public"]}}'), curl);
+    await page.click('#submit');
+    await page.waitVisible('#j-trust-error');
+    assert.match(await page.text('#j-trust-error'), /^verify\.trust: lists public, which may not run this job/);
+    // the group's first box takes the focus and the mark, as the tiers' do
+    assert.equal(await page.attr('#j-trust-own', 'aria-invalid'), 'true');
+    assert.equal(await page.evaluate(() => document.activeElement?.id), 'j-trust-own');
+    assert.equal(await page.visible('#form-error'), false);
+    assert.deepEqual((await call(srv, 'GET', '/api/jobs')).json, [], 'nothing was submitted');
+
+    await page.click('#j-trust-public');
+    curl = await page.text('#as-curl');
+    const body = '"items":1000,"tiers":["own","team"],"verify":{"check_rate":0.25,"trust":["team"]}}';
+    assert.ok(curl.includes(body), curl);
+    await keepPosts();
     await page.click('#submit');
     const id = await jobId();
+    // what went to the API is what the curl line shows
+    const posted = await page.evaluate(() => window.posted);
+    assert.equal(posted.length, 1, JSON.stringify(posted));
+    assert.ok(posted[0].url.endsWith('api/jobs'), posted[0].url);
+    assert.deepEqual(JSON.parse(posted[0].body).verify, { check_rate: 0.25, trust: ['team'] });
+    assert.ok(posted[0].body.endsWith(body), posted[0].body);
     await page.waitFor(() => document.querySelector('#tiers')?.textContent === 'own, team');
-    assert.equal(await page.text('#verify'), 'trusted: own; at least 25% of the rest checked');
+    assert.equal(await page.text('#verify'), 'trusted: team; at least 25% of the rest checked');
     const api = (await call(srv, 'GET', `/api/jobs/${id}`)).json;
-    assert.deepEqual([api.tiers, api.verify], [['own', 'team'], { check_rate: 0.25, trust: ['own'] }]);
+    assert.deepEqual([api.tiers, api.verify], [['own', 'team'], { check_rate: 0.25, trust: ['team'] }]);
     // the public node takes none of it
     assert.equal(api.progress?.items_done ?? 0, 0);
     await shot('job-tiers');
@@ -242,9 +286,10 @@ function dashboard(name) {
   test('an option job submitted through the form runs to 100% and shows the API\'s price, plots and nodes', async () => {
     await fillOption({ 'p-S0': 100, 'p-K': 100, 'p-r': 0.05, 'p-sigma': 0.2, 'p-T': 1, 'j-items': 60000000, 'j-name': 'dash call' });
     for (const t of ALL_TIERS) await page.click(`#j-tier-${t}`);
+    for (const t of ALL_TIERS) await page.click(`#j-trust-${t}`);
     const curl = await page.text('#as-curl');
     const body = '{"kernel":"option","params":{"S0":100,"K":100,"r":0.05,"sigma":0.2,"T":1},"items":60000000,"name":"dash call",'
-      + '"tiers":["own","team","community","public"]}';
+      + '"tiers":["own","team","community","public"],"verify":{"trust":["own","team","community","public"]}}';
     assert.ok(curl.endsWith(`-d '${body}'`), curl);
     assert.equal(await page.text('#as-cli'), `echo '${body}' | simfarm submit - --server ${srv.url}`);
     await page.click('#submit');
@@ -261,7 +306,9 @@ function dashboard(name) {
     assert.equal(api.state, 'complete');
     assert.equal(api.name, 'dash call');
     assert.equal(await page.text('#tiers'), 'own, team, community, public');
-    assert.equal(await page.text('#verify'), 'trusted: own; the rest checked as the coordinator decides');
+    assert.equal(await page.text('#verify'), 'trusted: own, team, community, public; the rest checked as the coordinator decides');
+    assert.deepEqual(api.verify, { check_rate: 0, trust: ALL_TIERS });
+    assert.equal(api.result.verification.trusted_items, 60000000);
     const price = api.result.outputs.find((o) => o.name === 'price');
     const cell = 'tr[data-output="price"] td.mean';
     assert.equal(await page.attr(cell, 'data-exact'), String(price.mean));
@@ -370,6 +417,7 @@ function dashboard(name) {
   test('a precision target sets the items from a pilot job\'s spread', async () => {
     await fillOption({ 'p-S0': 100, 'p-K': 100, 'p-sigma': 0.2, 'p-T': 1, 'j-target': 0.02, 'j-name': 'to 0.02' });
     await page.click('#j-tier-public'); // the pilot and the job both
+    await page.click('#j-trust-public');
     await page.click('#submit');
     const id = await jobId();
     await page.waitFor(() => document.querySelector('.state')?.textContent === 'complete'
@@ -382,6 +430,7 @@ function dashboard(name) {
     const job = (await call(srv, 'GET', `/api/jobs/${id}`)).json;
     assert.equal(job.name, 'to 0.02');
     assert.deepEqual([pilot.tiers, job.tiers], [['public'], ['public']]);
+    assert.deepEqual([pilot.verify.trust, job.verify.trust], [['public'], ['public']]);
     assert.equal(job.items, Math.ceil((o.stderr * Math.sqrt(o.count) / 0.02) ** 2));
     const done = job.result.outputs[0];
     assert.ok(Math.abs(done.stderr - 0.02) < 0.002, `standard error ${done.stderr} for a target of 0.02`);
@@ -392,7 +441,7 @@ function dashboard(name) {
     const call100 = { style: 'european', type: 'call', S0: 100, K: 100, r: 0.05, sigma: 0.2, T: 1 };
     const w = await call(srv, 'POST', '/api/jobs', { kernel: 'option', strategy: 'stat_weights', params: call100,
       weights: [{ param: 'S0', step: 1, name: 'delta' }, { param: 'sigma', step: 0.01, name: 'vega' }], items: 400000,
-      tiers: ALL_TIERS });
+      tiers: ALL_TIERS, verify: { trust: ALL_TIERS } });
     assert.equal(w.status, 201, w.text);
     await page.goto(`${srv.url}/#/jobs/${w.json.id}`);
     await page.waitFor(() => document.querySelector('.state')?.textContent === 'complete'
@@ -404,7 +453,8 @@ function dashboard(name) {
     await shot('job-stat-weights');
 
     const combat = JSON.parse(fs.readFileSync(path.join(top, 'examples/combat-tournament.json'), 'utf8'));
-    const t = await call(srv, 'POST', '/api/jobs', { ...combat, items: 8000, tournament: { phase_items: 500, growth: 2 } });
+    const t = await call(srv, 'POST', '/api/jobs', { ...combat, items: 8000, tournament: { phase_items: 500, growth: 2 },
+      verify: { trust: combat.tiers } });
     assert.equal(t.status, 201, t.text);
     await page.goto(`${srv.url}/#/jobs/${t.json.id}`);
     await page.waitFor(() => document.querySelector('.state')?.textContent === 'complete'
@@ -494,6 +544,8 @@ function dashboard(name) {
       // one events connection tried before the page knew the farm is private
       const errors = pageErrors().filter((e) => !e.includes('status of 401'));
       assert.ok(errors.length <= 1 && errors.every((e) => /\/ws\/events\b/.test(e)), errors.join('\n'));
+      // those were this farm's, and expected: the tests after it start clean
+      page.errors.length = 0;
     } finally {
       await priv.stop();
     }
