@@ -115,7 +115,11 @@ test('bad tiers and policies are refused, with the field named, and store nothin
 test('a public node runs no job of the default tiers, and one that lists public', async () => {
   // The default job comes first: a node that ignored tiers would take it.
   const closed = await submit(srv, job(400000, { priority: 100 }));
-  const open = await submit(srv, job(400000, { priority: 0, tiers: ['own', 'team', 'community', 'public'] }));
+  // The open job trusts every tier: the lone public node's results could not
+  // be spot-checked by another node, and would wait for a checker until
+  // given up (tests/integration/verify.test.mjs is about the checks).
+  const all = ['own', 'team', 'community', 'public'];
+  const open = await submit(srv, job(400000, { priority: 0, tiers: all, verify: { trust: all } }));
   const node = publicNode(srv, 'public');
   try {
     const done = await finished(srv, open);
@@ -149,7 +153,9 @@ test('simfarm serve --default-tiers sets the tiers of a job that names none', as
     { extra: ['--allow-public-nodes', '--default-tiers', 'public,own'] });
   const node = publicNode(s, 'open-default');
   try {
-    const id = await submit(s, job(200000));
+    // no tiers named; the farm's default ones trusted, since no other node
+    // could spot-check the lone public node
+    const id = await submit(s, job(200000, { verify: { trust: ['own', 'public'] } }));
     assert.deepEqual((await call(s, 'GET', `/api/jobs/${id}`)).json.tiers, ['own', 'public']);
     // trust follows the tiers the farm gives
     const trusted = await call(s, 'POST', '/api/jobs', job(1000, { verify: { trust: ['public'] } }));
