@@ -302,17 +302,23 @@ test('a result for a range the node was not given is not counted', async () => {
   // The right token and a result of the right size, for another range.
   const moved = v.complete(batchFor(victim, { start: donor.first, data: donor.data }));
   const a1 = await v.until((m) => m.type === 'complete_ack' && m.id === moved.id, 'complete_ack');
-  assert.deepEqual(a1.body.outcomes, [{ chunk: victim.chunk.chunk, outcome: 'stale' }]);
+  // A result for another range than its live claim's is answered malformed
+  // (stale with its reason, PROTOCOL.md §4), not plain stale; the claim stays.
+  const rangeDiffers = (start, count) => [{ chunk: victim.chunk.chunk, outcome: 'stale',
+    malformed: `range differs from the claim's: items ${start}+${count}, the claim is ` +
+      `${victim.chunk.start}+${victim.chunk.count}` }];
+  assert.deepEqual(a1.body.outcomes, rangeDiffers(donor.first, victim.chunk.count));
   // The right start, another count.
   const longer = v.complete(batchFor(victim, { count: victim.chunk.count * 2, data: donor.data }));
   const a2 = await v.until((m) => m.type === 'complete_ack' && m.id === longer.id, 'complete_ack');
-  assert.deepEqual(a2.body.outcomes, [{ chunk: victim.chunk.chunk, outcome: 'stale' }]);
+  assert.deepEqual(a2.body.outcomes, rangeDiffers(victim.chunk.start, victim.chunk.count * 2));
   count('results for ranges not given', 2);
   // The right token and range, computed with another work context.
   const other = { ...batchFor(victim, { data: donor.data }), ctxHash: Buffer.alloc(32, 7) };
   const elsewhere = v.complete(other);
   const a3 = await v.until((m) => m.type === 'complete_ack' && m.id === elsewhere.id, 'complete_ack');
-  assert.deepEqual(a3.body.outcomes, [{ chunk: victim.chunk.chunk, outcome: 'stale' }]);
+  assert.deepEqual(a3.body.outcomes,
+    [{ chunk: victim.chunk.chunk, outcome: 'stale', malformed: 'work context differs from the job\'s' }]);
   count('results of another work context', 1);
   // The victim leaves: its claim goes back to the job at once.
   clearInterval(victimBeat);
