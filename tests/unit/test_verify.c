@@ -30,7 +30,7 @@ static void assert_honest_kept(const fs_farm *f)
                 (unsigned long long)f->nodes[i].id);
 }
 
-Test(verify, honest_farms_are_never_quarantined_and_results_are_exact, .timeout = 120)
+Test(verify, honest_farms_are_never_quarantined_and_results_are_exact)
 {
     for (uint64_t seed = 1; seed <= 40; seed++) {
         fs_farm f;
@@ -79,7 +79,7 @@ static bool run_saboteur(fs_node bad, sc_job_spec s, uint64_t seed, bool may_esc
     return caught;
 }
 
-Test(verify, every_kind_of_saboteur_is_caught_and_its_results_undone, .timeout = 120)
+Test(verify, every_kind_of_saboteur_is_caught_and_its_results_undone)
 {
     const fs_node kinds[] = {
         { .kind = FS_BIAS, .delta = 0.01 },
@@ -107,7 +107,7 @@ Test(verify, every_kind_of_saboteur_is_caught_and_its_results_undone, .timeout =
     cr_log_info("an enrolled node cheating on 1 result in 50 escaped %u of %u runs", escaped, sparse);
 }
 
-Test(verify, saboteurs_in_stat_weights_and_tournaments, .timeout = 120)
+Test(verify, saboteurs_in_stat_weights_and_tournaments)
 {
     fs_node bad = { .id = 9, .owner = 109, .addr = 1009, .tier = SC_TIER_COMMUNITY, .kind = FS_BIAS, .delta = 0.01 };
     for (uint64_t seed = 1; seed <= 3; seed++) {
@@ -116,7 +116,7 @@ Test(verify, saboteurs_in_stat_weights_and_tournaments, .timeout = 120)
     }
 }
 
-Test(verify, two_keys_of_one_owner_never_check_each_other, .timeout = 60)
+Test(verify, two_keys_of_one_owner_never_check_each_other)
 {
     for (uint64_t seed = 1; seed <= 5; seed++) {
         fs_farm f;
@@ -135,7 +135,7 @@ Test(verify, two_keys_of_one_owner_never_check_each_other, .timeout = 60)
     }
 }
 
-Test(verify, a_saboteur_caught_after_twenty_accepted_chunks_is_retracted_to_the_bit, .timeout = 60)
+Test(verify, a_saboteur_caught_after_twenty_accepted_chunks_is_retracted_to_the_bit)
 {
     fs_farm f;
     /* an enrolled node with a record: checked at 1/streak, so it gets
@@ -178,7 +178,7 @@ static sc_ledger *restart(fs_farm *f)
     return l;
 }
 
-Test(verify, a_restart_keeps_every_check_and_every_quarantine, .timeout = 60)
+Test(verify, a_restart_keeps_every_check_and_every_quarantine)
 {
     fs_farm f;
     fs_init(&f, &verify_on, 11);
