@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { build, eventually, top, stop } from '../lib/proc.mjs';
 import { localRun, sameBits } from '../lib/reference.mjs';
-import { psql, startPostgres } from '../lib/pg.mjs';
+import { createDatabase, psql, startPostgres } from '../lib/pg.mjs';
 import { call, metrics, serve } from '../lib/coord.mjs';
 
 const simfarm = path.join(build, 'bin/simfarm');
@@ -33,10 +33,10 @@ let pg, srv, honest = [];
 let keys = 0;
 
 // A node enrolled with a claim token of `owner` (community tier).
-async function node(owner, sabotage) {
-  const t = await call(srv, 'POST', '/api/tokens', { kind: 'claim', owner, tier: 'community', expires_in: 600 });
+async function node(owner, sabotage, at = srv) {
+  const t = await call(at, 'POST', '/api/tokens', { kind: 'claim', owner, tier: 'community', expires_in: 600 });
   assert.equal(t.status, 201, t.text);
-  const args = ['--server', `ws://127.0.0.1:${srv.port}/ws/node`, '--claim-token', t.json.token,
+  const args = ['--server', `ws://127.0.0.1:${at.port}/ws/node`, '--claim-token', t.json.token,
     '--key', path.join(tmp, `key-${++keys}`)];
   const p = sabotage === undefined
     ? spawnNode(simfarm, ['node', ...args, '--cores', '1', '--backend', 'cpu'])
@@ -128,3 +128,48 @@ for (const [sabotage, seed] of [['bias:0.01', 21], ['zeros', 22], ['fabricate', 
     }
   });
 }
+
+test('a coordinator killed mid-job and restarted loses no check and no quarantine', async () => {
+  const url = await createDatabase(pg, 'restart');
+  const q = (sql) => psql(pg, sql, { db: 'restart' });
+  const first = await serve(url, { extra: ['--chunk-ms', '300'] });
+  const nodes = [await node('carol', undefined, first), await node('dave', undefined, first)];
+  const bad = await node('mallory-restart', 'zeros', first);
+  let second;
+  try {
+    const items = 200000000, seed = 31;
+    const res = await call(first, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed,
+      tiers: ['community'], verify: { trust: [] } });
+    assert.equal(res.status, 201, res.text);
+    const id = res.json.id;
+    // killed once the saboteur is caught and part of the job is done
+    await eventually(async () => (await q(`SELECT count(*) FROM nodes WHERE owner = 'mallory-restart'
+      AND quarantined_at IS NOT NULL`)) === '1', 'the saboteur quarantined', 120000, 100);
+    await eventually(async () => Number(await q(`SELECT count(*) FROM journal WHERE job_id = ${id} AND type = 1
+      AND checked`)) > 0, 'results chosen for checks', 120000, 100);
+    const done = Number(await q(`SELECT coalesce(sum(item_count), 0) FROM journal WHERE job_id = ${id} AND type = 1`));
+    process.kill(first.pid, 'SIGKILL');
+    await first.exited;
+    assert.ok(done < items, `the job was done (${done} items) before the coordinator was killed`);
+    second = await serve(url, { extra: ['--chunk-ms', '300', '--listen', `127.0.0.1:${first.port}`] });
+    const job = await eventually(async () => {
+      const j = (await call(second, 'GET', `/api/jobs/${id}`)).json;
+      return j.state !== 'running' && j.state !== 'pending' ? j : null;
+    }, 'the job ended after the restart', 240000, 200);
+    sameBits(job, await localRun(items, seed));
+    const [m] = await (async () => (await q(`SELECT id FROM nodes WHERE owner = 'mallory-restart'`))
+      .split('\n').filter(Boolean).map(Number))();
+    assert.ok(job.result.verification.quarantined_nodes.includes(m), JSON.stringify(job.result.verification));
+    assert.equal(job.result.verification.checks_abandoned, 0);
+    // every result chosen for a check was checked, before or after the kill
+    assert.equal(await q(`SELECT count(*) FROM journal a WHERE a.job_id = ${id} AND a.type = 1 AND a.checked
+      AND NOT EXISTS (SELECT 1 FROM journal v WHERE v.job_id = a.job_id AND v.type = 5 AND v.variant = a.variant
+      AND v.first_item = a.first_item)`), '0');
+    // the saboteur, which reconnects by itself, is refused
+    await eventually(() => /revoked|quarantined/.test(bad.out), 'the saboteur refused', 60000);
+  } finally {
+    for (const n of [...nodes, bad]) await stop(n);
+    if (second) await second.stop();
+    else await first.stop().catch(() => {});
+  }
+});
