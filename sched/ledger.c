@@ -468,6 +468,14 @@ static int pend_for(const lane *ln, uint64_t node)
     return -1;
 }
 
+/* A claim's range as it goes back to pending: its attempts and losers. */
+static range range_of(const claim *c)
+{
+    range r = { c->first, c->count, c->attempt, c->nlosers, { 0 } };
+    memcpy(r.losers, c->losers, sizeof r.losers);
+    return r;
+}
+
 /* Cuts up to `want` items from the front of the pending range at position
  * `at` (pend_for). */
 static range pend_take(job *j, lane *ln, size_t at, uint64_t want)
@@ -878,7 +886,7 @@ static void apply(sc_ledger *l, job *j, lane *ln, const sc_record *r)
         j->verified_items += r->count;
         j->checks_passed++;
     } else if (r->check) {
-        sc__check_restore(l, j, r);
+        sc__check_restore(j, r);
     } else if (r->tier & j->spec.trusted_tiers) {
         j->trusted_items += r->count;
     }
@@ -924,8 +932,7 @@ static void drop_claims(sc_ledger *l, job *j, int lane_only)
     for (uint32_t i = 0; i < l->claims_cap && j->inflight_claims + j->check_claims > 0; i++) {
         claim *c = &l->claims[i];
         if (c->job == j && (lane_only < 0 || c->lane == (uint32_t)lane_only)) {
-            range r = { c->first, c->count, c->attempt, c->nlosers, { 0 } };
-            memcpy(r.losers, c->losers, sizeof r.losers);
+            range r = range_of(c);
             lane *ln = &j->lanes[c->lane];
             bool is_check = c->check != 0;
             if (is_check)
@@ -1119,6 +1126,7 @@ int sc_job_forget(sc_ledger *l, uint64_t id)
         if (j->spec.id != id)
             continue;
         drop_claims(l, j, -1);
+        l->ntainted -= j->tainted;
         job_free(j);
         l->jobs[i] = l->jobs[--l->njobs];
         l->rr_dirty = true;
@@ -1532,8 +1540,7 @@ static void lose_claim(sc_ledger *l, uint32_t idx, bool node_gone)
     }
     /* One attempt per node: a node that lost the range before is not
      * handed it again, so no node alone can fail a chunk. */
-    range r = { c->first, c->count, c->attempt, c->nlosers, { 0 } };
-    memcpy(r.losers, c->losers, sizeof r.losers);
+    range r = range_of(c);
     if (!lost_by(&r, c->node)) {
         if (!(node_gone && !c->proven))
             r.attempt++;

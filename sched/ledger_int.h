@@ -204,6 +204,7 @@ struct sc_ledger {
     bool restoring;            /* replaying a journal: emit nothing */
     sc__trust_map trust;
     uint64_t checks_passed, checks_failed, checks_abandoned, quarantined; /* for sc_ledger_stats_get */
+    size_t ntainted;           /* jobs with `tainted` set */
 };
 
 
@@ -236,7 +237,7 @@ void sc__checks_free(job *j);
 /* Gives up j's checks that waited check_wait_ms with no taker; returns how many. */
 size_t sc__checks_expire(sc_ledger *l, job *j, uint64_t now_ms);
 /* Restore: makes the check of an accept record chosen for one and not verified. */
-void sc__check_restore(sc_ledger *l, job *j, const sc_record *r);
+void sc__check_restore(job *j, const sc_record *r);
 bool sc__restore_verified(const job *j, uint32_t variant, uint64_t first);
 void sc__count_malformed(sc_ledger *l, job *j, uint64_t node, uint64_t now_ms);
 void sc__job_note_quarantined(job *j, uint64_t node);

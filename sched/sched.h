@@ -312,6 +312,11 @@ void sc_node_malformed(sc_ledger *l, uint64_t node, uint64_t now_ms);
  * results it holds was quarantined); such a job hands out nothing. */
 bool sc_job_tainted(sc_ledger *l, uint64_t job);
 
+/* The ids of the jobs waiting to be restored, up to cap of them into ids;
+ * returns how many there are. Costs nothing while there are none, so it
+ * may follow every completion. */
+size_t sc_tainted_jobs(const sc_ledger *l, uint64_t *ids, size_t cap);
+
 /* ---- results ---- */
 
 /* Encodes n statistics as one chunk result: for each, a 4-byte

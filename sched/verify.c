@@ -203,9 +203,8 @@ bool sc__verify_accepted(sc_ledger *l, job *j, const claim *c, const sim_stats *
     return true;
 }
 
-void sc__check_restore(sc_ledger *l, job *j, const sc_record *r)
+void sc__check_restore(job *j, const sc_record *r)
 {
-    (void)l;
     check_add(j, r->variant, r->chunk, r->first, r->count, run_of(r->node, r->owner, 0, r->result, r->result_len));
 }
 
@@ -380,7 +379,10 @@ static int quarantine(sc_ledger *l, uint64_t node, uint64_t now_ms, bool journal
         bool holds = items != NULL && *items > 0;
         if (!holds && j != caught)
             continue;
-        j->tainted |= holds;
+        if (holds && !j->tainted) {
+            j->tainted = true;
+            l->ntainted++;
+        }
         sc__job_note_quarantined(j, node);
         if (journal) {
             sc_record r = { .type = SC_REC_QUARANTINE, .job = j->spec.id, .node = node };
@@ -407,6 +409,18 @@ void sc__count_malformed(sc_ledger *l, job *j, uint64_t node, uint64_t now_ms)
 void sc_node_malformed(sc_ledger *l, uint64_t node, uint64_t now_ms)
 {
     sc__count_malformed(l, NULL, node, now_ms);
+}
+
+size_t sc_tainted_jobs(const sc_ledger *l, uint64_t *ids, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < l->njobs && n < l->ntainted; i++)
+        if (l->jobs[i]->tainted) {
+            if (n < cap)
+                ids[n] = l->jobs[i]->spec.id;
+            n++;
+        }
+    return n;
 }
 
 bool sc_job_tainted(sc_ledger *l, uint64_t id)

@@ -116,15 +116,14 @@ uint8_t cd_tier_bit(const char *tier)
  * node's results out and hands their ranges out anew. */
 static void drop_tainted(cd__sched *s)
 {
-    for (size_t i = 0; i < s->njobs;) {
-        uint64_t id = s->jobs[i].id;
-        if (!sc_job_tainted(s->l, id)) {
-            i++;
-            continue;
+    uint64_t ids[64];
+    size_t n;
+    while ((n = sc_tainted_jobs(s->l, ids, 64)) > 0) { /* each forgotten leaves the list */
+        for (size_t i = 0; i < n && i < 64; i++) {
+            sf_logf(SF_LOG_WARN, "scheduler", "{\"job\":%" PRIu64 "}",
+                "job %" PRIu64 " held results of a quarantined node: loaded again from its journal without them", ids[i]);
+            cd__forget_job(s, ids[i]);
         }
-        sf_logf(SF_LOG_WARN, "scheduler", "{\"job\":%" PRIu64 "}",
-            "job %" PRIu64 " held results of a quarantined node: loaded again from its journal without them", id);
-        cd__forget_job(s, id);
         s->reload_due = true;
     }
 }

@@ -159,6 +159,8 @@ static fs_job *job_of(fs_farm *f, uint64_t id)
 /* Restores every job a quarantine tainted from its journal. */
 static void restore_tainted(fs_farm *f)
 {
+    if (sc_tainted_jobs(f->l, NULL, 0) == 0)
+        return;
     for (size_t k = 0; k < f->njobs; k++) {
         fs_job *j = &f->jobs[k];
         if (!sc_job_tainted(f->l, j->spec.id))

@@ -179,31 +179,29 @@ export function submitView(root, query) {
     const target = jobField('target', 'precision target', { type: 'number', min: 0, step: 'any', inputmode: 'decimal' },
       `optional: the standard error wanted for the first output; a pilot job of ${PILOT_ITEMS.toLocaleString('en-US')} `
       + 'items measures its spread, then items is set to reach it');
+    // A row of one checkbox per tier: boxes j-<box>-<tier> named `group`,
+    // in the group j-<group> with its label, help and error.
+    const tierChecks = (group, box, label, help) => {
+      const boxes = TIERS.map((t) => h('input', { type: 'checkbox', id: `j-${box}-${t}`, name: group, value: t,
+        dataset: { [box]: t } }));
+      const el = h('div', { class: 'field wide' },
+        h('span', { class: 'label', id: `j-${group}-label` }, label),
+        h('div', { class: 'row', id: `j-${group}`, role: 'group', 'aria-labelledby': `j-${group}-label`,
+          'aria-describedby': `j-${group}-help j-${group}-error` },
+        boxes.map((b) => h('label', { class: 'check', for: b.id }, b, ' ', b.value))),
+        h('p', { class: 'help', id: `j-${group}-help` }, help),
+        fieldError(`j-${group}-error`));
+      return { boxes, el };
+    };
     // Who may run it: none ticked leaves it to the coordinator's default.
-    const tierBoxes = TIERS.map((t) => h('input', { type: 'checkbox', id: `j-tier-${t}`, name: 'tiers', value: t,
-      dataset: { tier: t } }));
-    const tiersEl = h('div', { class: 'field wide' },
-      h('span', { class: 'label', id: 'j-tiers-label' }, 'node tiers that may run it'),
-      h('div', { class: 'row', id: 'j-tiers', role: 'group', 'aria-labelledby': 'j-tiers-label',
-        'aria-describedby': 'j-tiers-help j-tiers-error' },
-      tierBoxes.map((b) => h('label', { class: 'check', for: b.id }, b, ' ', b.value))),
-      h('p', { class: 'help', id: 'j-tiers-help' }, 'none ticked: the coordinator\'s default (own, team and community '
-        + 'unless its operator changed it); public nodes, such as browser tabs on the contribute page, run only '
-        + 'jobs that list public'),
-      fieldError('j-tiers-error'));
+    const { boxes: tierBoxes, el: tiersEl } = tierChecks('tiers', 'tier', 'node tiers that may run it',
+      'none ticked: the coordinator\'s default (own, team and community unless its operator changed it); public '
+      + 'nodes, such as browser tabs on the contribute page, run only jobs that list public');
     // Whose results are taken without checks: none ticked leaves the
     // default, own.
-    const trustBoxes = TIERS.map((t) => h('input', { type: 'checkbox', id: `j-trust-${t}`, name: 'trust', value: t,
-      dataset: { trust: t } }));
-    const trustEl = h('div', { class: 'field wide' },
-      h('span', { class: 'label', id: 'j-trust-label' }, 'tiers trusted without checks'),
-      h('div', { class: 'row', id: 'j-trust', role: 'group', 'aria-labelledby': 'j-trust-label',
-        'aria-describedby': 'j-trust-help j-trust-error' },
-      trustBoxes.map((b) => h('label', { class: 'check', for: b.id }, b, ' ', b.value))),
-      h('p', { class: 'help', id: 'j-trust-help' }, 'the results of these tiers\' nodes are taken as they come; the '
-        + 'rest are spot-checked on another owner\'s node. Each must be one of the tiers that may run it. None '
-        + 'ticked: the default, own'),
-      fieldError('j-trust-error'));
+    const { boxes: trustBoxes, el: trustEl } = tierChecks('trust', 'trust', 'tiers trusted without checks',
+      'the results of these tiers\' nodes are taken as they come; the rest are spot-checked on another owner\'s '
+      + 'node. Each must be one of the tiers that may run it. None ticked: the default, own');
     const checkRate = jobField('check_rate', 'check rate', { type: 'number', min: 0, max: 1, step: 'any',
       inputmode: 'decimal', value: '0' }, 'the least share, 0 to 1, of the results from untrusted tiers that the '
       + 'coordinator computes again on another owner\'s node to check them; 0: the coordinator decides');
