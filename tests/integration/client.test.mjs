@@ -655,7 +655,13 @@ describe('against simfarm serve', () => {
 // member (docs/cli.md), built here from the API's numbers.
 function verifiedLine(v, items) {
   const g = (n) => n.toLocaleString('en-US');
-  let s = `${g(v.verified_items)} of ${g(items)} items (${(100 * v.verified_items / items).toFixed(1)}%), `
+  // one decimal as C's printf gives it: a tie (0.25) goes to the even digit,
+  // where toFixed would round it up
+  const pct = (x) => {
+    const t = x * 10, f = Math.floor(t);
+    return ((t - f === 0.5 ? (f % 2 === 0 ? f : f + 1) : Math.round(t)) / 10).toFixed(1);
+  };
+  let s = `${g(v.verified_items)} of ${g(items)} items (${pct(100 * v.verified_items / items)}%), `
     + `trusted ${g(v.trusted_items)}, unchecked ${g(v.unchecked_items)}`;
   if (v.checks_passed + v.checks_failed + v.checks_waiting + v.checks_abandoned > 0)
     s += `; checks ${v.checks_passed} passed, ${v.checks_failed} failed, ${v.checks_waiting} waiting`
