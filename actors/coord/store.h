@@ -106,6 +106,9 @@ typedef struct cd_store_backlog {
     uint64_t refused;       /* queries refused for the bound since the start */
     int64_t unreachable_ms; /* how long since the database was last reachable:
                                0 while up, -1 when it never was */
+    unsigned fence_waiting; /* sessions of a previous coordinator this one waits
+                               to end before it reads the journal (0: none; see
+                               docs/coordinator.md, "Fencing") */
 } cd_store_backlog;
 
 /* Reads the store's gauges. Any thread; each field is read on its own,
@@ -158,6 +161,11 @@ cd_query *cd_query_new(const char *sql);
 int cd_query_text(cd_query *q, const char *value);
 int cd_query_bytes(cd_query *q, const void *p, size_t n);
 int cd_query_int(cd_query *q, int64_t v);
+
+/* A new query with q's statement, parameters and flags (not its
+ * store-private fields): to send again what the store answered with an
+ * error, since the store frees each query it answers. */
+cd_query *cd_query_copy(const cd_query *q);
 
 typedef struct cd_result {
     rt_msg hdr;             /* hdr.req_id answers the query's request */

@@ -68,6 +68,16 @@ int cd_query_int(cd_query *q, int64_t v)
     return cd_query_text(q, buf);
 }
 
+cd_query *cd_query_copy(const cd_query *q)
+{
+    cd_query *c = cd_query_new(q->sql);
+    for (int i = 0; i < q->nparams; i++)
+        add_param(c, q->values[i], (size_t)q->lengths[i], q->formats[i], q->values[i] == NULL);
+    c->binary_result = q->binary_result;
+    c->group = q->group;
+    return c;
+}
+
 void cd__store_result_release(rt_msg *m)
 {
     cd_result *r = (cd_result *)m;
