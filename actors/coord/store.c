@@ -31,6 +31,7 @@
 #include "base/log.h"
 
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,7 +172,7 @@ static void dispatch(rt_actor *self, cd__store *st)
         return;
     for (unsigned i = 0; i < st->npool && st->qlen > 0; i++) {
         cd__store_conn *c = &st->conns[i];
-        if (c->state != CD__STORE_IDLE)
+        if (c->state != CD__STORE_IDLE || (st->exclusive && !c->fenced))
             continue;
         if (st->qlen >= 2 && cd__store_groupable(cd__store_queue_at(st, 0)) && cd__store_groupable(cd__store_queue_at(st, 1))) {
             send_group(self, st, (int)i);
@@ -192,6 +193,159 @@ static void dispatch(rt_actor *self, cd__store *st)
         c->state = CD__STORE_BUSY;
         flush_and_watch(self, st, (int)i);
     }
+}
+
+/* ---- the fence (store_int.h, docs/coordinator.md) ----------------------------------------- */
+
+/* Sends sql on connection i as a statement of kind k, answered within
+ * CD__STORE_ANSWER_WAIT_MS or the connection is counted lost. */
+static void send_control(rt_actor *self, cd__store *st, int i, const char *sql, cd__store_kind k)
+{
+    cd__store_conn *c = &st->conns[i];
+    if (!PQsendQuery(c->pg, sql)) {
+        cd__store_lost(self, st, i, PQerrorMessage(c->pg));
+        return;
+    }
+    c->kind = k;
+    c->state = CD__STORE_BUSY;
+    c->sends++;
+    flush_and_watch(self, st, i);
+    if (c->kind == k)
+        cd__store_conn_timer(self, st, i, CD__STORE_M_DEADLINE, CD__STORE_ANSWER_WAIT_MS);
+}
+
+/* The pool connection i takes the fence, then checks that the lease is
+ * held by this store's listener: in that order, so that a coordinator
+ * taking the lease after the check finds this session holding the fence
+ * and ends it, and one that took it before fails the check. */
+static void take_fence(rt_actor *self, cd__store *st, int i)
+{
+    char sql[768];
+    snprintf(sql, sizeof sql,
+        "SET application_name = 'simfarm coordinator pool'; SELECT pg_advisory_lock_shared(%d); "
+        "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' "
+        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+        "AND classid = 0 AND objid = %d AND objsubid = 1 AND granted AND pid = %d)",
+        CD__STORE_FENCE, CD__STORE_LOCK, st->listener_pid);
+    send_control(self, st, i, sql, CD__STORE_K_FENCE);
+}
+
+/* The listener (i), holding the lease, ends every session that holds the
+ * fence and is not one of this store's, and counts a new term of the
+ * lease once there is none (the answer: how many, their pids, the term). */
+static void clear_fence(rt_actor *self, cd__store *st, int i)
+{
+    if (!st->migrated)
+        return; /* the lease's table comes with the migrations: asked again once they are done */
+    char own[9 * 12 + 2] = "0"; /* this store's pool sessions, holding the fence or about to */
+    size_t n = 1;
+    for (unsigned k = 0; k < st->npool; k++)
+        if (st->conns[k].pg != NULL && st->conns[k].state != CD__STORE_CONNECTING)
+            n += (size_t)snprintf(own + n, sizeof own - n, ",%d", PQbackendPID(st->conns[k].pg));
+    char sql[1536];
+    snprintf(sql, sizeof sql,
+        "WITH f AS (SELECT l.pid FROM pg_locks l WHERE l.locktype = 'advisory' "
+        "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+        "AND l.classid = 0 AND l.objid = %d AND l.objsubid = 1 AND l.granted "
+        "AND l.pid <> pg_backend_pid() AND l.pid NOT IN (%s)), "
+        "t AS (UPDATE coordinator_lease SET term = term + 1 WHERE NOT EXISTS (SELECT 1 FROM f) RETURNING term) "
+        "SELECT (SELECT count(*) FROM f), (SELECT string_agg(pid::text, ', ' ORDER BY pid) FROM f), "
+        "(SELECT bool_and(pg_terminate_backend(pid)) FROM f), (SELECT term FROM t)",
+        CD__STORE_FENCE, own);
+    send_control(self, st, i, sql, CD__STORE_K_CLEAR);
+}
+
+/* The listener is listening (again): say so, and probe the server from now on. */
+static void listening(rt_actor *self, cd__store *st, int i)
+{
+    cd__store_notify(st, CD_MSG_LISTENING);
+    cd__store_conn_timer(self, st, i, CD__STORE_M_PROBE, CD__STORE_PROBE_EVERY_MS);
+}
+
+static void reclear_later(rt_actor *self, int i)
+{
+    cd__store_timer_msg *m = RT_MSG_NEW(cd__store_timer_msg, CD__STORE_M_RECLEAR);
+    m->conn = i;
+    rt_send_after(self, CD__STORE_RELOCK_MS, &m->hdr);
+}
+
+/* The answer to clear_fence (res: NULL or an error when it failed). */
+static void fence_cleared(rt_actor *self, cd__store *st, int i, const PGresult *res)
+{
+    uint64_t now = rt_mono_ms();
+    bool say = st->fence_said == 0 || now - st->fence_said >= CD__STORE_FENCE_SAY_MS;
+    if (res == NULL || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+        if (say) {
+            sf_log(SF_LOG_WARN, "store", "cannot look for a previous coordinator's sessions: %s",
+                res ? PQresultErrorMessage(res) : "no answer");
+            st->fence_said = now;
+        }
+        reclear_later(self, i);
+        return;
+    }
+    unsigned others = (unsigned)strtoul(PQgetvalue(res, 0, 0), NULL, 10);
+    atomic_store_explicit(&st->g.fence_waiting, others, memory_order_relaxed); /* a gauge printed alone */
+    if (others > 0) {
+        if (st->fence_since == 0)
+            st->fence_since = now;
+        if (say) {
+            sf_log(SF_LOG_WARN, "store",
+                "waiting for %u session%s of the previous coordinator to end before reading the journal "
+                "(PostgreSQL pid %s, asked to end %.0f s ago): a journal write of theirs may still commit",
+                others, others == 1 ? "" : "s", PQgetvalue(res, 0, 1), (double)(now - st->fence_since) / 1000.0);
+            st->fence_said = now;
+        }
+        reclear_later(self, i);
+        return;
+    }
+    int64_t term = strtoll(PQgetvalue(res, 0, 3), NULL, 10);
+    if (st->term != 0 && term != st->term + 1) {
+        /* Another coordinator held the lease while this one had lost it,
+         * and wrote what this one's memory does not hold. */
+        if (!st->gave_up && st->taken != NULL) {
+            char why[256];
+            snprintf(why, sizeof why,
+                "another coordinator held this database's lock while this one had lost it (lease term %lld, now "
+                "%lld): this one stops; start it again to go on from the journal",
+                (long long)st->term, (long long)term);
+            st->gave_up = true;
+            st->taken(st->taken_ctx, why);
+        }
+        return;
+    }
+    if (st->fence_since != 0)
+        sf_log(SF_LOG_INFO, "store", "the previous coordinator's sessions have ended after %.1f s: reading the journal",
+            (double)(now - st->fence_since) / 1000.0);
+    st->fence_since = st->fence_said = 0;
+    st->term = term;
+    st->clear = true;
+    st->listener_pid = PQbackendPID(st->conns[i].pg);
+    for (unsigned k = 0; k < st->npool; k++)
+        if (st->conns[k].state == CD__STORE_IDLE && st->conns[k].kind == CD__STORE_K_NONE && !st->conns[k].fenced)
+            take_fence(self, st, (int)k);
+    cd__store_maybe_up(st);
+    listening(self, st, i);
+}
+
+/* The answer to take_fence on pool connection i. */
+static void fence_taken(rt_actor *self, cd__store *st, int i, const PGresult *res)
+{
+    cd__store_conn *c = &st->conns[i];
+    if (res == NULL || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+        char why[256];
+        snprintf(why, sizeof why, "cannot take the coordinator's fence: %s", res ? PQresultErrorMessage(res) : "no answer");
+        cd__store_lost(self, st, i, why);
+        return;
+    }
+    if (strcmp(PQgetvalue(res, 0, 0), "t") != 0) {
+        cd__store_lost(self, st, i, "the coordinator's lock is not this coordinator's any more: its writes would not be fenced");
+        return;
+    }
+    c->fenced = true;
+    c->backoff_ms = 0;
+    cd__store_maybe_up(st);
+    cd__store_watch(c, UV_READABLE);
+    dispatch(self, st);
 }
 
 /* A connection is ready: migrate, LISTEN, or take queued queries. */
@@ -243,6 +397,13 @@ static void ready(rt_actor *self, cd__store *st, int i)
         }
         return; /* another connection migrates; this one waits for dispatch */
     }
+    if (st->exclusive && !c->fenced) {
+        if (st->clear)
+            take_fence(self, st, i);
+        else
+            cd__store_watch(c, UV_READABLE); /* waits for the listener to clear the fence */
+        return;
+    }
     cd__store_maybe_up(st);
     cd__store_watch(c, UV_READABLE); /* an idle connection reads only to notice EOF */
     dispatch(self, st);
@@ -263,8 +424,7 @@ static void lock_answer(rt_actor *self, cd__store *st, int i, const PGresult *re
         st->locked = true;
         st->relocking = false;
         st->lock_since = 0;
-        cd__store_maybe_up(st);
-        return;
+        return; /* the fence is cleared next */
     }
     bool known = PQntuples(res) == 1 && !PQgetisnull(res, 0, 1);
     const char *holder = known ? PQgetvalue(res, 0, 1) : "a session";
@@ -417,6 +577,18 @@ static void finished(rt_actor *self, cd__store *st, int i)
         dispatch(self, st);
         return;
     }
+    if (k == CD__STORE_K_CLEAR || k == CD__STORE_K_FENCE) {
+        PGresult *res = c->res;
+        c->res = NULL;
+        cd__store_watch(c, UV_READABLE);
+        if (k == CD__STORE_K_CLEAR)
+            fence_cleared(self, st, i, res);
+        else
+            fence_taken(self, st, i, res);
+        if (res != NULL)
+            PQclear(res);
+        return;
+    }
     if (k == CD__STORE_K_PROBE) { /* answered, whatever it says: the server is there */
         if (c->res != NULL)
             PQclear(c->res);
@@ -449,11 +621,12 @@ static void finished(rt_actor *self, cd__store *st, int i)
         if (lock != NULL) {
             lock_answer(self, st, i, lock);
             PQclear(lock);
+            if (st->locked)
+                clear_fence(self, st, i); /* then listening() */
+            return;
         }
-        if (!st->exclusive || st->locked) {
-            cd__store_notify(st, CD_MSG_LISTENING);
-            cd__store_conn_timer(self, st, i, CD__STORE_M_PROBE, CD__STORE_PROBE_EVERY_MS);
-        }
+        if (!st->exclusive)
+            listening(self, st, i);
         return;
     }
     /* CD__STORE_K_MIGRATE */
@@ -469,8 +642,11 @@ static void finished(rt_actor *self, cd__store *st, int i)
     st->migrating = false;
     st->migrated = true;
     for (unsigned k2 = 0; k2 < st->npool; k2++)
-        if (st->conns[k2].state == CD__STORE_IDLE)
+        if (st->conns[k2].state == CD__STORE_IDLE && st->conns[k2].kind == CD__STORE_K_NONE)
             ready(self, st, (int)k2);
+    cd__store_conn *l = st->listen != NULL ? &st->conns[st->npool] : NULL;
+    if (l != NULL && st->exclusive && st->locked && !st->clear && l->state == CD__STORE_IDLE && l->kind == CD__STORE_K_NONE)
+        clear_fence(self, st, (int)st->npool); /* it held the lock before the lease's table was there */
 }
 
 static void on_io(rt_actor *self, cd__store *st, const cd__store_io_msg *m)
@@ -571,7 +747,7 @@ static void probe(rt_actor *self, cd__store *st, const cd__store_timer_msg *m)
 {
     cd__store_conn *c = &st->conns[m->conn];
     if (m->gen != c->gen || c->box == NULL || !c->listener || c->state != CD__STORE_IDLE || c->kind != CD__STORE_K_NONE ||
-        (st->exclusive && !st->locked))
+        (st->exclusive && !(st->locked && st->clear)))
         return;
     if (!PQsendQuery(c->pg, "SELECT 1")) {
         cd__store_lost(self, st, m->conn, PQerrorMessage(c->pg));
@@ -631,9 +807,19 @@ static void behaviour(rt_actor *self, rt_msg *m)
             break; /* a connection made since */
         if (c->state == CD__STORE_CONNECTING)
             cd__store_lost(self, st, d->conn, "no answer from the database within 10 s of connecting");
-        else if ((c->kind == CD__STORE_K_PROBE || c->kind == CD__STORE_K_LISTEN) && c->sends == d->sends)
-            cd__store_lost(self, st, d->conn, c->kind == CD__STORE_K_PROBE ? "no answer from the database to SELECT 1 within 10 s"
-                                                       : "no answer from the database to LISTEN within 10 s");
+        else if ((c->kind == CD__STORE_K_PROBE || c->kind == CD__STORE_K_LISTEN || c->kind == CD__STORE_K_CLEAR ||
+                     c->kind == CD__STORE_K_FENCE) && c->sends == d->sends)
+            cd__store_lost(self, st, d->conn,
+                c->kind == CD__STORE_K_PROBE  ? "no answer from the database to SELECT 1 within 10 s"
+                : c->kind == CD__STORE_K_LISTEN ? "no answer from the database to LISTEN within 10 s"
+                                                : "no answer from the database about the coordinator's fence within 10 s");
+        break;
+    }
+    case CD__STORE_M_RECLEAR: {
+        int i = ((cd__store_timer_msg *)m)->conn;
+        if (i >= 0 && (unsigned)i < st->nconns && st->conns[i].listener && st->conns[i].state == CD__STORE_IDLE &&
+            st->conns[i].kind == CD__STORE_K_NONE && st->locked && !st->clear && !st->gave_up)
+            clear_fence(self, st, i);
         break;
     }
     case CD_MSG_SUBSCRIBE: {

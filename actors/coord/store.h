@@ -80,7 +80,12 @@ typedef struct cd_store_opts {
      * set) holds a session advisory lock, taken before the store says it is
      * up, and again after each reconnect. While another session holds it
      * the store asks again for CD_STORE_LOCK_WAIT_MS, then calls taken
-     * (on the loop thread) with a line saying who holds it, and is never up. */
+     * (on the loop thread) with a line saying who holds it, and is never up.
+     * With the lock, it ends every session of a previous coordinator still
+     * holding the fence and is up only once none is left; its own pool
+     * sessions run queries only while they hold the fence (store_int.h,
+     * docs/coordinator.md "Fencing"). taken is called too when the lock
+     * comes back after another coordinator held it. */
     bool exclusive;
     void (*taken)(void *ctx, const char *why);
     void *taken_ctx;

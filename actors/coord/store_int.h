@@ -22,12 +22,22 @@ enum {
     CD__STORE_M_RELOCK,   /* cd__store_timer_msg: ask for the coordinator's lock again */
     CD__STORE_M_PROBE,    /* cd__store_timer_msg: the listener's next probe is due */
     CD__STORE_M_DEADLINE, /* cd__store_timer_msg: a connection's start, or the listener's probe, is answered by now */
+    CD__STORE_M_RECLEAR,  /* cd__store_timer_msg: look again for a previous coordinator's sessions */
 };
 
 /* The session advisory lock of the one coordinator of a database (the
  * migrations' transaction lock is 7216057). */
 #define CD__STORE_LOCK 7216058
 enum { CD__STORE_RELOCK_MS = 200 };
+
+/* The fence (docs/coordinator.md, "Fencing"): each pool session of a
+ * coordinator holds this advisory lock in shared mode, taken once it has
+ * seen its own listener hold CD__STORE_LOCK, and until it ends. A
+ * coordinator that takes CD__STORE_LOCK ends every other session holding
+ * the fence, and reads nothing until they are gone: a dead coordinator's
+ * write that was held up cannot commit after the journal was read. */
+#define CD__STORE_FENCE 7216059
+enum { CD__STORE_FENCE_SAY_MS = 5000 }; /* how often the wait for them is said again */
 
 /* A database that stops answering leaves its sockets open: the listener
  * (idle but for notices) asks `SELECT 1` every CD__STORE_PROBE_EVERY_MS
@@ -46,6 +56,8 @@ enum {
 typedef enum cd__store_cstate { CD__STORE_DOWN, CD__STORE_CONNECTING, CD__STORE_IDLE, CD__STORE_BUSY } cd__store_cstate;
 typedef enum cd__store_kind {
     CD__STORE_K_NONE, CD__STORE_K_QUERY, CD__STORE_K_GROUP, CD__STORE_K_MIGRATE, CD__STORE_K_LISTEN, CD__STORE_K_PROBE,
+    CD__STORE_K_CLEAR, /* the listener ends a previous coordinator's sessions and counts the lease's term */
+    CD__STORE_K_FENCE, /* a pool session takes the fence and checks the lease is its coordinator's */
 } cd__store_kind;
 
 typedef struct cd__store_box {
@@ -69,6 +81,7 @@ typedef struct cd__store_conn {
     uint64_t gen;
     cd__store_cstate state;
     bool listener;
+    bool fenced;             /* a pool session of an exclusive store: it holds the fence */
     cd__store_kind kind;
     cd_query *q;             /* the query in flight (a kept request) */
     unsigned migration;      /* the migration in flight */
@@ -100,6 +113,7 @@ typedef struct cd__store_gauges {
     _Atomic uint64_t queries, bytes, refused;
     _Atomic int64_t lost_ms;  /* when the database was last lost (ms, uv_hrtime); 0 up; -1 never up */
     _Atomic bool up, refusing;
+    _Atomic unsigned fence_waiting;
     char pad1[64];
 } cd__store_gauges;
 
@@ -122,6 +136,10 @@ typedef struct cd__store {
     bool exclusive, locked, gave_up; /* cd_store_opts.exclusive; the lock is held; taken was called */
     bool relocking;          /* the lock went with the LISTEN session; not held again yet */
     uint64_t lock_since;     /* when asking for the lock began to fail (mono ms), 0 when it did not */
+    bool clear;              /* the lock is held and no other coordinator's session holds the fence */
+    int listener_pid;        /* the backend of the listener that cleared the fence */
+    int64_t term;            /* the lease's term this coordinator counted (coordinator_lease); 0 none yet */
+    uint64_t fence_since, fence_said; /* when waiting for others' sessions began, and was last said (mono ms) */
     void (*taken)(void *ctx, const char *why);
     void *taken_ctx;
     cd__store_gauges g;
@@ -168,8 +186,13 @@ void cd__store_detach(cd__store_conn *c);
 /* Sends a bare message of type to every subscriber. */
 void cd__store_notify(cd__store *st, uint32_t type);
 
+/* Whether c is a pool connection that may run queries: open, and for a
+ * coordinator's store, holding the fence. */
+bool cd__store_usable(const cd__store *st, const cd__store_conn *c);
+
 /* The store is up once the schema is migrated, a connection of the pool is
- * open and, for a coordinator, its lock is held. */
+ * open and, for a coordinator, its lock is held, no previous coordinator's
+ * session is left and the pool connection holds the fence. */
 void cd__store_maybe_up(cd__store *st);
 
 /* A connection broke: its query or group (if any) goes back to the front

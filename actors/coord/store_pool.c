@@ -94,6 +94,7 @@ bool cd__store_watch_socket(rt_actor *self, cd__store *st, int i)
 
 void cd__store_detach(cd__store_conn *c)
 {
+    c->fenced = false; /* the fence went with the session */
     cd__store_forget_prepared(c, false);
     cd__store_unwatch(c);
     if (c->pg != NULL) {
@@ -129,20 +130,26 @@ void cd_store_subscribe(rt_actor *store_actor, rt_actor *who)
     rt_send(store_actor, &s->hdr);
 }
 
-/* Whether a connection of the pool is open (the listener aside). */
-static bool pool_connected(const cd__store *st)
+bool cd__store_usable(const cd__store *st, const cd__store_conn *c)
+{
+    return !c->listener && (c->state == CD__STORE_IDLE || c->state == CD__STORE_BUSY) && (!st->exclusive || c->fenced);
+}
+
+/* Whether a connection of the pool can run queries. */
+static bool pool_usable(const cd__store *st)
 {
     for (unsigned k = 0; k < st->npool; k++)
-        if (st->conns[k].state == CD__STORE_IDLE || st->conns[k].state == CD__STORE_BUSY)
+        if (cd__store_usable(st, &st->conns[k]))
             return true;
     return false;
 }
 
 /* The store is up once the schema is migrated, a connection of the pool is
- * open and, for a coordinator, its lock is held. */
+ * open and, for a coordinator, its lock is held, no previous coordinator's
+ * session is left and the pool connection holds the fence. */
 void cd__store_maybe_up(cd__store *st)
 {
-    if (!st->up && st->migrated && pool_connected(st) && (!st->exclusive || st->locked)) {
+    if (!st->up && st->migrated && pool_usable(st) && (!st->exclusive || (st->locked && st->clear))) {
         cd__store_set_up(st, true);
         cd__store_notify(st, CD_MSG_STORE_UP);
     }
@@ -202,12 +209,14 @@ void cd__store_lost(rt_actor *self, cd__store *st, int i, const char *reason)
     bool unlocked = c->listener && st->locked;
     if (unlocked)
         st->locked = false; /* the lock went with the session */
+    if (c->listener)
+        st->clear = false;  /* looked for again once the lock is held again */
     c->q = NULL;
     c->kind = CD__STORE_K_NONE;
     cd__store_detach(c);
     c->state = CD__STORE_DOWN;
 
-    if (st->up && !pool_connected(st)) {
+    if (st->up && !pool_usable(st)) {
         cd__store_set_up(st, false);
         cd__store_notify(st, CD_MSG_STORE_DOWN);
     }

@@ -172,6 +172,7 @@ void cd_store_backlog_get(rt_actor *store_actor, cd_store_backlog *out)
     out->queries = atomic_load_explicit(&st->g.queries, memory_order_relaxed);
     out->bytes = atomic_load_explicit(&st->g.bytes, memory_order_relaxed);
     out->refused = atomic_load_explicit(&st->g.refused, memory_order_relaxed);
+    out->fence_waiting = atomic_load_explicit(&st->g.fence_waiting, memory_order_relaxed);
     out->limit = st->limit; /* set before the store's first message, never changed */
     int64_t lost = atomic_load_explicit(&st->g.lost_ms, memory_order_relaxed);
     out->unreachable_ms = out->up ? 0 : lost < 0 ? -1 : mono_ms() - lost;

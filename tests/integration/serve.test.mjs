@@ -86,6 +86,39 @@ test('a coordinator that loses its database to another session stops', async () 
   assert.equal((await back.stop()).code, 0, back.stderr());
 });
 
+test('a coordinator whose lock another held meanwhile stops when it takes the lock back', async () => {
+  const db = await createDatabase(pg, 'terms');
+  const sessions = (app) => psql(pg, `SELECT count(*) FROM pg_stat_activity WHERE datname = 'terms' ` +
+    `AND application_name = '${app}'`);
+  const first = await serve(db);
+  let second;
+  try {
+    assert.equal(await psql(pg, 'SELECT term FROM coordinator_lease', { db: 'terms' }), '1');
+    // the first stands still while its lock goes, another coordinator takes the
+    // database (ending the first's pool sessions) and dies
+    process.kill(first.pid, 'SIGSTOP');
+    await psql(pg, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'terms' " +
+      "AND application_name = 'simfarm coordinator'");
+    await eventually(async () => await sessions('simfarm coordinator') === '0', 'the lock let go', 10000);
+    second = await serve(db);
+    assert.equal(await sessions('simfarm coordinator pool'), '2', 'only the second\'s pool is left');
+    assert.equal(await psql(pg, 'SELECT term FROM coordinator_lease', { db: 'terms' }), '2');
+    process.kill(second.pid, 'SIGKILL');
+    await second.exited;
+    await eventually(async () => await sessions('simfarm coordinator') === '0', 'the second\'s lock let go', 10000);
+    // the first takes the lock back, finds the lease's term moved on, and
+    // stops rather than go on from what it holds in memory
+    process.kill(first.pid, 'SIGCONT');
+    await first.until(() => /another coordinator held this database's lock while this one had lost it \(lease term 1, now 3\)/
+      .test(first.stderr()), 'the first stopping');
+    assert.equal((await first.exited).code, 1, first.stderr());
+  } finally {
+    try { process.kill(first.pid, 'SIGCONT'); } catch { /* gone */ }
+    await first.stop();
+    if (second) await second.stop();
+  }
+});
+
 test('health says the database is up', async () => {
   const r = await call(srv, 'GET', '/health');
   assert.equal(r.status, 200);
