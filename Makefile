@@ -281,7 +281,7 @@ $(SYSROOT)/.complete:
 	scripts/wasm-sysroot.sh
 
 # ---- targets ------------------------------------------------------------------
-.PHONY: all test run wasm web bench bench-compare fuzz gpu-bundle soak asan tsan clean help deps install uninstall
+.PHONY: all test run wasm web bench bench-compare fuzz gpu-bundle soak asan tsan clean help deps install uninstall kernel-vectors
 
 all: $(DEPS_MK) $(BIN) $(UNIT_BIN) $(CHECK_BIN) $(ITEST_BIN) $(WASM_NATIVE) $(BENCH_BIN) $(NODE_WASM_OUT) $(SIM_PTX) $(SIM_FATBIN_FLAGS) ## build the simfarm binary, tests, benchmarks and the browser node
 
@@ -310,6 +310,12 @@ bench-compare: $(BUILD)/bench/bench_rt $(BUILD)/bench/caf_bench ## run the runti
 
 gpu-bundle: all ## pack the CUDA and OpenCL checks and their libraries into build/gpu-bundle, for a GPU machine without the build's packages (./gpu-check.sh there)
 	BUILD=$(BUILD) scripts/gpu-bundle.sh
+
+# The kernels' stage vectors are generated from the kernels' own code
+# (tests/vectors/kvec.h) and committed; the tests hold every backend to them.
+$(BUILD)/wasm/kernel_vectors.js: tests/vectors/kvec.h
+kernel-vectors: $(BUILD)/tests/wasm/kernel_vectors ## regenerate tests/vectors/kernels.vec from the kernels (commit the result)
+	$< gen > tests/vectors/kernels.vec.tmp && mv tests/vectors/kernels.vec.tmp tests/vectors/kernels.vec
 
 fuzz: $(FUZZ_BIN) ## run each libFuzzer harness for FUZZ_SECONDS (default 60)
 	BUILD=$(BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
