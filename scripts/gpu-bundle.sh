@@ -2,7 +2,8 @@
 # gpu-bundle.sh — packs the GPU backends' checks into one folder that runs
 # on an x86-64 Linux machine with a GPU driver but none of the build's
 # libraries (a GPU server that is not a Debian build machine): simfarm, the
-# CUDA and OpenCL bit-identity tests, bench_sim, the shared libraries they
+# CUDA and OpenCL bit-identity tests, the kernels' stage vectors
+# (test_sim_vectors with tests/vectors/kernels.vec), bench_sim, the shared libraries they
 # load (not the C library's own, which the machine has), examples/, the
 # CUDA kernels' source and gpu-check.sh, which runs them all. Copy the folder over and run
 # `./gpu-check.sh` in it.
@@ -11,7 +12,7 @@
 set -eu
 BUILD=${BUILD:-build}
 DIR=${1:-$BUILD/gpu-bundle}
-BINS="$BUILD/bin/simfarm $BUILD/tests/unit/test_sim_cuda $BUILD/tests/unit/test_sim_opencl $BUILD/bench/bench_sim"
+BINS="$BUILD/bin/simfarm $BUILD/tests/unit/test_sim_cuda $BUILD/tests/unit/test_sim_opencl $BUILD/tests/unit/test_sim_vectors $BUILD/bench/bench_sim"
 for b in $BINS; do
     [ -x "$b" ] || { echo "gpu-bundle: $b is missing (make all first)" >&2; exit 1; }
 done
@@ -20,8 +21,9 @@ if "$BUILD/bin/simfarm" sim option examples/option.json --items 1 --backend cuda
     exit 1
 fi
 rm -rf "$DIR"
-mkdir -p "$DIR/bin" "$DIR/lib" "$DIR/tests/bench"
+mkdir -p "$DIR/bin" "$DIR/lib" "$DIR/tests/bench" "$DIR/tests/vectors"
 cp $BINS "$DIR/bin/"
+cp tests/vectors/kernels.vec "$DIR/tests/vectors/"
 cp -r examples "$DIR/"
 cp tests/bench/sim_numpy.py "$DIR/tests/bench/"
 cp scripts/gpu-check.sh "$DIR/"

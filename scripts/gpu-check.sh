@@ -1,7 +1,8 @@
 #!/bin/sh
 # gpu-check.sh — run in a folder made by scripts/gpu-bundle.sh, on a machine
 # with a GPU: checks that the CUDA and OpenCL backends give the CPU
-# backend's result bits (the unit tests' parameter sets; every example
+# backend's result bits (the unit tests' parameter sets; the result bytes
+# of the kernels' stage vectors, tests/vectors/kernels.vec; every example
 # parameter file over two ranges, in one run and in several chunks), then
 # measures the kernels (bench_sim: the CPU, OpenCL and CUDA lines). Prints
 # a line per check and last "N passed, N failed"; exits 1 if a check failed.
@@ -88,7 +89,15 @@ for backend in cuda opencl; do
     ok "$backend: opens a device: $(sed -n 's/.*backend [a-z]* (\(.*\))$/\1/p' out.txt)"
     if [ "$backend" = cuda ]; then
         cuda_opened=1
-        bin/test_sim_cuda > out.txt 2>&1 && ok "test_sim_cuda (four parameter sets, bits as the CPU's)" || bad test_sim_cuda
+        # with the result bytes of tests/vectors/kernels.vec (every kernel
+        # and style), in the same check: a skipped CUDA case of
+        # test_sim_vectors (the device opened above) fails it
+        if bin/test_sim_cuda > out.txt 2>&1 && CRITERION_VERBOSITY_LEVEL=1 bin/test_sim_vectors > out.txt 2>&1 &&
+            ! grep -q '^\[SKIP\] sim_vectors::cuda' out.txt; then
+            ok "test_sim_cuda (four parameter sets, bits as the CPU's), test_sim_vectors (the stage vectors' result bytes)"
+        else
+            bad "test_sim_cuda, test_sim_vectors"
+        fi
         # a module from a file, as a driver older than the toolkit needs:
         # the bundle's own fatbin, unless one was built here
         want=$(cat want/option:option.0)
