@@ -1,0 +1,132 @@
+// The `option` kernel as docs/kernels.md specifies it, in JavaScript
+// (tests/vectors/spec_option.mjs), against the stage vectors the kernels
+// generate (tests/vectors/kernels.vec): every host-derived value, every
+// stage of every traced item and the result bytes of every range, bit for
+// bit, for every option parameter set of the file.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { top } from '../lib/proc.mjs';
+import { bits, optionJob, optionItem, optionResult, fixed, philox, simExp, simLog } from '../vectors/spec_option.mjs';
+
+const text = fs.readFileSync(path.join(top, 'tests/vectors/kernels.vec'), 'utf8');
+
+// The file's records by set: kind, positional fields and NAME=VALUE fields.
+const sets = new Map();
+for (const line of text.split('\n')) {
+  if (line === '' || line.startsWith('#')) continue;
+  const t = line.split(' ');
+  if (t[0] === 'set') {
+    sets.set(t[1], { kernel: t[2], seed: BigInt(t[3].slice(5)), params: JSON.parse(t.slice(4).join(' ')), recs: [] });
+    continue;
+  }
+  const rec = { kind: t[0], pos: [], kv: {} };
+  for (const f of t.slice(2)) {
+    const eq = f.indexOf('=');
+    if (eq < 0) rec.pos.push(f);
+    else rec.kv[f.slice(0, eq)] = f.slice(eq + 1);
+  }
+  sets.get(t[1]).recs.push(rec);
+}
+const optionSets = [...sets].filter(([, s]) => s.kernel === 'option');
+
+const hex64 = (x) => bits(x).toString(16).padStart(16, '0');
+const word = (w) => w.toString(16).padStart(8, '0');
+
+// Every field the file gives a record must be the JavaScript's; a double
+// field is compared by its bits (the decimal in parentheses is for reading).
+function same(rec, mine, where) {
+  for (const [k, v] of Object.entries(rec.kv)) {
+    assert.ok(k in mine, `${where}: the JavaScript has no ${k}`);
+    const want = v.replace(/\(.*\)$/, '');
+    assert.equal(mine[k], want, `${where}: ${k} (file ${v})`);
+  }
+}
+
+const f = (o) => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, typeof v === 'number' ? hex64(v) : v]));
+
+test('the implementation of the specification keeps to its own known answers', () => {
+  // Random123's known answer, written in the specification
+  assert.deepEqual(philox([0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344], [0xa4093822, 0x299f31d0]).map(word),
+    ['d16cfe09', '94fdcceb', '5001e420', '24126ea1']);
+  assert.equal(simExp(0), 1);
+  assert.equal(simLog(1), 0);
+  assert.ok(optionSets.length >= 10, 'too few option sets in the file');
+});
+
+for (const [name, set] of optionSets) {
+  test(`${name}: host values, every stage of the traced items, and the result bytes`, () => {
+    const p = optionJob(set.params, set.seed);
+    const items = new Map();
+    let layouts = 0, hosts = 0, results = 0;
+    for (const rec of set.recs) {
+      if (rec.kind === 'layout') {
+        const o = p.names.indexOf(rec.pos[0]);
+        assert.ok(o >= 0, `${name}: output ${rec.pos[0]}`);
+        const l = p.layouts[o];
+        same(rec, { frac_bits: String(l.frac_bits), sq_frac_bits: String(l.sq_frac_bits), hist_lo: hex64(l.hist_lo),
+          hist_hi: hex64(l.hist_hi) }, `${name} layout ${rec.pos[0]}`);
+        layouts++;
+      } else if (rec.kind === 'host') {
+        const mine = 'c' in rec.kv ? { c: rec.kv.c, ...f(p.scen[Number(rec.kv.c)]) }
+          : { steps: String(p.steps), ...f({ inv_steps: p.inv_steps, ln_barrier: p.ln_barrier ?? NaN }) };
+        p.h.forEach((h, g) => Object.assign(mine, f({ [`h${g}`]: h, [`inv_2h${g}`]: p.inv_2h[g] })));
+        same(rec, mine, `${name} host`);
+        hosts++;
+      } else if (rec.kind === 'result') {
+        const [first, count, hex] = rec.pos;
+        assert.equal(optionResult(p, BigInt(first), BigInt(count)), hex, `${name} result [${first}, +${count})`);
+        results++;
+      } else {
+        const item = rec.pos[0];
+        if (!items.has(item)) items.set(item, []);
+        items.get(item).push(rec);
+      }
+    }
+    assert.equal(layouts, p.names.length);
+    assert.ok(hosts >= 2 && results === 4, `${name}: ${hosts} host lines, ${results} results`);
+    assert.ok(items.size >= 2, `${name}: no traced items`);
+
+    for (const [item, recs] of items) {
+      const trace = { steps: [], paths: [], payoffs: [], values: [] };
+      const out = optionItem(p, BigInt(item), trace);
+      const next = { step: 0, path: 0, payoff: 0, value: 0 };
+      for (const rec of recs) {
+        const where = `${name} item ${item} ${rec.kind} ${JSON.stringify(rec.kv).slice(0, 60)}`;
+        if (rec.kind === 'out') {
+          const o = p.names.indexOf(rec.pos[1]);
+          const fx = fixed(p.layouts[o], out[o]);
+          same(rec, { v: hex64(out[o]), q: String(fx.q), q2: String(fx.q2), saturated: String(fx.saturated),
+            slot: String(fx.slot) }, where);
+          continue;
+        }
+        const list = { step: trace.steps, path: trace.paths, payoff: trace.payoffs, value: trace.values }[rec.kind];
+        assert.ok(list, `${where}: unknown record`);
+        const s = list[next[rec.kind]++];
+        assert.ok(s, `${where}: the JavaScript has fewer ${rec.kind} records`);
+        let mine;
+        if (rec.kind === 'step') {
+          mine = { j: String(s.j), ctr: s.ctr.map(word).join(','), out: s.out.map(word).join(','), word: String(s.word),
+            radius_word: String(s.word & 1), angle_word: String((s.word & 1) + 2), trig: s.word < 2 ? 'cos' : 'sin',
+            quadrant: String(s.quadrant), offset: String(s.offset), folded: s.folded ? '1' : '0',
+            ...f({ u: s.u, ln_u: s.lnU, radius: s.radius, a: s.a, sin: s.sin, cos: s.cos, z: s.z }) };
+        } else if (rec.kind === 'path') {
+          mine = { a: String(s.a), c: String(s.c), j: String(s.j), ...f({ lns: s.lns }) };
+          if ('e' in s) mine.e = hex64(s.e);
+          if ('sum' in s) mine.sum = hex64(s.sum);
+          if ('hit' in s) mine.hit = s.hit ? '1' : '0';
+        } else if (rec.kind === 'payoff') {
+          mine = { a: String(s.a), c: String(s.c), ...f({ x: s.x, payoff: s.payoff, pay: s.pay }) };
+        } else {
+          mine = { c: String(s.c), v: hex64(s.v) };
+        }
+        same(rec, mine, where);
+      }
+      for (const k of Object.keys(next)) {
+        const n = { step: trace.steps, path: trace.paths, payoff: trace.payoffs, value: trace.values }[k].length;
+        assert.equal(next[k], n, `${name} item ${item}: the file has ${next[k]} ${k} records, the JavaScript ${n}`);
+      }
+    }
+  });
+}
