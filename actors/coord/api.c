@@ -126,26 +126,49 @@ bool cd__api_arg_limit(cd__api *api, cd__request *r, int64_t *out)
 
 /* ---- routing ---------------------------------------------------------------------------------- */
 
-/* 200 while the database is up, the coordinator's lock held and the store
- * takes queries; 503 while the database is away (requests that need it
- * wait, then fail), while the lock is not held (no work is handed out), or
- * while the backlog is full (writes are refused), with the backlog's gauges
- * either way. */
+/* Seconds of ms, as /health writes them; "null" for a negative ms. */
+static char *seconds(char *out, size_t cap, int64_t ms)
+{
+    if (ms < 0)
+        snprintf(out, cap, "null");
+    else
+        snprintf(out, cap, "%.1f", (double)ms / 1000.0);
+    return out;
+}
+
+/* 200 while the database is up, the coordinator's lock held (no earlier
+ * coordinator's sessions being waited for), the store takes queries and
+ * the journal's writes keep up; 503 while the database is away (requests
+ * that need it wait, then fail), while the lock is not held or is being
+ * fenced (no work is handed out), while the backlog is full (writes are
+ * refused), or while the journal's writes fail or the database is behind
+ * with them (no work is handed out), with the backlog's and the journal's
+ * gauges either way. */
 static void health(cd__api *api, cd__request *r)
 {
     cd_store_backlog b;
     cd_store_backlog_get(api->o.store, &b);
-    bool ok = api->o.stats->db_up && !api->o.stats->unlocked && !b.refusing;
-    char ago[32] = "null";
-    if (b.unreachable_ms >= 0)
-        snprintf(ago, sizeof ago, "%.1f", (double)b.unreachable_ms / 1000.0);
+    cd_scheduler_stats ss;
+    cd_scheduler_stats_get(api->o.scheduler, &ss);
+    bool failing = ss.failing_ms >= 0;
+    bool held = api->o.stats->db_up && !api->o.stats->unlocked;
+    bool ok = held && b.fence_waiting == 0 && !b.refusing && !failing && !ss.behind;
+    char ago[32], failing_s[32], oldest_s[32], last_error[600] = "null";
+    if (failing)
+        cd_json_quote(last_error, sizeof last_error, ss.last_error);
     cd__api_reply(api, r, ok ? 200 : 503, "application/json",
-        sf_fmt("{\"status\":\"%s\",\"database\":\"%s\",\"lock\":\"%s\",\"version\":\"%s\",\"database_unreachable_s\":%s,"
+        sf_fmt("{\"status\":\"%s\",\"database\":\"%s\",\"lock\":\"%s\",\"fence_waiting\":%u,\"version\":\"%s\","
+               "\"database_unreachable_s\":%s,"
                "\"backlog\":{\"state\":\"%s\",\"queries\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"limit_bytes\":%" PRIu64
-               ",\"refused\":%" PRIu64 "}}\n",
+               ",\"refused\":%" PRIu64 "},"
+               "\"journal\":{\"state\":\"%s\",\"retrying\":%" PRIu64 ",\"failing_s\":%s,\"last_error\":%s,"
+               "\"oldest_write_s\":%s}}\n",
             b.refusing ? "refusing" : ok ? "ok" : "degraded", api->o.stats->db_up ? "up" : "down",
-            api->o.stats->db_up && !api->o.stats->unlocked ? "held" : "not held", SF_VERSION, ago,
-            b.refusing ? "refusing" : "accepting", b.queries, b.bytes, b.limit, b.refused),
+            b.fence_waiting > 0 ? "fencing" : held ? "held" : "not held", b.fence_waiting, SF_VERSION,
+            seconds(ago, sizeof ago, b.unreachable_ms), b.refusing ? "refusing" : "accepting", b.queries, b.bytes,
+            b.limit, b.refused, failing ? "failing" : ss.behind ? "behind" : "ok", ss.writes_retrying,
+            seconds(failing_s, sizeof failing_s, ss.failing_ms), last_error,
+            seconds(oldest_s, sizeof oldest_s, (int64_t)ss.oldest_write_ms)),
         NULL);
 }
 
@@ -185,6 +208,17 @@ static char *work_metrics(cd__api *api)
                      "# TYPE simfarm_journal_conflicts_total counter\n"
                      "simfarm_journal_conflicts_total{where=\"insert\"} %" PRIu64 "\n"
                      "simfarm_journal_conflicts_total{where=\"restore\"} %" PRIu64 "\n"
+                     "# HELP simfarm_journal_writes_failed_total Journal writes (INSERTs, the ends of jobs) the "
+                     "database answered with an error, or did not answer; each is sent again until it commits.\n"
+                     "# TYPE simfarm_journal_writes_failed_total counter\nsimfarm_journal_writes_failed_total %" PRIu64
+                     "\n"
+                     "# HELP simfarm_journal_writes_retrying Journal writes that failed and are not committed yet.\n"
+                     "# TYPE simfarm_journal_writes_retrying gauge\nsimfarm_journal_writes_retrying %" PRIu64 "\n"
+                     "# HELP simfarm_journal_failing Journal writes fail: no work is handed out until they succeed.\n"
+                     "# TYPE simfarm_journal_failing gauge\nsimfarm_journal_failing %d\n"
+                     "# HELP simfarm_journal_behind The database is behind with the journal's writes: no work is "
+                     "handed out until it catches up.\n"
+                     "# TYPE simfarm_journal_behind gauge\nsimfarm_journal_behind %d\n"
                      "# HELP simfarm_items_accepted_total Items of the chunk results accepted.\n"
                      "# TYPE simfarm_items_accepted_total counter\nsimfarm_items_accepted_total %" PRIu64 "\n"
                      "# HELP simfarm_node_sessions_cut_off_total Node sessions closed for abuse.\n"
@@ -196,7 +230,8 @@ static char *work_metrics(cd__api *api)
                      "simfarm_node_connections_refused_total %" PRIu64 "\n"
                      "# HELP simfarm_chunk_results_total Signed chunk results by what became of them.\n"
                      "# TYPE simfarm_chunk_results_total counter\n",
-        ss.jobs, ss.claims, ss.expired, ss.released, ss.given_back, ss.conflicts_written, ss.conflicts_restored, ns.items_accepted,
+        ss.jobs, ss.claims, ss.expired, ss.released, ss.given_back, ss.conflicts_written, ss.conflicts_restored,
+        ss.writes_failed, ss.writes_retrying, ss.failing_ms >= 0, ss.behind ? 1 : 0, ns.items_accepted,
         ns.cut_off, ns.refused);
     for (int i = 0; i < CD_RESULT_KINDS; i++)
         m = cat(m, sf_fmt("simfarm_chunk_results_total{outcome=\"%s\"} %" PRIu64 "\n", outcome[i], ns.results[i]));
@@ -258,11 +293,14 @@ static void metrics(cd__api *api, cd__request *r)
                "# TYPE simfarm_db_backlog_refused_total counter\nsimfarm_db_backlog_refused_total %" PRIu64 "\n"
                "# HELP simfarm_database_unreachable_seconds Seconds since the database was last reachable "
                "(0 while up, -1 if it never was).\n"
-               "# TYPE simfarm_database_unreachable_seconds gauge\nsimfarm_database_unreachable_seconds %.1f\n",
+               "# TYPE simfarm_database_unreachable_seconds gauge\nsimfarm_database_unreachable_seconds %.1f\n"
+               "# HELP simfarm_db_fence_waiting_sessions Sessions of an earlier coordinator this one waits to end "
+               "before it reads the journal.\n"
+               "# TYPE simfarm_db_fence_waiting_sessions gauge\nsimfarm_db_fence_waiting_sessions %u\n",
             api->o.stats->db_up, api->o.stats->db_up && !api->o.stats->unlocked, st.actors_live, st.messages, cd_sessions_count(api->o.nodes), api->o.stats->event_clients,
             cd_events_count(api->o.events),
             api->o.stats->by_class[2], api->o.stats->by_class[4], api->o.stats->by_class[5], b.queries, b.bytes, b.limit, b.refusing ? 1 : 0,
-            b.refused, b.unreachable_ms < 0 ? -1.0 : (double)b.unreachable_ms / 1000.0);
+            b.refused, b.unreachable_ms < 0 ? -1.0 : (double)b.unreachable_ms / 1000.0, b.fence_waiting);
     m = cat(m, work_metrics(api));
     if (api->o.stats->tls != NULL)
         m = cat(m, sf_fmt("# HELP simfarm_tls_cert_not_after_seconds When the TLS certificate served expires "

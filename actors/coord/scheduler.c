@@ -242,10 +242,12 @@ static unsigned answer_claim(cd__sched *s, rt_msg *m, bool always, unsigned retr
      * out now could not be journaled, and would pile up in memory. Nothing
      * while it is there but behind: the journal's writes would pile up in
      * the store, without bound, and once the scheduler stopped waiting for
-     * them (CD__DB_TIMEOUT_MS) their nodes would be told stale and take more.
-     * Nothing without the coordinator's lock: another coordinator may hold
-     * it and hand out the same chunks. */
-    if (s->db_up && !s->unlocked && !cd__writes_behind(s, now))
+     * them their nodes would be told stale and take more. Nothing while
+     * the database refuses the writes: they are sent again until they
+     * commit, and their completions wait. Nothing without the
+     * coordinator's lock: another coordinator may hold it and hand out
+     * the same chunks. */
+    if (s->db_up && !s->unlocked && !cd__writes_wait(s, now))
         sc_claim(s->l, &c->node, slots, now, out, &n);
     sc_node_trust t;
     bool quarantined = sc_node_trust_get(s->l, c->node.id, &t) == 0 && t.quarantined;
@@ -371,11 +373,14 @@ static void on_complete(rt_actor *self, cd__sched *s, rt_msg *m)
 
 /* ---- the actor ------------------------------------------------------------------------------ */
 
-/* A store's answer (or its timeout): to a write, or to a load's query. */
+/* A store's answer (or its timeout, or its mailbox shedding the
+ * request): to a write, or to a load's query. */
 static void on_reply(cd__sched *s, rt_msg *m)
 {
     cd_result *r = m->type == CD_MSG_RESULT ? (cd_result *)m : NULL;
-    const char *error = r == NULL ? "the database did not answer in time" : r->res == NULL ? r->error : NULL;
+    const char *error = r != NULL                ? (r->res == NULL ? r->error : NULL)
+                      : m->type == RT_MSG_SHED   ? "the store's mailbox was full"
+                                                 : "the database did not answer in time";
     if (!cd__writes_answer(s, m, error))
         cd__load_answer(s, m, error);
 }
@@ -407,6 +412,7 @@ static void behaviour(rt_actor *self, rt_msg *m)
         cd__load(s);
         break;
     case CD__M_TICK: {
+        cd__writes_tick(s, rt_mono_ms());
         if (sc_reclaim(s->l, rt_mono_ms()) > 0)
             claims_lost(s);
         sc_ledger_stats ls;
@@ -432,6 +438,9 @@ static void behaviour(rt_actor *self, rt_msg *m)
     case CD__M_FLUSH:
         s->flush_queued = false;
         cd__write_out(s);
+        break;
+    case CD__M_RETRY:
+        cd__writes_retry(s);
         break;
     case CD_MSG_CLAIM:
         on_claim(self, s, m);
@@ -485,6 +494,7 @@ static void behaviour(rt_actor *self, rt_msg *m)
     }
     case CD_MSG_RESULT:
     case RT_MSG_TIMEOUT:
+    case RT_MSG_SHED:
         on_reply(s, m);
         break;
     default:
@@ -544,6 +554,7 @@ void cd_scheduler_stats_get(rt_actor *scheduler, cd_scheduler_stats *out)
     out->checks_failed = atomic_load_explicit(&s->g.checks_failed, memory_order_relaxed);
     out->checks_abandoned = atomic_load_explicit(&s->g.checks_abandoned, memory_order_relaxed);
     out->quarantined = atomic_load_explicit(&s->g.quarantined, memory_order_relaxed);
+    cd__writes_stats(s, out);
 }
 
 rt_actor *cd_scheduler_spawn(rt_system *sys, const cd_scheduler_opts *opts)

@@ -137,6 +137,16 @@ typedef struct cd_scheduler_stats {
     /* Spot-checks decided (passed: the bytes agreed; failed: a node's
      * result was proven wrong), and nodes quarantined, since the start. */
     uint64_t checks_passed, checks_failed, checks_abandoned, quarantined;
+    /* The journal's writes (its INSERTs and the ends of jobs). One the
+     * database refuses (an error, no answer) is sent again until it
+     * commits, and no chunks are handed out meanwhile ("failing"), nor
+     * while the database is behind with them. */
+    uint64_t writes_failed;   /* answers that were errors, since the start */
+    uint64_t writes_retrying; /* writes that failed and are not committed yet */
+    int64_t failing_ms;       /* how long writes have been failing; -1: they are not */
+    bool behind;              /* the database is behind with the writes (docs/coordinator.md) */
+    uint64_t oldest_write_ms; /* how long the oldest journal INSERT not committed has waited; 0: none */
+    char last_error[256];     /* while failing, the database's words for the last refusal, one line; else "" */
 } cd_scheduler_stats;
 
 /* A node's owner as the ledger knows it (sc_node_info.owner): a hash of

@@ -26,9 +26,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { CD__M_TICK = CD_MSG__SCHED_PRIVATE, CD__M_SWEEP, CD__M_PROGRESS, CD__M_FLUSH };
+enum { CD__M_TICK = CD_MSG__SCHED_PRIVATE, CD__M_SWEEP, CD__M_PROGRESS, CD__M_FLUSH, CD__M_RETRY };
 
 enum { CD__DB_TIMEOUT_MS = 60000 };
+
+/* How long the scheduler waits for the store's answer to one of its
+ * writes before it sends the write again. The store answers every query
+ * it takes (a result, the database's error, EBROKEN after 3 broken
+ * connections, EFULL at once) but holds it, unanswered, for as long as the
+ * database is away or behind; a write sent again while the first copy is
+ * still held would run twice (harmless: the writes are idempotent) and
+ * hold its bytes twice, a copy more each time the wait ran out. So the
+ * wait is not how a failure is seen, the store's error answer is: this
+ * one only guards against an answer that never comes, and is long. */
+enum { CD__WRITE_TIMEOUT_MS = 3600000 };
 
 /* What one node contributed to one job: accepted chunks and their items. */
 typedef struct cd__contrib {
@@ -60,11 +71,14 @@ typedef struct cd__job_info {
 
 /* A write in flight, by its request id: the barrier it counts for (-1:
  * none), the job whose end it writes (0: none), the epoch whose journal
- * INSERTs it is one of (0: none). */
+ * INSERTs it is one of (0: none), and a copy of its query to send again
+ * until it commits (the store frees each query it answers). */
 typedef struct cd__write {
     int barrier;
     uint64_t ends;
     uint64_t epoch;
+    cd_query *again;          /* owned */
+    bool failed;              /* it failed at least once: counted in cd__sched.retrying */
 } cd__write;
 
 SF_MAP_DECLARE(cd__write_map, cd__write)
@@ -174,8 +188,17 @@ typedef struct cd__sched {
     size_t nops, ops_cap;
 
     /* scheduler_writes.c */
-    bool behind;              /* the database is behind with the writes: no claims (see cd__writes_behind) */
+    bool behind;              /* the database is behind with the writes: no claims (see cd__writes_wait) */
     uint64_t write_wait_ms;
+    cd__write *resend;        /* writes that failed, to send again at the next retry */
+    size_t nresend, resend_cap;
+    bool retry_queued;        /* a CD__M_RETRY is on its way to us */
+    uint64_t retry_ms;        /* the delay before the next round of them (doubling) */
+    unsigned retrying;        /* writes that failed and are not committed yet */
+    uint64_t failing_since;   /* when the first of them failed (monotonic ms); 0: none fails */
+    uint64_t failing_resent;  /* writes that had to be sent again since then */
+    uint64_t reminded_ms;     /* when the log last said they still fail */
+    char last_error[256];     /* the database's words for the last failure, one line (g.last_error: a copy) */
     cd__gone_job *gone;       /* ended jobs no load may start (see cd__gone_job) */
     size_t ngone, gone_cap;
     sc_record *out;           /* journal records not yet written (each result a copy) */
@@ -209,6 +232,13 @@ typedef struct cd__sched {
         _Atomic uint64_t jobs, claims, expired, released, given_back;
         _Atomic uint64_t conflicts_written, conflicts_restored;
         _Atomic uint64_t checks_passed, checks_failed, checks_abandoned, quarantined;
+        _Atomic uint64_t writes_failed, writes_retrying;
+        _Atomic uint64_t failing_since, oldest_write_ms; /* monotonic ms; 0: none */
+        _Atomic bool behind;
+        /* The database's words for the last write it refused, one line,
+         * under a sequence lock (scheduler_writes.c: set_last_error). */
+        _Atomic unsigned error_seq;
+        _Atomic char last_error[256];
         char pad1[64];
     } g;
     bool reload_due;          /* jobs were dropped for a quarantine: load them again once written */
@@ -261,9 +291,10 @@ void cd__flush(cd__sched *s, rt_msg *completion, sc_outcome outcome, bool done);
 /* Writes every record in the outbox now, and the rows of the jobs it ends. */
 void cd__write_out(cd__sched *s);
 
-/* Sends a write; its answer counts for barrier b (-1: none), it writes the
- * end of job `ends` (0: of none), and it is one of the journal INSERTs of
- * epoch e (0: of none). Takes q. */
+/* Sends a write; it counts for barrier b (-1: none), it writes the end of
+ * job `ends` (0: of none), and it is one of the journal INSERTs of epoch e
+ * (0: of none), each of which is done once it commits: a write the
+ * database refuses is sent again until it does. Takes q. */
 void cd__write_query(cd__sched *s, cd_query *q, int b, uint64_t ends, uint64_t e);
 
 /* The store's answer m if it is to a write (error: why it failed, or
@@ -271,9 +302,21 @@ void cd__write_query(cd__sched *s, cd_query *q, int b, uint64_t ends, uint64_t e
  * write. */
 bool cd__writes_answer(cd__sched *s, rt_msg *m, const char *error);
 
-/* Whether the database is behind with the writes, though up (now:
- * rt_mono_ms()); logs when that changes. */
-bool cd__writes_behind(cd__sched *s, uint64_t now);
+/* Whether claims must wait for the journal's writes (now: rt_mono_ms()):
+ * a write the database refused is being sent again, or the database,
+ * though up, is behind with them; logs when "behind" changes. */
+bool cd__writes_wait(cd__sched *s, uint64_t now);
+
+/* The periodic part of the writes (the scheduler's tick): whether the
+ * database fell behind, said while the write still waits; a reminder
+ * while writes fail. */
+void cd__writes_tick(cd__sched *s, uint64_t now);
+
+/* Sends the writes that failed again (CD__M_RETRY). */
+void cd__writes_retry(cd__sched *s);
+
+/* The writes' part of cd_scheduler_stats_get. Any thread. */
+void cd__writes_stats(cd__sched *s, cd_scheduler_stats *out);
 
 /* Job's end, in `state` (static) with `result` (taken), is being written. */
 void cd__ending_add(cd__sched *s, uint64_t job, const char *state, char *result);

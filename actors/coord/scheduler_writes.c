@@ -6,9 +6,10 @@
  * encodes the rows). An accepted completion waits at a barrier until every
  * write of its flush is committed, so an acknowledged result survives any
  * crash. The ends of jobs wait in epochs until the journal rows before
- * them are answered, and their job.finished until the end is committed.
- * When the database falls behind, no chunks are handed out until it
- * catches up.
+ * them are committed, and their job.finished until the end is.
+ * A write the database refuses is sent again, after a backoff, until it
+ * commits, and each of those waits with it. While one is, or while the
+ * database falls behind, no chunks are handed out.
  */
 #include "actors/coord/scheduler_int.h"
 
@@ -16,9 +17,16 @@
 #include "base/alloc.h"
 #include "base/log.h"
 
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+
+enum {
+    RETRY_FIRST_MS = 250,     /* a failed write is sent again after this, */
+    RETRY_MAX_MS = 5000,      /* doubling up to this */
+    REMIND_MS = 10000,        /* the log says writes still fail at most this often */
+};
 
 /* ---- the outbox ---------------------------------------------------------------------- */
 
@@ -75,9 +83,10 @@ void cd__gone_add(cd__sched *s, uint64_t id, bool written)
     s->gone[s->ngone++] = (cd__gone_job){ id, written };
 }
 
-/* The write of job id's end is answered: committed (ok), or failed, when
- * the job may be loaded again, so that a later load restores it from its
- * journal and writes its end once more. */
+/* The write of job id's end is done: committed (ok), or not sent at all
+ * (the runtime stopping: a refused write is sent again until it commits),
+ * when the job may be loaded again, so that a later load restores it from
+ * its journal and writes its end once more. */
 static void gone_written(cd__sched *s, uint64_t id, bool ok)
 {
     for (size_t i = 0; i < s->ngone; i++)
@@ -109,11 +118,12 @@ cd__ending *cd__ending_of(cd__sched *s, uint64_t job)
     return NULL;
 }
 
-/* The write of job's end is answered: committed (ok; `state`, if not NULL,
+/* The write of job's end is done: committed (ok; `state`, if not NULL,
  * is what the row now says; a cancel the API committed first stands, and
- * its message, still to come, sends no second event), or not, when the
- * event says what the scheduler knows; the job is then loaded again and
- * ends once more, which sends a second event only if the state differs. */
+ * its message, still to come, sends no second event), or not sent at all
+ * (see gone_written), when the event says what the scheduler knows; a job
+ * loaded again then ends once more, which sends a second event only if the
+ * state differs. */
 static void end_written(cd__sched *s, uint64_t job, bool ok, const char *state)
 {
     cd__ending *d = cd__ending_of(s, job);
@@ -195,14 +205,159 @@ static void write_done(cd__sched *s, cd__write w, bool ok, const char *state)
         epoch_done(s, w.epoch);
 }
 
+/* ---- writes that fail, sent again ------------------------------------------------------- */
+
+/* text with every run of white space (libpq's messages hold newlines) as
+ * one space, into out */
+static void one_line(char *out, size_t cap, const char *text)
+{
+    size_t n = 0;
+    bool space = false;
+    for (const unsigned char *p = (const unsigned char *)text; *p != '\0' && n + 1 < cap; p++) {
+        if (isspace(*p)) {
+            space = n > 0;
+            continue;
+        }
+        if (space && n + 2 < cap)
+            out[n++] = ' ';
+        space = false;
+        out[n++] = (char)*p;
+    }
+    out[n] = '\0';
+}
+
+/* What cd_scheduler_stats_get reads of the writes that fail. Only the
+ * behaviour stores them; each is read on its own, so relaxed is enough. */
+static void publish_failing(cd__sched *s)
+{
+    atomic_store_explicit(&s->g.writes_retrying, s->retrying, memory_order_relaxed);
+    atomic_store_explicit(&s->g.failing_since, s->failing_since, memory_order_relaxed);
+}
+
+/* The last error as other threads read it: a sequence lock. The writer
+ * (only this behaviour) makes the count odd, writes, makes it even again;
+ * a reader copies between two reads of an even count and tries again when
+ * they differ. The release fence keeps the odd count before the text's
+ * stores, the final release store keeps them before the even count; the
+ * reader's acquire load and acquire fence mirror the two. Each character
+ * is an atomic, so a copy torn by a writer is a value read again, never a
+ * data race. */
+static void set_last_error(cd__sched *s, const char *line)
+{
+    if (strcmp(s->last_error, line) == 0)
+        return;
+    snprintf(s->last_error, sizeof s->last_error, "%s", line);
+    unsigned seq = atomic_load_explicit(&s->g.error_seq, memory_order_relaxed);
+    atomic_store_explicit(&s->g.error_seq, seq + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    for (size_t i = 0; i < sizeof s->last_error; i++)
+        atomic_store_explicit(&s->g.last_error[i], s->last_error[i], memory_order_relaxed);
+    atomic_store_explicit(&s->g.error_seq, seq + 2, memory_order_release);
+}
+
+static void get_last_error(cd__sched *s, char *out, size_t cap)
+{
+    size_t n = sizeof s->g.last_error / sizeof s->g.last_error[0];
+    if (cap < n)
+        n = cap;
+    for (;;) {
+        unsigned before = atomic_load_explicit(&s->g.error_seq, memory_order_acquire);
+        for (size_t i = 0; i < n; i++)
+            out[i] = atomic_load_explicit(&s->g.last_error[i], memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+        if (before % 2 == 0 && atomic_load_explicit(&s->g.error_seq, memory_order_relaxed) == before)
+            break;
+    }
+    out[n - 1] = '\0';
+}
+
+static void write_send(cd__sched *s, cd__write w);
+
+/* Write w was answered with an error (its words: error) or not at all:
+ * it waits for the next round of writes sent again, and whatever waits for
+ * it (its barrier, its epoch, the end it writes) waits on. The first
+ * failure while none failed says so, in one line, and stops the claims. */
+static void write_failed(cd__sched *s, cd__write w, const char *error)
+{
+    uint64_t now = rt_mono_ms();
+    char line[sizeof s->last_error];
+    one_line(line, sizeof line, error);
+    /* only this behaviour writes it; a reader prints it alone */
+    atomic_store_explicit(&s->g.writes_failed, atomic_load_explicit(&s->g.writes_failed, memory_order_relaxed) + 1,
+        memory_order_relaxed);
+    if (s->failing_since == 0) {
+        s->failing_since = now > 0 ? now : 1; /* 0 stands for none */
+        s->reminded_ms = now;
+        s->failing_resent = 0;
+        s->retry_ms = RETRY_FIRST_MS;
+        sf_log(SF_LOG_WARN, "scheduler", "journal writes fail: %s; each is sent again until it commits (every %d "
+            "to %d ms), and no chunks are handed out until they succeed", line, RETRY_FIRST_MS, RETRY_MAX_MS);
+    }
+    sf_log(SF_LOG_DEBUG, "scheduler", "write failed, to be sent again: %s", line);
+    set_last_error(s, line);
+    if (!w.failed) {
+        w.failed = true;
+        s->retrying++;
+        s->failing_resent++;
+    }
+    if (s->nresend == s->resend_cap)
+        s->resend = sf_grow(s->resend, &s->resend_cap, sizeof *s->resend);
+    s->resend[s->nresend++] = w;
+    if (!s->retry_queued) {
+        rt_msg *m = rt_msg_new(CD__M_RETRY, sizeof *m);
+        s->retry_queued = rt_send_after(s->self, s->retry_ms, m) > 0; /* fails only when stopping */
+    }
+    publish_failing(s);
+}
+
+/* Write w, which had failed, is committed. The last of them ends the
+ * failing. */
+static void write_recovered(cd__sched *s, uint64_t now)
+{
+    if (--s->retrying == 0) {
+        sf_log(SF_LOG_INFO, "scheduler", "journal writes succeed again after %.1f s: %" PRIu64 " writes sent again",
+            (double)(now - s->failing_since) / 1000.0, s->failing_resent);
+        s->failing_since = 0;
+        set_last_error(s, "");
+    }
+    publish_failing(s);
+}
+
+/* Sends write w, a copy of its query: the store frees the query it
+ * answers, and w keeps the original to send again. */
+static void write_send(cd__sched *s, cd__write w)
+{
+    cd_query *q = cd_query_copy(w.again);
+    int64_t req = rt_request(s->self, s->store, &q->hdr, CD__WRITE_TIMEOUT_MS);
+    if (req > 0) {
+        *cd__write_map_put(&s->writes, (uint64_t)req, NULL) = w;
+    } else if (req == RT_EOVERLOAD) { /* the store's mailbox is full for now */
+        write_failed(s, w, sf_strerror((int)req));
+    } else { /* stopping: nothing will answer it */
+        rt_msg_free(&w.again->hdr);
+        if (w.failed && --s->retrying == 0)
+            s->failing_since = 0;
+        publish_failing(s);
+        write_done(s, w, false, NULL);
+    }
+}
+
 void cd__write_query(cd__sched *s, cd_query *q, int b, uint64_t ends, uint64_t e)
 {
-    cd__write w = { b, ends, e };
-    int64_t req = rt_request(s->self, s->store, &q->hdr, CD__DB_TIMEOUT_MS);
-    if (req < 0)
-        write_done(s, w, false, NULL);
-    else
-        *cd__write_map_put(&s->writes, (uint64_t)req, NULL) = w;
+    write_send(s, (cd__write){ b, ends, e, q, false });
+}
+
+void cd__writes_retry(cd__sched *s)
+{
+    s->retry_queued = false;
+    cd__write *round = s->resend;
+    size_t n = s->nresend;
+    s->resend = NULL;
+    s->nresend = s->resend_cap = 0;
+    s->retry_ms = s->retry_ms * 2 < RETRY_MAX_MS ? s->retry_ms * 2 : RETRY_MAX_MS;
+    for (size_t i = 0; i < n; i++)
+        write_send(s, round[i]);
+    free(round);
 }
 
 /* ---- epochs: the journal before the ends of jobs ---------------------------------------- */
@@ -235,11 +390,11 @@ static void epoch_hold(cd__sched *s, uint64_t e, cd_query *update, uint64_t job,
     p->ends[p->nends++] = (cd__held_end){ update, job, b };
 }
 
-/* One of epoch e's INSERTs is answered. Each epoch whose INSERTs and
- * those of every earlier epoch are all answered sends its ends. They go
- * also after an INSERT that failed: the row then has the job's whole
- * result, which a journal with a gap could not give back (documented in
- * docs/coordinator.md). */
+/* One of epoch e's INSERTs is committed. Each epoch whose INSERTs and
+ * those of every earlier epoch are all committed sends its ends: a job's
+ * row says it ended only once the journal holds every result it accepted.
+ * (An INSERT the database refuses is sent again until it commits; only
+ * one the runtime could not send at all, as it stops, counts as done.) */
 static void epoch_done(cd__sched *s, uint64_t e)
 {
     epoch_at(s, e)->inserts--;
@@ -253,6 +408,10 @@ static void epoch_done(cd__sched *s, uint64_t e)
     }
     if (s->nepochs == 0)
         s->epochs_head = 0;
+    /* for /health: since when the oldest INSERT not committed waits; only
+     * this behaviour stores it, and a reader prints it alone */
+    atomic_store_explicit(&s->g.oldest_write_ms, s->nepochs > 0 ? s->epochs[s->epochs_head].sent_ms : 0,
+        memory_order_relaxed);
 }
 
 /* ---- writing the outbox ----------------------------------------------------------------- */
@@ -369,13 +528,17 @@ void cd__flush(cd__sched *s, rt_msg *completion, sc_outcome outcome, bool done)
 
 /* ---- the store's answers and the database's pace ---------------------------------------- */
 
-/* Whether the database is behind with the writes, though up: the store
+/* Whether claims must wait for the writes: a write that failed is being
+ * sent again (then "behind" is left as it was, not said twice over one
+ * cause), or the database is behind with the writes, though up: the store
  * holds its backlog's bound or more (which refuses nothing while the
- * database is up), or the oldest journal INSERT of ours in flight has
+ * database is up), or the oldest journal INSERT of ours not committed has
  * waited write_wait_ms (the oldest epoch not answered: epoch_done drops
- * the answered ones from the front). Says so when that changes. */
-bool cd__writes_behind(cd__sched *s, uint64_t now)
+ * the committed ones from the front). Says so when "behind" changes. */
+bool cd__writes_wait(cd__sched *s, uint64_t now)
 {
+    if (s->failing_since != 0)
+        return true;
     cd_store_backlog b;
     cd_store_backlog_get(s->store, &b);
     uint64_t waited = s->nepochs > 0 ? now - s->epochs[s->epochs_head].sent_ms : 0;
@@ -387,7 +550,23 @@ bool cd__writes_behind(cd__sched *s, uint64_t now)
     else if (!behind && s->behind)
         sf_log(SF_LOG_INFO, "scheduler", "the database caught up: chunks handed out again");
     s->behind = behind;
+    atomic_store_explicit(&s->g.behind, behind, memory_order_relaxed); /* read alone, as above */
     return behind;
+}
+
+void cd__writes_tick(cd__sched *s, uint64_t now)
+{
+    if (s->failing_since != 0 && now - s->reminded_ms >= REMIND_MS) {
+        s->reminded_ms = now;
+        sf_log(SF_LOG_WARN, "scheduler", "journal writes still fail after %.1f s: %u waiting to commit, %" PRIu64
+            " sent again; the last error: %s", (double)(now - s->failing_since) / 1000.0, s->retrying,
+            s->failing_resent, s->last_error);
+    }
+    /* "behind" said while a write waits, not only once it is answered;
+     * while the database is away or the lock not held, claims wait anyway
+     * and the store holds every query */
+    if (s->db_up && !s->unlocked)
+        cd__writes_wait(s, now);
 }
 
 bool cd__writes_answer(cd__sched *s, rt_msg *m, const char *error)
@@ -397,18 +576,38 @@ bool cd__writes_answer(cd__sched *s, rt_msg *m, const char *error)
         return false;
     cd__write w = *found;
     cd__write_map_del(&s->writes, m->req_id);
-    const PGresult *res = error == NULL ? ((cd_result *)m)->res : NULL;
-    if (error != NULL)
-        sf_log(SF_LOG_WARN, "scheduler", "write failed: %s", error);
+    if (error != NULL) {
+        write_failed(s, w, error); /* sent again, until it commits */
+        return true;
+    }
+    uint64_t now = rt_mono_ms();
+    bool held = s->behind || s->failing_since != 0;
+    const PGresult *res = ((cd_result *)m)->res;
     bool row = res != NULL && PQntuples(res) == 1 && PQnfields(res) == 1;
     if (row && w.epoch != 0) /* a journal INSERT: its rows at odds with the journal (journal.h) */
         cd__count_conflicts(&s->g.conflicts_written, strtoull(PQgetvalue(res, 0, 0), NULL, 10),
             "journal rows not written: each repeats the first item of an accepted range with another count or "
             "result, and the row there stands");
-    write_done(s, w, error == NULL, row ? PQgetvalue(res, 0, 0) : NULL);
-    if (s->behind && !cd__writes_behind(s, rt_mono_ms()))
+    rt_msg_free(&w.again->hdr);
+    if (w.failed)
+        write_recovered(s, now);
+    write_done(s, w, true, row ? PQgetvalue(res, 0, 0) : NULL);
+    if (held && !cd__writes_wait(s, now))
         cd__serve_parked(s, false); /* the claims that waited for the database */
     return true;
+}
+
+void cd__writes_stats(cd__sched *s, cd_scheduler_stats *out)
+{
+    uint64_t now = rt_mono_ms();
+    uint64_t since = atomic_load_explicit(&s->g.failing_since, memory_order_relaxed);
+    uint64_t oldest = atomic_load_explicit(&s->g.oldest_write_ms, memory_order_relaxed);
+    out->writes_failed = atomic_load_explicit(&s->g.writes_failed, memory_order_relaxed);
+    out->writes_retrying = atomic_load_explicit(&s->g.writes_retrying, memory_order_relaxed);
+    out->failing_ms = since == 0 ? -1 : now > since ? (int64_t)(now - since) : 0;
+    out->behind = atomic_load_explicit(&s->g.behind, memory_order_relaxed);
+    out->oldest_write_ms = oldest == 0 || now < oldest ? 0 : now - oldest;
+    get_last_error(s, out->last_error, sizeof out->last_error);
 }
 
 void cd__writes_free(cd__sched *s)
@@ -428,7 +627,12 @@ void cd__writes_free(cd__sched *s)
     free(s->reend);
     free(s->gone);
     free(s->bfree);
+    SF_MAP_EACH(&s->writes, e)
+        rt_msg_free(&e->val.again->hdr);
     cd__write_map_free(&s->writes);
+    for (size_t i = 0; i < s->nresend; i++)
+        rt_msg_free(&s->resend[i].again->hdr);
+    free(s->resend);
     for (size_t i = 0; i < s->nepochs; i++) {
         cd__epoch *p = &s->epochs[s->epochs_head + i];
         for (size_t k = 0; k < p->nends; k++)

@@ -16,6 +16,7 @@
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -435,12 +436,14 @@ typedef struct late_complete {
     unsigned char buf[8192];
     size_t len;
     cd_completed *reply;
+    _Atomic bool answered;    /* reply is set (read it once the thread is joined) */
 } late_complete;
 
 static void *complete_late(void *arg)
 {
     late_complete *c = arg;
     c->reply = complete(&c->a, 1, c->buf, c->len);
+    atomic_store(&c->answered, true);
     return NULL;
 }
 
@@ -458,10 +461,9 @@ typedef struct held_end {
     late_complete last;
 } held_end;
 
-/* Holds job id's end as above; false (with a message) when it cannot. The
- * caller then calls release_end in any case. */
-static bool hold_end(held_end *h, uint64_t id, sim_job *job, uint64_t items, const char *lock_sql,
-    const char *waiter)
+/* Claims every chunk of job id and completes all but the last, which is
+ * left computed in h->last; false (with a message) when it cannot. */
+static bool all_but_the_last(held_end *h, uint64_t id, sim_job *job, uint64_t items)
 {
     static unsigned char buf[8192];
     cd_assignment a[64];
@@ -491,6 +493,18 @@ static bool hold_end(held_end *h, uint64_t id, sim_job *job, uint64_t items, con
             return false;
         }
     }
+    h->last.a = a[n - 1];
+    h->last.len = compute(job, &h->last.a, h->last.buf, sizeof h->last.buf);
+    return true;
+}
+
+/* Holds job id's end as above; false (with a message) when it cannot. The
+ * caller then calls release_end in any case. */
+static bool hold_end(held_end *h, uint64_t id, sim_job *job, uint64_t items, const char *lock_sql,
+    const char *waiter)
+{
+    if (!all_but_the_last(h, id, job, items))
+        return false;
     h->lock = PQconnectdb(conninfo);
     h->look = PQconnectdb(conninfo);
     if (PQstatus(h->lock) != CONNECTION_OK || PQstatus(h->look) != CONNECTION_OK ||
@@ -498,8 +512,6 @@ static bool hold_end(held_end *h, uint64_t id, sim_job *job, uint64_t items, con
         fprintf(stderr, "cannot take the lock: %s\n", lock_sql);
         return false;
     }
-    h->last.a = a[n - 1];
-    h->last.len = compute(job, &h->last.a, h->last.buf, sizeof h->last.buf);
     h->started = pthread_create(&h->thread, NULL, complete_late, &h->last) == 0;
     h->waiting = h->started && lock_waiter(h->look, waiter);
     if (!h->waiting)
@@ -698,10 +710,12 @@ static void a_job_that_arrives_during_a_load_starts(void)
 
 /* The database refuses the write of a job's end (a trigger of the test's
  * own raises an error, counting its refusals in a sequence, which no
- * rollback undoes): the job's job.finished still goes out, the job, whose
- * row says running, is taken up again from its journal and refused again,
- * with no second job.finished, and once the database takes the write the
- * row has the whole result. */
+ * rollback undoes): the end is sent again, and again, until the database
+ * takes it; meanwhile the job's row says running, no job.finished goes out
+ * and the completion that ended the job waits for its answer. Once the
+ * trigger is dropped the end commits: the row has the whole result, the
+ * journal one JOB_END row, the job one job.finished, and the completion is
+ * answered accepted. */
 static void an_end_the_database_refuses_is_written_later(void)
 {
     enum { ITEMS = 20000 };
@@ -715,31 +729,37 @@ static void an_end_the_database_refuses_is_written_later(void)
         pg_value(c, "CREATE FUNCTION refuse_end() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
                     "PERFORM nextval('refusals'); RAISE EXCEPTION 'refused by the test'; END $$", 0) == 0 &&
         pg_value(c, trigger, 0) == 0;
-    bool done;
-    int accepted = setup ? work(id, job, 1000, &done) : 0; /* the last one's answer is an error */
-    awaited_job = id;
-    bool told = setup && proxy_wait(job_finished);
-    /* the third refusal is sent only once the second's answer is handled,
-     * and a query's answer to the proxy after that comes after every
-     * event sent before it */
-    bool again = told && pg_wait(c, "SELECT last_value FROM refusals", 0, 3);
-    cd_result *r = sql(cd_query_new("SELECT 1"));
-    rt_msg_free(r ? &r->hdr : NULL);
+    static held_end h;
+    bool claimed = setup && all_but_the_last(&h, id, job, ITEMS);
+    bool started = claimed && pthread_create(&h.thread, NULL, complete_late, &h.last) == 0;
+    /* the third refusal is of the end sent again twice */
+    bool again = started && pg_wait(c, "SELECT last_value FROM refusals", 0, 3);
+    bool waited = again && !atomic_load(&h.last.answered);
+    long running = pg_value(c, "SELECT count(*) FROM jobs WHERE id = $1 AND state = 'running'", id);
     int events = proxy_events("job.finished", id);
     pg_value(c, "DROP TRIGGER IF EXISTS refuse_end ON jobs", 0);
     pg_value(c, "DROP FUNCTION IF EXISTS refuse_end()", 0);
     pg_value(c, "DROP SEQUENCE IF EXISTS refusals", 0);
-    /* taken up again at the next sweep */
+    if (started)
+        pthread_join(h.thread, NULL);
+    cd_completed *r = h.last.reply;
+    bool accepted = r != NULL && r->err == 0 && r->outcome == SC_ACCEPTED && r->job_complete;
+    rt_msg_free(r ? &r->hdr : NULL);
+    awaited_job = id;
+    bool told = started && proxy_wait(job_finished);
     bool written = setup && pg_wait(c, "SELECT count(*) FROM jobs WHERE id = $1 AND state = 'complete'", id, 1);
     char ends[120];
     snprintf(ends, sizeof ends, "SELECT count(*) FROM journal WHERE job_id = $1 AND type = %d", SC_REC_JOB_END);
     long end_rows = written ? pg_value(c, ends, id) : -1;
     PQfinish(c);
     CHECK(setup, "the trigger is set up");
-    CHECK(accepted == -1, "the last chunk's answer is an error: %d", accepted);
-    CHECK(told, "job.finished is sent though the end was not written");
-    CHECK(again, "the end is refused again");
-    CHECK(events == 1, "%d job.finished while the end is refused", events);
+    CHECK(claimed, "every chunk claimed, all but the last completed");
+    CHECK(again, "the end is refused, and sent again");
+    CHECK(waited, "the last chunk's completion waits while the end is refused");
+    CHECK(running == 1, "the row says running while the end is refused: %ld", running);
+    CHECK(events == 0, "%d job.finished while the end is refused", events);
+    CHECK(accepted, "the last chunk is accepted and ends the job once the end commits");
+    CHECK(told, "job.finished once the end is written");
     CHECK(written, "the end is written once the database takes it");
     CHECK(end_rows == 1, "%ld JOB_END rows in the journal after 3 refusals", end_rows);
     char state[32];
