@@ -226,7 +226,9 @@ typedef struct cd__sched {
     /* What cd_scheduler_stats_get reads from other threads; only the
      * behaviour writes it. Each value is printed on its own, never combined
      * with another to decide anything, so relaxed stores and loads are
-     * enough. Away from the fields the behaviour rewrites all the time. */
+     * enough, but for failing_since (release: it comes with its count of
+     * writes, scheduler_writes.c, publish_failing) and the text of
+     * last_error. Away from the fields the behaviour rewrites all the time. */
     struct {
         char pad0[64];
         _Atomic uint64_t jobs, claims, expired, released, given_back;

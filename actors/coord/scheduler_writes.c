@@ -227,11 +227,13 @@ static void one_line(char *out, size_t cap, const char *text)
 }
 
 /* What cd_scheduler_stats_get reads of the writes that fail. Only the
- * behaviour stores them; each is read on its own, so relaxed is enough. */
+ * behaviour stores them. Release, with the reader's acquire load of
+ * failing_since first: a reader that sees the writes failing sees the
+ * count of those that started it. */
 static void publish_failing(cd__sched *s)
 {
     atomic_store_explicit(&s->g.writes_retrying, s->retrying, memory_order_relaxed);
-    atomic_store_explicit(&s->g.failing_since, s->failing_since, memory_order_relaxed);
+    atomic_store_explicit(&s->g.failing_since, s->failing_since, memory_order_release);
 }
 
 /* The last error as other threads read it: a sequence lock. The writer
@@ -600,7 +602,7 @@ bool cd__writes_answer(cd__sched *s, rt_msg *m, const char *error)
 void cd__writes_stats(cd__sched *s, cd_scheduler_stats *out)
 {
     uint64_t now = rt_mono_ms();
-    uint64_t since = atomic_load_explicit(&s->g.failing_since, memory_order_relaxed);
+    uint64_t since = atomic_load_explicit(&s->g.failing_since, memory_order_acquire); /* see publish_failing */
     uint64_t oldest = atomic_load_explicit(&s->g.oldest_write_ms, memory_order_relaxed);
     out->writes_failed = atomic_load_explicit(&s->g.writes_failed, memory_order_relaxed);
     out->writes_retrying = atomic_load_explicit(&s->g.writes_retrying, memory_order_relaxed);

@@ -1,7 +1,9 @@
 // The dashboard: a hash router over the views (jobs, one job, submit,
-// nodes), the API token box, and the live events connection.
+// nodes), the API token box, the live events connection, and the banner
+// that says when the coordinator is degraded.
 import { setToken, token } from './api.js';
 import { onStatus, reconnect, start } from './events.js';
+import { watchHealth } from './health.js';
 import { jobsView } from './jobs.js';
 import { jobView } from './job.js';
 import { submitView } from './submit.js';
@@ -66,6 +68,7 @@ function tokenBox() {
 }
 
 tokenBox();
+watchHealth(document.getElementById('health'));
 onStatus((s) => { document.getElementById('live').textContent = s; });
 start();
 window.addEventListener('hashchange', route);
