@@ -1670,6 +1670,71 @@ static bool same_record(const sc_record *a, const sc_record *b)
                                       memcmp(a->result, b->result, a->result_len) == 0));
 }
 
+static int cmp_node(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+size_t sc_records_kept(const sc_record *recs, size_t n, bool (*quarantined)(void *ctx, uint64_t node), void *ctx,
+    uint8_t *fate, const sc_record **kept)
+{
+    size_t nq = 0;
+    for (size_t i = 0; i < n; i++)
+        nq += recs[i].type == SC_REC_QUARANTINE;
+    uint64_t *qs = NULL;
+    if (nq > 0) { /* a journal names few quarantined nodes: a sorted array */
+        qs = sf_calloc(nq, sizeof *qs);
+        nq = 0;
+        for (size_t i = 0; i < n; i++)
+            if (recs[i].type == SC_REC_QUARANTINE)
+                qs[nq++] = recs[i].node;
+        qsort(qs, nq, sizeof *qs, cmp_node);
+    }
+    size_t nv = 0;
+    for (size_t i = 0; i < n; i++) {
+        const sc_record *r = &recs[i];
+        bool retracted = r->type == SC_REC_RETRACTED;
+        if (r->type == SC_REC_ACCEPT && r->node != 0)
+            retracted = (nq > 0 && bsearch(&r->node, qs, nq, sizeof *qs, cmp_node) != NULL) ||
+                (quarantined != NULL && quarantined(ctx, r->node));
+        fate[i] = retracted ? SC_FATE_RETRACTED : SC_FATE_NONE;
+        if (!retracted && (r->type == SC_REC_ACCEPT || r->type == SC_REC_CHUNK_FAILED))
+            kept[nv++] = r;
+    }
+    free(qs);
+    qsort(kept, nv, sizeof *kept, cmp_rec);
+    /* A record that overlaps one kept before it is left out, and what of
+     * it the kept ones do not cover stays to be computed: a copy of a
+     * record (written twice) silently, another (a row the journal's index
+     * could not refuse, or a different result for an accepted range)
+     * counted, rather than failing the job with every result it has. */
+    size_t nk = 0;
+    uint64_t covered = 0; /* the end of the variant's last kept record */
+    for (size_t i = 0; i < nv; i++) {
+        const sc_record *r = kept[i];
+        if (i == 0 || kept[i - 1]->variant != r->variant)
+            covered = 0;
+        if (r->first < covered) {
+            /* kept[i - 1] is not overwritten yet; a copy may follow another
+             * record of its range, so the last kept one is asked too */
+            fate[r - recs] = same_record(kept[i - 1], r) || same_record(kept[nk - 1], r) ? SC_FATE_COPY
+                                                                                          : SC_FATE_SKIPPED;
+            continue;
+        }
+        fate[r - recs] = SC_FATE_KEPT;
+        kept[nk++] = r;
+        covered = r->first + r->count;
+    }
+    return nk;
+}
+
+static bool trust_quarantined(void *ctx, uint64_t node)
+{
+    const sc_node_trust *t = sc__trust_map_get(&((const sc_ledger *)ctx)->trust, node);
+    return t != NULL && t->quarantined;
+}
+
 /* Whether a record's range lies within one phase: a claim is cut from one
  * phase's items (a job other than a tournament has one phase). */
 static bool within_a_phase(const job *j, const sc_record *r)
@@ -1688,7 +1753,7 @@ int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs,
     if (rc != 0)
         return rc;
     const sc_record **v = sf_calloc(n ? n : 1, sizeof *v);
-    size_t nv = 0;
+    uint8_t *fate = sf_calloc(n ? n : 1, sizeof *fate);
     sc_job_state end = SC_JOB_RUNNING;
 
     rc = SC_EBADRECORD;
@@ -1703,6 +1768,8 @@ int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs,
         sc_node_quarantine(l, r->node, 0, false);
         sc__job_note_quarantined(j, r->node);
     }
+    /* v: the records kept, each lane's by first item */
+    size_t nv = sc_records_kept(recs, n, trust_quarantined, l, fate, v);
     size_t nverify = 0;
     for (size_t i = 0; i < n; i++)
         nverify += recs[i].type == SC_REC_VERIFY;
@@ -1713,9 +1780,9 @@ int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs,
             goto fail;
         if (r->type == SC_REC_QUARANTINE)
             continue;
-        if (r->type == SC_REC_RETRACTED) {
+        if (fate[i] == SC_FATE_RETRACTED) {
             j->retracted_items += r->count;
-            continue;
+            continue; /* an accept's items are handed out again */
         }
         if (r->type == SC_REC_VERIFY) {
             if (r->variant >= j->nlanes || r->first >= spec->items)
@@ -1724,13 +1791,6 @@ int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs,
             j->verified_keys[j->nverified_keys][1] = r->first;
             j->nverified_keys++;
             continue;
-        }
-        if (r->type == SC_REC_ACCEPT && r->node != 0) {
-            const sc_node_trust *t = sc__trust_map_get(&l->trust, r->node);
-            if (t != NULL && t->quarantined) {
-                j->retracted_items += r->count;
-                continue; /* its items are handed out again */
-            }
         }
         if (r->type == SC_REC_JOB_END) {
             if (r->state < SC_JOB_COMPLETE || r->state > SC_JOB_EXPIRED)
@@ -1750,32 +1810,9 @@ int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs,
             if (r->chunk > j->next_chunk)
                 j->next_chunk = r->chunk; /* new chunk ids continue after the old ones */
         }
-        v[nv++] = r;
+        j->records_skipped += fate[i] == SC_FATE_SKIPPED;
     }
-    qsort(v, nv, sizeof *v, cmp_rec);
     qsort(j->verified_keys, j->nverified_keys, sizeof *j->verified_keys, sc__cmp_key);
-    /* A record that overlaps one kept before it (by first item, then the
-     * journal's order) is skipped, and what of it the kept ones do not
-     * cover stays pending: a copy of a record (written twice) silently,
-     * another (a row the journal's index could not refuse, or a
-     * different result for an accepted range) counted in records_skipped,
-     * rather than failing the job with every result it has. */
-    size_t kept = 0;
-    uint64_t covered = 0; /* the end of the lane's last kept record */
-    for (size_t i = 0; i < nv; i++) {
-        const sc_record *r = v[i];
-        if (i == 0 || v[i - 1]->variant != r->variant)
-            covered = 0;
-        if (r->first < covered) {
-            /* v[i - 1] is not overwritten yet; a copy may follow another
-             * record of its range, so the last kept one is asked too */
-            j->records_skipped += !same_record(v[i - 1], r) && !same_record(v[kept - 1], r);
-            continue;
-        }
-        v[kept++] = r;
-        covered = r->first + r->count;
-    }
-    nv = kept;
     /* Each lane holds its records, applied as their items open: the first
      * phase now, a tournament's later ones as the phases before them end,
      * exactly as the live ledger ran them (eliminations depend only on the
@@ -1814,10 +1851,12 @@ int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs,
             ahead_drop(ln);
     }
     free(v);
+    free(fate);
     return 0;
 
 fail:
     free(v);
+    free(fate);
     sc_job_forget(l, spec->id);
     return rc;
 }

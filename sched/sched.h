@@ -237,6 +237,33 @@ int sc_job_add(sc_ledger *l, const sc_job_spec *spec);
  * finds ended. */
 int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs, size_t n);
 
+/* What one journal record counts for in its job (sc_records_kept). */
+typedef enum sc_record_fate {
+    SC_FATE_NONE = 0,  /* no range of items: VERIFY, QUARANTINE, PHASE, JOB_END */
+    SC_FATE_KEPT,      /* an ACCEPT or CHUNK_FAILED that counts */
+    SC_FATE_COPY,      /* a record written again: left out, silently */
+    SC_FATE_SKIPPED,   /* overlaps a record kept before it: left out, counted (records_skipped) */
+    SC_FATE_RETRACTED, /* RETRACTED, or an ACCEPT of a quarantined node: counts for nothing */
+} sc_record_fate;
+
+/* Which of a job's journal records count: the rule sc_job_restore keeps
+ * them by, for every reader of a job's results from its journal, so that
+ * they all count what a restarted coordinator counts. recs[0 .. n) are one
+ * job's records in journal order. An ACCEPT of a quarantined node (one a
+ * QUARANTINE record in recs names, or one quarantined(ctx, node) says is;
+ * quarantined may be NULL) counts for nothing, like a RETRACTED record.
+ * The other ACCEPT and CHUNK_FAILED records, sorted by variant, then first
+ * item, then journal order, are kept unless one starts before the end of
+ * the last one kept in its variant: then it is a copy (the same record as
+ * the one before it or the last kept, written twice) or skipped. Writes
+ * each record's sc_record_fate to fate[0 .. n), and the kept records, in
+ * that sorted order, to kept (room for n; its other entries are scratch);
+ * returns how many are kept. Records are not checked against their job
+ * (sc_job_restore does that): a range that wraps past 2^64 is kept or left
+ * out as its numbers say, no more. */
+size_t sc_records_kept(const sc_record *recs, size_t n, bool (*quarantined)(void *ctx, uint64_t node), void *ctx,
+    uint8_t *fate, const sc_record **kept);
+
 /* Stops a job: its live claims become stale. */
 int sc_job_cancel(sc_ledger *l, uint64_t job, uint64_t now_ms);
 

@@ -8,6 +8,7 @@
 #include "actors/coord/scheduler.h"
 #include "base/alloc.h"
 #include "base/str.h"
+#include "sched/sched.h"
 #include "sim/sim.h"
 
 #include <inttypes.h>
@@ -80,10 +81,11 @@ void cd__api_one_job(cd__api *api, cd__request *r, uint64_t id)
     cd__api_ask(api, r, q, CD__ASK_ONE);
 }
 
-/* The accepted results of one variant's chunks in the order they were
- * accepted, after the job's variant count, the variant shown and whether
- * each result holds every variant (the job's row first, so a job without
- * results is one row with NULL results and no job is no row). A
+/* One variant's journal rows that hold items (accepts and failed chunks)
+ * and the job's quarantines, in journal order, after the job's variant
+ * count, the variant shown and whether each result holds every variant
+ * (the job's row first, so a job without rows is one row with NULL rows
+ * and no job is no row); each row with whether its node is quarantined. A
  * tournament journals each candidate in its own lane; stat_weights
  * computes every variant of a chunk at once, in lane 0. The variant is the
  * one asked for, else a finished tournament's winner (the alive candidate
@@ -98,7 +100,8 @@ void cd__api_convergence(cd__api *api, cd__request *r, uint64_t id)
         return;
     }
     cd_query *q = cd_query_new(
-        "SELECT v.n, v.variant, v.all_in_one, j.item_count, j.result FROM (SELECT id, "
+        "SELECT v.n, v.variant, v.all_in_one, j.type, j.first_item, j.item_count, j.chunk, j.result, j.node_id, "
+        "nd.quarantined_at IS NOT NULL FROM (SELECT id, "
         "strategy = 'stat_weights' AS all_in_one, "
         "CASE strategy WHEN 'tournament' THEN jsonb_array_length(spec->'candidates') "
         "WHEN 'stat_weights' THEN 1 + jsonb_array_length(spec->'weights') ELSE 1 END AS n, "
@@ -106,8 +109,9 @@ void cd__api_convergence(cd__api *api, cd__request *r, uint64_t id)
         "WITH ORDINALITY c(v, i) WHERE jsonb_typeof(result->'winner') = 'string' "
         "AND (c.v->>'alive')::boolean AND (c.v->>'rank')::int = 1 ORDER BY c.i DESC LIMIT 1), 0) AS variant "
         "FROM jobs WHERE id = $1) v "
-        "LEFT JOIN journal j ON j.job_id = v.id AND j.type = 1 "
-        "AND j.variant = CASE WHEN v.all_in_one THEN 0 ELSE v.variant END ORDER BY j.seq");
+        "LEFT JOIN journal j ON j.job_id = v.id AND (j.type = 6 OR j.type IN (1, 2) "
+        "AND j.variant = CASE WHEN v.all_in_one THEN 0 ELSE v.variant END) "
+        "LEFT JOIN nodes nd ON nd.id = j.node_id ORDER BY j.seq");
     cd_query_int(q, (int64_t)id);
     if (asked)
         cd_query_int(q, (int64_t)variant);
@@ -207,9 +211,14 @@ static int result_stats(const unsigned char *p, size_t len, long variants, long 
 
 enum { CONV_POINTS = 256 };
 
-/* The running estimate after each accepted chunk, merged in the order they
- * were accepted, at most CONV_POINTS of them evenly spread (the last always
- * among them): [items, mean, stderr of each output...]. */
+enum { CV_TYPE = 3, CV_FIRST, CV_COUNT, CV_CHUNK, CV_RESULT, CV_NODE, CV_QUARANTINED };
+
+/* The running estimate after each accepted chunk that counts, merged in
+ * the order they were accepted, at most CONV_POINTS of them evenly spread
+ * (the last always among them): [items, mean, stderr of each output...].
+ * The chunks that count are those a restarted coordinator restores the
+ * job from (sc_records_kept), so the last point is the job's result even
+ * when the journal holds rows at odds with the others. */
 void cd__api_on_convergence(cd__api *api, cd__request *r, PGresult *res)
 {
     int rows = PQntuples(res);
@@ -226,36 +235,67 @@ void cd__api_on_convergence(cd__api *api, cd__request *r, PGresult *res)
         return;
     }
     bool all_in_one = PQgetvalue(res, 0, 2)[0] == 't';
-    if (PQgetisnull(res, 0, 4))
+    if (PQgetisnull(res, 0, CV_TYPE))
         rows = 0;
+    size_t n = (size_t)rows;
+    sc_record *recs = sf_calloc(n ? n : 1, sizeof *recs);
+    const sc_record **kept = sf_calloc(n ? n : 1, sizeof *kept);
+    uint8_t *fate = sf_calloc(n ? n : 1, sizeof *fate);
+    for (int i = 0; i < rows; i++) { /* one variant's rows: each record's variant stays 0 */
+        sc_record *rec = &recs[i];
+        rec->type = (sc_record_type)atoi(PQgetvalue(res, i, CV_TYPE));
+        rec->first = strtoull(PQgetvalue(res, i, CV_FIRST), NULL, 10);
+        rec->count = strtoull(PQgetvalue(res, i, CV_COUNT), NULL, 10);
+        rec->chunk = strtoull(PQgetvalue(res, i, CV_CHUNK), NULL, 10);
+        rec->node = strtoull(PQgetvalue(res, i, CV_NODE), NULL, 10);
+        /* The result as the database's text for it: one text per byte
+         * string, so equal texts are equal results, all the rule compares;
+         * only the results that count are decoded. */
+        rec->result = PQgetvalue(res, i, CV_RESULT);
+        rec->result_len = (size_t)PQgetlength(res, i, CV_RESULT);
+        /* The commit that quarantines a node makes its accepts RETRACTED
+         * rows; one written beside that commit stays an accept
+         * (docs/verification.md): it counts for nothing all the same. */
+        if (rec->type == SC_REC_ACCEPT && PQgetvalue(res, i, CV_QUARANTINED)[0] == 't')
+            rec->type = SC_REC_RETRACTED;
+    }
+    sc_records_kept(recs, n, NULL, NULL, fate, kept);
+    uint64_t chunks = 0, skipped = 0;
+    for (size_t i = 0; i < n; i++) {
+        chunks += fate[i] == SC_FATE_KEPT && recs[i].type == SC_REC_ACCEPT;
+        skipped += fate[i] == SC_FATE_SKIPPED;
+    }
     sim_stats agg[SIM_MAX_OUT], one[SIM_MAX_OUT];
     int nout = 0;
-    uint64_t items = 0, bad = 0;
-    int shown = rows < CONV_POINTS ? rows : CONV_POINTS;
+    uint64_t items = 0, bad = 0, k = 0;
+    uint64_t shown = chunks < CONV_POINTS ? chunks : CONV_POINTS;
     sf_str out = SF_STR_INIT;
-    sf_str_catf(&out, "{\"job\":%" PRIu64 ",\"variant\":%ld,\"chunks\":%d,\"points\":[", cd__api_job_id(r), variant,
-        rows);
+    sf_str_catf(&out, "{\"job\":%" PRIu64 ",\"variant\":%ld,\"chunks\":%" PRIu64 ",\"skipped\":%" PRIu64
+        ",\"points\":[", cd__api_job_id(r), variant, chunks, skipped);
     int emitted = 0;
-    for (int i = 0; i < rows; i++) {
+    for (size_t i = 0; i < n; i++) {
+        if (fate[i] != SC_FATE_KEPT || recs[i].type != SC_REC_ACCEPT)
+            continue;
+        k++;
         size_t len = 0;
-        unsigned char *bytes = PQunescapeBytea((const unsigned char *)PQgetvalue(res, i, 4), &len);
-        int k = bytes != NULL ? result_stats(bytes, len, all_in_one ? variants : 1, all_in_one ? variant : 0, one)
-                              : -1;
+        unsigned char *bytes = PQunescapeBytea((const unsigned char *)PQgetvalue(res, (int)i, CV_RESULT), &len);
+        int got = bytes != NULL ? result_stats(bytes, len, all_in_one ? variants : 1, all_in_one ? variant : 0, one)
+                                : -1;
         PQfreemem(bytes);
-        bool ok = k > 0 && (nout == 0 || k == nout);
-        for (int o = 0; ok && nout > 0 && o < k; o++)
+        bool ok = got > 0 && (nout == 0 || got == nout);
+        for (int o = 0; ok && nout > 0 && o < got; o++)
             ok = sim_stats_merge(&agg[o], &one[o]) == 0;
         if (!ok) { /* the ledger checked every accepted result: not expected */
             bad++;
             continue;
         }
         if (nout == 0) {
-            nout = k;
-            memcpy(agg, one, (size_t)k * sizeof *agg);
+            nout = got;
+            memcpy(agg, one, (size_t)got * sizeof *agg);
         }
-        items += strtoull(PQgetvalue(res, i, 3), NULL, 10);
-        /* row i shows when it crosses the next of `shown` even steps */
-        if ((uint64_t)(i + 1) * (uint64_t)shown / (uint64_t)rows == (uint64_t)i * (uint64_t)shown / (uint64_t)rows)
+        items += recs[i].count;
+        /* the k-th chunk shows when it crosses the next of `shown` even steps */
+        if (k * shown / chunks == (k - 1) * shown / chunks)
             continue;
         sf_str_catf(&out, "%s[%" PRIu64, emitted++ ? "," : "", items);
         for (int o = 0; o < nout; o++) {
@@ -266,6 +306,9 @@ void cd__api_on_convergence(cd__api *api, cd__request *r, PGresult *res)
         }
         sf_str_cat(&out, "]");
     }
+    free(recs);
+    free(kept);
+    free(fate);
     sf_str_catf(&out, "],\"outputs\":%d,\"unreadable\":%" PRIu64 "}\n", nout, bad);
     cd__api_ok(api, r, 200, sf_str_take(&out));
 }

@@ -69,10 +69,11 @@ static bool node_filter_parse(cd__api *api, cd__request *r, node_filter *f)
 }
 
 /* The nodes (all, those the filters pass, or the one with id `one`) with
- * their work in all (sql/007_node_totals.sql) less what their live
- * sessions last wrote, as nodes_json adds what those sessions count now:
- * one snapshot of the database, so a write landing meanwhile is counted
- * once either way. Only a session that has had chunks accepted can have
+ * the ranges of their results retracted, each once (no unique index keeps
+ * a RETRACTED row from being written twice), and their work in all
+ * (sql/007_node_totals.sql) less what their live sessions last wrote, as
+ * nodes_json adds what those sessions count now: one snapshot of the
+ * database, so a write landing meanwhile is counted once either way. Only a session that has had chunks accepted can have
  * written a row; each is looked up by its key alone (the LIMIT keeps the
  * planner from scanning all of node_work to hash it, which it prefers for
  * thousands of keys). Online nodes first, as nodes_json lists them, so a
@@ -116,9 +117,10 @@ void cd__api_ask_nodes(cd__api *api, cd__request *r, uint64_t one)
         "CROSS JOIN LATERAL (SELECT n.id, n.owner, n.tier, n.name, n.version, n.capabilities, n.created_at, n.last_seen, "
         "n.revoked_at, n.quarantined_at, n.checks_passed, n.checks_failed, "
         "(SELECT coalesce(json_agg(json_build_object('job', j.job_id, 'variant', j.variant, 'first_item', j.first_item, "
-        "'item_count', j.item_count) ORDER BY j.job_id, j.variant, j.first_item), '[]') FROM (SELECT * FROM journal j "
+        "'item_count', j.item_count) ORDER BY j.job_id, j.variant, j.first_item), '[]') FROM (SELECT DISTINCT j.job_id, "
+        "j.variant, j.first_item, j.item_count FROM journal j "
         "WHERE n.quarantined_at IS NOT NULL AND j.node_id = n.id AND j.type = 7 "
-        "ORDER BY j.job_id, j.variant, j.first_item LIMIT 1000) j) AS retracted) x "
+        "ORDER BY j.job_id, j.variant, j.first_item, j.item_count LIMIT 1000) j) AS retracted) x "
         "LEFT JOIN (SELECT w.node, sum(w.chunks) AS chunks, sum(w.items) AS items FROM unnest($1::uuid[]) AS l (session) "
         "CROSS JOIN LATERAL (SELECT node, chunks, items FROM node_work WHERE session = l.session LIMIT 1) w "
         "GROUP BY w.node) w ON w.node = n.id "
