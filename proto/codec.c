@@ -26,7 +26,9 @@
 
 /* ---- schemas ---------------------------------------------------------------- */
 
-enum kind { K_U64, K_U32, K_I32, K_BOOL, K_STR, K_BYTES, K_FIXED, K_ENUM, K_STRUCT, K_ARRAY, K_U64LIST };
+/* K_LIST: an array of plain values, each as the element schema's one field
+ * (at offset 0 of an element of the schema's size) says. */
+enum kind { K_U64, K_U32, K_I32, K_BOOL, K_STR, K_BYTES, K_FIXED, K_ENUM, K_STRUCT, K_ARRAY, K_U64LIST, K_LIST };
 
 typedef struct schema schema;
 
@@ -69,6 +71,8 @@ struct schema {
 #define STRUCT(T, k, m, sub) { k, K_STRUCT, 0, 0, (unsigned)offsetof(T, m), 0, 0, &sub, NULL }
 #define ARRAY(T, k, opt, m, n, max, sub) { k, K_ARRAY, opt, 0, (unsigned)offsetof(T, m), \
     (unsigned)offsetof(T, n), max, &sub, NULL }
+#define LIST_OPT(T, k, m, n, max, sub) { k, K_LIST, 1, 0, (unsigned)offsetof(T, m), \
+    (unsigned)offsetof(T, n), max, &sub, NULL }
 #define U64LIST_OPT(T, k, m, n, max) { k, K_U64LIST, 1, 0, (unsigned)offsetof(T, m), \
     (unsigned)offsetof(T, n), max, NULL, NULL }
 #define SCHEMA(T, name, f, check) { name, f, NF(f), sizeof(T), check, NULL }
@@ -99,10 +103,7 @@ static int check_ctx(const void *v)
 }
 
 static const char *const backend_names[] = { "cpu", "opencl", "cuda", "wasm" };
-/* PR_OUTCOME_MALFORMED is written "stale" (a node that does not know it
- * drops the chunk, as for stale); the decoder finds "stale" first and
- * settle_outcome() tells the two apart by the `malformed` reason. */
-static const char *const outcome_names[] = { "accepted", "idempotent", "conflict", "stale", "stale" };
+static const char *const outcome_names[] = { "accepted", "idempotent", "conflict", "stale", "malformed" };
 static const char *const bye_names[] = { "draining", "leaving" };
 
 static const field challenge_f[] = {
@@ -129,6 +130,15 @@ static const field caps_f[] = {
 };
 static const schema caps_s = SCHEMA(pr_caps, "caps", caps_f, NULL);
 
+typedef struct str_item {
+    const char *name;
+} str_item;
+
+static const field feature_f[] = {
+    STR(str_item, "feature", name, PR_MAX_FEATURE_LEN),
+};
+static const schema feature_s = { "feature", feature_f, 1, sizeof(str_item), NULL, NULL };
+
 static const field hello_f[] = {
     FIXED(pr_hello, "pk", pk, PR_EKEYLEN),
     U64(pr_hello, "ts", ts),
@@ -137,6 +147,7 @@ static const field hello_f[] = {
     STR_OPT(pr_hello, "claim_token", claim_token, 128),
     STRUCT(pr_hello, "caps", caps, caps_s),
     STR_OPT(pr_hello, "checksum", checksum, 64),
+    LIST_OPT(pr_hello, "features", features, nfeatures, PR_MAX_FEATURES, feature_s),
 };
 static const schema hello_s = SCHEMA(pr_hello, "hello", hello_f, NULL);
 
@@ -230,40 +241,68 @@ static const field complete_f[] = {
 };
 static const schema complete_s = SCHEMA(pr_complete, "complete", complete_f, NULL);
 
-static bool has_reason(const pr_outcome *o)
+static bool has_text(const char *t)
 {
-    return o->reason != NULL && o->reason[0] != '\0';
+    return t != NULL && t[0] != '\0';
 }
 
-/* A malformed outcome has its reason and only it has one: an encoder given
- * either half alone would write what decodes as something else. */
+/* The malformed outcome has its reason and only it has one, in either form:
+ * "malformed" with `reason`, or "stale" with `malformed`. An encoder given
+ * half of either would write what decodes as something else. */
 static int check_outcome(const void *v)
 {
     const pr_outcome *o = v;
-    if (o->outcome == PR_OUTCOME_MALFORMED && !has_reason(o))
+    if (o->outcome == PR_OUTCOME_MALFORMED && !has_text(o->reason))
         return PR_EMISSING;
-    return has_reason(o) && o->outcome != PR_OUTCOME_MALFORMED ? PR_EINVAL : 0;
+    if (has_text(o->reason) && o->outcome != PR_OUTCOME_MALFORMED)
+        return PR_EINVAL;
+    return has_text(o->malformed) && o->outcome != PR_OUTCOME_STALE ? PR_EINVAL : 0;
 }
 
-/* "stale" with a `malformed` reason is PR_OUTCOME_MALFORMED; a reason beside
- * any other outcome names no outcome there is. An empty reason is none. */
+/* An empty reason is none; a reason beside an outcome it does not belong
+ * to names no outcome there is. */
 static int settle_outcome(void *v)
 {
     pr_outcome *o = v;
-    if (!has_reason(o)) {
+    if (!has_text(o->reason))
         o->reason = NULL;
-        return 0;
-    }
-    if (o->outcome != PR_OUTCOME_STALE)
+    if (!has_text(o->malformed))
+        o->malformed = NULL;
+    if ((o->reason != NULL && o->outcome != PR_OUTCOME_MALFORMED) ||
+        (o->malformed != NULL && o->outcome != PR_OUTCOME_STALE))
         return PR_EENUM;
-    o->outcome = PR_OUTCOME_MALFORMED;
     return 0;
+}
+
+void pr_outcome_malformed(pr_outcome *o, uint64_t chunk, const char *reason, bool feature)
+{
+    *o = feature ? (pr_outcome){ chunk, PR_OUTCOME_MALFORMED, reason, NULL }
+                 : (pr_outcome){ chunk, PR_OUTCOME_STALE, NULL, reason };
+}
+
+pr_outcome_kind pr_outcome_read(const pr_outcome *o, const char **reason)
+{
+    *reason = NULL;
+    if (o->outcome == PR_OUTCOME_MALFORMED)
+        *reason = o->reason;
+    else if (o->outcome == PR_OUTCOME_STALE && has_text(o->malformed))
+        *reason = o->malformed;
+    return *reason != NULL ? PR_OUTCOME_MALFORMED : (pr_outcome_kind)o->outcome;
+}
+
+bool pr_hello_has_feature(const pr_hello *h, const char *name)
+{
+    for (uint32_t i = 0; i < h->nfeatures; i++)
+        if (h->features[i] != NULL && strcmp(h->features[i], name) == 0)
+            return true;
+    return false;
 }
 
 static const field outcome_f[] = {
     U64(pr_outcome, "chunk", chunk),
     ENUM(pr_outcome, "outcome", outcome, outcome_names),
-    STR_OPT(pr_outcome, "malformed", reason, PR_MAX_REASON),
+    STR_OPT(pr_outcome, "reason", reason, PR_MAX_REASON),
+    STR_OPT(pr_outcome, "malformed", malformed, PR_MAX_REASON),
 };
 static const schema outcome_s = { "outcome", outcome_f, NF(outcome_f), sizeof(pr_outcome), check_outcome,
     settle_outcome };
@@ -470,13 +509,14 @@ static int decode_field(dctx *c, const field *f, const msgpack_object *o, void *
     case K_STRUCT:
         return decode_struct(c, f->sub, o, AT(dst, f->off));
     case K_ARRAY:
+    case K_LIST:
     case K_U64LIST: {
         if (o->type != MSGPACK_OBJECT_ARRAY)
             return PR_ETYPE;
         uint32_t n = o->via.array.size;
         if (n > f->max)
             return PR_ECOUNT;
-        size_t esize = f->kind == K_ARRAY ? f->sub->size : sizeof(uint64_t);
+        size_t esize = f->kind == K_U64LIST ? sizeof(uint64_t) : f->sub->size;
         char *items = zalloc(c, (size_t)n * esize);
         if (items == NULL)
             return PR_ENOMEM;
@@ -484,6 +524,8 @@ static int decode_field(dctx *c, const field *f, const msgpack_object *o, void *
             const msgpack_object *e = &o->via.array.ptr[i];
             if (f->kind == K_ARRAY) {
                 rc = decode_struct(c, f->sub, e, items + (size_t)i * esize);
+            } else if (f->kind == K_LIST) {
+                rc = decode_field(c, &f->sub->fields[0], e, items + (size_t)i * esize);
             } else {
                 rc = dec_u64(e, &u);
                 if (rc == 0)
@@ -667,6 +709,13 @@ static int decode_envelope(dctx *c, pr_msg *m, const void *frame, size_t len)
         if (key_is(val[1], bodies[t]->name))
             m->type = (pr_type)t;
     if (m->type == PR_MSG_UNKNOWN) {
+        /* kept for the error that answers it: a peer learns which name was refused */
+        uint32_t n = val[1]->via.str.size, shown = n > 32 ? 32 : n;
+        for (uint32_t i = 0; i < shown; i++) {
+            unsigned char ch = (unsigned char)val[1]->via.str.ptr[i];
+            m->unknown_type[i] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
+        }
+        memcpy(m->unknown_type + shown, n > shown ? "..." : "", n > shown ? 4 : 1);
         path_push(c, "type");
         return PR_EUNKNOWNTYPE;
     }
@@ -782,6 +831,7 @@ static bool present(const field *f, const void *src)
         return by.len > 0;
     }
     case K_ARRAY:
+    case K_LIST:
     case K_U64LIST: return get_u32(src, f->off_n) > 0;
     default: return true;
     }
@@ -853,6 +903,7 @@ static int encode_field(msgpack_packer *pk, const field *f, const void *src)
     case K_STRUCT:
         return encode_struct(pk, f->sub, CAT(src, f->off));
     case K_ARRAY:
+    case K_LIST:
     case K_U64LIST: {
         uint32_t n = get_u32(src, f->off_n);
         const char *items = get_ptr(src, f->off);
@@ -864,6 +915,9 @@ static int encode_field(msgpack_packer *pk, const field *f, const void *src)
         for (uint32_t i = 0; i < n; i++) {
             if (f->kind == K_ARRAY) {
                 if ((rc = encode_struct(pk, f->sub, items + (size_t)i * f->sub->size)) != 0)
+                    return rc;
+            } else if (f->kind == K_LIST) {
+                if ((rc = encode_field(pk, &f->sub->fields[0], items + (size_t)i * f->sub->size)) != 0)
                     return rc;
             } else {
                 uint64_t u;
@@ -1038,6 +1092,14 @@ static void format_struct(fbuf *b, const schema *s, const void *src)
             break;
         }
         case K_STRUCT: format_struct(b, f->sub, CAT(src, f->off)); break;
+        case K_LIST:
+            fb_printf(b, "[");
+            for (uint32_t i = 0, n = get_u32(src, f->off_n); i < n; i++) {
+                const char *str = get_ptr(get_ptr(src, f->off), (unsigned)(i * f->sub->size));
+                fb_printf(b, "%s\"%s\"", i > 0 ? " " : "", str ? str : "");
+            }
+            fb_printf(b, "]");
+            break;
         case K_ARRAY:
         case K_U64LIST: {
             uint32_t n = get_u32(src, f->off_n);

@@ -104,7 +104,19 @@ typedef struct pr_hello {
     const char *claim_token;        /* optional; only when enrolling */
     pr_caps caps;
     const char *checksum;           /* optional; hex SHA-256 of the node's program */
+    const char **features;          /* optional; protocol features the node reads (PR_FEATURE_*) */
+    uint32_t nfeatures;
 } pr_hello;
+
+/* Protocol features a node announces in its hello (PROTOCOL.md §2): the
+ * coordinator uses one only with a node that named it. Unknown names are
+ * ignored. */
+#define PR_FEATURE_MALFORMED "malformed" /* complete_ack's outcome "malformed" with `reason` */
+#define PR_MAX_FEATURES 16u
+#define PR_MAX_FEATURE_LEN 32u
+
+/* Whether hello h announces feature name. */
+bool pr_hello_has_feature(const pr_hello *h, const char *name);
 
 typedef struct pr_config {
     uint32_t max_parallel;          /* optional */
@@ -191,9 +203,12 @@ typedef struct pr_complete {
     pr_batch batch;                 /* payload decoded; ignored by pr_encode */
 } pr_complete;
 
-/* PR_OUTCOME_MALFORMED travels as outcome "stale" with a `malformed`
- * reason beside it (PROTOCOL.md, complete_ack), so a node that does not know
- * it drops the chunk as stale. */
+/* A malformed result's outcome has two forms on the wire (PROTOCOL.md,
+ * complete_ack): its own value "malformed" with a `reason`, for a node that
+ * announced the feature PR_FEATURE_MALFORMED in its hello, and "stale" with
+ * the reason under `malformed` for one that did not (it drops the chunk as
+ * stale). pr_outcome_malformed() writes the form, pr_outcome_read() reads
+ * both. */
 typedef enum pr_outcome_kind {
     PR_OUTCOME_ACCEPTED, PR_OUTCOME_IDEMPOTENT, PR_OUTCOME_CONFLICT, PR_OUTCOME_STALE, PR_OUTCOME_MALFORMED
 } pr_outcome_kind;
@@ -203,9 +218,22 @@ typedef enum pr_outcome_kind {
 typedef struct pr_outcome {
     uint64_t chunk;
     uint32_t outcome;               /* pr_outcome_kind */
-    const char *reason;             /* PR_OUTCOME_MALFORMED only, and then required: why the
-                                       result was refused (at most PR_MAX_REASON bytes) */
+    const char *reason;             /* `reason`: beside PR_OUTCOME_MALFORMED only, and required
+                                       there: why the result was refused (at most
+                                       PR_MAX_REASON bytes) */
+    const char *malformed;          /* `malformed`: beside PR_OUTCOME_STALE only: the same
+                                       outcome and reason in the form for a node without
+                                       the feature */
 } pr_outcome;
+
+/* Fills *o as chunk's malformed outcome with reason (borrowed, not copied),
+ * in the form a node reads: its own outcome when the node announced
+ * PR_FEATURE_MALFORMED (feature), else "stale" with `malformed`. */
+void pr_outcome_malformed(pr_outcome *o, uint64_t chunk, const char *reason, bool feature);
+
+/* What a decoded outcome says: PR_OUTCOME_MALFORMED for either form, with
+ * its reason in *reason (NULL for the other outcomes). */
+pr_outcome_kind pr_outcome_read(const pr_outcome *o, const char **reason);
 
 typedef struct pr_complete_ack {
     uint64_t job;
@@ -255,6 +283,8 @@ typedef struct pr_msg {
     } body;
     void *arena;                    /* owns everything a decoded body points to */
     char err_at[64];                /* after a failed decode: where, e.g. "body.chunks[2].token" */
+    char unknown_type[40];          /* after PR_EUNKNOWNTYPE: the type as sent, at most 32 bytes
+                                       (then "..."), bytes outside printable ASCII as '?' */
 } pr_msg;
 
 /* Decodes one frame into *m. On success m owns an arena that every pointer

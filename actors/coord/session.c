@@ -66,6 +66,18 @@ void cd__session_send_msg(cd__session *s, pr_msg *m)
     free(out);
 }
 
+/* The close code that ends a session on error code err (PROTOCOL.md §5). */
+static unsigned close_code(int err)
+{
+    if (err > 0)
+        return CD__CLOSE_APP + (unsigned)err;
+    if (err == PR_EFRAMESIZE)
+        return CD__CLOSE_TOO_BIG;
+    if (err == PR_ENOMEM || err == PR_ECRYPTO)
+        return CD__CLOSE_INTERNAL;
+    return CD__CLOSE_PROTOCOL;
+}
+
 void cd__session_send_error(cd__session *s, uint64_t id, int code, const char *message, bool fatal)
 {
     pr_msg m;
@@ -76,8 +88,11 @@ void cd__session_send_error(cd__session *s, uint64_t id, int code, const char *m
     m.body.error.message = message;
     cd__session_send_msg(s, &m);
     if (fatal) {
+        char reason[160];
+        static const char *const own[] = { "", "ENOTENROLLED", "ENOTREADY", "EJOB", "EDATABASE", "ERATELIMITED" };
+        snprintf(reason, sizeof reason, "%s: %s", code > 0 && code < 6 ? own[code] : pr_errname(code), message);
         s->phase = CD__SESS_CLOSED;
-        cd__link_close(s->ss, s->conn);
+        cd__link_close(s->ss, s->conn, close_code(code), reason);
     }
 }
 
@@ -446,27 +461,30 @@ static void malformed_to_ledger(cd__session *s)
 /* Frees bt's outcomes and the reasons malformed() gave them. */
 static void outcomes_free(cd__batch *bt)
 {
-    for (uint32_t i = 0; i < bt->n; i++)
+    for (uint32_t i = 0; i < bt->n; i++) {
         free((void *)bt->outcomes[i].reason);
+        free((void *)bt->outcomes[i].malformed);
+    }
     free(bt->outcomes);
     bt->outcomes = NULL;
 }
 
 /* Answers result `slot` of bt as malformed (PROTOCOL.md, complete_ack):
- * the claim stays live for a good result, the node is told why, and the
- * operator reads one line for it. */
+ * the claim stays live for a good result, the node is told why (as the
+ * outcome "malformed" when its hello announced the feature, else as "stale"
+ * with the reason beside it), and the operator reads one line for it. */
 static void malformed(cd__session *s, cd__batch *bt, int slot, const char *why)
 {
     pr_outcome *o = &bt->outcomes[slot];
     char fields[160];
-    o->outcome = PR_OUTCOME_MALFORMED;
-    o->reason = sf_fmt("%.*s", (int)PR_MAX_REASON, why); /* freed by batch_ack */
+    char *reason = sf_fmt("%.*s", (int)PR_MAX_REASON, why); /* freed by outcomes_free */
+    pr_outcome_malformed(o, o->chunk, reason, s->feat_malformed);
     s->ss->stats.results[CD_RESULT_MALFORMED]++;
     s->view.malformed++;
     snprintf(fields, sizeof fields, "\"node\":%" PRIu64 ",\"job\":%" PRIu64 ",\"chunk\":%" PRIu64, s->node_id,
         bt->job, o->chunk);
     sf_logf(SF_LOG_WARN, "session", fields, "node %" PRIu64 " job %" PRIu64 " chunk %" PRIu64 ": malformed result: %s",
-        s->node_id, bt->job, o->chunk, o->reason);
+        s->node_id, bt->job, o->chunk, reason);
 }
 
 /* Sends a batch's complete_ack once every result has its outcome, and
@@ -584,11 +602,12 @@ static void on_completed(cd__session *s, const cd__req *r, const cd_completed *r
              : res->outcome == SC_IDEMPOTENT  ? CD_RESULT_IDEMPOTENT
              : res->outcome == SC_CONFLICT    ? CD_RESULT_CONFLICT
                                               : CD_RESULT_STALE;
-    if (kind == CD_RESULT_MALFORMED)
+    if (kind == CD_RESULT_MALFORMED) {
         malformed(s, bt, r->slot, sf_strerror(res->err));
-    else
+    } else {
         s->ss->stats.results[kind]++;
-    o->outcome = told[kind];
+        o->outcome = told[kind];
+    }
     if (res != NULL && res->err == 0)
         bt->job_complete |= res->job_complete;
     int k = fly_find(s, bt->job, o->chunk, r->token);
@@ -707,6 +726,9 @@ static void on_frame(cd__session *s, const cd__frame_msg *f)
         if (rc == PR_EVERSION)
             snprintf(why, sizeof why, "unsupported protocol version: this coordinator (%s) speaks version %d; "
                 "upgrade the node", CD__SESS_SERVER_VERSION, PR_VERSION);
+        else if (rc == PR_EUNKNOWNTYPE)
+            snprintf(why, sizeof why, "unknown message type \"%s\" (protocol version %d)", m.unknown_type,
+                PR_VERSION);
         else
             snprintf(why, sizeof why, "%s%s%s", sf_strerror(rc), m.err_at[0] ? " at " : "", m.err_at);
         cd__session_send_error(s, m.id, rc, why, s->phase != CD__SESS_RUNNING);
@@ -721,8 +743,10 @@ static void on_frame(cd__session *s, const cd__frame_msg *f)
     } else {
         switch (m.type) {
         case PR_MSG_HELLO:
-            if (s->phase == CD__SESS_AWAIT_HELLO)
+            if (s->phase == CD__SESS_AWAIT_HELLO) {
+                s->feat_malformed = pr_hello_has_feature(&m.body.hello, PR_FEATURE_MALFORMED);
                 cd__session_on_hello(s, &m);
+            }
             else {
                 cd__session_send_error(s, m.id, CD__E_NOT_READY, "hello was already said", false);
                 strike(s);
@@ -736,7 +760,7 @@ static void on_frame(cd__session *s, const cd__frame_msg *f)
             if (s->ss->scheduler != NULL) /* a claim waiting for work is answered empty */
                 rt_send(s->ss->scheduler, rt_msg_new(CD_MSG_WITHDRAW, sizeof(rt_msg)));
             if (m.body.bye.reason == PR_BYE_LEAVING)
-                cd__link_close(s->ss, s->conn);
+                cd__link_close(s->ss, s->conn, CD__CLOSE_NORMAL, "bye");
             break;
         case PR_MSG_ERROR:
             sf_log(SF_LOG_WARN, "session", "node %" PRIu64 " says: %s", s->node_id,

@@ -80,7 +80,6 @@ enum {
     CD__SESS_MAX_BATCHES = 64,
     CD__SESS_MAX_INFLIGHT = 1024,
     CD__SESS_CLAIM_RETRY_MS = 1000, /* a claim the scheduler did not answer in time is asked again after this */
-    CD__SESS_CLOSE_LINGER_S = 5,    /* how long a closed session waits for the node to close */
 };
 
 /* ---- the connection table (loop thread) -------------------------------------------- */
@@ -98,7 +97,9 @@ typedef struct cd__link {
     size_t nout, out_cap, out_head;
     uint8_t *rx;
     size_t rx_len;
-    bool closing, bad, shut;
+    bool closing, bad, shut; /* shut: the close frame is asked for */
+    uint16_t close_code;   /* the close frame's (PROTOCOL.md §5, closing) */
+    char close_reason[124]; /* its text, at most 123 bytes of UTF-8 */
 } cd__link;
 
 /* A penalty list's entry: who is a node key, or an address in its first
@@ -201,6 +202,7 @@ struct cd__session {
     uint8_t tier;
     uint32_t streak;          /* checks passed in a row, as enrolment read it (sc_node_info.streak) */
     bool claim;            /* enrolling with a claim token */
+    bool feat_malformed;   /* hello announced PR_FEATURE_MALFORMED: malformed results are told so */
     const char *offline_reason;
     cd_node_view view;      /* the registry's live entry; read by cd_sessions_each (same thread) */
     double bucket;          /* frames it may send now (a token bucket) */
@@ -277,8 +279,21 @@ void cd__session_publish(cd__session *s, const char *type, const char *fields);
  * connection is gone. */
 int cd__link_send(cd_sessions *ss, uint64_t id, const uint8_t *bytes, size_t len);
 
-/* Closes the connection once what is queued has been written. */
-void cd__link_close(cd_sessions *ss, uint64_t id);
+/* WebSocket close codes (PROTOCOL.md §5, closing): RFC 6455's, and 4000
+ * plus a coordinator error code (4001 ENOTENROLLED ... 4005 ERATELIMITED). */
+enum {
+    CD__CLOSE_NORMAL = 1000,
+    CD__CLOSE_PROTOCOL = 1002,
+    CD__CLOSE_UNSUPPORTED = 1003,
+    CD__CLOSE_TOO_BIG = 1009,
+    CD__CLOSE_INTERNAL = 1011,
+    CD__CLOSE_APP = 4000,
+};
+
+/* Closes the connection once what is queued has been written, with a close
+ * frame of code and reason (copied; cut to 123 bytes at a character's
+ * start). */
+void cd__link_close(cd_sessions *ss, uint64_t id, unsigned code, const char *reason);
 
 /* Holds a connection's reads (a refused connection waits unread) or lets
  * them go again. */

@@ -58,14 +58,47 @@ int cd__link_send(cd_sessions *ss, uint64_t id, const uint8_t *bytes, size_t len
     return 0;
 }
 
-/* Closes the connection once what is queued has been written. */
-void cd__link_close(cd_sessions *ss, uint64_t id)
+/* Sets c's close frame: code, and reason cut to what a close frame holds
+ * (125 bytes less the code's 2) at a character's first byte. */
+static void close_with(cd__link *c, unsigned code, const char *reason)
+{
+    size_t n = strlen(reason);
+    if (n >= sizeof c->close_reason)
+        for (n = sizeof c->close_reason - 1; n > 0 && ((unsigned char)reason[n] & 0xc0) == 0x80; n--)
+            ;
+    memcpy(c->close_reason, reason, n);
+    c->close_reason[n] = '\0';
+    c->close_code = (uint16_t)code;
+}
+
+void cd__link_close(cd_sessions *ss, uint64_t id, unsigned code, const char *reason)
 {
     cd__link *c = conn_find(ss, id);
     if (c != NULL && !c->closing) {
         c->closing = true;
+        close_with(c, code, reason);
         lws_callback_on_writable(c->wsi);
     }
+}
+
+/* Ends the connection with its close frame: lws_close_reason(), then -1
+ * from a callback; lws sends the frame and waits for the node's (at most
+ * 5 s, dropping what comes before it), so the frames queued before it are
+ * not lost to a reset and the node reads the code and why rather than
+ * 1006. A writeable callback's -1 lws takes for a failed write, dropping
+ * the socket unsaid, so from there the close waits for a timer callback
+ * (close_later). */
+static int close_now(struct lws *wsi, cd__link *c)
+{
+    lws_close_reason(wsi, (enum lws_close_status)c->close_code, (unsigned char *)c->close_reason,
+        strlen(c->close_reason));
+    return -1;
+}
+
+static void close_later(struct lws *wsi, cd__link *c)
+{
+    c->shut = true;
+    lws_set_timer_usecs(wsi, 1);
 }
 
 static void frame_release(rt_msg *m)
@@ -163,7 +196,8 @@ int cd_session_lws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *u
             return 0; /* a refused frame's rest, or anything after the last word: dropped */
         if (!lws_frame_is_binary(wsi)) {
             c->bad = true; /* a text frame ends the cd__session */
-            return -1;
+            close_with(c, CD__CLOSE_UNSUPPORTED, "text frames are not part of the protocol: one msgpack value a binary frame");
+            return close_now(wsi, c);
         }
         if (c->rx_len + len + lws_remaining_packet_payload(wsi) > PR_MAX_FRAME) {
             /* Refused without parsing (PROTOCOL.md §1), as soon as the
@@ -199,6 +233,10 @@ int cd_session_lws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *u
         c = conn_find(ss, ps->id);
         if (c == NULL)
             return -1;
+        if (c->nout == 0 && c->closing && !c->shut) { /* its last frame went in an earlier turn */
+            close_later(wsi, c);
+            return 0;
+        }
         if (c->nout > 0) {
             cd__frame f = c->out[c->out_head];
             c->out_head = (c->out_head + 1) % c->out_cap;
@@ -208,19 +246,12 @@ int cd_session_lws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *u
             if (w < (int)f.len)
                 return -1;
         }
-        if (c->nout > 0)
+        if (c->nout > 0 || (c->closing && !c->shut)) /* one write a turn: the close frame in the next */
             lws_callback_on_writable(wsi);
-        else if (c->closing && !c->shut) {
-            /* A lingering close: send FIN, then read and drop what the node
-             * still sends until it closes too (at most CD__SESS_CLOSE_LINGER_S).
-             * Closed at once, a socket with unread bytes is reset, and the
-             * reset can discard the error just written before the node
-             * reads it: a node cut off for flooding would not learn why. */
-            c->shut = true;
-            shutdown(lws_get_socket_fd(wsi), SHUT_WR);
-            lws_set_timeout(wsi, PENDING_TIMEOUT_CLOSE_SEND, CD__SESS_CLOSE_LINGER_S);
-        }
         return 0;
+    case LWS_CALLBACK_TIMER:
+        c = conn_find(ss, ps->id);
+        return c != NULL && c->shut ? close_now(wsi, c) : 0;
     case LWS_CALLBACK_CLOSED:
         for (size_t i = 0; ss != NULL && i < ss->nconns; i++) {
             if (ss->conns[i].id != ps->id)

@@ -129,6 +129,10 @@ static void say_hello(node *n, const pr_msg *challenge)
     m.body.hello.version = n->version;
     m.body.hello.claim_token = n->claim_token;
     m.body.hello.checksum = n->checksum;
+    /* it reads the malformed outcome in either form (pr_outcome_read) */
+    static const char *features[] = { PR_FEATURE_MALFORMED };
+    m.body.hello.features = features;
+    m.body.hello.nfeatures = 1;
     n->host.caps(n->host.ctx, &m.body.hello.caps);
     m.body.hello.caps.max_parallel = n->nworkers;
     if (pr_hello_sign(&m.body.hello, &n->key, n->audience, (uint64_t)time(NULL), challenge->body.challenge.nonce) != 0)
@@ -255,7 +259,10 @@ static void on_frame(node *n, const bytes_msg *f)
     pr_msg m;
     int rc = pr_decode(&m, f->bytes, f->len);
     if (rc != 0) {
-        nd__say(n, ND_WARN, "bad frame from the coordinator: %s %s", sf_strerror(rc), m.err_at);
+        if (rc == PR_EUNKNOWNTYPE)
+            nd__say(n, ND_WARN, "a frame of unknown type \"%s\" from the coordinator: dropped", m.unknown_type);
+        else
+            nd__say(n, ND_WARN, "bad frame from the coordinator: %s %s", sf_strerror(rc), m.err_at);
         return;
     }
     switch (m.type) {
@@ -278,15 +285,17 @@ static void on_frame(node *n, const bytes_msg *f)
         nd__answered(n, m.id, NULL);
         for (uint32_t i = 0; i < m.body.complete_ack.noutcomes; i++) {
             const pr_outcome *o = &m.body.complete_ack.outcomes[i];
-            if (o->outcome == PR_OUTCOME_ACCEPTED)
+            const char *why;
+            pr_outcome_kind kind = pr_outcome_read(o, &why);
+            if (kind == PR_OUTCOME_ACCEPTED)
                 n->accepted++;
             else
                 n->rejected++;
             /* dropped as a stale one is (the chunk is gone from here
              * already), but a malformed result is this node's fault: say so */
-            if (o->outcome == PR_OUTCOME_MALFORMED)
+            if (kind == PR_OUTCOME_MALFORMED)
                 nd__say(n, ND_WARN, "job %llu chunk %llu: the coordinator refused the result as malformed: %s",
-                    (unsigned long long)m.body.complete_ack.job, (unsigned long long)o->chunk, o->reason);
+                    (unsigned long long)m.body.complete_ack.job, (unsigned long long)o->chunk, why);
         }
         nd__settle(n);
         break;

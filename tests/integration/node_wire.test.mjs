@@ -565,14 +565,15 @@ test('a stale result from before a restart leaves the new claim of its chunk id 
   }
 });
 
-test('a malformed result is answered malformed with its reason, and its claim stays for a good one', async () => {
-  // One chunk of 1,000 items (speeds unknown: the smallest chunks). Against
-  // its claim the node sends a result short of one item, a result for a
-  // range one item shorter than the claim's, and one computed with another
-  // work context; each is answered "stale" with a `malformed` reason (a node
-  // that predates the outcome drops the chunk), logged, and counted for the
-  // node and in /metrics. Then the good result is accepted under the same
-  // token: a malformed result does not end the claim.
+// One chunk of 1,000 items (speeds unknown: the smallest chunks). Against
+// its claim the node sends a result short of one item, a result for a
+// range one item shorter than the claim's, and one computed with another
+// work context; each is answered malformed with its reason (the outcome
+// "malformed" with `reason` to a node that announced the feature, "stale"
+// with `malformed` to one that did not: it drops the chunk as stale),
+// logged, and counted for the node and in /metrics. Then the good result is
+// accepted under the same token: a malformed result does not end the claim.
+async function malformedResults(features) {
   const items = 1000, seed = 31;
   const harness = path.join(build, 'tests/wasm/node_actor');
   const srv = await serve(pg.url, { extra: ['--open-enrolment'] });
@@ -594,8 +595,20 @@ test('a malformed result is answered malformed with its reason, and its claim st
     assert.equal(ack.body.outcomes[0].chunk, c.chunk);
     return ack.body.outcomes[0];
   };
+  // the outcome as this node is told it, with its reason
+  const told = (o, why) => {
+    if (features) {
+      assert.equal(o.outcome, 'malformed', 'its own outcome, to a node that announced it');
+      assert.equal(o.reason, why);
+      assert.equal(o.malformed, undefined);
+    } else {
+      assert.equal(o.outcome, 'stale', 'on the wire as stale, for nodes that do not know malformed');
+      assert.equal(o.malformed, why);
+      assert.equal(o.reason, undefined);
+    }
+  };
   try {
-    await n.hello({ cores: 1, maxParallel: 1 });
+    await n.hello({ cores: 1, maxParallel: 1, features });
     const was = await metrics(srv);
     // An open enrolment's node is public: the job names that tier.
     const r = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed,
@@ -609,17 +622,14 @@ test('a malformed result is answered malformed with its reason, and its claim st
     beat = setInterval(() => n.heartbeat([c.chunk]), 1000);
 
     const short = await answer(c, { data: await data(c.start, c.count - 1) });
-    assert.equal(short.outcome, 'stale', 'on the wire as stale, for nodes that do not know malformed');
-    assert.equal(short.malformed, 'the result does not decode or does not match its chunk');
+    told(short, 'the result does not decode or does not match its chunk');
 
     const range = await answer(c, { count: c.count - 1, data: await data(c.start, c.count - 1) });
-    assert.equal(range.outcome, 'stale');
-    assert.equal(range.malformed, `range differs from the claim's: items 0+${items - 1}, the claim is 0+${items}`);
+    told(range, `range differs from the claim's: items 0+${items - 1}, the claim is 0+${items}`);
 
     const good = await data(c.start, c.count);
     const context = await answer(c, { data: good }, Buffer.alloc(32, 7));
-    assert.equal(context.outcome, 'stale');
-    assert.equal(context.malformed, 'work context differs from the job\'s');
+    told(context, 'work context differs from the job\'s');
 
     const live = (await call(srv, 'GET', `/api/nodes/${n.nodeId}`)).json;
     assert.equal(live.malformed, 3, JSON.stringify(live));
@@ -637,6 +647,7 @@ test('a malformed result is answered malformed with its reason, and its claim st
     const ok = await answer(c, { data: good });
     assert.equal(ok.outcome, 'accepted', 'the good result is still taken under the same claim');
     assert.equal(ok.malformed, undefined);
+    assert.equal(ok.reason, undefined);
     const job = await jobDone(srv, id);
     sameBits(job, await localRun(items, seed));
     assert.equal((await call(srv, 'GET', `/api/nodes/${n.nodeId}`)).json.chunks_done, 1);
@@ -645,4 +656,10 @@ test('a malformed result is answered malformed with its reason, and its claim st
     await n.close();
     await srv.stop();
   }
-});
+}
+
+test('a malformed result is answered malformed with its reason, and its claim stays for a good one', () =>
+  malformedResults(['malformed']));
+
+test('a node that announces no features is told a malformed result as stale, with the reason beside it', () =>
+  malformedResults(undefined));

@@ -169,10 +169,13 @@ export function canonical(ts, host, path, body) {
 
 // The body of a hello answering a challenge nonce.
 export function helloBody(key, host, nonce, { ts = Math.floor(Date.now() / 1000), version = 'nodeproto',
-  claimToken, cores = 1, maxParallel = 1, backends = [] } = {}) {
+  claimToken, cores = 1, maxParallel = 1, backends = [], features } = {}) {
+  // features (PROTOCOL.md §2): e.g. ['malformed'] to be told a malformed
+  // result as its own outcome; absent, a node of the first four outcomes
   return {
     pk: key.pk, ts, sig: key.sign(canonical(ts, host, '/v1/node/hello', nonce)), version,
     claim_token: claimToken, caps: { cores, max_parallel: maxParallel, os: 'linux', arch: 'x86_64', backends },
+    features,
   };
 }
 
@@ -226,7 +229,7 @@ export function clientFrame(data, { opcode = OP.binary, fin = true, mask = crypt
 // after the 101, to a link:
 // frames (every data message received, {opcode, data}), send(bytes, opcode),
 // raw(bytes) (straight onto the socket), close(), closed (a promise of the
-// close code, or 1006 when the connection ended without one) and
+// close code, or 1006 when the connection ended without one; closeReason the close frame's text) and
 // wait(pred, what, ms) (resolves to the first frame pred accepts, at the
 // deadline rejects).
 export function connect(port, { path = '/ws/node', protocol = 'simfarm.node.v1', timeoutMs = 10000, from,
@@ -234,7 +237,7 @@ export function connect(port, { path = '/ws/node', protocol = 'simfarm.node.v1',
   return new Promise((resolve, reject) => {
     const sock = net.connect({ port, host: '127.0.0.1', localAddress: from });
     const key = crypto.randomBytes(16).toString('base64');
-    const link = { frames: [], closeCode: null, sock };
+    const link = { frames: [], closeCode: null, closeReason: null, sock };
     const waiters = new Set();
     let buf = Buffer.alloc(0), upgraded = false, parts = [], partOp = 0;
     let closedResolve;
@@ -290,6 +293,7 @@ export function connect(port, { path = '/ws/node', protocol = 'simfarm.node.v1',
         if (op === OP.ping) write(OP.pong, data);
         else if (op === OP.close) {
           link.closeCode = data.length >= 2 ? data.readUInt16BE(0) : 1005;
+          link.closeReason = data.subarray(2).toString('utf8');
           write(OP.close, data.subarray(0, 2));
           sock.end();
         } else if (op !== OP.pong) {

@@ -108,9 +108,10 @@ Test(proto_codec, round_trip_every_type)
     pr_device_stat ds[1] = { { "gpu0", 500, 1, 2 } };
     uint64_t ids[2] = { 1, UINT64_MAX };
     pr_chunk ch[1] = { { 9, { 1 }, 10, 20, 30, 2, 1 } };
-    pr_outcome oc[5] = { { 1, PR_OUTCOME_ACCEPTED, NULL }, { 2, PR_OUTCOME_IDEMPOTENT, NULL },
-        { 3, PR_OUTCOME_CONFLICT, NULL }, { 4, PR_OUTCOME_STALE, NULL },
-        { 5, PR_OUTCOME_MALFORMED, "result covers 3 items, the chunk has 5" } };
+    pr_outcome oc[6] = { { 1, PR_OUTCOME_ACCEPTED, NULL, NULL }, { 2, PR_OUTCOME_IDEMPOTENT, NULL, NULL },
+        { 3, PR_OUTCOME_CONFLICT, NULL, NULL }, { 4, PR_OUTCOME_STALE, NULL, NULL },
+        { 5, PR_OUTCOME_MALFORMED, "result covers 3 items, the chunk has 5", NULL },
+        { 6, PR_OUTCOME_STALE, NULL, "result covers 3 items, the chunk has 6" } };
     uint8_t payload[3] = { 0x80 };
     crypto_hash_sha256(h, ctxb, sizeof ctxb);
 
@@ -139,7 +140,7 @@ Test(proto_codec, round_trip_every_type)
         case PR_MSG_COMPLETE:
             /* An empty batch map: decodes as long as the required fields... */
             continue; /* covered by test_proto_sign.c, which seals real batches */
-        case PR_MSG_COMPLETE_ACK: m.body.complete_ack = (pr_complete_ack){ 4, true, oc, 5 }; break;
+        case PR_MSG_COMPLETE_ACK: m.body.complete_ack = (pr_complete_ack){ 4, true, oc, 6 }; break;
         case PR_MSG_CANCEL: m.body.cancel = (pr_cancel){ 4, ids, 2, "why" }; break;
         case PR_MSG_CONFIG: m.body.config = (pr_config){ 3, 4, true }; break;
         case PR_MSG_ERROR: m.body.error = (pr_error_body){ -27, "bad signature" }; break;
@@ -526,9 +527,9 @@ static pr_msg ack_msg(pr_outcome *oc, uint32_t n)
     return m;
 }
 
-/* complete_ack {job 77, outcomes: [{chunk 9, outcome, malformed: reason (n
+/* complete_ack {job 77, outcomes: [{chunk 9, outcome, KEY: reason (n
  * bytes; none when NULL)}]} made by hand, decoded into *m. */
-static int ack_with(const char *outcome, const char *reason, size_t n, pr_msg *m)
+static int ack_keyed(const char *outcome, const char *key, const char *reason, size_t n, pr_msg *m)
 {
     mp w;
     mp_envelope(&w, "complete_ack", 2);
@@ -538,70 +539,100 @@ static int ack_with(const char *outcome, const char *reason, size_t n, pr_msg *m
     mp_str(&w, "chunk"), msgpack_pack_uint8(&w.pk, 9);
     mp_str(&w, "outcome"), mp_str(&w, outcome);
     if (reason) {
-        mp_str(&w, "malformed");
+        mp_str(&w, key);
         msgpack_pack_str(&w.pk, n);
         msgpack_pack_str_body(&w.pk, reason, n);
     }
     return mp_decode(&w, m);
 }
 
-Test(proto_codec, malformed_travels_as_stale_with_its_reason)
+/* The older form: the reason under `malformed`. */
+static int ack_with(const char *outcome, const char *reason, size_t n, pr_msg *m)
 {
-    pr_outcome oc[2] = { { 8, PR_OUTCOME_STALE, NULL }, { 9, PR_OUTCOME_MALFORMED, "range differs" } };
-    pr_msg m = ack_msg(oc, 2), out;
+    return ack_keyed(outcome, "malformed", reason, n, m);
+}
+
+/* Outcome i of the encoded complete_ack f: its map (checked to hold the
+ * outcome string want). */
+static const msgpack_object_map *ack_entry(const msgpack_unpacked *u, uint32_t i, const char *want)
+{
+    const msgpack_object *body = &u->data.via.map.ptr[4].val;
+    const msgpack_object *list = &body->via.map.ptr[1].val;
+    const msgpack_object_map *e = &list->via.array.ptr[i].via.map;
+    cr_assert_eq(e->ptr[1].val.via.str.size, strlen(want));
+    cr_assert_arr_eq(e->ptr[1].val.via.str.ptr, want, strlen(want));
+    return e;
+}
+
+Test(proto_codec, malformed_travels_in_the_form_the_node_reads)
+{
+    pr_outcome oc[3] = { { 8, PR_OUTCOME_STALE, NULL, NULL } };
+    pr_outcome_malformed(&oc[1], 9, "range differs", false);
+    pr_outcome_malformed(&oc[2], 10, "range differs", true);
+    pr_msg m = ack_msg(oc, 3), out;
     size_t len;
     uint8_t *f = encode_ok(&m, &len);
-    /* What a reader that knows only the four outcomes sees: "stale" for
-     * both, and a key it ignores beside the second. */
+    /* A node without the feature sees "stale" and a key it ignores; one
+     * with it, the outcome "malformed" and its reason. */
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
     cr_assert_eq(msgpack_unpack_next(&u, (const char *)f, len, NULL), MSGPACK_UNPACK_SUCCESS);
-    const msgpack_object *body = &u.data.via.map.ptr[4].val;
-    const msgpack_object *list = &body->via.map.ptr[1].val;
-    cr_assert_eq(list->via.array.size, 2);
-    for (int i = 0; i < 2; i++) {
-        const msgpack_object_map *e = &list->via.array.ptr[i].via.map;
-        cr_assert_eq(e->size, (uint32_t)(2 + i), "only a malformed outcome has the third key");
-        cr_assert_eq(e->ptr[1].val.via.str.size, 5);
-        cr_assert_arr_eq(e->ptr[1].val.via.str.ptr, "stale", 5);
-    }
-    const msgpack_object_kv *r = &list->via.array.ptr[1].via.map.ptr[2];
-    cr_assert_eq(r->key.via.str.size, 9);
-    cr_assert_arr_eq(r->key.via.str.ptr, "malformed", 9);
+    cr_assert_eq(ack_entry(&u, 0, "stale")->size, 2);
+    const msgpack_object_map *old = ack_entry(&u, 1, "stale");
+    cr_assert_eq(old->size, 3);
+    cr_assert_eq(old->ptr[2].key.via.str.size, 9);
+    cr_assert_arr_eq(old->ptr[2].key.via.str.ptr, "malformed", 9);
+    const msgpack_object_map *own = ack_entry(&u, 2, "malformed");
+    cr_assert_eq(own->size, 3);
+    cr_assert_eq(own->ptr[2].key.via.str.size, 6);
+    cr_assert_arr_eq(own->ptr[2].key.via.str.ptr, "reason", 6);
     msgpack_unpacked_destroy(&u);
     free(f);
 
     round_trip(&m, &out);
-    cr_assert_eq(out.body.complete_ack.outcomes[0].outcome, PR_OUTCOME_STALE);
-    cr_assert_null(out.body.complete_ack.outcomes[0].reason);
-    cr_assert_eq(out.body.complete_ack.outcomes[1].outcome, PR_OUTCOME_MALFORMED);
-    cr_assert_str_eq(out.body.complete_ack.outcomes[1].reason, "range differs");
+    const char *why;
+    cr_assert_eq(pr_outcome_read(&out.body.complete_ack.outcomes[0], &why), PR_OUTCOME_STALE);
+    cr_assert_null(why);
+    for (int i = 1; i < 3; i++) {
+        cr_assert_eq(pr_outcome_read(&out.body.complete_ack.outcomes[i], &why), PR_OUTCOME_MALFORMED);
+        cr_assert_str_eq(why, "range differs");
+    }
+    cr_assert_eq(out.body.complete_ack.outcomes[1].outcome, PR_OUTCOME_STALE, "each form decodes as it travels");
+    cr_assert_eq(out.body.complete_ack.outcomes[2].outcome, PR_OUTCOME_MALFORMED);
     pr_msg_free(&out);
 }
 
 Test(proto_codec, malformed_reason_is_bounded)
 {
     char s[PR_MAX_REASON + 2];
+    const char *why;
     pr_msg m;
     memset(s, 'r', sizeof s);
-    cr_assert_eq(ack_with("stale", s, PR_MAX_REASON, &m), 0, "%s", m.err_at);
-    cr_assert_eq(m.body.complete_ack.outcomes[0].outcome, PR_OUTCOME_MALFORMED);
-    cr_assert_eq(strlen(m.body.complete_ack.outcomes[0].reason), PR_MAX_REASON);
-    pr_msg_free(&m);
-    cr_assert_eq(ack_with("stale", s, PR_MAX_REASON + 1, &m), PR_ESTRLEN);
-    cr_assert_str_eq(m.err_at, "body.outcomes[0].malformed");
-    cr_assert_eq(ack_with("stale", "\xc0\xaf", 2, &m), PR_EUTF8);
+    for (int own = 0; own < 2; own++) {
+        const char *outcome = own ? "malformed" : "stale", *key = own ? "reason" : "malformed";
+        cr_assert_eq(ack_keyed(outcome, key, s, PR_MAX_REASON, &m), 0, "%s", m.err_at);
+        cr_assert_eq(pr_outcome_read(&m.body.complete_ack.outcomes[0], &why), PR_OUTCOME_MALFORMED);
+        cr_assert_eq(strlen(why), PR_MAX_REASON);
+        pr_msg_free(&m);
+        cr_assert_eq(ack_keyed(outcome, key, s, PR_MAX_REASON + 1, &m), PR_ESTRLEN);
+        cr_assert_str_eq(m.err_at, own ? "body.outcomes[0].reason" : "body.outcomes[0].malformed");
+        cr_assert_eq(ack_keyed(outcome, key, "\xc0\xaf", 2, &m), PR_EUTF8);
+    }
 
     s[PR_MAX_REASON + 1] = '\0';
-    pr_outcome oc[1] = { { 9, PR_OUTCOME_MALFORMED, s } };
-    pr_msg a = ack_msg(oc, 1);
-    uint8_t *f = NULL;
-    size_t len;
-    cr_assert_eq(pr_encode(&a, &f, &len), PR_ESTRLEN, "the encoder refuses a reason past the bound");
-    cr_assert_null(f);
-    s[PR_MAX_REASON] = '\0';
-    f = encode_ok(&a, &len);
-    free(f);
+    pr_outcome oc[1];
+    for (int own = 0; own < 2; own++) {
+        pr_outcome_malformed(&oc[0], 9, s, own);
+        pr_msg a = ack_msg(oc, 1);
+        uint8_t *f = NULL;
+        size_t len;
+        cr_assert_eq(pr_encode(&a, &f, &len), PR_ESTRLEN, "the encoder refuses a reason past the bound");
+        cr_assert_null(f);
+        s[PR_MAX_REASON] = '\0';
+        f = encode_ok(&a, &len);
+        free(f);
+        s[PR_MAX_REASON] = 'r';
+    }
 }
 
 Test(proto_codec, malformed_needs_its_reason_and_only_it_has_one)
@@ -611,10 +642,14 @@ Test(proto_codec, malformed_needs_its_reason_and_only_it_has_one)
     cr_assert_eq(ack_with("accepted", "why", 3, &m), PR_EENUM, "a reason beside another outcome");
     cr_assert_str_eq(m.err_at, "body.outcomes[0]");
     cr_assert_eq(ack_with("conflict", "why", 3, &m), PR_EENUM);
-    cr_assert_eq(ack_with("malformed", "why", 3, &m), PR_EENUM, "the new outcome never travels under its own name");
+    cr_assert_eq(ack_with("malformed", "why", 3, &m), PR_EENUM, "`malformed` goes beside stale only");
+    cr_assert_eq(ack_keyed("stale", "reason", "why", 3, &m), PR_EENUM, "`reason` goes beside malformed only");
+    cr_assert_eq(ack_keyed("accepted", "reason", "why", 3, &m), PR_EENUM);
+    cr_assert_eq(ack_keyed("malformed", "reason", NULL, 0, &m), PR_EMISSING, "malformed without its reason");
+    cr_assert_eq(ack_keyed("malformed", "reason", "", 0, &m), PR_EMISSING);
     cr_assert_eq(ack_with("stale", "", 0, &m), 0, "an empty reason is none");
     cr_assert_eq(m.body.complete_ack.outcomes[0].outcome, PR_OUTCOME_STALE);
-    cr_assert_null(m.body.complete_ack.outcomes[0].reason);
+    cr_assert_null(m.body.complete_ack.outcomes[0].malformed);
     pr_msg_free(&m);
     cr_assert_eq(ack_with("stale", NULL, 0, &m), 0);
     cr_assert_eq(m.body.complete_ack.outcomes[0].outcome, PR_OUTCOME_STALE);
@@ -623,18 +658,52 @@ Test(proto_codec, malformed_needs_its_reason_and_only_it_has_one)
     /* from the encoder */
     uint8_t *f = NULL;
     size_t len;
-    pr_outcome oc[1] = { { 9, PR_OUTCOME_MALFORMED, NULL } };
+    pr_outcome oc[1] = { { 9, PR_OUTCOME_MALFORMED, NULL, NULL } };
     pr_msg a = ack_msg(oc, 1);
     cr_assert_eq(pr_encode(&a, &f, &len), PR_EMISSING, "malformed without a reason");
     oc[0].reason = "";
     cr_assert_eq(pr_encode(&a, &f, &len), PR_EMISSING);
-    oc[0] = (pr_outcome){ 9, PR_OUTCOME_STALE, "why" };
-    cr_assert_eq(pr_encode(&a, &f, &len), PR_EINVAL, "a reason with stale would decode as malformed");
-    oc[0] = (pr_outcome){ 9, PR_OUTCOME_ACCEPTED, "why" };
+    oc[0] = (pr_outcome){ 9, PR_OUTCOME_MALFORMED, "why", "why" };
+    cr_assert_eq(pr_encode(&a, &f, &len), PR_EINVAL, "both forms at once");
+    oc[0] = (pr_outcome){ 9, PR_OUTCOME_STALE, "why", NULL };
+    cr_assert_eq(pr_encode(&a, &f, &len), PR_EINVAL, "a reason with stale would decode as nothing known");
+    oc[0] = (pr_outcome){ 9, PR_OUTCOME_ACCEPTED, NULL, "why" };
     cr_assert_eq(pr_encode(&a, &f, &len), PR_EINVAL);
-    oc[0] = (pr_outcome){ 9, PR_OUTCOME_MALFORMED + 1, NULL };
+    oc[0] = (pr_outcome){ 9, PR_OUTCOME_MALFORMED + 1, NULL, NULL };
     cr_assert_eq(pr_encode(&a, &f, &len), PR_EENUM);
     cr_assert_null(f);
+}
+
+Test(proto_codec, hello_features)
+{
+    static const char *feats[] = { "malformed", "a-later-one" };
+    pr_msg m, out;
+    memset(&m, 0, sizeof m);
+    m.type = PR_MSG_HELLO;
+    m.body.hello.version = "t";
+    m.body.hello.features = feats;
+    m.body.hello.nfeatures = 2;
+    round_trip(&m, &out);
+    cr_assert_eq(out.body.hello.nfeatures, 2);
+    cr_assert(pr_hello_has_feature(&out.body.hello, PR_FEATURE_MALFORMED));
+    cr_assert(!pr_hello_has_feature(&out.body.hello, "another"));
+    pr_msg_free(&out);
+    m.body.hello.nfeatures = 0;
+    round_trip(&m, &out);
+    cr_assert(!pr_hello_has_feature(&out.body.hello, PR_FEATURE_MALFORMED), "none announced: the older form");
+    pr_msg_free(&out);
+
+    char longname[PR_MAX_FEATURE_LEN + 2];
+    memset(longname, 'f', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    const char *bad[] = { longname };
+    m.body.hello.features = bad;
+    m.body.hello.nfeatures = 1;
+    uint8_t *f = NULL;
+    size_t len;
+    cr_assert_eq(pr_encode(&m, &f, &len), PR_ESTRLEN);
+    m.body.hello.nfeatures = PR_MAX_FEATURES + 1;
+    cr_assert_eq(pr_encode(&m, &f, &len), PR_ECOUNT);
 }
 
 Test(proto_codec, encoder_refuses_what_the_decoder_would)

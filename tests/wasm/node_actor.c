@@ -16,7 +16,9 @@
  *     once; a worker past the new count finishes its chunk and gets no
  *     other), chunks of a job whose context does not open (dropped, so
  *     that their leases end), a drain;
- *   - the kernels: each chunk's result bytes in hex.
+ *   - the kernels: each chunk's result bytes in hex;
+ *   - the malformed outcome in both its forms (chunks 15 and 16), each
+ *     logged by the node with its reason.
  *
  * Other modes, for the browser tests and the benchmark:
  *   node_actor sim KERNEL PARAMS_JSON ITEMS SEED
@@ -153,6 +155,7 @@ static void on_hello(const pr_msg *m)
     printf("hello version '%s', cores %u, max_parallel %u, backends %u, claim token %s\n", h->version,
         h->caps.cores, h->caps.max_parallel, h->caps.nbackends, h->claim_token ? h->claim_token : "none");
     hex("hello pk", h->pk, 32);
+    printf("hello reads the outcome malformed: %s\n", pr_hello_has_feature(h, PR_FEATURE_MALFORMED) ? "yes" : "no");
     memcpy(F.pk, h->pk, 32);
     pr_msg w = { .type = PR_MSG_WELCOME };
     w.body.welcome = (pr_welcome){ .node_id = 7, .heartbeat_ms = 60000 };
@@ -204,8 +207,13 @@ static void on_complete(const pr_msg *m)
         printf("signed again, later: %s\n", c->ts > F.refused_ts ? "yes" : "no");
     pr_outcome out[4];
     uint32_t n = b->nresults < 4 ? b->nresults : 4;
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t i = 0; i < n; i++) {
         out[i] = (pr_outcome){ .chunk = b->results[i].chunk, .outcome = PR_OUTCOME_ACCEPTED };
+        /* both forms of the malformed outcome: the node logs each reason */
+        if (out[i].chunk == 15 || out[i].chunk == 16)
+            pr_outcome_malformed(&out[i], out[i].chunk, out[i].chunk == 15 ? "test: the stale form" : "test: its own",
+                out[i].chunk == 16);
+    }
     pr_msg a = { .type = PR_MSG_COMPLETE_ACK };
     a.body.complete_ack = (pr_complete_ack){ .job = b->job, .outcomes = out, .noutcomes = n };
     deliver(&a, m->id);

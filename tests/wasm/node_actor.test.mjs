@@ -86,6 +86,10 @@ test('the transcript shows signatures, the state machine and the results', async
   // The work context is fetched once: later chunks of the job, in later
   // sessions too, use the cached one.
   assert.equal(count(/^ctx_req job 3, hash ok$/mg), 1, 'one ctx_req');
+  // It announces the malformed outcome, and reads it in both forms.
+  assert.equal(count(/^hello reads the outcome malformed: yes$/mg), 3);
+  assert.match(out, /^log warn job 3 chunk 15: the coordinator refused the result as malformed: test: the stale form$/m);
+  assert.match(out, /^log warn job 3 chunk 16: the coordinator refused the result as malformed: test: its own$/m);
 });
 
 test('the browser bundle computes a chunk to the native bytes', async () => {

@@ -50,6 +50,7 @@ function read(buf) {
       case 0xc4: return bytes(Number(uint(1)));
       case 0xc5: return bytes(Number(uint(2)));
       case 0xc6: return bytes(Number(uint(4)));
+      case 0xcb: return { f64: bytes(8).readDoubleBE(0) };
       case 0xcc: return uint(1);
       case 0xcd: return uint(2);
       case 0xce: return uint(4);
@@ -101,6 +102,7 @@ function write(v) {
       else { out.push(0xd3); be(BigInt.asUintN(64, x), 8); }
     } else if (Buffer.isBuffer(x)) { head(x.length, null, 0, 0xc4, 0xc5, 0xc6); out.push(...x); }
     else if (Array.isArray(x)) { head(x.length, 0x90, 15, null, 0xdc, 0xdd); x.forEach(w); }
+    else if ('f64' in x) { out.push(0xcb); const b = Buffer.alloc(8); b.writeDoubleBE(x.f64); out.push(...b); }
     else if ('str' in x) { const b = Buffer.from(x.str, 'utf8'); head(b.length, 0xa0, 31, 0xd9, 0xda, 0xdb); out.push(...b); }
     else { head(x.map.length, 0x80, 15, null, 0xde, 0xdf); for (const [k, val] of x.map) { w(k); w(val); } }
   })(v);
@@ -132,21 +134,51 @@ test('every good vector is canonical msgpack by an independent writer', () => {
     const env = read(frame);
     assert.deepEqual(env.map.map(([k]) => k.str), ['v', 'type', 'id', 'ts', 'body'], name);
     assert.equal(get(env, 'v'), 1n);
-    assert.equal(get(env, 'type').str, name.replace(/_(browser|tampered|malformed)$/, ''), name);
+    assert.equal(get(env, 'type').str, name.replace(/_(browser|tampered|malformed|malformed_stale)$/, ''), name);
     assert.ok(write(env).equals(frame), `${name}: not in canonical form`);
     n++;
   }
   assert.ok(n >= 13);
 });
 
-test('a malformed outcome reads as stale, with its reason beside it, to a reader of the four outcomes', () => {
-  const outcomes = get(get(read(frames.get('complete_ack_malformed')), 'body'), 'outcomes');
-  const [ok, bad] = outcomes;
+test('the malformed outcome: its own value with a reason to a node that announced it, stale to one that did not', () => {
+  const hello = get(read(frames.get('hello')), 'body');
+  assert.deepEqual(get(hello, 'features').map((f) => f.str), ['malformed'], 'the node announces the feature');
+  assert.equal(get(get(read(frames.get('hello_browser')), 'body'), 'features'), undefined);
+
+  const [ok, bad] = get(get(read(frames.get('complete_ack_malformed')), 'body'), 'outcomes');
   assert.equal(get(ok, 'outcome').str, 'accepted');
-  assert.equal(get(ok, 'malformed'), undefined);
-  assert.equal(get(bad, 'outcome').str, 'stale');
-  const why = get(bad, 'malformed').str;
+  assert.equal(get(ok, 'reason'), undefined);
+  assert.equal(get(bad, 'outcome').str, 'malformed');
+  assert.equal(get(bad, 'malformed'), undefined);
+  const why = get(bad, 'reason').str;
   assert.ok(why.length > 0 && Buffer.byteLength(why) <= 200, why);
+
+  const [, old] = get(get(read(frames.get('complete_ack_malformed_stale')), 'body'), 'outcomes');
+  assert.equal(get(old, 'outcome').str, 'stale', 'a reader of the four outcomes drops it as stale');
+  assert.equal(get(old, 'reason'), undefined);
+  assert.equal(get(old, 'malformed').str, why);
+});
+
+// PROTOCOL.md, ctx: the bytes are a msgpack map {kernel, seed, params} (and
+// variants, every for jobs of several parameter sets), canonical as the
+// envelope is, and its SHA-256 is the hash that assign and ctx_req carry.
+test('the work context is what the specification says', () => {
+  const body = get(read(frames.get('ctx')), 'body');
+  const bytes = get(body, 'bytes');
+  const ctx = read(bytes);
+  assert.ok(write(ctx).equals(bytes), 'canonical msgpack');
+  assert.deepEqual(ctx.map.map(([k]) => k.str), ['kernel', 'seed', 'params']);
+  assert.equal(get(ctx, 'kernel').str, get(get(read(frames.get('assign')), 'body'), 'kernel').str);
+  assert.equal(get(ctx, 'seed'), 1n);
+  const params = get(ctx, 'params');
+  assert.deepEqual(params.map.map(([k]) => k.str), ['style', 'type', 'S0', 'K', 'r', 'sigma', 'T'],
+    'the submission\'s params in their order');
+  assert.equal(get(params, 'S0'), 100n, 'a whole number is an integer');
+  assert.deepEqual(get(params, 'sigma'), { f64: 0.2 }, 'a number with a fraction is a float64');
+  const hash = crypto.createHash('sha256').update(bytes).digest();
+  assert.ok(hash.equals(get(body, 'hash')));
+  assert.ok(hash.equals(get(get(read(frames.get('assign')), 'body'), 'ctx_hash')));
 });
 
 test('signatures verify from the specification alone', () => {

@@ -9,6 +9,10 @@
  *   proto_vectors gen            prints tests/vectors/proto.vec (how the
  *                                committed vectors were made)
  *
+ * The work context (vector "ctx") is a real one, made as the coordinator
+ * makes a job's (sim_ctx_encode over the submission's params), and the
+ * transcript says whether it opens as a node opens it (sim_work_open).
+ *
  * Signed vectors use the fixed test key (RFC 8032 section 7.1 TEST 1 seed),
  * host "farm.example.org", and are verified with the receiver's clock equal
  * to their own ts.
@@ -18,8 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "proto/msg.h"
 #include "proto/sign.h"
+#include "sim/ctx.h"
 
 #define HOST "farm.example.org"
 #define TEST_SEED "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60"
@@ -90,6 +96,16 @@ static int check_one(const pr_key *k, const char *name, const char *hex)
         rc = pr_complete_verify(&m.body.complete, k->pk, sizeof k->pk, HOST,
             m.body.complete.ts, NULL);
         printf("%s.verify %s\n", name, pr_errname(rc));
+    } else if (m.type == PR_MSG_CTX) {
+        sim_work w;
+        char err[256] = "";
+        rc = sim_work_open(&w, m.body.ctx.bytes.ptr, m.body.ctx.bytes.len, err, sizeof err);
+        if (rc == 0) {
+            printf("%s.ctx_opens yes variants=%u every=%s\n", name, (unsigned)w.n, w.every ? "true" : "false");
+            sim_work_close(&w);
+        } else {
+            printf("%s.ctx_opens no: %s\n", name, err);
+        }
     } else if (m.type == PR_MSG_HELLO) {
         /* The nonce the coordinator sent in the vector named "challenge". */
         uint8_t nonce[PR_NONCE_BYTES];
@@ -139,15 +155,27 @@ static void fill(uint8_t *p, size_t n, uint8_t first)
         p[i] = (uint8_t)(first + i);
 }
 
+/* Job 77's work context: an option job of seed 1 with these params, as
+ * the coordinator encodes a submission's (PROTOCOL.md, ctx). */
+#define CTX_PARAMS "{\"style\":\"european\",\"type\":\"call\",\"S0\":100,\"K\":105,\"r\":0.05,\"sigma\":0.2,\"T\":1}"
+
 static int gen(const pr_key *k)
 {
-    static const uint8_t ctx_bytes[] = "{\"kernel\":\"option\",\"style\":\"european\",\"s0\":100,\"k\":105}";
+    msgpack_sbuffer params, ctx;
     uint8_t ctx_hash[32], *payload = NULL, *frame = NULL;
     size_t len = 0;
     pr_msg m;
     int rc = 0;
 
-    crypto_hash_sha256(ctx_hash, ctx_bytes, sizeof ctx_bytes - 1);
+    msgpack_sbuffer_init(&params);
+    msgpack_sbuffer_init(&ctx);
+    if (sf_json_to_msgpack(CTX_PARAMS, strlen(CTX_PARAMS), &params, NULL, 0) != 0)
+        return -1;
+    sim_ctx_encode(&ctx, "option", 1, params.data, params.size);
+    msgpack_sbuffer_destroy(&params);
+    const uint8_t *ctx_bytes = (const uint8_t *)ctx.data;
+    size_t ctx_len = ctx.size;
+    crypto_hash_sha256(ctx_hash, ctx_bytes, ctx_len);
     printf("# tests/vectors/proto.vec — golden frames of the simfarm wire protocol, v%d.\n", PR_VERSION);
     printf("# Made by `build/tests/wasm/proto_vectors gen`; checked by tests/unit/test_proto_vectors.c\n");
     printf("# (native) and tests/wasm/proto_vectors.test.mjs (native and emcc builds).\n");
@@ -175,9 +203,12 @@ static int gen(const pr_key *k)
     m.body.hello.version = "simfarm-node 0.1.0";
     m.body.hello.claim_token = "enrol-7f3a9c";
     m.body.hello.caps = (pr_caps){ 8, 6, "linux", "x86_64", NULL, be, 2 };
+    static const char *features[] = { PR_FEATURE_MALFORMED };
+    m.body.hello.features = features, m.body.hello.nfeatures = 1;
     if ((rc = pr_hello_sign(&m.body.hello, k, HOST, TS, nonce)) != 0)
         return rc;
-    if ((rc = emit_msg("hello", "node -> coordinator: hello answering the challenge, enrolling with a claim token; signed", &m)) != 0)
+    if ((rc = emit_msg("hello", "node -> coordinator: hello answering the challenge, enrolling with a claim token, "
+             "reading the outcome \"malformed\"; signed", &m)) != 0)
         return rc;
 
     memset(&m, 0, sizeof m);
@@ -235,8 +266,15 @@ static int gen(const pr_key *k)
     m.type = PR_MSG_CTX, m.id = 4, m.ts = TS_MS + 6150;
     m.body.ctx.job = 77;
     memcpy(m.body.ctx.hash, ctx_hash, 32);
-    m.body.ctx.bytes = (pr_bytes){ ctx_bytes, sizeof ctx_bytes - 1 };
-    if ((rc = emit_msg("ctx", "coordinator -> node: the work context (hash = SHA-256 of the bytes)", &m)) != 0)
+    m.body.ctx.bytes = (pr_bytes){ ctx_bytes, (uint32_t)ctx_len };
+    rc = emit_msg("ctx", "coordinator -> node: the work context {kernel: \"option\", seed: 1, params: " CTX_PARAMS
+        "} (hash = SHA-256 of the bytes)", &m);
+    printf("# bytes ");
+    for (size_t i = 0; i < ctx_len; i++)
+        printf("%02x", ctx_bytes[i]);
+    printf("\n");
+    msgpack_sbuffer_destroy(&ctx);
+    if (rc != 0)
         return rc;
 
     memset(&m, 0, sizeof m);
@@ -286,20 +324,26 @@ static int gen(const pr_key *k)
         return rc;
 
     memset(&m, 0, sizeof m);
-    pr_outcome oc[2] = { { 700, PR_OUTCOME_ACCEPTED, NULL }, { 701, PR_OUTCOME_IDEMPOTENT, NULL } };
+    pr_outcome oc[2] = { { 700, PR_OUTCOME_ACCEPTED, NULL, NULL }, { 701, PR_OUTCOME_IDEMPOTENT, NULL, NULL } };
     m.type = PR_MSG_COMPLETE_ACK, m.id = 5, m.ts = TS_MS + 9010;
     m.body.complete_ack = (pr_complete_ack){ 77, true, oc, 2 };
     if ((rc = emit_msg("complete_ack", "coordinator -> node: one outcome per chunk; the job is complete", &m)) != 0)
         return rc;
 
     memset(&m, 0, sizeof m);
-    pr_outcome mal[2] = { { 702, PR_OUTCOME_ACCEPTED, NULL },
-        { 703, PR_OUTCOME_MALFORMED, "result covers 999999 items, the chunk has 1000000" } };
+    pr_outcome mal[2] = { { 702, PR_OUTCOME_ACCEPTED, NULL, NULL } };
+    pr_outcome_malformed(&mal[1], 703, "result covers 999999 items, the chunk has 1000000", true);
     m.type = PR_MSG_COMPLETE_ACK, m.id = 10, m.ts = TS_MS + 9015;
     m.body.complete_ack = (pr_complete_ack){ 77, false, mal, 2 };
     if ((rc = emit_msg("complete_ack_malformed",
-             "coordinator -> node: chunk 703's result refused as malformed: outcome \"stale\" with the reason beside it",
-             &m)) != 0)
+             "coordinator -> node: chunk 703's result refused as malformed, to a node whose hello announced the "
+             "feature \"malformed\": the outcome \"malformed\" and its reason", &m)) != 0)
+        return rc;
+    pr_outcome_malformed(&mal[1], 703, "result covers 999999 items, the chunk has 1000000", false);
+    m.id = 11, m.ts = TS_MS + 9016;
+    if ((rc = emit_msg("complete_ack_malformed_stale",
+             "coordinator -> node: the same to a node that announced no features: outcome \"stale\" with the reason "
+             "under \"malformed\"", &m)) != 0)
         return rc;
 
     memset(&m, 0, sizeof m);

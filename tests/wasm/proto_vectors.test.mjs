@@ -64,5 +64,6 @@ for (const [name, label] of [['native', 'native'], ['wasm', 'WebAssembly']]) {
       if (t.has(`${v}.verify`)) assert.equal(t.get(`${v}.verify`), expect.get(`${v}.verify`) ?? 'OK', `${v}.verify`);
     }
     assert.equal(t.get('unknown_type.id'), '9', 'an unknown type keeps its id for the error reply');
+    assert.equal(t.get('ctx.ctx_opens'), 'yes variants=1 every=false', 'the ctx vector is a work context a node opens');
   });
 }
