@@ -657,6 +657,10 @@ static int watch_job(remote *r, int64_t id)
                     printf(", %.0f failed", v.failed);
                 putchar('\n');
                 print_outputs(&v, "  ");
+                char digest[80];
+                if (remote_get(remote_get(doc.root, "result"), "digest") != NULL)
+                    printf("  digest %s\n", remote_text(remote_get(remote_get(doc.root, "result"), "digest"), digest,
+                        sizeof digest, "?"));
                 char ver[1024];
                 if (verification_text(doc.root, v.items, ver, sizeof ver))
                     printf("  verified %s\n", ver);
@@ -958,6 +962,10 @@ int cmd_job(int argc, char **argv)
         if (remote_get(j, "result") != NULL) {
             printf("  result    %.0f items done, %.0f failed\n", v.done, v.failed);
             print_outputs(&v, "    ");
+            char digest[80];
+            if (remote_get(remote_get(j, "result"), "digest") != NULL)
+                printf("  digest    %s\n", remote_text(remote_get(remote_get(j, "result"), "digest"), digest,
+                    sizeof digest, "?"));
             print_variants(remote_get(j, "result"));
         } else if (remote_get(j, "progress") != NULL) {
             char eta[32] = "";

@@ -16,9 +16,9 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "base/fnv.h"
 #include "cli/cli.h"
 #include "cli/remote.h"
+#include "sched/sched.h"
 #include "sim/sim.h"
 #include "base/json.h"
 
@@ -339,7 +339,11 @@ static void print_json(const sim_job *job, const sim_stats *total, const char *k
         print_num(sim_stats_max(t));
         putchar('}');
     }
-    puts("]}");
+    char digest[SC_DIGEST_LEN + 1];
+    if (sc_result_digest(total, (uint32_t)sim_job_nout(job), digest) == 0)
+        printf("],\"digest\":\"%s\"}\n", digest);
+    else
+        puts("]}");
 }
 
 /* When the file is a job submission (docs/api.md: an object with kernel
@@ -572,17 +576,11 @@ int cmd_sim(int argc, char **argv)
     }
     printf("%.3f s, %.4g %s/s\n", dt, (double)items * sim_job_paths_per_item(job) / (dt > 0 ? dt : 1e-9),
         speed_unit(kernel));
-    /* Every output's result bytes, identical on every backend and for
-     * any chunking: FNV-1a, a short fingerprint to compare runs by eye. */
-    uint32_t h = SF_FNV32_BASIS;
-    for (int o = 0; o < nout; o++) {
-        unsigned char buf[SIM_STATS_MAX_ENCODED];
-        size_t blen = 0;
-        if (sim_stats_encode(&total[o], buf, sizeof buf, &blen) != 0)
-            blen = 0;
-        h = sf_fnv32(h, buf, blen);
-    }
-    printf("result fingerprint %08x\n", h);
+    /* The result's bytes, identical on every backend and for any
+     * chunking, as the digest a farmed job's result carries too. */
+    char digest[SC_DIGEST_LEN + 1];
+    if (sc_result_digest(total, (uint32_t)nout, digest) == 0)
+        printf("result digest %s\n", digest);
     exit_code = SF_EXIT_OK;
     goto out;
 

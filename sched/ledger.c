@@ -22,6 +22,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -565,6 +566,24 @@ int sc_result_encode(const sim_stats *out, uint32_t nout, void *buf, size_t cap,
         off += 4 + n;
     }
     *len = off;
+    return 0;
+}
+
+int sc_result_digest(const sim_stats *out, uint32_t nout, char hex[SC_DIGEST_LEN + 1])
+{
+    if (nout == 0 || nout > MAX_NOUT)
+        return SC_EINVAL;
+    size_t cap = (size_t)nout * (4 + SIM_STATS_MAX_ENCODED), len = 0;
+    unsigned char *buf = sf_malloc(cap);
+    int rc = sc_result_encode(out, nout, buf, cap, &len);
+    unsigned char h[crypto_hash_sha256_BYTES];
+    if (rc == 0)
+        crypto_hash_sha256(h, buf, len);
+    free(buf);
+    if (rc != 0)
+        return rc;
+    memcpy(hex, "sha256:", 7);
+    sodium_bin2hex(hex + 7, 65, h, sizeof h);
     return 0;
 }
 

@@ -351,6 +351,14 @@ size_t sc_tainted_jobs(const sc_ledger *l, uint64_t *ids, size_t cap);
  * statistics, or variants x nout (variant-major) for stat_weights. */
 int sc_result_encode(const sim_stats *out, uint32_t nout, void *buf, size_t cap, size_t *len);
 
+/* The result digest (docs/kernels.md, "Result digest"): "sha256:" and the
+ * lowercase hex SHA-256 of sc_result_encode's bytes of the n statistics,
+ * into hex (SC_DIGEST_LEN + 1 bytes with the terminator). Two results have
+ * the same digest exactly when their bytes are the same. 0, or
+ * sc_result_encode's error. */
+#define SC_DIGEST_LEN (7 + 64)
+int sc_result_digest(const sim_stats *out, uint32_t nout, char hex[SC_DIGEST_LEN + 1]);
+
 /* ---- checks ---- */
 
 /* Calls fn for every range the job still holds (pending or in flight), for

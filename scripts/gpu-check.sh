@@ -40,22 +40,22 @@ cuda_opened=0
 ok() { pass=$((pass + 1)); echo "PASS $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL $1"; [ -s out.txt ] && sed 's/^/    /' out.txt | tail -n 20; }
 
-# The fingerprint line of `simfarm sim` (a hash of every statistic's bits),
-# or the error it printed; $1 is the file for its output.
-fingerprint() {
+# The digest line of `simfarm sim` (SHA-256 of the result's bytes,
+# docs/kernels.md), or the error it printed; $1 is the file for its output.
+digest() {
     f=$1
     shift
-    bin/simfarm sim "$@" > "$f" 2>&1 && grep '^result fingerprint' "$f" || { cat "$f"; return 1; }
+    bin/simfarm sim "$@" > "$f" 2>&1 && grep '^result digest' "$f" || { cat "$f"; return 1; }
 }
 items_of() { [ "$1" = combat ] && echo "$COMBAT_ITEMS" || echo "$ITEMS"; }
 
-# The CPU backend's fingerprints, once for both backends, all runs at once
+# The CPU backend's digests, once for both backends, all runs at once
 # (one thread each; the machine has the cores)
 mkdir -p want
 for spec in $SPECS; do
     kernel=${spec%%:*}
     for first in $FIRSTS; do
-        fingerprint "want/$spec.$first.log" "$kernel" "examples/${spec#*:}.json" --items "$(items_of "$kernel")" \
+        digest "want/$spec.$first.log" "$kernel" "examples/${spec#*:}.json" --items "$(items_of "$kernel")" \
             --first "$first" --seed 7 --cores 1 > "want/$spec.$first" &
     done
 done
@@ -101,7 +101,7 @@ for backend in cuda opencl; do
         # a module from a file, as a driver older than the toolkit needs:
         # the bundle's own fatbin, unless one was built here
         want=$(cat want/option:option.0)
-        got=$(SIMFARM_CUDA_MODULE=${SIMFARM_CUDA_MODULE:-$PWD/kernels.fatbin} fingerprint out.txt option \
+        got=$(SIMFARM_CUDA_MODULE=${SIMFARM_CUDA_MODULE:-$PWD/kernels.fatbin} digest out.txt option \
             examples/option.json --items "$ITEMS" --first 0 --seed 7 --backend cuda)
         [ "$got" = "$want" ] && ok "cuda: the kernels from SIMFARM_CUDA_MODULE: $got" ||
             { echo "    want $want, got $got" >> out.txt; bad "cuda: the kernels from SIMFARM_CUDA_MODULE"; }
@@ -115,12 +115,12 @@ for backend in cuda opencl; do
         for first in $FIRSTS; do
             want=$(cat "want/$spec.$first")
             case $want in
-            "result fingerprint "*) ;;
+            "result digest "*) ;;
             *) echo "$want" > out.txt; bad "cpu $file"; continue ;;
             esac
             for chunks in 1 13; do
                 name="$backend: $file, items [$first, +$n), $chunks chunk(s)"
-                got=$(fingerprint out.txt "$kernel" "$file" --items "$n" --first "$first" --seed 7 --backend "$backend" --chunks "$chunks")
+                got=$(digest out.txt "$kernel" "$file" --items "$n" --first "$first" --seed 7 --backend "$backend" --chunks "$chunks")
                 [ "$got" = "$want" ] && ok "$name: $got" || { echo "    want $want, got $got" > out.txt; bad "$name"; }
             done
         done

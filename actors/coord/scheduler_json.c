@@ -178,6 +178,10 @@ char *cd__result_json(cd__sched *s, uint64_t job)
         ",\"chunks_accepted\":%" PRIu64 ",\"chunks_failed\":%" PRIu64 ",\"reclaims\":%" PRIu64 ",",
         cd__state_name(st.state), st.done_items, st.failed_items, st.chunks_accepted, st.chunks_failed, st.reclaims);
     cat_outputs(&b, ji, &st);
+    /* the outputs' exact bytes, as `simfarm sim` prints them (docs/kernels.md) */
+    char digest[SC_DIGEST_LEN + 1];
+    if (sc_result_digest(st.aggregate, st.nout, digest) == 0)
+        sf_str_catf(&b, ",\"digest\":\"%s\"", digest);
     sf_str_cat(&b, ",");
     cat_nodes(&b, ji);
     sf_str_cat(&b, ",");

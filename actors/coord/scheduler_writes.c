@@ -239,11 +239,13 @@ static void publish_failing(cd__sched *s)
 /* The last error as other threads read it: a sequence lock. The writer
  * (only this behaviour) makes the count odd, writes, makes it even again;
  * a reader copies between two reads of an even count and tries again when
- * they differ. The release fence keeps the odd count before the text's
- * stores, the final release store keeps them before the even count; the
- * reader's acquire load and acquire fence mirror the two. Each character
- * is an atomic, so a copy torn by a writer is a value read again, never a
- * data race. */
+ * they differ. Each character is stored with release, so a reader that
+ * loads one of them (with acquire) sees the odd count stored before it,
+ * and its second read of the count cannot move before its loads; the
+ * final release store keeps the text before the even count that the
+ * reader's first acquire load sees. Each character is an atomic, so a copy
+ * torn by a writer is a value read again, never a data race. (No fences:
+ * ThreadSanitizer does not follow them.) */
 static void set_last_error(cd__sched *s, const char *line)
 {
     if (strcmp(s->last_error, line) == 0)
@@ -251,9 +253,8 @@ static void set_last_error(cd__sched *s, const char *line)
     snprintf(s->last_error, sizeof s->last_error, "%s", line);
     unsigned seq = atomic_load_explicit(&s->g.error_seq, memory_order_relaxed);
     atomic_store_explicit(&s->g.error_seq, seq + 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
     for (size_t i = 0; i < sizeof s->last_error; i++)
-        atomic_store_explicit(&s->g.last_error[i], s->last_error[i], memory_order_relaxed);
+        atomic_store_explicit(&s->g.last_error[i], s->last_error[i], memory_order_release);
     atomic_store_explicit(&s->g.error_seq, seq + 2, memory_order_release);
 }
 
@@ -265,8 +266,7 @@ static void get_last_error(cd__sched *s, char *out, size_t cap)
     for (;;) {
         unsigned before = atomic_load_explicit(&s->g.error_seq, memory_order_acquire);
         for (size_t i = 0; i < n; i++)
-            out[i] = atomic_load_explicit(&s->g.last_error[i], memory_order_relaxed);
-        atomic_thread_fence(memory_order_acquire);
+            out[i] = atomic_load_explicit(&s->g.last_error[i], memory_order_acquire);
         if (before % 2 == 0 && atomic_load_explicit(&s->g.error_seq, memory_order_relaxed) == before)
             break;
     }

@@ -624,6 +624,15 @@ describe('against simfarm serve', () => {
       const job = JSON.parse(r.stdout.trim().split('\n').at(-1));
       assert.equal(job.state, 'complete', r.stdout);
       assert.equal(job.result.outputs[0].count, smallJobItems, r.stdout);
+      // `simfarm job` shows the result's digest: one local run's, to the last bit
+      const shown = await cli(['job', String(job.id)], { env });
+      assert.equal(shown.code, 0, shown.stderr);
+      assert.match(shown.stdout, new RegExp(`^  digest    ${job.result.digest}$`, 'm'));
+      const pfile = writeFile('small-params.json', JSON.stringify(european.params));
+      const local = await run(simfarm, ['sim', european.kernel, pfile, '--items', String(smallJobItems), '--seed',
+        String(job.seed), '--json']);
+      assert.equal(local.code, 0, local.stderr);
+      assert.equal(JSON.parse(local.stdout).digest, job.result.digest);
     });
 
     test('a certificate that is not trusted, or not for the host, is refused with the reason', async () => {

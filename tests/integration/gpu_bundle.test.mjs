@@ -56,7 +56,7 @@ test('the GPU bundle carries its libraries and its checks run', { skip: noNvcc }
   // OpenCL (pocl): the device, the unit test, and 16 runs equal to the CPU's
   assert.match(out, /^PASS opencl: opens a device: /m, out);
   assert.match(out, /^PASS test_sim_opencl$/m, out);
-  const same = [...out.matchAll(/^PASS opencl: examples\/\S+\.json, items \[\d+, \+20000\), (1|13) chunk\(s\): result fingerprint [0-9a-f]+$/gm)];
+  const same = [...out.matchAll(/^PASS opencl: examples\/\S+\.json, items \[\d+, \+20000\), (1|13) chunk\(s\): result digest sha256:[0-9a-f]{64}$/gm)];
   assert.equal(same.length, 16, out);
   // CUDA: no driver or no device on this machine, said as such
   const cudaOpened = /^PASS cuda: opens a device/m.test(out);

@@ -103,6 +103,7 @@ test('stat_weights: each weight is the finite difference of the price, with its 
   assert.equal(local.code, 0, local.stderr);
   assert.deepEqual(job.result.outputs.map(({ name, count, mean, stderr }) => ({ name, count, mean, stderr })),
     JSON.parse(local.stdout).outputs.map(({ name, count, mean, stderr }) => ({ name, count, mean, stderr })));
+  assert.equal(job.result.digest, JSON.parse(local.stdout).digest, 'the baseline\'s bytes are the local run\'s');
 });
 
 test('tournament: the strongest candidate wins, the others drop out phase by phase', async () => {

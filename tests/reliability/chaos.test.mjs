@@ -140,6 +140,7 @@ test(`chaos: the job survives node, network, coordinator and database faults (se
     assert.equal(local.code, 0, local.stderr);
     assert.deepEqual(job.result.outputs.map(({ name, count, mean, stderr, min, max }) =>
       ({ name, count, mean, stderr, min, max })), JSON.parse(local.stdout).outputs);
+    assert.equal(job.result.digest, JSON.parse(local.stdout).digest, 'the result\'s bytes are the local run\'s');
   } finally {
     for (const n of nodes) if (n && n.child.exitCode === null) n.child.kill('SIGTERM');
     await Promise.all(nodes.map((n) => n && Promise.race([n.exited,

@@ -424,6 +424,7 @@ test('the honest nodes finish the job: one local run\'s result, each range accep
   assert.equal(l.code, 0, l.stderr);
   assert.deepEqual(j.result.outputs.map(({ name, count: c, mean, stderr, min, max }) =>
     ({ name, count: c, mean, stderr, min, max })), JSON.parse(l.stdout).outputs);
+  assert.equal(j.result.digest, JSON.parse(l.stdout).digest, 'the result\'s bytes are the local run\'s');
   await healthy();
   console.log(`# hostile inputs: ${JSON.stringify(tried)}; job ${job}: ${rows.length} chunks accepted, all from honest nodes`);
 });
