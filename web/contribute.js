@@ -45,6 +45,10 @@ let battery = null;       // the BatteryManager, where the browser has one
 const NODE_KEY = 'simfarm.node';
 let nodeId = 0;           // this browser's node, once welcomed
 let totalTimer = null;    // refreshes the total while the node runs
+let known = null;         // the largest total the coordinator has said: { items, chunks }
+let asking = false, askAgain = false, lastAsked = 0, soonTimer = null;
+const TOTAL_EVERY_MS = 5000; // while running, besides after each chunk
+const TOTAL_GAP_MS = 1000;   // at most one question a second
 try { nodeId = Number(localStorage.getItem(NODE_KEY)) || 0; } catch { /* storage disabled */ }
 let keyEnrolled = false;  // this browser's key was enrolled with a claim token on an earlier visit
 let enrolledNow = false;  // ... with the claim token of this page's address
@@ -84,13 +88,33 @@ function log(line) {
 }
 
 // This browser's node's work in all its sessions, from the coordinator.
+// Totals only grow: an answer below what was shown (the coordinator
+// answers 0 just after a session ends, before the session's row is
+// written) leaves the larger one, and "nothing yet" is said only while
+// nothing was ever counted. One question at a time; one asked meanwhile
+// follows it.
 async function showTotal() {
   if (!nodeId) return;
+  if (asking) { askAgain = true; return; }
+  asking = true;
+  lastAsked = Date.now();
   try {
     const n = await api('GET', `api/nodes/${nodeId}`);
-    ui.total.textContent = n.chunks_total === 0 ? 'nothing yet'
-      : `${n.items_total.toLocaleString('en')} items in ${n.chunks_total.toLocaleString('en')} chunks`;
+    if (known === null || n.items_total > known.items || (n.items_total === known.items && n.chunks_total > known.chunks))
+      known = { items: n.items_total, chunks: n.chunks_total };
+    ui.total.textContent = known.chunks === 0 ? 'nothing yet'
+      : `${known.items.toLocaleString('en')} items in ${known.chunks.toLocaleString('en')} chunks`;
   } catch { /* a node this coordinator does not know (another farm's, or not reachable now): left as it is */ }
+  asking = false;
+  if (askAgain) { askAgain = false; totalSoon(); }
+}
+
+// The total again soon: a chunk was done (so counted by the coordinator)
+// or the session ended; not sooner than TOTAL_GAP_MS after the last ask.
+function totalSoon(delay = 0) {
+  if (soonTimer !== null) return;
+  soonTimer = setTimeout(() => { soonTimer = null; showTotal(); },
+    Math.max(delay, lastAsked + TOTAL_GAP_MS - Date.now(), 0));
 }
 
 function setPhase(p) {
@@ -135,6 +159,7 @@ function stopped(code) {
   clearInterval(totalTimer);
   totalTimer = null;
   showTotal();
+  totalSoon(1500); // the session's last chunks, written as it ended
 }
 
 function onNode(m) {
@@ -149,13 +174,16 @@ function onNode(m) {
       showEnrolment();
       showTotal();
       clearInterval(totalTimer);
-      totalTimer = setInterval(showTotal, 10000);
+      totalTimer = setInterval(showTotal, TOTAL_EVERY_MS);
     }
     break;
   }
   case 'progress': {
     // computed counts the chunks under way (their workers report every
     // 100 ms or so), so the rate is live even when a chunk takes minutes
+    // a chunk done: the coordinator counts it once its result is accepted,
+    // a round trip later
+    if (String(m.chunks) !== ui.chunks.textContent) totalSoon(500);
     ui.chunks.textContent = String(m.chunks);
     ui.computed.textContent = m.computed.toLocaleString('en');
     ui.job.textContent = m.job === null ? 'none' : `job ${m.job}`;

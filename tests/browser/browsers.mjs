@@ -50,6 +50,20 @@ class Page {
   attr(sel, name) { return this.evaluate(([s, n]) => document.querySelector(s)?.getAttribute(n) ?? null, [sel, name]); }
   value(sel) { return this.evaluate((s) => document.querySelector(s)?.value ?? null, sel); }
   visible(sel) { return this.evaluate(isVisible, sel); }
+
+  // Waits until the canvas under sel has more than min pixels within 40 of
+  // the colour rgb: drawn data, not only axes and grid.
+  drawn(sel, rgb, min) {
+    return this.waitFor(([s, c, least]) => {
+      const canvas = document.querySelector(`${s} canvas`);
+      if (!canvas) return false;
+      const d = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+      let n = 0;
+      for (let i = 0; i < d.length; i += 4)
+        if (d[i + 3] > 200 && Math.abs(d[i] - c[0]) < 40 && Math.abs(d[i + 1] - c[1]) < 40 && Math.abs(d[i + 2] - c[2]) < 40) n++;
+      return n > least;
+    }, [sel, rgb, min]);
+  }
   waitVisible(sel) { return this.waitFor(isVisible, sel); }
 
   // Waits until fn(arg), run in the page, is true; past the deadline the

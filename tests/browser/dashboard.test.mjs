@@ -65,20 +65,6 @@ function dashboard(name) {
   // Chromium logs as failed loads (400).
   const pageErrors = () => page.errors.filter((e) => !e.includes('status of 400'));
 
-  // Waits until the canvas under sel has more than min pixels within 40 of
-  // the colour rgb: drawn data, not only axes and grid.
-  function drawn(sel, rgb, min) {
-    return page.waitFor(([s, c, least]) => {
-      const canvas = document.querySelector(`${s} canvas`);
-      if (!canvas) return false;
-      const d = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
-      let n = 0;
-      for (let i = 0; i < d.length; i += 4)
-        if (d[i + 3] > 200 && Math.abs(d[i] - c[0]) < 40 && Math.abs(d[i + 1] - c[1]) < 40 && Math.abs(d[i + 2] - c[2]) < 40) n++;
-      return n > least;
-    }, [sel, rgb, min]);
-  }
-
   // Waits until the page does not scroll sideways at the width it has.
   function fitsWidth() {
     return page.waitFor(() => document.documentElement.scrollWidth <= document.documentElement.clientWidth);
@@ -322,14 +308,15 @@ function dashboard(name) {
       ((price.mean - price.closed_form) / price.stderr).toFixed(2));
 
     // The plots hold drawn data: the estimate's blue line, the histogram's green bars.
-    await drawn('#convergence', [11, 92, 173], 20);
-    await drawn('#convergence', [194, 65, 12], 20); // the closed form, dashed
+    await page.drawn('#convergence', [11, 92, 173], 20);
+    await page.drawn('#convergence', [194, 65, 12], 20); // the closed form, dashed
     assert.match(await page.attr('#convergence', 'aria-label'), /and its closed form 10\.4505835\d* \(dashed\)$/);
-    await drawn('#histogram', [23, 102, 58], 200);
+    await page.drawn('#histogram', [23, 102, 58], 200);
     assert.equal(price.hist.bins.reduce((a, b) => a + b, 0) + price.hist.under + price.hist.over, price.count);
 
-    const dl = await page.download('#download');
-    assert.equal(dl.name, `simfarm-job-${id}.json`);
+    // the whole record (Download JSON is the submission: dashboard-views.test.mjs)
+    const dl = await page.download('#download-record');
+    assert.equal(dl.name, `simfarm-job-${id}-record.json`);
     assert.deepEqual(JSON.parse(dl.text).result, api.result);
 
     // The journal's curve ends on the result exactly, and a page opened
@@ -341,7 +328,7 @@ function dashboard(name) {
     assert.deepEqual(conv.points.at(-1), [60000000, price.mean, price.stderr]);
     await page.reload();
     await page.waitFor((n) => document.querySelector('#convergence')?.dataset.points === String(n), conv.points.length);
-    await drawn('#convergence', [11, 92, 173], 20);
+    await page.drawn('#convergence', [11, 92, 173], 20);
 
     // What each node contributed: one node, every item.
     assert.equal(api.result.nodes.length, 1);
@@ -382,7 +369,7 @@ function dashboard(name) {
     assert.equal(fleet[0], 'online1 of 1');
     const cells = await page.texts('tr[data-node] td');
     assert.match(cells[5], /^cpu/);
-    assert.equal(cells[6], '2');
+    assert.match(cells[6], /^2 \/ \d+$/, 'the 2 cores it lends of its machine\'s');
     assert.match(cells[9], /^[0-2] \/ 2$/, 'chunks in flight of the 2 it takes at once');
     // its work in all: the API's totals, exact in the cell's title
     const [n] = (await call(srv, 'GET', '/api/nodes')).json;
@@ -458,9 +445,9 @@ function dashboard(name) {
     assert.equal(t.status, 201, t.text);
     await page.goto(`${srv.url}/#/jobs/${t.json.id}`);
     await page.waitFor(() => document.querySelector('.state')?.textContent === 'complete'
-      && [...document.querySelectorAll('h2')].some((e) => e.textContent === 'Tournament ladder'));
+      && [...document.querySelectorAll('h3')].some((e) => e.textContent === 'Tournament ladder'));
     const phases = (await call(srv, 'GET', `/api/jobs/${t.json.id}`)).json.result.phases;
-    const items = await page.texts('ol li');
+    const items = await page.texts('#ladder li');
     assert.equal(items.length, phases.length);
     assert.equal(items[0], `phase 1: ${phases[0].alive} left${phases[0].dropped.length ? `; dropped ${phases[0].dropped.join(', ')}` : ''}`);
     await shot('job-tournament');
@@ -479,6 +466,12 @@ function dashboard(name) {
     await page.focus('#cancel');
     if (page.keysActivateButtons) await page.press('Enter');
     else await page.click('#cancel');
+    // it asks first, the focus on keeping the job
+    await page.waitFor(() => document.activeElement?.id === 'cancel-keep');
+    assert.equal((await call(srv, 'GET', `/api/jobs/${sub.json.id}`)).json.state, 'running');
+    await page.focus('#cancel-confirm');
+    if (page.keysActivateButtons) await page.press('Enter');
+    else await page.click('#cancel-confirm');
     await page.waitFor(() => document.querySelector('.state')?.textContent === 'cancelled'
       && document.querySelector('#finished-at')?.textContent !== '–');
     assert.equal((await call(srv, 'GET', `/api/jobs/${sub.json.id}`)).json.state, 'cancelled');

@@ -1,5 +1,5 @@
 // The dashboard: a hash router over the views (jobs, one job, submit,
-// nodes), the API token box, the live events connection, and the banner
+// nodes, one node), the API token box, the live events connection, and the banner
 // that says when the coordinator is degraded.
 import { setToken, token } from './api.js';
 import { onStatus, reconnect, start } from './events.js';
@@ -7,7 +7,7 @@ import { watchHealth } from './health.js';
 import { jobsView } from './jobs.js';
 import { jobView } from './job.js';
 import { submitView } from './submit.js';
-import { nodesView } from './nodes.js';
+import { nodeView, nodesView } from './nodes.js';
 
 const main = document.getElementById('main');
 let current = null; // the view shown: { stop() }
@@ -21,6 +21,7 @@ function route() {
   let nav = parts[0];
   if (parts[0] === 'jobs' && parts[1]) current = jobView(main, Number(parts[1]));
   else if (parts[0] === 'submit') current = submitView(main, query);
+  else if (parts[0] === 'nodes' && parts[1]) current = nodeView(main, Number(parts[1]));
   else if (parts[0] === 'nodes') current = nodesView(main, query);
   else { nav = 'jobs'; current = jobsView(main, query); }
   for (const a of document.querySelectorAll('[data-nav]')) {

@@ -27,7 +27,8 @@ const counts = { ...axis, values: (u, vals) => vals.map((v) => short(v)) };
 export function convergence(el, name) {
   const opts = {
     width: width(el), height: 240,
-    scales: { x: { time: false } },
+    scales: { x: { time: false }, y: { range: lateRange } },
+    hooks: { setScale: [(u, key) => { if (key === 'y') showRange(el, u); }] },
     axes: [{ ...counts, label: 'items done' }, { ...axis, label: name, size: 70 }],
     series: [
       { label: 'items' },
@@ -42,6 +43,34 @@ export function convergence(el, name) {
   const plot = new uPlot(opts, [[], [], [], [], []], el);
   const unfit = fit(plot, el);
   return { set: (data) => plot.setData(data), destroy: () => { unfit(); plot.destroy(); } };
+}
+
+// The estimate's axis: the band over the last three quarters of the items
+// done (and the closed form), not the first chunks' band, which is wider
+// by the square root of how many more items the last point has and would
+// flatten the rest to a line. With 3 points or fewer, all of them.
+function lateRange(u, dmin, dmax) {
+  const [x, , lo, hi, ref] = u.data;
+  const n = x?.length ?? 0;
+  let a = Infinity, b = -Infinity;
+  for (let i = 0; i < n; i++) {
+    if (n > 3 && x[i] < x[n - 1] / 4) continue;
+    for (const v of [lo[i], hi[i], ref?.[i]]) {
+      if (v === null || v === undefined || !Number.isFinite(v)) continue;
+      a = Math.min(a, v);
+      b = Math.max(b, v);
+    }
+  }
+  if (!(a < b)) return uPlot.rangeNum(dmin ?? 0, dmax ?? 1, 0.1, true);
+  const pad = (b - a) * 0.08;
+  return [a - pad, b + pad];
+}
+
+// The axis's range on the plot's box, for those who read the page
+// (data-y-min, data-y-max).
+function showRange(el, u) {
+  el.dataset.yMin = String(u.scales.y.min);
+  el.dataset.yMax = String(u.scales.y.max);
 }
 
 // data: [[seconds since start...], [items/s...]].

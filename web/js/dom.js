@@ -43,9 +43,10 @@ export function message(text, error = false) {
   return h('p', { class: error ? 'msg error' : 'msg', role: error ? 'alert' : 'status' }, text);
 }
 
-// A table inside a scrolling wrapper (wide tables on phones).
-export function table(caption, head, rows) {
-  return h('div', { class: 'table-wrap' }, h('table', {},
+// A table inside a scrolling wrapper (wide tables on phones); id names the
+// wrapper.
+export function table(caption, head, rows, id) {
+  return h('div', { class: 'table-wrap', id }, h('table', {},
     caption ? h('caption', { class: 'muted' }, caption) : null,
     h('thead', {}, h('tr', {}, head.map((c) => (typeof c === 'string'
       ? h('th', { scope: 'col' }, c) : h('th', { scope: 'col', class: c.class }, c.text))))),

@@ -1,12 +1,16 @@
 // One job, live over /ws/events: progress and throughput, how much of it
 // is verified, the running estimate with its 95% band against items done, the histogram of
 // outcomes, what each node contributed, claims in flight, reclaimed and
-// failed, the result and its JSON.
+// failed, the result, a tournament's winner and ranking, stat_weights'
+// weights, why no node can run it when none can; cancelling it (once
+// confirmed), submitting it again through the form, and its submission or
+// whole record as JSON.
 import { api } from './api.js';
 import { onEvent } from './events.js';
 import { askToken, bar, clear, h, message, stateBadge, table } from './dom.js';
 import * as charts from './charts.js';
 import * as fmt from './format.js';
+import { blockedOf, progressOf, submissionOf } from './submission.js';
 
 const Z95 = 1.96;
 const ENDED = new Set(['complete', 'failed', 'cancelled', 'expired']);
@@ -41,7 +45,8 @@ export function jobView(root, id) {
   const nodesBox = h('section', { 'aria-labelledby': 'h-nodes' });
   const extraBox = h('section');
   const status = h('div', { 'aria-live': 'polite' });
-  root.append(head, status, progressBox, verifyBox, plotBox, resultBox, nodesBox, extraBox);
+  const confirmBox = h('div');
+  root.append(head, confirmBox, status, progressBox, verifyBox, plotBox, resultBox, nodesBox, extraBox);
 
   function point(name, x, mean, stderr) {
     if (mean === null || !Number.isFinite(mean)) return;
@@ -79,10 +84,26 @@ export function jobView(root, id) {
   // ended before the page was opened gets its average instead.
   function throughputNote() {
     if (job?.state === 'running' || rate[0].length > 0) return 'Live, while this page is open.';
+    const avg = average();
+    if (avg === null) return 'Drawn live while the job runs.';
+    return `Ran ${fmt.duration(avg.s)}: ${fmt.short(avg.rate)} items/s on average.`;
+  }
+
+  // An ended job's items/s on average: items done over the time from its
+  // start to its end (the API keeps no rate over time), or null.
+  function average() {
     const s = (Date.parse(job?.finished_at) - Date.parse(job?.started_at)) / 1000;
     const done = job?.result?.items_done;
-    if (!(s > 0) || !(done > 0)) return 'Drawn live while the job runs.';
-    return `Ran ${fmt.duration(s)}: ${fmt.short(done / s)} items/s on average.`;
+    if (!ENDED.has(job?.state) || !(s > 0) || !(done > 0)) return null;
+    return { s, rate: done / s };
+  }
+
+  // What the throughput plot draws: the live rate this page saw, or an
+  // ended job's average over its run.
+  function rateSeries() {
+    if (rate[0].length > 0) return rate;
+    const avg = average();
+    return avg === null ? [[], []] : [[0, avg.s], [avg.rate, avg.rate]];
   }
 
   function outputs() {
@@ -91,11 +112,17 @@ export function jobView(root, id) {
 
   function renderHead() {
     const canCancel = job.state === 'pending' || job.state === 'running';
+    if (!canCancel) clear(confirmBox);
     clear(head,
       h('h1', {}, `Job ${job.id}`, job.name ? `: ${job.name}` : ''),
       h('div', { class: 'row' }, 'State: ', stateBadge(job.state),
-        canCancel ? h('button', { type: 'button', class: 'danger', id: 'cancel', onclick: cancel }, 'Cancel job') : null,
-        h('button', { type: 'button', class: 'secondary', id: 'download', onclick: download }, 'Download JSON')),
+        canCancel ? h('button', { type: 'button', class: 'danger', id: 'cancel', onclick: askCancel,
+          'aria-expanded': confirmBox.childElementCount > 0 ? 'true' : 'false', 'aria-controls': 'cancel-confirm-box' }, 'Cancel job…') : null,
+        h('a', { class: 'button secondary', id: 'clone', href: `#/submit?from=${job.id}` }, 'Resubmit…'),
+        h('button', { type: 'button', class: 'secondary', id: 'download', onclick: downloadSubmission,
+          title: 'the job\'s submission, as POST api/jobs takes it again' }, 'Download JSON'),
+        h('button', { type: 'button', class: 'secondary', id: 'download-record', onclick: downloadRecord,
+          title: 'the job as GET api/jobs/ID answers it, result included' }, 'Download record')),
       h('dl', { class: 'facts' },
         h('dt', {}, 'kernel'), h('dd', {}, job.kernel),
         h('dt', {}, 'strategy'), h('dd', {}, job.strategy),
@@ -106,7 +133,16 @@ export function jobView(root, id) {
         h('dt', {}, 'tiers'), h('dd', { id: 'tiers' }, job.tiers?.join(', ') ?? '—'),
         h('dt', {}, 'verify'), h('dd', { id: 'verify' }, verifyText(job.verify)),
         h('dt', {}, 'submitted'), h('dd', {}, fmt.when(job.created_at)),
-        h('dt', {}, 'finished'), h('dd', { id: 'finished-at' }, fmt.when(job.finished_at))));
+        h('dt', {}, 'finished'), h('dd', { id: 'finished-at' }, fmt.when(job.finished_at)),
+        h('dt', {}, 'ran'), h('dd', { id: 'ran' }, ranFor())));
+  }
+
+  // From its start to its end, or to now while it runs.
+  function ranFor() {
+    const start = Date.parse(job.started_at);
+    if (!Number.isFinite(start)) return '–';
+    const end = job.finished_at ? Date.parse(job.finished_at) : ENDED.has(job.state) ? NaN : Date.now();
+    return Number.isFinite(end) ? fmt.duration(Math.max(0, (end - start) / 1000)) : '–';
   }
 
   // The verification policy: whose results are taken as they come, and
@@ -125,13 +161,14 @@ export function jobView(root, id) {
 
   function renderProgress() {
     const p = prog ?? {};
-    const done = job.state === 'complete' ? job.items : (p.items_done ?? job.result?.items_done ?? 0);
-    const pct = fmt.percent(done, job.items);
+    const { done, pct } = progressOf(job, ENDED.has(job.state) ? null : prog);
     const running = job.state === 'running';
+    const blocked = ENDED.has(job.state) ? null : blockedOf(prog);
     // the live progress, or for a job that has ended, its result
     const count = (k) => fmt.int(p[k] ?? job.result?.[k] ?? 0);
     clear(progressBox,
       h('h2', { id: 'h-progress' }, 'Progress'),
+      blocked ? h('p', { class: 'blocked', id: 'blocked', role: 'status' }, `no node can run this: ${blocked}`) : null,
       h('div', { class: 'row' }, bar(pct, 'job progress', true), h('strong', { id: 'pct' }, `${pct.toFixed(1)}%`)),
       h('div', { class: 'cards' },
         card('items done', `${fmt.int(done)} / ${fmt.int(job.items)}`, 'items-done'),
@@ -197,7 +234,8 @@ export function jobView(root, id) {
       outs.length > 1 ? h('div', { class: 'row' }, h('label', { for: 'output-pick' }, 'Output'), pick) : null,
       h('div', { class: 'plots' },
         h('div', { class: 'plot' }, h('h3', {}, `Estimate of ${output} (95% band)`), conv,
-          h('p', { class: 'note' }, 'After each accepted chunk (up to 256 points from the journal), then live.'
+          h('p', { class: 'note' }, 'After each accepted chunk (up to 256 points from the journal), then live. The axis '
+            + 'covers the band over the last three quarters of the items: the first chunks\' wide band runs off it.'
             + (ref === null ? '' : ' Dashed: the closed form.'))),
         h('div', { class: 'plot' }, h('h3', {}, `Histogram of ${output}`), hist, h('p', { class: 'note', id: 'hist-note' })),
         h('div', { class: 'plot' }, h('h3', {}, 'Throughput'), thr, h('p', { class: 'note', id: 'rate-note' }))));
@@ -211,7 +249,9 @@ export function jobView(root, id) {
     const data = series(output);
     conv.set(data);
     document.getElementById('convergence')?.setAttribute('data-points', String(data[0].length));
-    thr.set(rate);
+    const rs = rateSeries();
+    thr.set(rs);
+    document.getElementById('throughput')?.setAttribute('data-points', String(rs[0].length));
     const rateNote = document.getElementById('rate-note');
     if (rateNote) rateNote.textContent = throughputNote();
     const o = outputs().find((x) => x.name === output);
@@ -264,32 +304,56 @@ export function jobView(root, id) {
     clear(nodesBox, h('h2', { id: 'h-nodes' }, 'Contribution by node'),
       table(null, ['node', { text: 'chunks', class: 'num' }, { text: 'items', class: 'num' }, 'share'],
         list.map((n) => h('tr', {},
-          h('td', {}, h('a', { href: '#/nodes' }, nodeNames.get(n.node) ?? `node ${n.node}`)),
+          h('td', {}, h('a', { href: `#/nodes/${n.node}`, dataset: { node: n.node } }, nodeNames.get(n.node) ?? `node ${n.node}`)),
           h('td', { class: 'num' }, fmt.int(n.chunks)),
           h('td', { class: 'num' }, fmt.int(n.items)),
           h('td', {}, bar(fmt.percent(n.items, total), `node ${n.node} share`))))),
       more > 0 ? h('p', { class: 'note' }, `and ${more} more nodes`) : null);
   }
 
-  // stat_weights and tournament jobs: their weights, or the ladder of phases
-  // (docs/api.md).
+  // stat_weights and tournament jobs (docs/api.md): the weights with their
+  // errors; a tournament's winner, its candidates by rank and the ladder of
+  // phases.
   function renderExtra() {
     const res = job.result ?? {};
     const parts = [];
     if (Array.isArray(res.weights)) {
-      const span = Math.max(...res.weights.map((w) => Math.abs(w.weight) + Z95 * (w.stderr ?? 0)), 1e-300);
-      parts.push(h('h2', {}, 'Weights'), table(null, ['parameter', { text: 'weight', class: 'num' }, { text: '± 95%', class: 'num' }, 'error bar'],
+      const se = (w) => (Number.isFinite(w.stderr) ? w.stderr : 0);
+      const span = Math.max(...res.weights.map((w) => Math.abs(w.weight) + Z95 * se(w)), 1e-300);
+      parts.push(h('h2', { id: 'h-weights' }, 'Weights'),
+        h('p', { class: 'note' }, 'Each weight is the change of the first output\'s mean per unit of its step, '
+          + 'with its standard error from the chunks\' paired differences; the bar spans its 95% interval around 0 in the middle.'),
+        table(null, ['weight', { text: 'step', class: 'num' }, { text: 'weight', class: 'num' }, { text: 'std. error', class: 'num' },
+          { text: '± 95%', class: 'num' }, 'error bar'],
         res.weights.map((w) => {
-          const lo = 50 + (50 * (w.weight - Z95 * w.stderr)) / span, hi = 50 + (50 * (w.weight + Z95 * w.stderr)) / span;
-          return h('tr', {}, h('th', { scope: 'row' }, w.name),
-            h('td', { class: 'num' }, fmt.estimate(w.weight, w.stderr)),
-            h('td', { class: 'num' }, fmt.estimate(Z95 * w.stderr, w.stderr)),
-            h('td', {}, h('div', { class: 'bar', role: 'img', 'aria-label': `${w.name} from ${fmt.num(w.weight - Z95 * w.stderr)} to ${fmt.num(w.weight + Z95 * w.stderr)}` },
+          const lo = 50 + (50 * (w.weight - Z95 * se(w))) / span, hi = 50 + (50 * (w.weight + Z95 * se(w))) / span;
+          return h('tr', { dataset: { weight: w.name } }, h('th', { scope: 'row' }, w.name),
+            h('td', { class: 'num step' }, fmt.num(w.step)),
+            h('td', { class: 'num value', dataset: { exact: String(w.weight) } }, fmt.estimate(w.weight, w.stderr)),
+            h('td', { class: 'num stderr', dataset: { exact: String(w.stderr) } }, fmt.num(w.stderr, 3)),
+            h('td', { class: 'num ci' }, Number.isFinite(w.stderr) ? fmt.estimate(Z95 * w.stderr, w.stderr) : '–'),
+            h('td', {}, h('div', { class: 'bar', role: 'img', 'aria-label': `${w.name} from ${fmt.num(w.weight - Z95 * se(w))} to ${fmt.num(w.weight + Z95 * se(w))}` },
               h('span', { style: `margin-left:${lo}%;width:${Math.max(hi - lo, 0.5)}%` }))));
-        })));
+        }), 'weights'));
+    }
+    if (Array.isArray(res.candidates)) {
+      const byRank = [...res.candidates].sort((a, b) => (a.rank || Infinity) - (b.rank || Infinity));
+      const standing = (c) => (c.name === res.winner ? 'winner' : c.alive ? 'alive' : `dropped after phase ${c.dropped_after}`);
+      parts.push(h('h2', { id: 'h-tournament' }, 'Tournament'),
+        typeof res.winner === 'string' ? h('p', { class: 'winner', id: 'winner' }, 'Winner: ', h('strong', {}, res.winner))
+          : h('p', { class: 'muted', id: 'winner' }, job.state === 'complete' ? 'No winner.' : 'No winner yet.'),
+        table(null, [{ text: 'rank', class: 'num' }, 'candidate', 'standing', { text: 'items', class: 'num' },
+          { text: 'mean', class: 'num' }, { text: '± 95%', class: 'num' }],
+        byRank.map((c) => h('tr', { dataset: { candidate: c.name } },
+          h('td', { class: 'num rank' }, c.rank || '–'),
+          h('th', { scope: 'row' }, c.name),
+          h('td', {}, standing(c)),
+          h('td', { class: 'num' }, fmt.int(c.items)),
+          h('td', { class: 'num', dataset: { exact: String(c.mean) } }, fmt.estimate(c.mean, c.stderr)),
+          h('td', { class: 'num' }, Number.isFinite(c.stderr) ? fmt.estimate(Z95 * c.stderr, c.stderr) : '–'))), 'candidates'));
     }
     if (Array.isArray(res.phases)) {
-      parts.push(h('h2', {}, 'Tournament ladder'), h('ol', {}, res.phases.map((ph) => h('li', {},
+      parts.push(h('h3', {}, 'Tournament ladder'), h('ol', { id: 'ladder' }, res.phases.map((ph) => h('li', {},
         `phase ${ph.phase}: ${ph.alive} left`, ph.dropped?.length ? `; dropped ${ph.dropped.join(', ')}` : ''))));
     }
     clear(extraBox, parts);
@@ -344,11 +408,31 @@ export function jobView(root, id) {
     drawPlots();
   }
 
+  // Cancelling asks first: it stops the job's chunks and cannot be undone.
+  function askCancel() {
+    clear(confirmBox, h('div', { class: 'confirm', id: 'cancel-confirm-box', role: 'alertdialog',
+      'aria-labelledby': 'cancel-question' },
+    h('p', { id: 'cancel-question' }, `Cancel job ${id}? The nodes stop its chunks, and a cancelled job cannot be started again `
+      + '(Resubmit makes a new one).'),
+    h('div', { class: 'row' },
+      h('button', { type: 'button', class: 'danger', id: 'cancel-confirm', onclick: cancel }, 'Yes, cancel it'),
+      h('button', { type: 'button', class: 'secondary', id: 'cancel-keep', onclick: keep }, 'No, keep it'))));
+    document.getElementById('cancel')?.setAttribute('aria-expanded', 'true');
+    document.getElementById('cancel-keep').focus();
+  }
+
+  function keep() {
+    clear(confirmBox);
+    document.getElementById('cancel')?.setAttribute('aria-expanded', 'false');
+    document.getElementById('cancel')?.focus();
+  }
+
   async function cancel() {
-    const btn = document.getElementById('cancel');
+    const btn = document.getElementById('cancel-confirm');
     btn.disabled = true;
     try {
       await api('POST', `api/jobs/${id}/cancel`);
+      clear(confirmBox);
       clear(status, message(`Job ${id} cancelled.`));
       await load();
     } catch (e) {
@@ -358,14 +442,19 @@ export function jobView(root, id) {
     }
   }
 
-  function download() {
-    const blob = new Blob([JSON.stringify(job, null, 2) + '\n'], { type: 'application/json' });
-    const a = h('a', { href: URL.createObjectURL(blob), download: `simfarm-job-${id}.json` });
+  function save(obj, file) {
+    const blob = new Blob([JSON.stringify(obj, null, 2) + '\n'], { type: 'application/json' });
+    const a = h('a', { href: URL.createObjectURL(blob), download: file });
     document.body.append(a);
     a.click();
     a.remove();
     setTimeout(() => URL.revokeObjectURL(a.href), 1000);
   }
+
+  // The submission (POST api/jobs takes it as it is: simfarm submit FILE),
+  // and the whole record with its result.
+  const downloadSubmission = () => save(submissionOf(job), `simfarm-job-${id}.json`);
+  const downloadRecord = () => save(job, `simfarm-job-${id}-record.json`);
 
   const off = onEvent((e) => {
     if (e.type === 'job.finished' && e.job === id) {
@@ -385,7 +474,7 @@ export function jobView(root, id) {
     }
     if (e.job !== id) return;
     if (e.type === 'job.progress') {
-      if (job.state === 'pending') job.state = 'running';
+      if (job.state === 'pending' && blockedOf(e) === null) job.state = 'running';
       const first = prog === null;
       prog = e;
       record(e);

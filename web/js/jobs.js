@@ -1,11 +1,16 @@
-// Jobs: the list with state, progress, items/s, ETA, owner and priority,
-// filtered by state, owner and kernel, kept live by job events.
+// Jobs: the list with state (and why no node can run it, when none can),
+// progress, items/s, ETA, how long it ran, its result, kernel, owner and
+// priority, filtered by state, owner and kernel, kept live by job events.
 import { api } from './api.js';
 import { onEvent } from './events.js';
 import { bar, clear, h, message, stateBadge, table } from './dom.js';
 import * as fmt from './format.js';
+import { blockedOf, progressOf } from './submission.js';
+
+const Z95 = 1.96;
 
 const STATES = ['pending', 'running', 'complete', 'failed', 'cancelled', 'expired'];
+const ENDED = new Set(['complete', 'failed', 'cancelled', 'expired']);
 
 export function jobsView(root, query) {
   const f = { state: query.get('state') ?? '', owner: query.get('owner') ?? '', kernel: query.get('kernel') ?? '' };
@@ -72,20 +77,42 @@ export function jobsView(root, query) {
 
   function row(j) {
     const p = progress.get(j.id) ?? j.progress;
-    const done = j.state === 'complete' ? j.items : (p?.items_done ?? j.result?.items_done ?? 0);
-    const pct = fmt.percent(done, j.items);
+    const { done, pct } = progressOf(j, p);
     const rate = j.state === 'running' ? p?.items_per_s : null;
+    const blocked = ENDED.has(j.state) ? null : blockedOf(p);
     return h('tr', { dataset: { job: j.id } },
       h('td', { class: 'num' }, h('a', { href: `#/jobs/${j.id}` }, j.id)),
-      h('td', {}, h('a', { href: `#/jobs/${j.id}` }, j.name || `${j.kernel} job`)),
-      h('td', {}, stateBadge(j.state)),
-      h('td', {}, h('div', { class: 'row' }, bar(pct, `job ${j.id} progress`), h('span', { class: 'muted' }, `${pct.toFixed(0)}%`))),
+      h('td', { class: 'name' }, h('a', { href: `#/jobs/${j.id}` }, j.name || `${j.kernel} job`),
+        h('div', { class: 'muted small' }, `${j.kernel}${j.strategy && j.strategy !== 'single' ? ` ${j.strategy}` : ''}`
+          + ` · ${j.owner}${j.priority ? ` · priority ${j.priority}` : ''}`)),
+      h('td', {}, stateBadge(j.state),
+        blocked ? h('div', { class: 'blocked small', dataset: { blocked: j.id } }, `no node can run this: ${blocked}`) : null),
+      h('td', {}, h('div', { class: 'row nowrap' }, bar(pct, `job ${j.id} progress`), h('span', { class: 'muted' }, `${Math.floor(pct)}%`))),
       h('td', { class: 'num' }, rate ? fmt.short(rate) : '–'),
       h('td', { class: 'num' }, j.state === 'running' ? fmt.eta(j.items, done, rate) : '–'),
-      h('td', {}, j.owner),
-      h('td', { class: 'num' }, j.priority),
-      h('td', {}, j.kernel),
-      h('td', { class: 'num' }, fmt.short(j.items)));
+      h('td', { class: 'num duration' }, ranFor(j)),
+      h('td', { class: 'result' }, resultText(j)),
+      h('td', { class: 'num items' }, fmt.short(j.items)));
+  }
+
+  // How long it ran: from its start to its end, or to now while it runs.
+  function ranFor(j) {
+    const start = Date.parse(j.started_at);
+    if (!Number.isFinite(start)) return '–';
+    const end = j.finished_at ? Date.parse(j.finished_at) : ENDED.has(j.state) ? NaN : Date.now();
+    return Number.isFinite(end) ? fmt.duration(Math.max(0, (end - start) / 1000)) : '–';
+  }
+
+  // What it found: a tournament's winner, or the first output with its 95%
+  // interval; the error of a job that failed.
+  function resultText(j) {
+    const r = j.result;
+    if (!r) return '–';
+    if (r.error) return h('span', { class: 'bad' }, r.error);
+    if (typeof r.winner === 'string') return `winner: ${r.winner}`;
+    const o = r.outputs?.[0];
+    if (!o || !(o.count > 0)) return '–';
+    return `${o.name} ${fmt.estimate(o.mean, o.stderr)}${o.stderr > 0 ? ` ± ${fmt.estimate(Z95 * o.stderr, o.stderr)}` : ''}`;
   }
 
   function render() {
@@ -94,8 +121,8 @@ export function jobsView(root, query) {
       return;
     }
     clear(body, table(null, [{ text: 'id', class: 'num' }, 'name', 'state', 'progress', { text: 'items/s', class: 'num' },
-      { text: 'ETA', class: 'num' }, 'owner', { text: 'priority', class: 'num' }, 'kernel', { text: 'items', class: 'num' }],
-    jobs.map(row)));
+      { text: 'ETA', class: 'num' }, { text: 'ran', class: 'num' }, 'result', { text: 'items', class: 'num' }],
+    jobs.map(row), 'jobs-table'));
   }
 
   const off = onEvent((e) => {
@@ -106,7 +133,7 @@ export function jobsView(root, query) {
       progress.set(e.job, e);
       const j = jobs.find((x) => x.id === e.job);
       if (j) {
-        if (j.state === 'pending') j.state = 'running';
+        if (j.state === 'pending' && blockedOf(e) === null) j.state = 'running';
         const tr = body.querySelector(`tr[data-job="${e.job}"]`);
         tr?.replaceWith(row(j));
       }

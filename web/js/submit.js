@@ -1,9 +1,12 @@
 // Submit: a form per kernel built from GET /api/kernels (types, ranges,
 // defaults, allowed values), the job's own fields, the server's refusals
 // shown at the field they name, and the same submission as curl or CLI.
+// #/submit?from=ID opens the form filled with job ID's submission (its
+// page's Resubmit), to send again as it is or changed.
 import { ApiError, api, coordinatorUrl } from './api.js';
 import { onEvent } from './events.js';
 import { askToken, clear, h, message } from './dom.js';
+import { submissionOf } from './submission.js';
 
 const PILOT_ITEMS = 100000;
 const TIERS = ['own', 'team', 'community', 'public'];
@@ -31,7 +34,7 @@ function control(d, path) {
   const err = fieldError(errId);
   const helpEl = h('p', { class: 'help', id: helpId }, help);
   const label = `${d.name}${d.required ? ' (required)' : ''}`;
-  let input, read;
+  let input, read, set;
   switch (d.type) {
   case 'number':
   case 'integer':
@@ -39,18 +42,20 @@ function control(d, path) {
       min: d.min, max: d.max, value: d.default !== undefined ? String(d.default) : '' });
     // left out when empty or the kernel's default: the body says what differs
     read = () => (input.value === '' || (!d.required && Number(input.value) === d.default) ? undefined : Number(input.value));
+    set = (v) => { input.value = v === null || v === undefined ? '' : String(v); };
     break;
   case 'bool':
     input = h('input', { ...common, type: 'checkbox', checked: d.default === true });
     read = () => (input.checked === (d.default === true) ? undefined : input.checked);
     return {
       el: h('div', { class: 'field field-check', dataset: { param: d.name } }, input, ' ', h('label', { for: id }, d.name), helpEl, err),
-      read, input,
+      read, input, set: (v) => { input.checked = v === true; },
     };
   case 'enum':
     input = h('select', common, d.values.map((v) => h('option', { value: v }, v)));
     input.value = d.default ?? d.values[0];
     read = () => (!d.required && input.value === d.default ? undefined : input.value);
+    set = (v) => { input.value = String(v); };
     break;
   case 'range': {
     const lo = h('input', { id: `${id}-lo`, type: 'number', step: 'any', 'aria-label': `${d.name} low`, dataset: { path } });
@@ -58,15 +63,20 @@ function control(d, path) {
     input = h('div', { class: 'row', id, role: 'group', 'aria-describedby': `${helpId} ${errId}`, dataset: { path } }, lo, '–', hi);
     read = () => (lo.value === '' && hi.value === '' ? undefined
       : [lo.value === '' ? null : Number(lo.value), hi.value === '' ? null : Number(hi.value)]);
-    return { el: h('div', { class: 'field', dataset: { param: d.name } }, h('label', { for: `${id}-lo` }, label), input, helpEl, err), read, input };
+    set = (v) => {
+      lo.value = Array.isArray(v) && v[0] !== null ? String(v[0]) : '';
+      hi.value = Array.isArray(v) && v[1] !== null ? String(v[1]) : '';
+    };
+    return { el: h('div', { class: 'field', dataset: { param: d.name } }, h('label', { for: `${id}-lo` }, label), input, helpEl, err), read, input, set };
   }
   case 'string':
   default:
     input = h('input', { ...common, type: 'text', autocomplete: 'off' });
     read = () => (input.value === '' ? undefined : input.value);
+    set = (v) => { input.value = v === null || v === undefined ? '' : String(v); };
     break;
   }
-  return { el: h('div', { class: 'field', dataset: { param: d.name } }, h('label', { for: id }, label), input, helpEl, err), read, input };
+  return { el: h('div', { class: 'field', dataset: { param: d.name } }, h('label', { for: id }, label), input, helpEl, err), read, input, set };
 }
 
 // A list of objects (combat's abilities): a fieldset per entry.
@@ -122,6 +132,16 @@ function listControl(d, path) {
       });
     },
     set onchange(fn) { onchange = fn; },
+    // fills the list with these entries (a job's submission)
+    set(list) {
+      if (!Array.isArray(list)) return;
+      entries.length = 0;
+      for (let i = 0; i < list.length; i++) add();
+      if (list.length === 0) renumber();
+      entries.forEach((e, i) => {
+        for (const c of e.controls) if (list[i]?.[c.d.name] !== undefined) c.set(list[i][c.d.name]);
+      });
+    },
   };
 }
 
@@ -164,7 +184,7 @@ export function submitView(root, query) {
     };
   }
 
-  function build(kernelName) {
+  function build(kernelName, from = null) {
     const k = kernels.find((x) => x.name === kernelName) ?? kernels[0];
     const kernelSel = h('select', { id: 'j-kernel', name: 'kernel', dataset: { field: 'kernel' },
       onchange: (e) => build(e.target.value) }, kernels.map((x) => h('option', { value: x.name }, x.name)));
@@ -354,12 +374,38 @@ export function submitView(root, query) {
         copied),
       curl, cli));
     for (const c of params) if (c.d.type === 'list') c.onchange = refresh;
-    clear(root, h('h1', {}, 'Submit a job'), status, form);
+    // Another job's submission, field by field: what it left out stays at
+    // the form's default, and so at the kernel's.
+    const fill = (sub) => {
+      const p = sub.params ?? {};
+      for (const c of params) if (p[c.d.name] !== undefined) c.set?.(p[c.d.name]);
+      items.input.value = sub.items === undefined ? '' : String(sub.items);
+      name.input.value = sub.name ?? '';
+      if (sub.seed !== undefined) seed.input.value = String(sub.seed);
+      if (sub.priority !== undefined) priority.input.value = String(sub.priority);
+      for (const b of tierBoxes) b.checked = (sub.tiers ?? []).includes(b.value);
+      for (const b of trustBoxes) b.checked = (sub.verify?.trust ?? []).includes(b.value);
+      if (sub.verify?.check_rate !== undefined) checkRate.input.value = String(sub.verify.check_rate);
+      if (sub.strategy && sub.strategy !== 'single') {
+        strategySel.value = sub.strategy;
+        variantsIn.value = sub.strategy === 'stat_weights' ? JSON.stringify(sub.weights ?? [], null, 1)
+          : JSON.stringify(sub.tournament ? { candidates: sub.candidates ?? [], tournament: sub.tournament }
+            : sub.candidates ?? [], null, 1);
+      }
+    };
+    const heading = h('h1', {}, from ? `Submit a job like job ${from.id}` : 'Submit a job');
+    clear(root, heading, status, form);
+    if (from) {
+      fill(from.sub);
+      clear(status, message(`Filled with job ${from.id}'s submission: change what you want, then submit it as a new job.`));
+    }
     refresh();
   }
 
+  // Clears every error shown, the form's own included (a refusal for a
+  // missing token, once a token is given, is no longer what is wrong).
   function clearErrors() {
-    for (const p of form.querySelectorAll('.field-error')) { p.hidden = true; p.textContent = ''; }
+    for (const p of form.querySelectorAll('.field-error, .form-error')) { p.hidden = true; p.textContent = ''; }
     for (const el of form.querySelectorAll('[aria-invalid]')) el.removeAttribute('aria-invalid');
   }
 
@@ -414,10 +460,19 @@ export function submitView(root, query) {
     }
   }
 
-  api('GET', 'api/kernels').then((r) => {
+  const fromId = Number(query.get('from'));
+  Promise.all([api('GET', 'api/kernels'),
+    fromId > 0 ? api('GET', `api/jobs/${fromId}`).catch((e) => ({ error: e })) : null]).then(([r, job]) => {
+    if (!live) return;
     kernels = r.kernels;
     strategies = r.strategies ?? strategies;
+    if (job && !job.error) {
+      const sub = submissionOf(job);
+      build(sub.kernel, { id: fromId, sub });
+      return;
+    }
     build(query.get('kernel') ?? kernels[0]?.name);
+    if (job?.error) clear(status, message(`Cannot read job ${fromId}: ${job.error.message}`, true));
   }).catch((e) => clear(status, message(`Cannot load the kernels: ${e.message}`, true)));
   return { stop() { live = false; } };
 }
