@@ -55,8 +55,8 @@ static const sim__param params_table[P_COUNT] = {
 };
 static const char *const greek_names[] = { "price", "delta", "vega", "rho", "theta" };
 
-/* Market inputs of one scenario turned into what the paths use, with the
- * functions of dev.h so that every build derives the same bits. */
+/* What the paths use, with the functions of dev.h so that every build
+ * derives the same bits. */
 static sim_option_scen scenario(double s0, double r, double q, double sigma, double t, int64_t steps)
 {
     sim_option_scen sc;
@@ -66,6 +66,67 @@ static sim_option_scen scenario(double s0, double r, double q, double sigma, dou
     sc.vol_sqrt_dt = sigma * sim_sqrt(dt);
     sc.disc = sim_exp(-r * t);
     return sc;
+}
+
+/* The Greeks' host constants (docs/kernels.md, "Host-derived values"):
+ * the path constants cv, cm and the factors k0 .. k3. */
+static void greek_constants(sim_option_params *p)
+{
+    const double disc = p->scen[0].disc, sig = p->sigma, t = p->t;
+    const double mu = (p->r - p->q) - 0.5 * sig * sig;
+    if (p->style == SIM_OPT_BARRIER) {
+        const double sqrt_dt = sim_sqrt(t / p->steps_d);
+        p->cv = p->scen[0].vol_sqrt_dt;
+        p->cm = ((2.0 * mu) * sqrt_dt) / sig;
+        p->gk[0] = disc / (p->s0 * p->scen[0].vol_sqrt_dt);
+        p->gk[1] = disc / sig;
+        p->gk[2] = disc * (sqrt_dt / sig);
+        p->gk[3] = disc / (2.0 * t);
+        return;
+    }
+    double tau = t, dn = disc;
+    if (p->style == SIM_OPT_ASIAN_GEOM) {
+        tau = (t * (p->steps_d + 1.0)) / (2.0 * p->steps_d);
+    } else if (p->style == SIM_OPT_ASIAN_ARITH) {
+        tau = t / p->steps_d;
+        dn = disc * p->inv_steps;
+    }
+    p->cv = ((p->r - p->q) + 0.5 * sig * sig) * tau;
+    p->cm = mu * tau;
+    p->gk[0] = disc / p->s0;
+    p->gk[1] = dn / sig;
+    p->gk[2] = dn * tau;
+    p->gk[3] = dn / (2.0 * t);
+}
+
+/* Magnitude bounds of the Greeks' values on paths within an nsig-sigma
+ * move (docs/kernels.md, "Layouts"): nsig 8 bounds the fixed point, 3 the
+ * histograms. */
+static void greek_bounds(const sim_option_params *p, double nsig, double b[4])
+{
+    const double sig = p->sigma, t = p->t, st = sim_sqrt(t);
+    double g = p->r - p->q, mu = g - (0.5 * sig) * sig, r = p->r;
+    g = g < 0 ? -g : g;
+    mu = mu < 0 ? -mu : mu;
+    r = r < 0 ? -r : r;
+    const double big = p->s0 > p->k ? p->s0 : p->k;
+    const double df = p->scen[0].disc > 1.0 ? p->scen[0].disc : 1.0; /* e^(-rT), above 1 when r < 0 */
+    const double m = sim_exp((nsig * sig) * st + g * t);
+    const double bb = ((2.0 * big) * m) * df;
+    if (p->style != SIM_OPT_BARRIER) {
+        b[0] = (2.0 * m) * df;
+        b[1] = bb * (nsig * st + sig * t);
+        b[2] = (2.0 * t) * bb;
+        b[3] = bb * ((r + mu) + (nsig * sig) / st);
+        return;
+    }
+    const double n = p->steps_d;
+    const double zb = nsig * sim_sqrt(n), qb = nsig * sim_sqrt(2.0 * n) + nsig * nsig;
+    const double sqrt_dt = sim_sqrt(t / n), cm = p->cm < 0 ? -p->cm : p->cm;
+    b[0] = (bb * nsig) / (p->s0 * p->scen[0].vol_sqrt_dt);
+    b[1] = (bb * (qb + p->scen[0].vol_sqrt_dt * zb)) / sig;
+    b[2] = bb * ((sqrt_dt * zb) / sig + t);
+    b[3] = bb * (r + (qb + cm * zb) / (2.0 * t));
 }
 
 static int option_parse(sim__pctx *c, void *params, sim_job *job)
@@ -115,24 +176,11 @@ static int option_parse(sim__pctx *c, void *params, sim_job *job)
     p->inv_steps = 1.0 / (double)p->steps;
     p->antithetic = anti;
     p->greeks = greeks;
-    p->nscen = greeks ? SIM_OPT_MAXSC : 1;
+    p->steps_d = (double)p->steps;
     p->nout = greeks ? 5 : 1;
-    p->bump[0] = 0.01 * p->s0;
-    p->bump[1] = p->sigma < 0.02 ? 0.5 * p->sigma : 0.01; /* sigma - h stays positive */
-    p->bump[2] = 0.001;
-    p->bump[3] = 0.01 * p->t;
-    for (int g = 0; g < 4; g++)
-        p->inv_2h[g] = 1.0 / (2.0 * p->bump[g]);
     p->scen[0] = scenario(p->s0, p->r, p->q, p->sigma, p->t, p->steps);
-    if (greeks) {
-        for (int d = 0; d < 2; d++) {
-            double sg = d ? 1.0 : -1.0;
-            p->scen[1 + d] = scenario(p->s0 + sg * p->bump[0], p->r, p->q, p->sigma, p->t, p->steps);
-            p->scen[3 + d] = scenario(p->s0, p->r, p->q, p->sigma + sg * p->bump[1], p->t, p->steps);
-            p->scen[5 + d] = scenario(p->s0, p->r + sg * p->bump[2], p->q, p->sigma, p->t, p->steps);
-            p->scen[7 + d] = scenario(p->s0, p->r, p->q, p->sigma, p->t + sg * p->bump[3], p->steps);
-        }
-    }
+    if (greeks)
+        greek_constants(p);
 
     /* Magnitude bound for the fixed-point layout: payoffs beyond an 8-sigma
      * move are clamped (and counted as saturated). */
@@ -148,12 +196,12 @@ static int option_parse(sim__pctx *c, void *params, sim_job *job)
     if (sim_layout_make(&job->layout[0], bound, hist_lo, hist_hi) != 0)
         return sim__param_fail(c, "sigma", "with these S0, K, r, q and T, payoffs exceed the statistics' range");
     if (greeks) {
-        /* A central difference moves by at most the payoff bound (a barrier
-         * can switch a whole payoff on or off) over 2h: bound / h. */
-        double rng[4] = { 1.5, 2.0 * p->s0 * sim_sqrt(p->t), 2.0 * p->k * p->t, p->s0 };
+        double b8[4], b3[4];
+        greek_bounds(p, 8.0, b8);
+        greek_bounds(p, 3.0, b3);
         for (int g = 0; g < 4; g++) {
             job->out_name[1 + g] = greek_names[1 + g];
-            if (sim_layout_make(&job->layout[1 + g], bound / p->bump[g], -rng[g], rng[g]) != 0)
+            if (sim_layout_make(&job->layout[1 + g], b8[g], -b3[g], b3[g]) != 0)
                 return sim__param_fail(c, "greeks", "parameters too large for the Greeks");
         }
     }
@@ -187,38 +235,42 @@ static double ncdf(double x)
     return 0.5 * erfc(-x / M_SQRT2);
 }
 
-/* The closed forms there are: Black–Scholes (with the dividend yield) for
- * a European option's price and Greeks, and for a geometric Asian's price
- * the lognormal law of the average of its fixings at T/steps, 2T/steps ..
- * T. These are the host's libm, for checking estimates; no kernel reads
- * them. */
+/* The closed forms there are: for a European option and a geometric
+ * Asian (the lognormal law of the average of its fixings at T/steps,
+ * 2T/steps .. T), the price by Black's formula on the forward F of what
+ * the payoff reads and the sd of its log, and the Greeks the kernel
+ * estimates, as derivatives of that formula through F and sd: delta,
+ * vega, rho and theta = -dV/dT per year, with the dividend yield q held
+ * fixed and, for the Asian, the fixings moving with T. These are the host's
+ * libm, for checking estimates; no kernel reads them. */
 static unsigned option_reference(const sim_job *job, double *ref)
 {
     const sim_option_params *p = job->params;
     const double s = p->s0, k = p->k, r = p->r, q = p->q, sig = p->sigma, t = p->t;
-    double fwd, sd; /* the forward of what the payoff reads, and its log's sd */
+    double a, v; /* the log-average's drift weight (mean time over T) and variance */
     if (p->style == SIM_OPT_EUROPEAN) {
-        fwd = s * exp((r - q) * t);
-        sd = sig * sqrt(t);
+        a = 1.0;
+        v = sig * sig * t;
     } else if (p->style == SIM_OPT_ASIAN_GEOM) {
         double n = (double)p->steps;
-        double v = sig * sig * t * (n + 1) * (2 * n + 1) / (6 * n * n);
-        fwd = exp(log(s) + (r - q - 0.5 * sig * sig) * t * (n + 1) / (2 * n) + 0.5 * v);
-        sd = sqrt(v);
+        a = (n + 1) / (2 * n);
+        v = sig * sig * t * (n + 1) * (2 * n + 1) / (6 * n * n);
     } else {
         return 0;
     }
+    const double mu = r - q - 0.5 * sig * sig, sd = sqrt(v);
+    const double fwd = s * exp(mu * t * a + 0.5 * v);
     const double df = exp(-r * t), w = p->put ? -1.0 : 1.0;
-    const double d1 = (log(fwd / k) + 0.5 * sd * sd) / sd, d2 = d1 - sd;
+    const double d1 = (log(fwd / k) + 0.5 * v) / sd, d2 = d1 - sd;
     ref[0] = w * df * (fwd * ncdf(w * d1) - k * ncdf(w * d2));
-    if (p->style != SIM_OPT_EUROPEAN || !p->greeks)
+    if (!p->greeks)
         return 1;
-    const double eq = exp(-q * t), pdf = exp(-0.5 * d1 * d1) / sqrt(2 * M_PI);
-    ref[1] = w * eq * ncdf(w * d1);                                   /* delta */
-    ref[2] = s * eq * pdf * sqrt(t);                                  /* vega */
-    ref[3] = w * k * t * df * ncdf(w * d2);                           /* rho */
-    ref[4] = -s * eq * pdf * sig / (2 * sqrt(t)) - w * r * k * df * ncdf(w * d2) +
-        w * q * s * eq * ncdf(w * d1);                                /* theta */
+    /* V = df w (F N(w d1) - K N(w d2)): dV/dF = df w N(w d1), dV/dsd = df F phi(d1) */
+    const double vf = df * w * ncdf(w * d1), vs = df * fwd * exp(-0.5 * d1 * d1) / sqrt(2 * M_PI);
+    ref[1] = vf * fwd / s;                                           /* delta */
+    ref[2] = vf * fwd * (v / sig - sig * t * a) + vs * sd / sig;     /* vega */
+    ref[3] = vf * fwd * t * a - t * ref[0];                          /* rho */
+    ref[4] = r * ref[0] - vf * fwd * (mu * a + v / (2 * t)) - vs * sd / (2 * t); /* theta */
     return 0x1f;
 }
 

@@ -67,6 +67,19 @@ static const kvec_set kvec_sets[] = {
     { "european_greeks_antithetic", "option",
         "{\"S0\": 100, \"K\": 105, \"r\": 0.03, \"q\": 0.01, \"sigma\": 0.25, \"T\": 0.75, \"steps\": 3, "
         "\"greeks\": true, \"antithetic\": true}", 10, KVEC_NTRACE },
+    { "european_put_greeks", "option",
+        "{\"type\": \"put\", \"S0\": 100, \"K\": 110, \"r\": 0.04, \"q\": 0.02, \"sigma\": 0.3, \"T\": 1.5, "
+        "\"greeks\": true}", 13, KVEC_NTRACE },
+    { "asian_arithmetic_greeks", "option",
+        "{\"style\": \"asian_arithmetic\", \"S0\": 100, \"K\": 95, \"r\": 0.03, \"q\": 0.01, \"sigma\": 0.3, "
+        "\"T\": 1, \"steps\": 6, \"greeks\": true, \"antithetic\": true}", 14, KVEC_NTRACE },
+    { "asian_geometric_greeks", "option",
+        "{\"style\": \"asian_geometric\", \"type\": \"put\", \"S0\": 100, \"K\": 100, \"r\": 0.05, \"q\": 0.02, "
+        "\"sigma\": 0.25, \"T\": 0.5, \"steps\": 5, \"greeks\": true}", 15, KVEC_NTRACE },
+    { "barrier_greeks_antithetic", "option",
+        "{\"style\": \"barrier\", \"barrier\": 120, \"barrier_type\": \"up_out\", \"S0\": 100, \"K\": 100, "
+        "\"r\": 0.03, \"q\": 0.01, \"sigma\": 0.25, \"T\": 1, \"steps\": 8, \"greeks\": true, \"antithetic\": true}", 16,
+        KVEC_NTRACE },
     { "combat", "combat",
         "{\"power\": 5000, \"crit\": 2000, \"haste\": 1500, \"mastery\": 900, \"versatility\": 700, \"fight_length\": 20, "
         "\"abilities\": [{\"name\": \"big\", \"coefficient\": 3, \"cooldown\": 6, \"mastery\": true}, "
@@ -122,13 +135,14 @@ static void kvec_preamble(FILE *f)
           "#\n"
           "#   set SET KERNEL seed=SEED PARAMS           PARAMS: the JSON parameters, to the line's end\n"
           "#   layout SET OUTPUT frac_bits= sq_frac_bits= hist_lo= hist_hi=\n"
-          "#   host SET [c=C] NAME=VALUE ...             host-derived parameters (scenario C)\n"
+          "#   host SET NAME=VALUE ...                   host-derived parameters\n"
           "# option kernel, per traced item and step j (0-based; the step's normal moves ln S_j to ln S_{j+1}):\n"
           "#   step SET ITEM j= ctr=c0,c1,c2,c3 out=w0,w1,w2,w3 word= radius_word= angle_word= trig=cos|sin\n"
-          "#        u= ln_u= radius= quadrant= offset= folded= a= sin= cos= z=\n"
-          "#   path SET ITEM a= c= j= lns= [e= sum=] [hit=]   a: 0, or 1 the antithetic path (-z); c: scenario\n"
-          "#   payoff SET ITEM a= c= x= payoff= pay=      x: the underlying at expiry or the average\n"
-          "#   value SET ITEM c= v=                        scenario c's discounted value\n"
+          "#        u= ln_u= radius= quadrant= offset= folded= a= sin= cos= z= [zsum= zsq=]   barrier Greeks\n"
+          "#   path SET ITEM a= j= lns= [e= sum= [sum2= sum3=]] [hit=]   a: 0, or 1 the antithetic path (-z)\n"
+          "#   payoff SET ITEM a= x= payoff= pay= [ell=] [e0= e1= e2= e3=]   x: the underlying at expiry or the\n"
+          "#        average; with greeks, the path's estimates e0 .. e3\n"
+          "#   greeks SET ITEM m0= m1= m2= m3=             with greeks: the pair's mean estimates times k0 .. k3\n"
           "# combat kernel, per traced item and variant v (casts of the base variant 0 only):\n"
           "#   fight SET ITEM v= ctr=c0,c1,c2,c3 out=w0,w1,w2,w3 u= length=\n"
           "#   cast SET ITEM v=0 n= pick= when= end= crit_draw= crit_u= d= damage= [proc_draw= proc_u=] ready=\n"
@@ -162,19 +176,20 @@ static int kvec_option_item(FILE *f, const char *set, const sim_job *job, uint64
 {
     const sim_option_params *p = job->params;
     const sim_u32 k0 = (sim_u32)job->seed, k1 = (sim_u32)(job->seed >> 32);
-    const int nsc = (int)p->nscen, na = p->antithetic ? 2 : 1, k = (int)(item & 3);
+    const int na = p->antithetic ? 2 : 1, k = (int)(item & 3);
+    const int arith_g = p->greeks && p->style == SIM_OPT_ASIAN_ARITH, lr = p->greeks && p->style == SIM_OPT_BARRIER;
     const int wr = k & 1, wa = wr + 2; /* items 0, 2 of a block pair words 0, 2; items 1, 3 words 1, 3 */
     const uint64_t blk = item >> 2;
-    double lns[2][SIM_OPT_MAXSC], sum[2][SIM_OPT_MAXSC], hit[2][SIM_OPT_MAXSC], val[SIM_OPT_MAXSC];
+    const double ln_s0 = p->scen[0].ln_s0;
+    double lns[2], sum[2], hit[2], s2[2] = { 0.0, 0.0 }, s3[2] = { 0.0, 0.0 }, zs = 0.0, zq = 0.0, z1 = 0.0;
     double outv[SIM_MAX_OUT];
     int bad = 0;
 
-    for (int a = 0; a < na; a++)
-        for (int c = 0; c < nsc; c++) {
-            lns[a][c] = p->scen[c].ln_s0;
-            sum[a][c] = 0.0;
-            hit[a][c] = 0.0;
-        }
+    for (int a = 0; a < na; a++) {
+        lns[a] = ln_s0;
+        sum[a] = 0.0;
+        hit[a] = 0.0;
+    }
     for (int64_t j = 0; j < p->steps; j++) {
         sim_u32x4 w = sim_philox((sim_u32)j, SIM_OPT_STREAM, (sim_u32)blk, (sim_u32)(blk >> 32), k0, k1);
         double u = sim_u01(w.v[wr]), ln_u = sim_log(u), radius = sim_sqrt(-2.0 * ln_u);
@@ -186,11 +201,11 @@ static int kvec_option_item(FILE *f, const char *set, const sim_job *job, uint64
         int swap = folded != (quadrant & 1);
         double rc = radius * cs, rs = radius * sn;
         double zc = (swap ? rs : rc) * (quadrant == 1 || quadrant == 2 ? -1.0 : 1.0);
-        double zs = (swap ? rc : rs) * (quadrant >= 2 ? -1.0 : 1.0);
-        double z = k < 2 ? zc : zs, zc2, zs2;
+        double zs_ = (swap ? rc : rs) * (quadrant >= 2 ? -1.0 : 1.0);
+        double z = k < 2 ? zc : zs_, zc2, zs2;
         /* the steps as written must be the device's normal */
         sim_normal_pair(w.v[wr], w.v[wa], &zc2, &zs2);
-        if (sim_f64_bits(zc2) != sim_f64_bits(zc) || sim_f64_bits(zs2) != sim_f64_bits(zs))
+        if (sim_f64_bits(zc2) != sim_f64_bits(zc) || sim_f64_bits(zs2) != sim_f64_bits(zs_))
             bad = 1;
         fprintf(f, "step %s %" PRIu64 " j=%" PRId64 " ctr=%08x,%08x,%08x,%08x out=%08x,%08x,%08x,%08x", set, item, j,
             (unsigned)j, SIM_OPT_STREAM, (unsigned)(sim_u32)blk, (unsigned)(sim_u32)(blk >> 32), w.v[0], w.v[1], w.v[2],
@@ -204,58 +219,104 @@ static int kvec_option_item(FILE *f, const char *set, const sim_job *job, uint64
         kvec_f64(f, "sin", sn);
         kvec_f64(f, "cos", cs);
         kvec_f64(f, "z", z);
+        if (lr) {
+            z1 = j == 0 ? z : z1;
+            zs = zs + z;
+            zq = zq + z * z;
+            kvec_f64(f, "zsum", zs);
+            kvec_f64(f, "zsq", zq);
+        }
         fputc('\n', f);
         for (int a = 0; a < na; a++) {
             const double sgn = a ? -1.0 : 1.0;
-            for (int c = 0; c < nsc; c++) {
-                lns[a][c] = lns[a][c] + (p->scen[c].drift_dt + p->scen[c].vol_sqrt_dt * (sgn * z));
-                fprintf(f, "path %s %" PRIu64 " a=%d c=%d j=%" PRId64, set, item, a, c, j);
-                kvec_f64(f, "lns", lns[a][c]);
-                if (p->style == SIM_OPT_ASIAN_ARITH) {
-                    double e = sim_exp(lns[a][c]);
-                    sum[a][c] = sum[a][c] + e;
-                    kvec_f64(f, "e", e);
-                    kvec_f64(f, "sum", sum[a][c]);
-                } else if (p->style == SIM_OPT_ASIAN_GEOM) {
-                    sum[a][c] = sum[a][c] + lns[a][c];
-                    kvec_f64(f, "sum", sum[a][c]);
-                } else if (p->style == SIM_OPT_BARRIER) {
-                    int knock = p->barrier_flags & SIM_OPT_UP ? lns[a][c] >= p->ln_barrier : lns[a][c] <= p->ln_barrier;
-                    hit[a][c] = knock ? 1.0 : hit[a][c];
-                    fprintf(f, " hit=%d", hit[a][c] > 0.0);
+            lns[a] = lns[a] + (p->scen[0].drift_dt + p->scen[0].vol_sqrt_dt * (sgn * z));
+            fprintf(f, "path %s %" PRIu64 " a=%d j=%" PRId64, set, item, a, j);
+            kvec_f64(f, "lns", lns[a]);
+            if (p->style == SIM_OPT_ASIAN_ARITH) {
+                double e = sim_exp(lns[a]);
+                sum[a] = sum[a] + e;
+                kvec_f64(f, "e", e);
+                kvec_f64(f, "sum", sum[a]);
+                if (arith_g) {
+                    s2[a] = s2[a] + e * (double)(j + 1);
+                    s3[a] = s3[a] + e * (lns[a] - ln_s0);
+                    kvec_f64(f, "sum2", s2[a]);
+                    kvec_f64(f, "sum3", s3[a]);
                 }
-                fputc('\n', f);
+            } else if (p->style == SIM_OPT_ASIAN_GEOM) {
+                sum[a] = sum[a] + lns[a];
+                kvec_f64(f, "sum", sum[a]);
+            } else if (p->style == SIM_OPT_BARRIER) {
+                int knock = p->barrier_flags & SIM_OPT_UP ? lns[a] >= p->ln_barrier : lns[a] <= p->ln_barrier;
+                hit[a] = knock ? 1.0 : hit[a];
+                fprintf(f, " hit=%d", hit[a] > 0.0);
             }
+            fputc('\n', f);
         }
     }
     const int in = (p->barrier_flags & SIM_OPT_IN) != 0;
-    for (int c = 0; c < nsc; c++) {
-        double pay[2];
-        for (int a = 0; a < na; a++) {
-            double x;
-            if (p->style == SIM_OPT_ASIAN_ARITH)
-                x = sum[a][c] * p->inv_steps;
-            else if (p->style == SIM_OPT_ASIAN_GEOM)
-                x = sim_exp(sum[a][c] * p->inv_steps);
-            else
-                x = sim_exp(lns[a][c]);
-            double payoff = sim_option_payoff(p, x);
-            pay[a] = p->style == SIM_OPT_BARRIER && (hit[a][c] > 0.0) != in ? 0.0 : payoff;
-            fprintf(f, "payoff %s %" PRIu64 " a=%d c=%d", set, item, a, c);
-            kvec_f64(f, "x", x);
-            kvec_f64(f, "payoff", payoff);
-            kvec_f64(f, "pay", pay[a]);
+    const double disc = p->scen[0].disc, wsg = p->put ? -1.0 : 1.0;
+    double pay[2], es[4] = { 0.0, 0.0, 0.0, 0.0 };
+    for (int a = 0; a < na; a++) {
+        double lx, x, ell = 0.0, e[4];
+        if (p->style == SIM_OPT_ASIAN_ARITH || p->style == SIM_OPT_ASIAN_GEOM)
+            lx = sum[a] * p->inv_steps;
+        else
+            lx = lns[a];
+        x = p->style == SIM_OPT_ASIAN_ARITH ? lx : sim_exp(lx);
+        double payoff = sim_option_payoff(p, x);
+        pay[a] = p->style == SIM_OPT_BARRIER && (hit[a] > 0.0) != in ? 0.0 : payoff;
+        fprintf(f, "payoff %s %" PRIu64 " a=%d", set, item, a);
+        kvec_f64(f, "x", x);
+        kvec_f64(f, "payoff", payoff);
+        kvec_f64(f, "pay", pay[a]);
+        if (!p->greeks) {
             fputc('\n', f);
+            continue;
         }
-        val[c] = na == 2 ? ((pay[0] + pay[1]) * p->scen[c].disc) * 0.5 : pay[0] * p->scen[c].disc;
-        fprintf(f, "value %s %" PRIu64 " c=%d", set, item, c);
-        kvec_f64(f, "v", val[c]);
+        const double sgn = a ? -1.0 : 1.0, fp = pay[a] > 0.0 ? wsg : 0.0;
+        if (lr) {
+            double zsa = sgn * zs, zqn = zq - p->steps_d;
+            e[0] = pay[a] * (sgn * z1);
+            e[1] = pay[a] * (zqn - p->cv * zsa);
+            e[2] = pay[a] * zsa;
+            e[3] = pay[a] * (zqn + p->cm * zsa);
+        } else if (arith_g) {
+            e[0] = fp * x;
+            e[1] = fp * (s3[a] - p->cv * s2[a]);
+            e[2] = fp * s2[a];
+            e[3] = fp * (s3[a] + p->cm * s2[a]);
+        } else {
+            ell = lx - ln_s0;
+            kvec_f64(f, "ell", ell);
+            e[0] = fp * x;
+            e[1] = fp * (x * (ell - p->cv));
+            e[2] = e[0];
+            e[3] = fp * (x * (ell + p->cm));
+        }
+        for (int g = 0; g < 4; g++) {
+            char name[8];
+            snprintf(name, sizeof name, "e%d", g);
+            kvec_f64(f, name, e[g]);
+            es[g] = a ? es[g] + e[g] : e[g];
+        }
         fputc('\n', f);
     }
-    outv[0] = val[0];
-    for (int g = 0; p->greeks && g < 4; g++) {
-        double d = (val[2 + 2 * g] - val[1 + 2 * g]) * p->inv_2h[g];
-        outv[1 + g] = g == 3 ? -d : d;
+    outv[0] = na == 2 ? ((pay[0] + pay[1]) * disc) * 0.5 : pay[0] * disc;
+    if (p->greeks) {
+        double m[4];
+        fprintf(f, "greeks %s %" PRIu64, set, item);
+        for (int g = 0; g < 4; g++) {
+            char name[8];
+            m[g] = na == 2 ? (es[g] * p->gk[g]) * 0.5 : es[g] * p->gk[g];
+            snprintf(name, sizeof name, "m%d", g);
+            kvec_f64(f, name, m[g]);
+        }
+        fputc('\n', f);
+        outv[1] = m[0];
+        outv[2] = m[1];
+        outv[3] = m[2] - p->t * outv[0];
+        outv[4] = p->r * outv[0] - m[3];
     }
     /* the kernel's own values of this item: its group of four */
     double grp[SIM_MAX_OUT][SIM_W];
@@ -274,22 +335,22 @@ static void kvec_option_host(FILE *f, const char *set, const sim_job *job)
     kvec_f64(f, "inv_steps", p->inv_steps);
     if (p->style == SIM_OPT_BARRIER)
         kvec_f64(f, "ln_barrier", p->ln_barrier);
-    for (int g = 0; p->greeks && g < 4; g++) {
-        char name[16];
-        snprintf(name, sizeof name, "h%d", g);
-        kvec_f64(f, name, p->bump[g]);
-        snprintf(name, sizeof name, "inv_2h%d", g);
-        kvec_f64(f, name, p->inv_2h[g]);
+    if (p->greeks) {
+        kvec_f64(f, "cv", p->cv);
+        kvec_f64(f, "cm", p->cm);
+        for (int g = 0; g < 4; g++) {
+            char name[8];
+            snprintf(name, sizeof name, "k%d", g);
+            kvec_f64(f, name, p->gk[g]);
+        }
     }
     fputc('\n', f);
-    for (int c = 0; c < (int)p->nscen; c++) {
-        fprintf(f, "host %s c=%d", set, c);
-        kvec_f64(f, "ln_s0", p->scen[c].ln_s0);
-        kvec_f64(f, "drift_dt", p->scen[c].drift_dt);
-        kvec_f64(f, "vol_sqrt_dt", p->scen[c].vol_sqrt_dt);
-        kvec_f64(f, "disc", p->scen[c].disc);
-        fputc('\n', f);
-    }
+    fprintf(f, "host %s", set);
+    kvec_f64(f, "ln_s0", p->scen[0].ln_s0);
+    kvec_f64(f, "drift_dt", p->scen[0].drift_dt);
+    kvec_f64(f, "vol_sqrt_dt", p->scen[0].vol_sqrt_dt);
+    kvec_f64(f, "disc", p->scen[0].disc);
+    fputc('\n', f);
 }
 
 /* ---- combat ---------------------------------------------------------------------------------- */

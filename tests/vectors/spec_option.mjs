@@ -2,8 +2,9 @@
 // written from docs/kernels.md ("Specification", "Kernel `option`") alone:
 // Philox4x32-10, the word-to-uniform conversion, sim_log, sim_exp, the
 // octant sine and cosine, Box–Muller, every style's path with antithetic
-// pairs and Greeks, the layouts, the fixed point (BigInt), the statistics'
-// msgpack bytes and a chunk's result bytes. tests/wasm/kernel_spec.test.mjs
+// pairs and its Greeks (pathwise, or likelihood ratios for the barriers),
+// the layouts, the fixed point (BigInt), the statistics' msgpack bytes and
+// a chunk's result bytes. tests/wasm/kernel_spec.test.mjs
 // holds it to tests/vectors/kernels.vec bit for bit. Where it needed more
 // than the text says, the text was completed.
 
@@ -135,16 +136,6 @@ export function normalPair(wr, wa) {
 
 const STYLES = ['european', 'asian_arithmetic', 'asian_geometric', 'barrier'];
 
-function scenario(s0, r, q, sigma, t, steps) {
-  const dt = t / steps;
-  return {
-    ln_s0: simLog(s0),
-    drift_dt: ((r - q) - (0.5 * sigma) * sigma) * dt,
-    vol_sqrt_dt: sigma * Math.sqrt(dt),
-    disc: simExp((-r) * t),
-  };
-}
-
 /** frexp's exponent: bound = f 2^e, 0.5 <= f < 1 (bound a positive normal). */
 function frexpExp(x) {
   return Number((bits(x) >> 52n) & 0x7ffn) - 1022;
@@ -158,6 +149,8 @@ export function layoutMake(bound, lo, hi) {
     inv_width: 32.0 / (hi - lo) };
 }
 
+const abs = (x) => (x < 0 ? -x : x);
+
 /** A job of the option kernel: parameters (a JSON object) and seed (BigInt). */
 export function optionJob(params, seed) {
   const p = {
@@ -167,98 +160,150 @@ export function optionJob(params, seed) {
     antithetic: !!params.antithetic, greeks: !!params.greeks,
   };
   if (p.style < 0) throw new Error(`unknown style ${params.style}`);
-  p.inv_steps = 1.0 / p.steps;
+  const { s0, k, r, q, sigma, t } = p;
+  p.steps_d = p.steps;
+  p.inv_steps = 1.0 / p.steps_d;
   p.up = p.barrierType === 'up_out' || p.barrierType === 'up_in';
   p.in = p.barrierType === 'up_in' || p.barrierType === 'down_in';
   if (p.style === 3) p.ln_barrier = simLog(p.barrier);
-  p.h = [0.01 * p.s0, p.sigma < 0.02 ? 0.5 * p.sigma : 0.01, 0.001, 0.01 * p.t];
-  p.inv_2h = p.h.map((h) => 1.0 / (2.0 * h));
-  const { s0, r, q, sigma, t, steps, h } = p;
-  p.scen = [scenario(s0, r, q, sigma, t, steps)];
-  if (p.greeks) {
-    p.scen.push(scenario(s0 - h[0], r, q, sigma, t, steps), scenario(s0 + h[0], r, q, sigma, t, steps),
-      scenario(s0, r, q, sigma - h[1], t, steps), scenario(s0, r, q, sigma + h[1], t, steps),
-      scenario(s0, r - h[2], q, sigma, t, steps), scenario(s0, r + h[2], q, sigma, t, steps),
-      scenario(s0, r, q, sigma, t - h[3], steps), scenario(s0, r, q, sigma, t + h[3], steps));
+  const dt = t / p.steps_d;
+  p.ln_s0 = simLog(s0);
+  p.drift_dt = ((r - q) - (0.5 * sigma) * sigma) * dt;
+  p.vol_sqrt_dt = sigma * Math.sqrt(dt);
+  p.disc = simExp((-r) * t);
+  const mu = (r - q) - (0.5 * sigma) * sigma;
+  if (p.greeks && p.style === 3) {
+    const sqrtDt = Math.sqrt(t / p.steps_d);
+    p.cv = p.vol_sqrt_dt;
+    p.cm = ((2.0 * mu) * sqrtDt) / sigma;
+    p.kg = [p.disc / (s0 * p.vol_sqrt_dt), p.disc / sigma, p.disc * (sqrtDt / sigma), p.disc / (2.0 * t)];
+  } else if (p.greeks) {
+    const tau = p.style === 0 ? t : p.style === 2 ? (t * (p.steps_d + 1.0)) / (2.0 * p.steps_d) : t / p.steps_d;
+    const dn = p.style === 1 ? p.disc * p.inv_steps : p.disc;
+    p.cv = ((r - q) + (0.5 * sigma) * sigma) * tau;
+    p.cm = mu * tau;
+    p.kg = [p.disc / s0, dn / sigma, dn * tau, dn / (2.0 * t)];
   }
-  const big = s0 > p.k ? s0 : p.k;
-  let drift = r - q;
-  drift = drift < 0 ? -drift : drift;
+  const big = s0 > k ? s0 : k;
+  const drift = abs(r - q);
   let bound = (2.0 * big) * simExp((8.0 * sigma) * Math.sqrt(t) + drift * t);
   if (p.style === 3 && p.barrier > bound) bound = p.barrier;
   const hist = params.hist ?? [0.0, 2.0 * big];
   p.names = ['price'];
   p.layouts = [layoutMake(bound, hist[0], hist[1])];
   if (p.greeks) {
-    const range = [1.5, (2.0 * s0) * Math.sqrt(t), (2.0 * p.k) * t, s0];
+    const b8 = greekBounds(p, 8.0), b3 = greekBounds(p, 3.0);
     ['delta', 'vega', 'rho', 'theta'].forEach((n, g) => {
       p.names.push(n);
-      p.layouts.push(layoutMake(bound / h[g], -range[g], range[g]));
+      p.layouts.push(layoutMake(b8[g], -b3[g], b3[g]));
     });
   }
   p.key = [Number(seed & 0xffffffffn), Number(seed >> 32n)];
   return p;
 }
 
+/** B_g(ns), the Greeks' bounds of "Layouts". */
+function greekBounds(p, ns) {
+  const { s0, k, r, q, sigma, t } = p;
+  const st = Math.sqrt(t), g = abs(r - q), am = abs((r - q) - (0.5 * sigma) * sigma), ar = abs(r);
+  const big = s0 > k ? s0 : k;
+  const df = p.disc > 1.0 ? p.disc : 1.0;
+  const m = simExp((ns * sigma) * st + g * t);
+  const bb = ((2.0 * big) * m) * df;
+  if (p.style !== 3) {
+    return [(2.0 * m) * df, bb * (ns * st + sigma * t), (2.0 * t) * bb, bb * ((ar + am) + (ns * sigma) / st)];
+  }
+  const n = p.steps_d, zb = ns * Math.sqrt(n), qb = ns * Math.sqrt(2.0 * n) + ns * ns;
+  const sqrtDt = Math.sqrt(t / n), acm = abs(p.cm);
+  return [(bb * ns) / (s0 * p.vol_sqrt_dt), (bb * (qb + p.vol_sqrt_dt * zb)) / sigma,
+    bb * ((sqrtDt * zb) / sigma + t), bb * (ar + (qb + acm * zb) / (2.0 * t))];
+}
+
 /** One item (a BigInt index): its outputs, and with trace its stages. */
 export function optionItem(p, item, trace = null) {
   const k = Number(item & 3n), blk = item >> 2n, wr = k & 1;
-  const na = p.antithetic ? 2 : 1, nsc = p.scen.length;
-  const lns = [], sum = [], hit = [];
+  const na = p.antithetic ? 2 : 1;
+  const arithG = p.greeks && p.style === 1, lr = p.greeks && p.style === 3;
+  const lns = [], sum = [], hit = [], sum2 = [], sum3 = [];
+  let zsum = 0.0, zsq = 0.0, z1 = 0.0;
   for (let a = 0; a < na; a++) {
-    lns.push(p.scen.map((s) => s.ln_s0));
-    sum.push(p.scen.map(() => 0.0));
-    hit.push(p.scen.map(() => false));
+    lns.push(p.ln_s0);
+    sum.push(0.0);
+    hit.push(false);
+    sum2.push(0.0);
+    sum3.push(0.0);
   }
   for (let j = 0; j < p.steps; j++) {
     const ctr = [j, 0, Number(blk & 0xffffffffn), Number(blk >> 32n)];
     const w = philox(ctr, p.key);
     const n = normalPair(w[wr], w[wr + 2]);
     const z = k < 2 ? n.zc : n.zs;
-    trace?.steps.push({ j, ctr, out: w, word: k, z, ...n });
+    const step = { j, ctr, out: w, word: k, z, ...n };
+    if (lr) {
+      if (j === 0) z1 = z;
+      zsum = zsum + z;
+      zsq = zsq + z * z;
+      Object.assign(step, { zsum, zsq });
+    }
+    trace?.steps.push(step);
     for (let a = 0; a < na; a++) {
       const sgn = a ? -1.0 : 1.0;
-      for (let c = 0; c < nsc; c++) {
-        const sc = p.scen[c];
-        lns[a][c] = lns[a][c] + (sc.drift_dt + sc.vol_sqrt_dt * (sgn * z));
-        const st = { a, c, j, lns: lns[a][c] };
-        if (p.style === 1) {
-          st.e = simExp(lns[a][c]);
-          sum[a][c] = sum[a][c] + st.e;
-          st.sum = sum[a][c];
-        } else if (p.style === 2) {
-          sum[a][c] = sum[a][c] + lns[a][c];
-          st.sum = sum[a][c];
-        } else if (p.style === 3) {
-          hit[a][c] = hit[a][c] || (p.up ? lns[a][c] >= p.ln_barrier : lns[a][c] <= p.ln_barrier);
-          st.hit = hit[a][c];
+      lns[a] = lns[a] + (p.drift_dt + p.vol_sqrt_dt * (sgn * z));
+      const st = { a, j, lns: lns[a] };
+      if (p.style === 1) {
+        st.e = simExp(lns[a]);
+        sum[a] = sum[a] + st.e;
+        st.sum = sum[a];
+        if (arithG) {
+          sum2[a] = sum2[a] + st.e * (j + 1);
+          sum3[a] = sum3[a] + st.e * (lns[a] - p.ln_s0);
+          Object.assign(st, { sum2: sum2[a], sum3: sum3[a] });
         }
-        trace?.paths.push(st);
+      } else if (p.style === 2) {
+        sum[a] = sum[a] + lns[a];
+        st.sum = sum[a];
+      } else if (p.style === 3) {
+        hit[a] = hit[a] || (p.up ? lns[a] >= p.ln_barrier : lns[a] <= p.ln_barrier);
+        st.hit = hit[a];
       }
+      trace?.paths.push(st);
     }
   }
-  const v = [];
-  for (let c = 0; c < nsc; c++) {
-    const pay = [];
-    for (let a = 0; a < na; a++) {
-      let x;
-      if (p.style === 1) x = sum[a][c] * p.inv_steps;
-      else if (p.style === 2) x = simExp(sum[a][c] * p.inv_steps);
-      else x = simExp(lns[a][c]);
-      let payoff = p.put ? p.k - x : x - p.k;
-      payoff = payoff > 0.0 ? payoff : 0.0;
-      pay.push(p.style === 3 && hit[a][c] !== p.in ? 0.0 : payoff);
-      trace?.payoffs.push({ a, c, x, payoff, pay: pay[a] });
+  const pay = [], es = [0.0, 0.0, 0.0, 0.0], w = p.put ? -1.0 : 1.0;
+  for (let a = 0; a < na; a++) {
+    const lx = p.style === 1 || p.style === 2 ? sum[a] * p.inv_steps : lns[a];
+    const x = p.style === 1 ? lx : simExp(lx);
+    let payoff = p.put ? p.k - x : x - p.k;
+    payoff = payoff > 0.0 ? payoff : 0.0;
+    pay.push(p.style === 3 && hit[a] !== p.in ? 0.0 : payoff);
+    const rec = { a, x, payoff, pay: pay[a] };
+    if (p.greeks) {
+      const sgn = a ? -1.0 : 1.0, fp = pay[a] > 0.0 ? w : 0.0;
+      let e;
+      if (lr) {
+        const zsa = sgn * zsum, zqn = zsq - p.steps_d;
+        e = [pay[a] * (sgn * z1), pay[a] * (zqn - p.cv * zsa), pay[a] * zsa, pay[a] * (zqn + p.cm * zsa)];
+      } else if (arithG) {
+        e = [fp * x, fp * (sum3[a] - p.cv * sum2[a]), fp * sum2[a], fp * (sum3[a] + p.cm * sum2[a])];
+      } else {
+        const ell = lx - p.ln_s0;
+        rec.ell = ell;
+        e = [fp * x, fp * (x * (ell - p.cv)), 0, fp * (x * (ell + p.cm))];
+        e[2] = e[0];
+      }
+      e.forEach((v, g) => {
+        rec[`e${g}`] = v;
+        es[g] = a ? es[g] + v : v;
+      });
     }
-    v.push(na === 2 ? ((pay[0] + pay[1]) * p.scen[c].disc) * 0.5 : pay[0] * p.scen[c].disc);
-    trace?.values.push({ c, v: v[c] });
+    trace?.payoffs.push(rec);
   }
-  const out = [v[0]];
+  const price = na === 2 ? ((pay[0] + pay[1]) * p.disc) * 0.5 : pay[0] * p.disc;
+  const out = [price];
   if (p.greeks) {
-    for (let g = 0; g < 4; g++) {
-      const d = (v[2 + 2 * g] - v[1 + 2 * g]) * p.inv_2h[g];
-      out.push(g === 3 ? -d : d);
-    }
+    const m = es.map((v, g) => (na === 2 ? (v * p.kg[g]) * 0.5 : v * p.kg[g]));
+    trace?.greeks.push({ m0: m[0], m1: m[1], m2: m[2], m3: m[3] });
+    out.push(m[0], m[1], m[2] - p.t * price, p.r * price - m[3]);
   }
   return out;
 }

@@ -69,9 +69,9 @@ for (const [name, set] of optionSets) {
           hist_hi: hex64(l.hist_hi) }, `${name} layout ${rec.pos[0]}`);
         layouts++;
       } else if (rec.kind === 'host') {
-        const mine = 'c' in rec.kv ? { c: rec.kv.c, ...f(p.scen[Number(rec.kv.c)]) }
-          : { steps: String(p.steps), ...f({ inv_steps: p.inv_steps, ln_barrier: p.ln_barrier ?? NaN }) };
-        p.h.forEach((h, g) => Object.assign(mine, f({ [`h${g}`]: h, [`inv_2h${g}`]: p.inv_2h[g] })));
+        const mine = { steps: String(p.steps), ...f({ inv_steps: p.inv_steps, ln_barrier: p.ln_barrier ?? NaN,
+          ln_s0: p.ln_s0, drift_dt: p.drift_dt, vol_sqrt_dt: p.vol_sqrt_dt, disc: p.disc }) };
+        if (p.greeks) Object.assign(mine, f({ cv: p.cv, cm: p.cm }), ...p.kg.map((k, g) => f({ [`k${g}`]: k })));
         same(rec, mine, `${name} host`);
         hosts++;
       } else if (rec.kind === 'result') {
@@ -89,9 +89,9 @@ for (const [name, set] of optionSets) {
     assert.ok(items.size >= 2, `${name}: no traced items`);
 
     for (const [item, recs] of items) {
-      const trace = { steps: [], paths: [], payoffs: [], values: [] };
+      const trace = { steps: [], paths: [], payoffs: [], greeks: [] };
       const out = optionItem(p, BigInt(item), trace);
-      const next = { step: 0, path: 0, payoff: 0, value: 0 };
+      const next = { step: 0, path: 0, payoff: 0, greeks: 0 };
       for (const rec of recs) {
         const where = `${name} item ${item} ${rec.kind} ${JSON.stringify(rec.kv).slice(0, 60)}`;
         if (rec.kind === 'out') {
@@ -101,7 +101,7 @@ for (const [name, set] of optionSets) {
             slot: String(fx.slot) }, where);
           continue;
         }
-        const list = { step: trace.steps, path: trace.paths, payoff: trace.payoffs, value: trace.values }[rec.kind];
+        const list = { step: trace.steps, path: trace.paths, payoff: trace.payoffs, greeks: trace.greeks }[rec.kind];
         assert.ok(list, `${where}: unknown record`);
         const s = list[next[rec.kind]++];
         assert.ok(s, `${where}: the JavaScript has fewer ${rec.kind} records`);
@@ -111,20 +111,17 @@ for (const [name, set] of optionSets) {
             radius_word: String(s.word & 1), angle_word: String((s.word & 1) + 2), trig: s.word < 2 ? 'cos' : 'sin',
             quadrant: String(s.quadrant), offset: String(s.offset), folded: s.folded ? '1' : '0',
             ...f({ u: s.u, ln_u: s.lnU, radius: s.radius, a: s.a, sin: s.sin, cos: s.cos, z: s.z }) };
-        } else if (rec.kind === 'path') {
-          mine = { a: String(s.a), c: String(s.c), j: String(s.j), ...f({ lns: s.lns }) };
-          if ('e' in s) mine.e = hex64(s.e);
-          if ('sum' in s) mine.sum = hex64(s.sum);
-          if ('hit' in s) mine.hit = s.hit ? '1' : '0';
-        } else if (rec.kind === 'payoff') {
-          mine = { a: String(s.a), c: String(s.c), ...f({ x: s.x, payoff: s.payoff, pay: s.pay }) };
+          if ('zsum' in s) Object.assign(mine, f({ zsum: s.zsum, zsq: s.zsq }));
         } else {
-          mine = { c: String(s.c), v: hex64(s.v) };
+          // path, payoff, greeks: indices as integers, flags as 0/1, the rest doubles
+          mine = Object.fromEntries(Object.entries(s).map(([k, v]) => [k,
+            k === 'a' || k === 'j' ? String(v) : typeof v === 'boolean' ? (v ? '1' : '0') : hex64(v)]));
         }
+        if (rec.kind !== 'step') assert.deepEqual(Object.keys(rec.kv).sort(), Object.keys(mine).sort(), `${where}: the fields`);
         same(rec, mine, where);
       }
       for (const k of Object.keys(next)) {
-        const n = { step: trace.steps, path: trace.paths, payoff: trace.payoffs, value: trace.values }[k].length;
+        const n = { step: trace.steps, path: trace.paths, payoff: trace.payoffs, greeks: trace.greeks }[k].length;
         assert.equal(next[k], n, `${name} item ${item}: the file has ${next[k]} ${k} records, the JavaScript ${n}`);
       }
     }
