@@ -446,19 +446,50 @@ static double geometric_asian_call(double s, double k, double r, double q, doubl
     return geometric_asian(0, s, k, r, q, sig, t, n);
 }
 
-/* The geometric Asian's Greeks as central differences of its closed form
- * (steps of 1e-5, relative for S0 and T): theta = -dV/dT, the fixings
- * moving with T. */
-static struct bs geometric_asian_greeks(int put, double s, double k, double r, double q, double sig, double t, int n)
+/* A closed form's price at (S0, r, sigma, T); ctx holds the rest. */
+typedef double (*price_fn)(const void *ctx, double s, double r, double sig, double t);
+
+/* The Greeks of a closed form as its central differences (steps of 1e-5,
+ * relative for S0 and T); theta = -dV/dT. */
+static struct bs greeks_by_differences(price_fn f, const void *ctx, double s, double r, double sig, double t)
 {
     struct bs o;
     const double hs = 1e-5 * s, h = 1e-5, ht = 1e-5 * t;
-    o.price = geometric_asian(put, s, k, r, q, sig, t, n);
-    o.delta = (geometric_asian(put, s + hs, k, r, q, sig, t, n) - geometric_asian(put, s - hs, k, r, q, sig, t, n)) / (2 * hs);
-    o.vega = (geometric_asian(put, s, k, r, q, sig + h, t, n) - geometric_asian(put, s, k, r, q, sig - h, t, n)) / (2 * h);
-    o.rho = (geometric_asian(put, s, k, r + h, q, sig, t, n) - geometric_asian(put, s, k, r - h, q, sig, t, n)) / (2 * h);
-    o.theta = -(geometric_asian(put, s, k, r, q, sig, t + ht, n) - geometric_asian(put, s, k, r, q, sig, t - ht, n)) / (2 * ht);
+    o.price = f(ctx, s, r, sig, t);
+    o.delta = (f(ctx, s + hs, r, sig, t) - f(ctx, s - hs, r, sig, t)) / (2 * hs);
+    o.vega = (f(ctx, s, r, sig + h, t) - f(ctx, s, r, sig - h, t)) / (2 * h);
+    o.rho = (f(ctx, s, r + h, sig, t) - f(ctx, s, r - h, sig, t)) / (2 * h);
+    o.theta = -(f(ctx, s, r, sig, t + ht) - f(ctx, s, r, sig, t - ht)) / (2 * ht);
     return o;
+}
+
+struct fixed_terms {
+    int put, n;
+    double k, q, b;
+};
+
+static double geometric_asian_at(const void *ctx, double s, double r, double sig, double t)
+{
+    const struct fixed_terms *c = ctx;
+    return geometric_asian(c->put, s, c->k, r, c->q, sig, t, c->n);
+}
+
+/* The geometric Asian's Greeks, the fixings moving with T. */
+static struct bs geometric_asian_greeks(int put, double s, double k, double r, double q, double sig, double t, int n)
+{
+    const struct fixed_terms c = { .put = put, .n = n, .k = k, .q = q };
+    return greeks_by_differences(geometric_asian_at, &c, s, r, sig, t);
+}
+
+/* An up-and-out call watched on one date, T, with K < B: the European
+ * payoff cut off at B, e^(-rT) E[(S_T - K) 1{K < S_T < B}] = C(K) - C(B) -
+ * (B - K) e^(-rT) N(d2(B)). */
+static double up_out_one_date_at(const void *ctx, double s, double r, double sig, double t)
+{
+    const struct fixed_terms *c = ctx;
+    double d2b = (log(s / c->b) + (r - c->q - 0.5 * sig * sig) * t) / (sig * sqrt(t));
+    return black_scholes(0, s, c->k, r, c->q, sig, t).price - black_scholes(0, s, c->b, r, c->q, sig, t).price -
+        (c->b - c->k) * exp(-r * t) * ncdf(d2b);
 }
 
 Test(sim_option, geometric_asian_matches_closed_form, .timeout = 60)
@@ -673,19 +704,25 @@ static void run_cores(const sim_job *job, uint64_t n, sim_stats *out)
     free(pc);
 }
 
-/* Every output of a job against its closed form (sim_job_reference, or
- * want where given), within 3 standard errors; the z of each is logged. */
-static void assert_greeks(const char *what, const sim_job *job, const sim_stats *st, const double *want)
+/* Every output of a job within 3 standard errors of want; the z of each
+ * is logged. */
+static void assert_outputs(const char *what, const sim_job *job, const sim_stats *st, const double *want)
+{
+    for (int o = 0; o < 5; o++) {
+        double m = sim_stats_mean(&st[o]), se = sim_stats_stderr(&st[o]);
+        cr_log_info("%s %s: %.8f +- %.8f, closed form %.8f, z %+.2f", what, sim_job_output_name(job, o), m, se,
+            want[o], (m - want[o]) / se);
+        cr_assert(fabs(m - want[o]) <= 3.0 * se, "%s %s: %.8f vs closed form %.8f, 3 SE = %.8f", what,
+            sim_job_output_name(job, o), m, want[o], 3.0 * se);
+    }
+}
+
+/* The same against the job's own closed forms (sim_job_reference). */
+static void assert_greeks(const char *what, const sim_job *job, const sim_stats *st)
 {
     double ref[SIM_MAX_OUT];
     cr_assert_eq(sim_job_reference(job, ref), 0x1fu, "%s: closed forms", what);
-    for (int o = 0; o < 5; o++) {
-        double w = want ? want[o] : ref[o], m = sim_stats_mean(&st[o]), se = sim_stats_stderr(&st[o]);
-        cr_log_info("%s %s: %.8f +- %.8f, closed form %.8f, z %+.2f", what, sim_job_output_name(job, o), m, se, w,
-            (m - w) / se);
-        cr_assert(fabs(m - w) <= 3.0 * se, "%s %s: %.8f vs closed form %.8f, 3 SE = %.8f", what,
-            sim_job_output_name(job, o), m, w, 3.0 * se);
-    }
+    assert_outputs(what, job, st, ref);
 }
 
 /* At 10^9 items a bias of a few 10^-5 in a Greek is many standard errors:
@@ -707,7 +744,7 @@ Test(sim_option, greeks_of_a_billion_items_match_black_scholes, .timeout = 900)
         sim_job *job = must_job("option", jobs[i], 47 + (uint64_t)i);
         sim_stats st[5];
         run_cores(job, 1000000000, st);
-        assert_greeks(jobs[i], job, st, NULL);
+        assert_greeks(jobs[i], job, st);
         sim_job_destroy(job);
     }
 }
@@ -715,7 +752,9 @@ Test(sim_option, greeks_of_a_billion_items_match_black_scholes, .timeout = 900)
 /* The other styles' estimators on closed forms: the geometric Asian's
  * Greeks (pathwise through the log-average, 12 fixings); an arithmetic
  * Asian of one fixing, which is the European payoff through the
- * arithmetic code's sums; a barrier no path reaches, whose
+ * arithmetic code's sums; an up-and-out call watched on one date, whose
+ * closed form is the European payoff cut off at the barrier (the
+ * likelihood ratio across a jump); a barrier no path reaches, whose
  * likelihood-ratio Greeks have the European's expectation. The Asians run
  * 4x10^8 items: 12 normals an item, each run costs about what a 10^9-item
  * European does. */
@@ -731,7 +770,7 @@ Test(sim_option, greeks_of_each_style_match_closed_forms, .timeout = 900)
         sim_job *job = must_job("option", json, 61 + (uint64_t)put);
         sim_stats st[5];
         run_cores(job, 400000000, st);
-        assert_greeks(json, job, st, NULL);
+        assert_greeks(json, job, st);
         sim_job_destroy(job);
     }
     static const char *like_european[] = {
@@ -740,6 +779,17 @@ Test(sim_option, greeks_of_each_style_match_closed_forms, .timeout = 900)
         "{\"style\": \"barrier\", \"barrier\": 1000000, \"barrier_type\": \"up_out\", \"type\": \"put\", \"S0\": 100, "
         "\"K\": 105, \"r\": 0.03, \"q\": 0.01, \"sigma\": 0.25, \"T\": 1, \"steps\": 4, \"greeks\": true}",
     };
+    /* a barrier that knocks out: the likelihood ratio across the jump at B */
+    const struct fixed_terms uo = { .k = 100, .q = 0.01, .b = 130 };
+    struct bs u = greeks_by_differences(up_out_one_date_at, &uo, 100, 0.03, 0.25, 1);
+    const double want_uo[5] = { u.price, u.delta, u.vega, u.rho, u.theta };
+    sim_job *bj = must_job("option", "{\"style\": \"barrier\", \"barrier\": 130, \"barrier_type\": \"up_out\", "
+        "\"S0\": 100, \"K\": 100, \"r\": 0.03, \"q\": 0.01, \"sigma\": 0.25, \"T\": 1, \"greeks\": true}", 81);
+    sim_stats bst[5];
+    run_cores(bj, 100000000, bst);
+    assert_outputs("up-and-out call, one date", bj, bst, want_uo);
+    sim_job_destroy(bj);
+
     struct bs w = black_scholes(1, 100, 105, 0.03, 0.01, 0.25, 1);
     const double want[5] = { w.price, w.delta, w.vega, w.rho, w.theta };
     for (int i = 0; i < 2; i++) {
@@ -748,13 +798,7 @@ Test(sim_option, greeks_of_each_style_match_closed_forms, .timeout = 900)
         run_cores(job, 100000000, st);
         double ref[SIM_MAX_OUT];
         cr_assert_eq(sim_job_reference(job, ref), 0u, "no closed form of its own");
-        for (int o = 0; o < 5; o++) {
-            double m = sim_stats_mean(&st[o]), se = sim_stats_stderr(&st[o]);
-            cr_log_info("%s %s: %.8f +- %.8f, Black-Scholes %.8f, z %+.2f", like_european[i],
-                sim_job_output_name(job, o), m, se, want[o], (m - want[o]) / se);
-            cr_assert(fabs(m - want[o]) <= 3.0 * se, "%s %s: %.8f vs %.8f, 3 SE = %.8f", like_european[i],
-                sim_job_output_name(job, o), m, want[o], 3.0 * se);
-        }
+        assert_outputs(like_european[i], job, st, want);
         sim_job_destroy(job);
     }
 }
