@@ -291,8 +291,9 @@ deps: ## install missing Debian/npm packages and the WebAssembly sysroot
 test: all wasm web asan tsan ## build everything and run every test suite; ends with "N passed, N failed" (and ", N skipped" where any were)
 	BUILD=$(BUILD) scripts/run-tests.sh $(SUITES)
 
-run: all ## build, install what is missing, and run `simfarm up --allow-public-nodes` (the local farm, open to browser tabs)
-	$(BIN) up --allow-public-nodes
+LISTEN ?=
+run: all ## build, install what is missing, and run `simfarm up --allow-public-nodes` (the local farm, open to browser tabs; LISTEN=HOST:PORT: elsewhere than 127.0.0.1:8080)
+	$(BIN) up --allow-public-nodes $(if $(LISTEN),--listen '$(LISTEN)')
 
 wasm: $(DEPS_MK) $(WASM_OUT) $(WASM_ASAN_OUT) $(NODE_WASM_OUT) ## build the WebAssembly programs with emcc (sysroot built once, cached)
 

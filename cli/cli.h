@@ -24,6 +24,11 @@ bool cli_number(const char *v, long min, long max, long *out);
  * and the port (0 to 65535). 0, or SF_EINVAL with the reason in e. */
 int cli_listen(const char *arg, char *host, size_t hlen, int *port, sf_error *e);
 
+/* Whether the database conninfo names does not exist (the server says
+ * so), with a line saying how to create it in msg. Any other failure to
+ * connect is false: the coordinator waits for a database that is away. */
+bool cli_db_missing(const char *conninfo, char *msg, size_t cap);
+
 int cmd_sim(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_up(int argc, char **argv);

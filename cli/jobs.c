@@ -61,6 +61,7 @@ typedef struct view {
     double items, done, failed, rate;
     bool has_rate;
     const msgpack_object *outputs;   /* progress.outputs or result.outputs; borrowed */
+    char blocked[256];               /* progress.blocked: why no node online can run it; "" */
 } view;
 
 static void read_view(const msgpack_object *job, view *v)
@@ -79,6 +80,19 @@ static void read_view(const msgpack_object *job, view *v)
     v->outputs = remote_get(src, "outputs");
     if (v->outputs != NULL && v->outputs->type != MSGPACK_OBJECT_ARRAY)
         v->outputs = NULL;
+    if (result == NULL && (strcmp(v->state, "pending") == 0 || strcmp(v->state, "running") == 0))
+        remote_text(remote_get(progress, "blocked"), v->blocked, sizeof v->blocked, "");
+}
+
+/* The share done as the dashboard shows it: a complete job all of it, any
+ * other its items done of its items, at most all (a tournament's
+ * candidates together run more than its items). */
+static double done_share(const view *v)
+{
+    if (strcmp(v->state, "complete") == 0)
+        return 1;
+    double f = v->items > 0 ? v->done / v->items : 0;
+    return f > 1 ? 1 : f;
 }
 
 /* "price 10.4513 ± 0.0012" for output i, or false when there is none yet. */
@@ -440,10 +454,10 @@ static int put_verify(char **cur, const char *key, const char *value)
 }
 
 /* The job file's text with "tiers", "verify.check_rate" and "verify.trust"
- * set from --tiers, --check-rate and --trust (any may be NULL); the rest as
- * it is. *text is replaced (and freed). */
+ * set from --tiers, --check-rate and --trust (any may be NULL), and
+ * "confirm_large": true with --yes; the rest as it is. *text is replaced (and freed). */
 static int apply_flags(remote *r, char **text, size_t *len, const char *tiers, const char *check_rate,
-    const char *trust)
+    const char *trust, bool yes)
 {
     sf_str body = SF_STR_INIT, value = SF_STR_INIT;
     char *cur = *text;
@@ -486,6 +500,12 @@ static int apply_flags(remote *r, char **text, size_t *len, const char *tiers, c
         if (put_verify(&cur, "trust", value.s) != 0)
             goto too_many;
         sf_str_clear(&value);
+    }
+    if (yes) {
+        if (put_member(&body, cur, "confirm_large", "true") != 0)
+            goto too_many;
+        free(cur);
+        cur = sf_str_take(&body);
     }
     *len = strlen(cur);
     goto out;
@@ -539,6 +559,12 @@ static void progress_line(char *buf, size_t cap, int64_t id, const view *v, doub
         frac = 1;
     if (rate > 0 && v->done < v->items)
         remote_duration(eta, sizeof eta, (v->items - v->done) / rate);
+    if (v->blocked[0] != '\0') {
+        snprintf(buf, cap, "job %" PRId64 " %s, blocked: %s", id, v->state, v->blocked);
+        if (tty)
+            clip(buf, term_columns() - 1);
+        return;
+    }
     if (strcmp(v->state, "running") != 0) {
         snprintf(buf, cap, "job %" PRId64 " %s%s", id, v->state,
             strcmp(v->state, "pending") == 0 ? ": waiting for a node" : "");
@@ -553,12 +579,20 @@ static void progress_line(char *buf, size_t cap, int64_t id, const view *v, doub
     remote_count(items, sizeof items, v->items);
     remote_count(speed, sizeof speed, rate);
     char tail[256];
-    snprintf(tail, sizeof tail, " %5.1f%%  %s/%s items  %s items/s%s%s%s%s", 100 * frac, done, items, speed,
-        eta[0] ? "  ETA " : "", eta, has_est ? "  " : "", est);
     char head[32];
     int hn = snprintf(head, sizeof head, "job %" PRId64 " ", id);
     int cols = term_columns() - 1;
-    int bar = cols - hn - (int)strlen(tail) - 2;
+    /* The bar first: the estimate gives way to it on a narrow terminal
+     * (80 columns), then the ETA. */
+    int bar = 0;
+    for (int drop = 0; drop < 3; drop++) {
+        snprintf(tail, sizeof tail, " %5.1f%%  %s/%s items  %s items/s%s%s%s%s", 100 * frac, done, items, speed,
+            eta[0] && drop < 2 ? "  ETA " : "", drop < 2 ? eta : "", has_est && drop < 1 ? "  " : "",
+            drop < 1 ? est : "");
+        bar = cols - hn - (int)strlen(tail) - 2;
+        if (bar >= 20 || (bar >= 10 && drop == 2))
+            break;
+    }
     if (bar > 40)
         bar = 40;
     if (bar < 10) {
@@ -661,6 +695,7 @@ static int watch_job(remote *r, int64_t id)
                 if (remote_get(remote_get(doc.root, "result"), "digest") != NULL)
                     printf("  digest %s\n", remote_text(remote_get(remote_get(doc.root, "result"), "digest"), digest,
                         sizeof digest, "?"));
+                print_variants(remote_get(doc.root, "result"));
                 char ver[1024];
                 if (verification_text(doc.root, v.items, ver, sizeof ver))
                     printf("  verified %s\n", ver);
@@ -698,7 +733,7 @@ static int watch_job(remote *r, int64_t id)
 /* ---- the subcommands -------------------------------------------------------------- */
 
 static const char submit_usage[] =
-    "usage: simfarm submit FILE.json [--watch] [--key KEY] [--tiers LIST] [--check-rate R]\n"
+    "usage: simfarm submit FILE.json [--watch] [--yes] [--key KEY] [--tiers LIST] [--check-rate R]\n"
     "                      [--trust LIST] [options]\n"
     "\n"
     "Submits the job in FILE.json (\"-\": standard input) to the coordinator\n"
@@ -709,6 +744,9 @@ static const char submit_usage[] =
     "the job is stored once.\n"
     "  --watch          then follow it as `simfarm watch` does; with --json, print\n"
     "                   the finished job's JSON\n"
+    "  --yes            submit it even when it would take the farm over a day at\n"
+    "                   its speed now (\"confirm_large\": true; the coordinator refuses\n"
+    "                   such a size without it)\n"
     "  --key KEY        the key, 1 to 128 visible ASCII characters (default: a\n"
     "                   random one): the same key and file again give the job\n"
     "                   stored the first time, not a second one\n"
@@ -725,6 +763,29 @@ static const char submit_usage[] =
     "                   no tier, any result may be checked (in place of the file's\n"
     "                   \"verify\": {\"trust\"}; default: own)\n" REMOTE_COMMON_FLAGS;
 
+/* The submission was tried `tries` times over `secs` and never stored:
+ * says so with the last answer (an error rc with e, or res: freed), and
+ * how to send it again safely. Returns SF_EXIT_FAIL. */
+static int gave_up(remote *r, int rc, const sf_error *e, http_response *res, int tries, double secs)
+{
+    char last[320] = "";
+    const char *why = rc != 0 ? "no answer came" : res->status == 409 ? "the same key was still being stored"
+        : "the coordinator answered 503: its database is away or slow";
+    if (rc != 0) {
+        snprintf(last, sizeof last, "%.300s", e->msg);
+    } else {
+        remote_doc doc;
+        if (remote_parse(r, res, &doc) == 0)
+            remote_text(remote_get(doc.root, "error"), last, sizeof last, "");
+        remote_doc_free(&doc);
+        if (last[0] == '\0')
+            snprintf(last, sizeof last, "%s answered %d", r->url.origin, res->status);
+        http_response_free(res);
+    }
+    return remote_fail(r, SF_EXIT_FAIL, "the job was not stored after %d tries over %.0f s (%s; the last: %s): "
+        "send it again with --key %s, which stores it once", tries, secs, why, last, r->key);
+}
+
 /* Sends the submission until it is answered: a reply that never came (a
  * timeout, a broken connection), a 503 and a 409 (the same key still being
  * stored) are tried again for SUBMIT_RETRY_MS, each try within
@@ -734,7 +795,9 @@ static const char submit_usage[] =
 static int send_submission(remote *r, const char *text, size_t len, http_response *res)
 {
     sf_error e;
+    int tries = 0;
     for (int64_t start = now_ms();; pause_ms(POLL_MS)) {
+        tries++;
         int64_t left = start + SUBMIT_RETRY_MS - now_ms();
         r->timeout_ms = (int)(left < SUBMIT_TRY_MS ? (left > 1000 ? left : 1000) : SUBMIT_TRY_MS);
         int rc = remote_exchange(r, "POST", "/api/jobs", text, len, res, &e);
@@ -742,6 +805,8 @@ static int send_submission(remote *r, const char *text, size_t len, http_respons
             (rc == 0 && (res->status == 503 || res->status == 409));
         if (!again || now_ms() - start + POLL_MS >= SUBMIT_RETRY_MS) {
             r->timeout_ms = 0;
+            if (again && tries > 1) /* what happened over the retries, not only the last answer */
+                return gave_up(r, rc, &e, res, tries, (now_ms() - start) / 1000.0);
             if (rc != 0)
                 return remote_fail(r, SF_EXIT_FAIL, "%s", e.msg);
             return res->status >= 200 && res->status < 300 ? 0 : remote_refused(r, res, NULL);
@@ -752,9 +817,10 @@ static int send_submission(remote *r, const char *text, size_t len, http_respons
 
 int cmd_submit(int argc, char **argv)
 {
-    bool watch = false;
+    bool watch = false, yes = false;
     const char *key = NULL, *tiers = NULL, *check_rate = NULL, *trust = NULL;
-    const remote_opt opts[] = { { "--watch", NULL, &watch }, { "--key", &key, NULL }, { "--tiers", &tiers, NULL },
+    const remote_opt opts[] = { { "--watch", NULL, &watch }, { "--yes", NULL, &yes }, { "--key", &key, NULL },
+        { "--tiers", &tiers, NULL },
         { "--check-rate", &check_rate, NULL }, { "--trust", &trust, NULL }, { NULL, NULL, NULL } };
     remote r;
     int rc = remote_init(&r, "submit", submit_usage, argc, argv, opts, 1, 1, "the job file (FILE.json)");
@@ -774,8 +840,8 @@ int cmd_submit(int argc, char **argv)
     size_t len = 0;
     if ((rc = read_job_file(&r, r.args[0], &text, &len)) != 0)
         return rc;
-    if ((tiers != NULL || check_rate != NULL || trust != NULL) &&
-        (rc = apply_flags(&r, &text, &len, tiers, check_rate, trust)) != 0) {
+    if ((tiers != NULL || check_rate != NULL || trust != NULL || yes) &&
+        (rc = apply_flags(&r, &text, &len, tiers, check_rate, trust, yes)) != 0) {
         free(text);
         return rc;
     }
@@ -835,6 +901,9 @@ static const char jobs_usage[] =
     "  --kernel K       only jobs of kernel K (option, combat)\n"
     "  --limit N        at most N jobs, 1 to 1000 (default 100)\n" REMOTE_COMMON_FLAGS;
 
+/* The jobs listed that are blocked, why, one line each: printed under the table. */
+static sf_str blocked_lines = SF_STR_INIT;
+
 static const char *const jobs_head[] = { "ID", "STATE", "OWNER", "KERNEL", "ITEMS", "DONE", "CREATED", "NAME" };
 
 static void jobs_row(const msgpack_object *j, remote_table *t)
@@ -842,14 +911,21 @@ static void jobs_row(const msgpack_object *j, remote_table *t)
     char id[24], st[16], own[64], ker[32], items[32], done[32], created[40], name[130];
     view v;
     read_view(j, &v);
-    if (v.items > 0 && (v.done > 0 || strcmp(v.state, "running") == 0))
-        snprintf(done, sizeof done, "%.0f%%", floor(100 * v.done / v.items));
+    if (v.items > 0 && (v.done > 0 || strcmp(v.state, "running") == 0 || strcmp(v.state, "complete") == 0))
+        snprintf(done, sizeof done, "%.0f%%", floor(100 * done_share(&v)));
     else
         snprintf(done, sizeof done, "-");
+    if (v.blocked[0] != '\0') {
+        snprintf(st, sizeof st, "blocked");
+        char line[320];
+        snprintf(line, sizeof line, "job %s is blocked: %s\n", remote_text(remote_get(j, "id"), id, sizeof id, "?"),
+            v.blocked);
+        sf_str_cat(&blocked_lines, line);
+    }
     remote_count(items, sizeof items, v.items);
     const char *row[] = {
         remote_text(remote_get(j, "id"), id, sizeof id, "?"),
-        remote_text(remote_get(j, "state"), st, sizeof st, "?"),
+        v.blocked[0] ? st : remote_text(remote_get(j, "state"), st, sizeof st, "?"),
         remote_text(remote_get(j, "owner"), own, sizeof own, "-"),
         remote_text(remote_get(j, "kernel"), ker, sizeof ker, "?"),
         items, done,
@@ -879,7 +955,11 @@ int cmd_jobs(int argc, char **argv)
     const char *names[] = { "state", "owner", "kernel", "limit" }, *values[] = { state, owner, kernel, limit };
     if ((rc = remote_target(&r, target, sizeof target, "/api/jobs", names, values, 4)) != 0)
         return rc;
-    return remote_list(&r, target, "jobs", jobs_head, 8, jobs_row);
+    rc = remote_list(&r, target, "jobs", jobs_head, 8, jobs_row);
+    if (blocked_lines.len > 0)
+        fputs(blocked_lines.s, stdout);
+    sf_str_free(&blocked_lines);
+    return rc;
 }
 
 static const char job_usage[] =
@@ -930,6 +1010,8 @@ int cmd_job(int argc, char **argv)
         remote_text(remote_get(j, "name"), name, sizeof name, "");
         printf("job %" PRId64 "%s%s\n", id, name[0] ? "  " : "", name);
         printf("  state     %s\n", v.state);
+        if (v.blocked[0] != '\0')
+            printf("  blocked   %s\n", v.blocked);
         printf("  owner     %s\n", remote_text(remote_get(j, "owner"), owner, sizeof owner, "-"));
         printf("  kernel    %s, strategy %s, %.0f items, seed %s, priority %s\n",
             remote_text(remote_get(j, "kernel"), kernel, sizeof kernel, "?"),

@@ -15,6 +15,7 @@
 
 #include <arpa/inet.h>
 #include <limits.h>
+#include <libpq-fe.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +113,26 @@ int cli_listen(const char *arg, char *host, size_t hlen, int *port, sf_error *e)
     }
     *port = (int)p;
     return 0;
+}
+
+bool cli_db_missing(const char *conninfo, char *msg, size_t cap)
+{
+    /* connect_timeout after the conninfo's own words: a host that does
+     * not answer is the coordinator's to wait for, not this look's */
+    const char *keys[] = { "dbname", "connect_timeout", NULL }, *values[] = { conninfo, "3", NULL };
+    PGconn *c = PQconnectdbParams(keys, values, 1);
+    bool missing = false;
+    if (c != NULL && PQstatus(c) != CONNECTION_OK) {
+        const char *err = PQerrorMessage(c), *at = strstr(err, "database \""), *end;
+        if (at != NULL && (end = strstr(at + 10, "\" does not exist")) != NULL) {
+            int n = (int)(end - (at + 10));
+            snprintf(msg, cap, "the database \"%.*s\" does not exist: create it with `createdb %.*s` (as a "
+                "PostgreSQL user that may), or name another one", n, at + 10, n, at + 10);
+            missing = true;
+        }
+    }
+    PQfinish(c);
+    return missing;
 }
 
 static void announced(rt_system *sys, rt_actor *store, const char *host, int port, void *ctx)
@@ -240,6 +261,11 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
     if ((cert == NULL) != (key == NULL)) {
         fprintf(stderr, "simfarm serve: TLS needs both --tls-cert and --tls-key\n");
         return SF_EXIT_USAGE;
+    }
+    char missing[512];
+    if (cli_db_missing(db, missing, sizeof missing)) {
+        fprintf(stderr, "simfarm serve: %s (--db)\n", missing);
+        return SF_EXIT_FAIL;
     }
     char web_buf[PATH_MAX];
     cd_coordinator_opts co = { .host = host, .port = port, .db = db, .pool = pool, .name = "serve", .open_enrolment = open,

@@ -27,6 +27,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <sodium.h>
 #include <libpq-fe.h>
 #include <limits.h>
@@ -99,14 +100,51 @@ static void pg_stop(cd_pg *pg)
 
 /* ---- the demo job ------------------------------------------------------------------ */
 
-enum { M_GO = RT_MSGS_UP };
+enum { M_LOOK = RT_MSGS_UP, DEMO_LOOK_MS = 1000 };
 
+/* The demo job: submitted once the database is up, then looked at every
+ * DEMO_LOOK_MS until it ends, when `up` says what it found. */
 typedef struct demo {
     rt_actor *store;
     char *submission;
     char url[360];
     bool sent;
+    int64_t job;              /* 0 until stored */
+    bool told;                /* its end was said */
+    unsigned ended_looks;     /* looks that found it ended without a result */
 } demo;
+
+static void demo_look_later(rt_actor *self)
+{
+    rt_send_after(self, DEMO_LOOK_MS, rt_msg_new(M_LOOK, sizeof(rt_msg)));
+}
+
+/* The demo job's end, on one line: its state, time, first output against
+ * its closed form, and its page on the dashboard. */
+static void demo_told(demo *d, const PGresult *res)
+{
+    const char *state = PQgetvalue(res, 0, 0);
+    if (strcmp(state, "pending") == 0 || strcmp(state, "running") == 0)
+        return;
+    /* a cancel's row says so before the scheduler writes its result:
+     * that is waited for a few looks */
+    if (PQgetisnull(res, 0, 3) && ++d->ended_looks < 5)
+        return;
+    d->told = true;
+    printf("simfarm up: demo job %" PRId64 " %s", d->job, state);
+    if (!PQgetisnull(res, 0, 1))
+        printf(" in %.1f s", strtod(PQgetvalue(res, 0, 1), NULL));
+    if (!PQgetisnull(res, 0, 3) && !PQgetisnull(res, 0, 4)) {
+        double mean = strtod(PQgetvalue(res, 0, 3), NULL), se = strtod(PQgetvalue(res, 0, 4), NULL);
+        printf(": %s %.6g ± %.2g", PQgetvalue(res, 0, 2), mean, se);
+        if (!PQgetisnull(res, 0, 5)) {
+            double ref = strtod(PQgetvalue(res, 0, 5), NULL);
+            printf(" (closed form %.6g, %.1f standard errors away)", ref, se > 0 ? (mean - ref) / se : 0.0);
+        }
+    }
+    printf("; see %s/#/jobs/%" PRId64 "\n", d->url, d->job);
+    fflush(stdout);
+}
 
 static void demo_behaviour(rt_actor *self, rt_msg *m)
 {
@@ -120,16 +158,35 @@ static void demo_behaviour(rt_actor *self, rt_msg *m)
             return;
         }
         rt_request(self, d->store, &q->hdr, 30000);
+    } else if (m->type == M_LOOK && d->job > 0 && !d->told) {
+        cd_query *q = cd_query_new(
+            "SELECT state, extract(epoch FROM finished_at - started_at), result->'outputs'->0->>'name', "
+            "result->'outputs'->0->>'mean', result->'outputs'->0->>'stderr', result->'outputs'->0->>'closed_form' "
+            "FROM jobs WHERE id = $1");
+        cd_query_int(q, d->job);
+        rt_request(self, d->store, &q->hdr, 30000);
     } else if (m->type == CD_MSG_RESULT) {
         cd_result *r = (cd_result *)m;
-        if (r->res != NULL)
-            printf("simfarm up: demo job %s submitted: %s/api/jobs/%s\n", PQgetvalue(r->res, 0, 0), d->url,
-                PQgetvalue(r->res, 0, 0));
-        else
+        if (d->job > 0) { /* a look at it: said once it ended, else looked at again */
+            if (r->res != NULL && PQntuples(r->res) == 1)
+                demo_told(d, r->res);
+            if (!d->told)
+                demo_look_later(self);
+        } else if (r->res != NULL) {
+            d->job = strtoll(PQgetvalue(r->res, 0, 0), NULL, 10);
+            printf("simfarm up: demo job %" PRId64 " submitted: %s/#/jobs/%" PRId64 " (its page on the dashboard; "
+                "simfarm watch %" PRId64 " follows it too); this terminal says when it ends\n", d->job, d->url, d->job,
+                d->job);
+            demo_look_later(self);
+        } else {
             fprintf(stderr, "simfarm up: the demo job was not stored: %s\n", r->error);
+        }
         fflush(stdout);
     } else if (m->type == RT_MSG_TIMEOUT) {
-        fprintf(stderr, "simfarm up: the database did not take the demo job in time\n");
+        if (d->job > 0)
+            demo_look_later(self);
+        else
+            fprintf(stderr, "simfarm up: the database did not take the demo job in time\n");
     }
 }
 
@@ -373,6 +430,17 @@ static void write_configs(up_ctx *u, const char *server)
             printf("simfarm up: %s points at this farm\n", user);
             return;
         }
+        /* One an `up` of this DIR wrote (its first line says so) follows
+         * the farm to its new address or token; any other is the user's. */
+        char mine[PATH_MAX + 64];
+        snprintf(mine, sizeof mine, "# The farm of `simfarm up` in %s:", u->var);
+        if (strncmp(old, mine, strlen(mine)) == 0) {
+            if (write_private(user, text) == 0) {
+                printf("simfarm up: updated %s: simfarm jobs, submit, watch ... use this farm at %s\n", user, server);
+                return;
+            }
+            fprintf(stderr, "simfarm up: cannot write %s: %s\n", user, strerror(errno));
+        }
     }
     printf("simfarm up: for the client commands: export SIMFARM_CONFIG=%s\n", path);
 }
@@ -446,8 +514,8 @@ static char *demo_submission(void)
      * Every tier, public included: a browser tab on the contribute page
      * can help with it. */
     snprintf(s, cap,
-        "{\"kernel\": \"option\", \"params\": %s, \"items\": 1000000000, \"owner\": \"demo\", "
-        "\"tiers\": [\"own\", \"team\", \"community\", \"public\"]}",
+        "{\"kernel\": \"option\", \"name\": \"demo: the option of examples/option.json\", \"params\": %s, "
+        "\"items\": 1000000000, \"owner\": \"demo\", \"tiers\": [\"own\", \"team\", \"community\", \"public\"]}",
         params);
     return s;
 }
@@ -513,6 +581,12 @@ int cmd_up(int argc, char **argv)
         }
         printf("simfarm up: PostgreSQL running in %s\n", pg.dir);
         db = pg.conninfo;
+    } else {
+        char missing[512];
+        if (cli_db_missing(db, missing, sizeof missing)) {
+            fprintf(stderr, "simfarm up: %s ($SIMFARM_DB)\n", missing);
+            return SF_EXIT_FAIL;
+        }
     }
     up_ctx u = { .submission = demo_job ? demo_submission() : NULL, .open = open, .nodes = nodes, .cores = cores };
     if (cd_mkdirs(var, 0755) != 0 || realpath(var, u.var) == NULL || strlen(u.var) > PATH_MAX - 32) {

@@ -532,7 +532,7 @@ void cd__api_answer(cd__api *api, rt_msg *m)
         cd__api_dispatch(api, r);
         break;
     case CD__ASK_SUBMIT: cd__api_on_submit(api, r, pr); break;
-    case CD__ASK_LIST:
+    case CD__ASK_LIST: cd__api_on_list(api, r, pr); break;
     case CD__ASK_TOKENS: cd__api_ok(api, r, 200, sf_fmt("%s\n", PQgetvalue(pr, 0, 0))); break;
     case CD__ASK_ONE: cd__api_on_one(api, r, pr); break;
     case CD__ASK_CONVERGENCE: cd__api_on_convergence(api, r, pr); break;

@@ -118,8 +118,13 @@ void cd__api_authenticate(cd__api *api, cd__request *r)
         return;
     }
     const char *t = r->auth;
-    if (strncasecmp(t, "Bearer ", 7) != 0 || !token_shape(t + 7)) {
+    if (strncasecmp(t, "Bearer ", 7) != 0) {
         cd__api_auth_failed(api, r, "the Authorization header must be 'Bearer sf_...' with an API token", true);
+        return;
+    }
+    if (!token_shape(t + 7)) { /* a token mistyped or cut is unknown too: said as such */
+        cd__api_auth_failed(api, r, "unknown API token: no token has this text (an API token is sf_ and 43 more "
+            "characters, as simfarm token create prints it)", true);
         return;
     }
     unsigned char hash[32];

@@ -104,6 +104,7 @@ void cd__api_cancel_job(cd__api *api, cd__request *r, uint64_t id);
 /* The store's answers to those (res borrowed). */
 void cd__api_on_submit(cd__api *api, cd__request *r, PGresult *res);
 void cd__api_on_one(cd__api *api, cd__request *r, PGresult *res);
+void cd__api_on_list(cd__api *api, cd__request *r, PGresult *res);
 void cd__api_on_convergence(cd__api *api, cd__request *r, PGresult *res);
 void cd__api_on_cancel_look(cd__api *api, cd__request *r, PGresult *res);
 void cd__api_on_cancel_do(cd__api *api, cd__request *r, PGresult *res);

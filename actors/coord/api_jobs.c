@@ -22,6 +22,32 @@ static const char *job_columns =
     "json_build_object('check_rate', check_rate, 'trust', tier_names(trusted_tiers)) AS verify, state, spec, "
     "encode(ctx_hash, 'hex') AS ctx_hash, result, created_at, started_at, finished_at";
 
+/* Whether the submission's size would take the farm over CD_JOB_LARGE_S
+ * at its speed for the kernel, and the submission does not confirm it
+ * ("confirm_large": true); with why in msg. A speed not known (no job of
+ * the kernel measured while nodes were online) passes. */
+static bool too_large(cd__api *api, cd__request *r, char *msg, size_t cap)
+{
+    char kernel[64];
+    uint64_t items;
+    bool confirm;
+    if (api->o.scheduler == NULL || !cd_job_submission_size(r->body, r->body_len, kernel, sizeof kernel, &items, &confirm) ||
+        confirm)
+        return false;
+    double speed = cd_scheduler_kernel_speed(api->o.scheduler, kernel);
+    double secs = speed > 0 ? (double)items / speed : 0;
+    if (secs <= CD_JOB_LARGE_S)
+        return false;
+    char took[48];
+    if (secs < 86400.0 * 365)
+        snprintf(took, sizeof took, "%.1f days", secs / 86400);
+    else
+        snprintf(took, sizeof took, "%.3g years", secs / (86400.0 * 365.25));
+    snprintf(msg, cap, "at the farm's speed for %s jobs now (%.0f items/s) this takes about %s: "
+        "send \"confirm_large\": true to submit it anyway (simfarm submit --yes)", kernel, speed, took);
+    return true;
+}
+
 void cd__api_submit(cd__api *api, cd__request *r)
 {
     char field[64], msg[256];
@@ -33,6 +59,11 @@ void cd__api_submit(cd__api *api, cd__request *r)
         sizeof field, msg, sizeof msg);
     if (q == NULL) {
         cd__api_fail(api, r, 400, field[0] ? field : NULL, msg);
+        return;
+    }
+    if (too_large(api, r, msg, sizeof msg)) {
+        rt_msg_free(&q->hdr);
+        cd__api_fail(api, r, 422, "items", msg);
         return;
     }
     cd__api_ask(api, r, q, CD__ASK_SUBMIT);
@@ -56,9 +87,10 @@ void cd__api_list_jobs(cd__api *api, cd__request *r)
     }
     char sql[1024];
     snprintf(sql, sizeof sql,
-        "SELECT coalesce(json_agg(j ORDER BY j.id DESC), '[]')::text FROM "
+        "SELECT j.id, row_to_json(j)::text FROM "
         "(SELECT %s FROM jobs WHERE ($1::text IS NULL OR state = $1) AND ($2::text IS NULL OR owner = $2) "
-        "AND ($3::text IS NULL OR kernel = $3) AND ($4::bigint IS NULL OR id < $4) ORDER BY id DESC LIMIT $5) j",
+        "AND ($3::text IS NULL OR kernel = $3) AND ($4::bigint IS NULL OR id < $4) ORDER BY id DESC LIMIT $5) j "
+        "ORDER BY j.id DESC",
         job_columns);
     cd_query *q = cd_query_new(sql);
     cd_query_text(q, cd__api_arg(r, "state", state, sizeof state));
@@ -166,20 +198,41 @@ void cd__api_on_cancel_do(cd__api *api, cd__request *r, PGresult *res)
     cd__api_ok(api, r, 200, sf_fmt("{\"id\":%" PRIu64 ",\"state\":\"cancelled\"}\n", id));
 }
 
+/* A job's row (a JSON object) with ,"progress":{...} put in when the
+ * events hold its latest progress. */
+static void cat_job(sf_str *b, cd__api *api, uint64_t id, const char *row)
+{
+    const char *prog = cd_events_progress(api->o.events, id);
+    size_t rl = strlen(row);
+    if (prog == NULL || rl < 2)
+        sf_str_cat(b, row);
+    else
+        sf_str_catf(b, "%.*s,\"progress\":%s}", (int)(rl - 1), row, prog);
+}
+
+void cd__api_on_list(cd__api *api, cd__request *r, PGresult *res)
+{
+    sf_str b = SF_STR_INIT;
+    sf_str_cat(&b, "[");
+    for (int i = 0; i < PQntuples(res); i++) {
+        if (i > 0)
+            sf_str_cat(&b, ",");
+        cat_job(&b, api, strtoull(PQgetvalue(res, i, 0), NULL, 10), PQgetvalue(res, i, 1));
+    }
+    sf_str_cat(&b, "]\n");
+    cd__api_ok(api, r, 200, sf_str_take(&b));
+}
+
 void cd__api_on_one(cd__api *api, cd__request *r, PGresult *res)
 {
     if (PQntuples(res) == 0) {
         cd__api_fail(api, r, 404, NULL, "no such job");
         return;
     }
-    const char *row = PQgetvalue(res, 0, 0);
-    const char *prog = cd_events_progress(api->o.events, cd__api_job_id(r));
-    if (prog == NULL) {
-        cd__api_ok(api, r, 200, sf_fmt("%s\n", row));
-        return;
-    }
-    size_t rl = strlen(row);
-    cd__api_ok(api, r, 200, sf_fmt("%.*s,\"progress\":%s}\n", (int)(rl - 1), row, prog));
+    sf_str b = SF_STR_INIT;
+    cat_job(&b, api, cd__api_job_id(r), PQgetvalue(res, 0, 0));
+    sf_str_cat(&b, "\n");
+    cd__api_ok(api, r, 200, sf_str_take(&b));
 }
 
 /* The statistics of variant v of `variants` in one chunk's result

@@ -25,14 +25,18 @@
 #include "base/url.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <libwebsockets.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #include <uv.h>
 
 #define EVENTS_PROTOCOL "simfarm.events.v1"
@@ -847,6 +851,27 @@ static void finalize(rt_actor *self)
         rt_actor_release(g->scheduler);
 }
 
+/* Why host:port cannot be bound (an errno: EADDRINUSE, EADDRNOTAVAIL ...),
+ * tried as libwebsockets binds it; 0 when it can, or the address does not
+ * resolve. */
+static int bind_error(const char *host, int port)
+{
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV }, *ai;
+    char service[16];
+    snprintf(service, sizeof service, "%d", port);
+    if (port <= 0 || getaddrinfo(host, service, &hints, &ai) != 0)
+        return 0;
+    int fd = socket(ai->ai_family, SOCK_STREAM, 0), why = 0, one = 1;
+    if (fd >= 0) {
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0)
+            why = errno;
+        close(fd);
+    }
+    freeaddrinfo(ai);
+    return why;
+}
+
 rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, sf_error *e)
 {
     void *loop = rt_system_loop(sys);
@@ -933,10 +958,21 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, sf_error
     g->protocols[2] = (struct lws_protocols){ EVENTS_PROTOCOL, events_cb, 0, 4096, 0, NULL, 0 };
     info.protocols = g->protocols;
     info.vhost_name = "simfarm";
+    /* A port in use is said once, below, in our words: not in
+     * libwebsockets' lines about the bind. */
+    lws_set_log_level(0, NULL);
     g->vhost = lws_create_vhost(g->ctx, &info);
+    lws_set_log_level(LLL_ERR, NULL);
     /* an iface it cannot bind leaves a vhost that listens nowhere */
     if (g->vhost == NULL || lws_get_vhost_listen_port(g->vhost) <= 0) {
-        if (opts->tls_cert != NULL)
+        int why = bind_error(info.iface, opts->port);
+        if (why == EADDRINUSE)
+            sf_fail(e, CD_EIO, "cannot listen on %s:%d: the port is in use (another simfarm up or serve?): stop "
+                "that, or listen elsewhere with --listen HOST:PORT (make run LISTEN=HOST:PORT)", info.iface, opts->port);
+        else if (why != 0)
+            sf_fail(e, CD_EIO, "cannot listen on %s:%d: %s (is it an address of this machine?)", info.iface,
+                opts->port, strerror(why));
+        else if (opts->tls_cert != NULL)
             sf_fail(e, CD_ETLS, "cannot listen on %s:%d with TLS (is %s a PEM certificate and %s its key?)",
                 info.iface, opts->port, opts->tls_cert, opts->tls_key);
         else

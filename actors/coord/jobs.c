@@ -535,11 +535,24 @@ static bool parse_submission(const char *json, size_t len, const char *caller, b
                 goto out;
             }
             s->tournament = v;
+        } else if (sf_mp_streq(k, "confirm_large")) {
+            if (v->type != MSGPACK_OBJECT_BOOLEAN) {
+                snprintf(field, flen, "confirm_large");
+                snprintf(msg, mlen, "must be true or false");
+                goto out;
+            }
         } else {
             snprintf(field, flen, "%.*s", k->type == MSGPACK_OBJECT_STR ? (int)k->via.str.size : 1,
                 k->type == MSGPACK_OBJECT_STR ? k->via.str.ptr : "?");
-            snprintf(msg, mlen, "unknown field (known: kernel, params, items, seed, priority, owner, name, strategy, "
-                "weights, candidates, tournament, tiers, verify)");
+            /* A file of a kernel's parameters alone (examples/option.json)
+             * has no "kernel": say where those go. */
+            if (sf_mp_get(&up.data, "kernel") == NULL && sf_mp_get(&up.data, "params") == NULL)
+                snprintf(msg, mlen, "unknown field: this looks like a kernel's parameters alone, which go inside "
+                    "\"params\" of a job ({\"kernel\": \"option\", \"params\": {...}, \"items\": N}); "
+                    "`simfarm sim KERNEL FILE` runs such a file on this machine");
+            else
+                snprintf(msg, mlen, "unknown field (known: kernel, params, items, seed, priority, owner, name, strategy, "
+                    "weights, candidates, tournament, tiers, verify, confirm_large)");
             goto out;
         }
     }
@@ -602,6 +615,30 @@ bool cd_submission_key_ok(const char *key)
         if (key[i] < 0x21 || key[i] > 0x7e)
             return false;
     return n >= 1 && n <= CD_SUBMISSION_KEY_MAX;
+}
+
+bool cd_job_submission_size(const char *json, size_t len, char *kernel, size_t kcap, uint64_t *items, bool *confirm)
+{
+    msgpack_sbuffer sb;
+    msgpack_unpacked up;
+    size_t off = 0;
+    char err[64];
+    bool ok = false;
+    msgpack_sbuffer_init(&sb);
+    msgpack_unpacked_init(&up);
+    if (sf_json_to_msgpack(json, len, &sb, err, sizeof err) == 0 &&
+        msgpack_unpack_next(&up, sb.data, sb.size, &off) == MSGPACK_UNPACK_SUCCESS) {
+        const msgpack_object *k = sf_mp_get(&up.data, "kernel"), *n = sf_mp_get(&up.data, "items"),
+                             *c = sf_mp_get(&up.data, "confirm_large");
+        if (k != NULL && k->type == MSGPACK_OBJECT_STR && n != NULL && get_uint(n, 1, UINT64_MAX, items)) {
+            snprintf(kernel, kcap, "%.*s", (int)k->via.str.size, k->via.str.ptr);
+            *confirm = c != NULL && c->type == MSGPACK_OBJECT_BOOLEAN && c->via.boolean;
+            ok = true;
+        }
+    }
+    msgpack_unpacked_destroy(&up);
+    msgpack_sbuffer_destroy(&sb);
+    return ok;
 }
 
 void cd_submission_key_draw(char out[CD_SUBMISSION_KEY_DRAWN])

@@ -55,6 +55,15 @@ cd_query *cd_job_submission(const char *json, size_t len, char *field, size_t fl
 cd_query *cd_job_submission_by(const char *json, size_t len, const char *caller, bool admin, const char *key,
     char *field, size_t flen, char *msg, size_t mlen);
 
+/* A submission's kernel, items and "confirm_large" (false when absent),
+ * for the size check of a submission cd_job_submission_by took (docs/api.md,
+ * "Large jobs"). False when json does not hold them. */
+bool cd_job_submission_size(const char *json, size_t len, char *kernel, size_t kcap, uint64_t *items, bool *confirm);
+
+/* A size whose time at the farm's speed is over this many seconds needs
+ * "confirm_large": true. */
+enum { CD_JOB_LARGE_S = 86400 };
+
 enum { CD_SUBMISSION_KEY_MAX = 128, CD_SUBMISSION_KEY_DRAWN = 33 };
 
 /* Whether key is a submission key: 1 to 128 visible ASCII characters. */

@@ -5,6 +5,7 @@
  */
 #include "actors/coord/scheduler_int.h"
 
+#include "actors/coord/jobs.h"
 #include "base/alloc.h"
 #include "base/fnv.h"
 #include "base/log.h"
@@ -20,6 +21,7 @@ enum {
     PROGRESS_MS = 250,        /* job.progress at most this often per job */
     PARK_MS = 5000,           /* an idle node's claim waits this long for work */
     MAX_PARKED = 65536,
+    SPEED_FRESH_MS = 5000,    /* a job's items/s counts toward its kernel's speed this long */
     JOURNAL_PAGE = 20000,     /* journal records per query when a job is loaded */
 };
 
@@ -161,6 +163,119 @@ void cd__cancel_job(cd__sched *s, uint64_t job)
     }
 }
 
+/* ---- who may run what ------------------------------------------------------------------- */
+
+/* "own, team and community" from SC_TIER_* bits (`last` between the
+ * last two). */
+static void tier_words(uint8_t bits, const char *last, char *buf, size_t cap)
+{
+    unsigned n = 0, k = 0;
+    for (unsigned i = 0; i < 4; i++)
+        n += (bits >> i) & 1u;
+    buf[0] = '\0';
+    for (unsigned i = 0; i < 4; i++) {
+        if (!(bits & (1u << i)))
+            continue;
+        size_t at = strlen(buf);
+        k++;
+        snprintf(buf + at, cap - at, "%s%s", k == 1 ? "" : k == n ? last : ", ", cd_tier_name((uint8_t)(1u << i)));
+    }
+}
+
+void cd__blocked_text(const cd__sched *s, const cd__job_info *ji, char *buf, size_t cap)
+{
+    uint8_t online = 0;
+    for (unsigned i = 0; i < 4; i++)
+        if (s->online_tier[i] > 0)
+            online |= (uint8_t)(1u << i);
+    uint8_t tiers = ji->tiers ? ji->tiers : SC_TIER_ANY;
+    char want[64], either[64], have[64];
+    tier_words(tiers, " and ", want, sizeof want);
+    tier_words(tiers, " or ", either, sizeof either);
+    tier_words(online, " and ", have, sizeof have);
+    if (online == 0) {
+        snprintf(buf, cap, "no node is online: it runs once a node of tier %s joins", either);
+    } else if (!(online & tiers)) {
+        snprintf(buf, cap, "no node online may run it: it runs on %s nodes, and the nodes online are %s", want, have);
+    } else {
+        buf[0] = '\0';
+    }
+}
+
+/* The nodes online changed which tiers they cover: each job whose
+ * "blocked" says otherwise now tells its progress again. */
+static void online_changed(cd__sched *s)
+{
+    char now[sizeof s->jobs[0].blocked];
+    for (size_t i = 0; i < s->njobs; i++) {
+        cd__blocked_text(s, &s->jobs[i], now, sizeof now);
+        if (strcmp(now, s->jobs[i].blocked) != 0)
+            s->jobs[i].dirty = true;
+    }
+}
+
+/* A session asked for work: online from now until it leaves. */
+static void online_add(cd__sched *s, const rt_actor *session, uint8_t tier)
+{
+    bool added;
+    cd__online *o = cd__online_map_put(&s->online, (uint64_t)(uintptr_t)session, &added);
+    if (!added)
+        return;
+    o->tier = tier;
+    for (unsigned i = 0; i < 4; i++)
+        if (tier & (1u << i) && s->online_tier[i]++ == 0)
+            online_changed(s);
+}
+
+static void online_remove(cd__sched *s, const rt_actor *session)
+{
+    cd__online *o = cd__online_map_get(&s->online, (uint64_t)(uintptr_t)session);
+    if (o == NULL)
+        return;
+    uint8_t tier = o->tier;
+    cd__online_map_del(&s->online, (uint64_t)(uintptr_t)session);
+    for (unsigned i = 0; i < 4; i++)
+        if (tier & (1u << i) && --s->online_tier[i] == 0)
+            online_changed(s);
+}
+
+/* Each kernel's farm speed, published for the API's size check
+ * (cd_scheduler_kernel_speed): the items/s of its jobs measured within
+ * SPEED_FRESH_MS added up; with none, the last figure while any node is
+ * online, 0 once none is. */
+static void publish_speeds(cd__sched *s, uint64_t now)
+{
+    for (size_t k = 0; k < CD__MAX_KERNELS && sim_kernel_at(k) != NULL; k++) {
+        const char *name = sim_kernel_name(sim_kernel_at(k));
+        double sum = 0;
+        for (size_t i = 0; i < s->njobs; i++)
+            if (s->jobs[i].items_per_s > 0 && now - s->jobs[i].rate_ms < SPEED_FRESH_MS &&
+                strcmp(s->jobs[i].kernel, name) == 0)
+                sum += s->jobs[i].items_per_s;
+        if (sum > 0)
+            s->kernel_speed[k] = sum;
+        else if (s->online.n == 0)
+            s->kernel_speed[k] = 0;
+        uint64_t bits;
+        memcpy(&bits, &s->kernel_speed[k], sizeof bits);
+        /* read alone by the API, never with another value */
+        atomic_store_explicit(&s->g.kernel_speed[k], bits, memory_order_relaxed);
+    }
+}
+
+double cd_scheduler_kernel_speed(rt_actor *scheduler, const char *kernel)
+{
+    cd__sched *s = rt_state(scheduler);
+    for (size_t k = 0; k < CD__MAX_KERNELS && sim_kernel_at(k) != NULL; k++)
+        if (strcmp(sim_kernel_name(sim_kernel_at(k)), kernel) == 0) {
+            uint64_t bits = atomic_load_explicit(&s->g.kernel_speed[k], memory_order_relaxed);
+            double v;
+            memcpy(&v, &bits, sizeof v);
+            return v;
+        }
+    return 0;
+}
+
 /* ---- events ---------------------------------------------------------------------------- */
 
 static void event_release(rt_msg *m)
@@ -198,6 +313,7 @@ void cd__emit_progress(cd__sched *s, cd__job_info *ji, uint64_t now)
         ji->rate_ms = now;
         ji->rate_done = st.done_items;
     }
+    cd__blocked_text(s, ji, ji->blocked, sizeof ji->blocked);
     cd__emit(s, "job.progress", ji->id, cd__progress_json(ji, &st));
 }
 
@@ -274,6 +390,7 @@ static unsigned answer_claim(cd__sched *s, rt_msg *m, bool always, unsigned retr
  * given back), so an idle node starts at once instead of polling. */
 static void on_claim(rt_actor *self, cd__sched *s, rt_msg *m)
 {
+    online_add(s, m->sender, ((cd_claim *)m)->node.tier);
     if (answer_claim(s, m, false, 0) > 0)
         return;
     if (s->nparked >= MAX_PARKED) {
@@ -430,6 +547,7 @@ static void behaviour(rt_actor *self, rt_msg *m)
         cd__flush(s, NULL, 0, false);
         reload_when_written(s);
         cd__serve_parked(s, true);
+        publish_speeds(s, rt_mono_ms());
         break;
     }
     case CD__M_PROGRESS:
@@ -476,6 +594,7 @@ static void behaviour(rt_actor *self, rt_msg *m)
     }
     case CD_MSG_WITHDRAW:
         unpark_session(s, m->sender, true);
+        online_remove(s, m->sender);
         break;
     case CD_MSG_MALFORMED:
         sc_node_malformed(s->l, ((cd_node_gone *)m)->node, rt_mono_ms());
@@ -485,6 +604,7 @@ static void behaviour(rt_actor *self, rt_msg *m)
     case CD_MSG_NODE_GONE: {
         cd_node_gone *g = (cd_node_gone *)m;
         unpark_session(s, m->sender, false);
+        online_remove(s, m->sender);
         if (sc_release_node(s->l, g->node, g->session, rt_mono_ms()) > 0) {
             claims_lost(s);
             cd__serve_parked(s, false);
@@ -519,6 +639,7 @@ static void finalize(rt_actor *self)
     for (size_t i = 0; i < s->nparked; i++)
         rt_msg_free(s->parked[i].claim);
     free(s->parked);
+    cd__online_map_free(&s->online);
     sc_ledger_destroy(s->l);
     rt_actor_release(s->store);
     if (s->watcher != NULL)

@@ -156,6 +156,12 @@ uint64_t cd_owner_hash(const char *owner);
 /* A tier's name as its SC_TIER_* bit; 0 for none. */
 uint8_t cd_tier_bit(const char *tier);
 
+/* The farm's speed for jobs of `kernel` in items/s, as of the scheduler's
+ * last lease sweep: what its running jobs of that kernel measured, added
+ * up, or the last such figure while nodes stay online; 0 when none is
+ * known (docs/api.md, "Large jobs"). Any thread. */
+double cd_scheduler_kernel_speed(rt_actor *scheduler, const char *kernel);
+
 /* Any thread. */
 void cd_scheduler_stats_get(rt_actor *scheduler, cd_scheduler_stats *out);
 

@@ -67,7 +67,21 @@ typedef struct cd__job_info {
      * output o; none for a tournament, whose outputs are its leader's. */
     double ref[SIM_MAX_OUT];
     unsigned has_ref;
+    uint8_t tiers;            /* SC_TIER_* bits of the nodes that may run it */
+    /* Why no node online can run it, in words (its progress's "blocked"),
+     * as last told; "" when some node can. */
+    char blocked[192];
 } cd__job_info;
+
+/* A node session that has asked for work and not left, by its actor. */
+typedef struct cd__online {
+    uint8_t tier;             /* one SC_TIER_* bit */
+} cd__online;
+
+SF_MAP_DECLARE(cd__online_map, cd__online)
+
+/* The kernels whose farm speed is published (sim_kernel_at order). */
+enum { CD__MAX_KERNELS = 8 };
 
 /* A write in flight, by its request id: the barrier it counts for (-1:
  * none), the job whose end it writes (0: none), the epoch whose journal
@@ -178,6 +192,13 @@ typedef struct cd__sched {
     size_t njobs, jobs_cap;
     cd__parked *parked;       /* claims waiting for work, oldest first */
     size_t nparked, parked_cap;
+    /* The sessions online (those that claimed and neither left nor
+     * withdrew) and how many of each tier, for the jobs' "blocked". */
+    cd__online_map online;
+    unsigned online_tier[4];
+    /* Each kernel's last measured farm speed (items/s of its running
+     * jobs added up), kept while nodes stay online; 0: none measured. */
+    double kernel_speed[CD__MAX_KERNELS];
 
     /* scheduler_load.c */
     bool loading;
@@ -241,6 +262,7 @@ typedef struct cd__sched {
          * under a sequence lock (scheduler_writes.c: set_last_error). */
         _Atomic unsigned error_seq;
         _Atomic char last_error[256];
+        _Atomic uint64_t kernel_speed[CD__MAX_KERNELS]; /* a double's bits (kernel_speed above) */
         char pad1[64];
     } g;
     bool reload_due;          /* jobs were dropped for a quarantine: load them again once written */
@@ -277,6 +299,9 @@ void cd__serve_parked(cd__sched *s, bool expire);
 /* Adds n (if any) to one of the counters of journal records at odds with
  * others, and logs `what`. */
 void cd__count_conflicts(_Atomic uint64_t *counter, uint64_t n, const char *what);
+
+/* Why no node online can run ji, in words, into buf; "" when one can. */
+void cd__blocked_text(const cd__sched *s, const cd__job_info *ji, char *buf, size_t cap);
 
 /* The words of a job state, as the jobs table and the events spell it. */
 const char *cd__state_name(sc_job_state st);

@@ -208,6 +208,11 @@ char *cd__progress_json(const cd__job_info *ji, const sc_job_status *st)
     cat_nodes(&b, ji);
     sf_str_cat(&b, ",");
     cat_verification(&b, st);
+    sf_str_cat(&b, ",\"blocked\":");
+    if (ji->blocked[0])
+        sf_str_cat_json(&b, ji->blocked);
+    else
+        sf_str_cat(&b, "null");
     return sf_str_take(&b);
 }
 

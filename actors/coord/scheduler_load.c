@@ -306,6 +306,7 @@ static void start_job(cd__sched *s, const job_row *r)
         .nout = ji->nout,
         .samples_per_item = 1, /* output 0 holds one value per item (an antithetic pair is one) */
     };
+    ji->tiers = tmp.spec.tiers;
     ji->strategy = strcmp(r->strategy, "tournament") == 0 ? SC_TOURNAMENT
         : strcmp(r->strategy, "stat_weights") == 0 ? SC_STAT_WEIGHTS : SC_SINGLE;
     if (ji->strategy != SC_SINGLE) {

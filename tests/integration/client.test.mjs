@@ -192,7 +192,8 @@ describe('HTTP framings and faults', () => {
       assert.match(req, /\r\nConnection: close\r\n/);
       assert.match(req, /\r\nAuthorization: Bearer sf_t\r\n/);
       const table = await cli(['jobs', '--server', srv.url]);
-      assert.match(table.stdout, /^1 +complete +o +option +10 +- +2026-01-02 03:04:05 UTC$/m);
+      // a complete job is all done, as the dashboard shows it, whatever its items done say
+      assert.match(table.stdout, /^1 +complete +o +option +10 +100% +2026-01-02 03:04:05 UTC$/m);
     } finally {
       await srv.close();
     }
@@ -223,6 +224,72 @@ describe('HTTP framings and faults', () => {
       assert.equal(r.code, 1, r.stderr);
       const lines = r.stdout.split('\n').filter((l) => l !== '');
       assert.deepEqual(lines.map((l) => l.split(/[ :]/)[2]), ['pending', 'running', 'cancelled'], r.stdout);
+    } finally {
+      await srv.close();
+    }
+  });
+
+  test('watch on an 80-column terminal draws its bar, the estimate giving way to it', async () => {
+    const outputs = [{ name: 'price', count: 1000, mean: 10.45059, stderr: 0.00045 }];
+    let n = 0;
+    const srv = await rawServer((sock) => {
+      const body = JSON.stringify(n++ < 3
+        ? { id: 5, state: 'running', items: 2e9, progress: { items_done: 1.054e9, items_per_s: 1.98e8, outputs } }
+        : { id: 5, state: 'complete', items: 2e9, result: { items_done: 2e9, items_failed: 0, outputs } });
+      sock.end(`HTTP/1.1 200 OK\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    });
+    try {
+      // script(1) gives it a terminal, of 80 columns
+      const cmd = `stty cols 80 rows 24 && exec ${simfarm} watch 5 --server ${srv.url}`;
+      const r = await run('script', ['-qfec', cmd, '/dev/null'], { env: baseEnv, timeoutMs: 30000 });
+      assert.equal(r.code, 0, r.stdout);
+      const drawn = r.stdout.split('\r').map((l) => l.replace(/\x1b\[K/g, '')).filter((l) => l.startsWith('job 5 ['));
+      assert.ok(drawn.length >= 1, `no bar in ${JSON.stringify(r.stdout.slice(0, 400))}`);
+      for (const l of drawn) {
+        assert.ok(l.length <= 79, `${l.length} columns: ${l}`);
+        assert.match(l, /^job 5 \[#{10,}\.{10,}\]  52\.7%  1\.1G\/2G items  198M items\/s  ETA \S+/);
+      }
+      assert.match(r.stdout, /job 5 complete: 2000000000 items done/);
+    } finally {
+      await srv.close();
+    }
+  });
+
+  test('watch ends a stat_weights job with its weights, a tournament with its ranking and winner', async () => {
+    const outputs = [{ name: 'price', count: 1000, mean: 7.1, stderr: 0.01 }];
+    const ended = {
+      7: { strategy: 'stat_weights', result: { items_done: 1000, outputs,
+        weights: [{ name: 'delta', step: 0.5, weight: 0.5612, stderr: 0.0031 }] } },
+      8: { strategy: 'tournament', result: { items_done: 800, outputs, winner: 'haste set', candidates: [
+        { name: 'as worn', alive: false, rank: 2, items: 300, mean: 6.5, stderr: 0.1, dropped_after: 1 },
+        { name: 'haste set', alive: true, rank: 1, items: 500, mean: 7.1, stderr: 0.01, dropped_after: 0 }] } },
+    };
+    const srv = await rawServer((sock, data) => {
+      const id = Number(/^GET \/api\/jobs\/(\d+)/.exec(data)[1]);
+      const body = JSON.stringify({ id, state: 'complete', items: 1000, ...ended[id] });
+      sock.end(`HTTP/1.1 200 OK\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    });
+    try {
+      const w = await cli(['watch', '7', '--server', srv.url]);
+      assert.equal(w.code, 0, w.stderr);
+      assert.match(w.stdout, /^ {4}delta +0\.5612 ± 0\.0031 +\(step 0\.5\)$/m);
+      const t = await cli(['watch', '8', '--server', srv.url]);
+      assert.equal(t.code, 0, t.stderr);
+      assert.match(t.stdout, /^ {2}winner {4}haste set$/m);
+      assert.match(t.stdout, /^ {4}#1 +haste set +7\.1 ± 0\.01 +500 items, in to the end$/m);
+      assert.match(t.stdout, /^ {4}#2 +as worn +6\.5 ± 0\.1 +300 items, dropped after phase 1$/m);
+      // jobs shows a complete job 100% done whatever its items done, as the dashboard
+      const listSrv = await rawServer((sock) => {
+        const body = JSON.stringify([{ id: 8, state: 'complete', owner: 'o', kernel: 'combat', items: 128000,
+          created_at: '2026-01-02T03:04:05+00:00', result: { items_done: 8000 } }]);
+        sock.end(`HTTP/1.1 200 OK\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+      });
+      try {
+        const l = await cli(['jobs', '--server', listSrv.url]);
+        assert.match(l.stdout, /^8 +complete +o +combat +128k +100% /m);
+      } finally {
+        await listSrv.close();
+      }
     } finally {
       await srv.close();
     }
@@ -288,6 +355,15 @@ describe('HTTP framings and faults', () => {
       assert.deepEqual(b.keys, ['nightly-1', 'nightly-1']);
     } finally {
       await b.srv.close();
+    }
+    // Refused for 30 s: what happened over the tries, not only the last answer.
+    const down = await scripted([busy]);
+    try {
+      const r = await cli(['submit', smallJob, '--server', down.srv.url], { timeoutMs: 60000 });
+      failed(r, 'submit', 1, /^simfarm submit: the job was not stored after \d+ tries over (29|30|31) s \(the coordinator answered 503: its database is away or slow; the last: the database did not answer in time\): send it again with --key [0-9a-f]{32}, which stores it once$/);
+      assert.ok(down.keys.length > 10, `${down.keys.length} tries`);
+    } finally {
+      await down.srv.close();
     }
     // A refusal is an answer: sent once.
     const c = await scripted([['400 Bad Request', '{"error":"must be positive","field":"items"}']]);
@@ -482,10 +558,15 @@ describe('against simfarm serve', () => {
     failed(await as(['submit', bad]), 'submit', 1, /^simfarm submit: items: /);
     const unknown = writeFile('colour.json', JSON.stringify({ ...european, colour: 'red' }));
     failed(await as(['submit', unknown]), 'submit', 1, /colour: unknown field/);
+    // a file of parameters alone, submitted: where those go
+    failed(await as(['submit', path.join(top, 'examples/option.json')]), 'submit', 1,
+      /^simfarm submit: style: unknown field: this looks like a kernel's parameters alone, which go inside "params" of a job .*`simfarm sim KERNEL FILE` runs such a file/);
   });
 
   test('a wrong or missing token: the server\'s 401 message', async () => {
     failed(await as(['submit', smallJob], `sf_${'A'.repeat(43)}`), 'submit', 1, /401|token/i);
+    failed(await as(['submit', smallJob], 'sf_mistyped'), 'submit', 1,
+      /^simfarm submit: unknown API token: no token has this text .* \(the token from \$SIMFARM_TOKEN\)$/);
     failed(await as(['submit', smallJob], null), 'submit', 1, /no token given/);
   });
 
@@ -551,6 +632,27 @@ describe('against simfarm serve', () => {
 
     // Cancelling it again: the server's 409.
     failed(await as(['cancel', String(id)]), 'cancel', 1);
+  });
+
+  test('a database that does not exist: one line with the createdb to run', async () => {
+    const r = await cli(['serve', '--db', pg.url.replace('dbname=postgres', 'dbname=nosuchdb'), '--listen', '127.0.0.1:0']);
+    failed(r, 'serve', 1, /^simfarm serve: the database "nosuchdb" does not exist: create it with `createdb nosuchdb` .* \(--db\)$/);
+  });
+
+  test('a port in use: one line saying so and how to listen elsewhere, no libwebsockets lines', async () => {
+    const taken = net.createServer();
+    await new Promise((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const { port } = taken.address();
+    try {
+      const r = await cli(['serve', '--db', pg.url, '--listen', `127.0.0.1:${port}`, '--token-file', path.join(tmp, 'port-token')]);
+      assert.equal(r.code, 1, r.stderr);
+      const mine = r.stderr.split('\n').filter((l) => l.includes(String(port)));
+      assert.equal(mine.length, 1, r.stderr);
+      assert.match(mine[0], new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port}: the port is in use .*--listen HOST:PORT \\(make run LISTEN=HOST:PORT\\)$`));
+      assert.doesNotMatch(r.stderr, /binding|lws_/i);
+    } finally {
+      await new Promise((resolve) => taken.close(resolve));
+    }
   });
 
   test('nodes: a table, or the API\'s JSON', async () => {

@@ -23,6 +23,7 @@ async function up(args, ready, during, { timeoutMs = 120000, signal = 'SIGINT' }
     // Its CLI config goes to a private XDG_CONFIG_HOME, not the user's.
     { cwd: top, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, XDG_CONFIG_HOME: path.join(tmp, 'config') } });
   let out = '', err = '';
+  up.out = () => out;
   const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
   const seen = new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`not ready in ${timeoutMs} ms:\n${out}\n${err}`)), timeoutMs);
@@ -43,18 +44,37 @@ async function up(args, ready, during, { timeoutMs = 120000, signal = 'SIGINT' }
   }
 }
 
-test('first run creates the database, starts a node and submits the demo job', async () => {
+test('first run creates the database, starts a node and submits the demo job, and says when it ends', async () => {
   const ready = (out) => /demo job \d+ submitted: \S+/.test(out) && /connected to \S+ as node \d+/.test(out);
   const r = await up(['--cores', '1'], ready, async (out) => {
-    const url = out.match(/demo job \d+ submitted: (\S+)/)[1];
-    const res = await fetch(url, { signal: AbortSignal.timeout(10000) });
+    // its page on the dashboard, not the API's JSON
+    const [, base, id] = out.match(/demo job (?:\d+) submitted: (http:\/\/\S+)\/#\/jobs\/(\d+) /) ?? [];
+    assert.ok(base, out);
+    const page = await fetch(`${base}/`, { signal: AbortSignal.timeout(10000) });
+    assert.match(page.headers.get('content-type'), /text\/html/);
+    const res = await fetch(`${base}/api/jobs/${id}`, { signal: AbortSignal.timeout(10000) });
     assert.equal(res.status, 200);
-    return res.json();
+    const job = await res.json();
+    await eventually(async () => {
+      const j = await (await fetch(`${base}/api/jobs/${id}`, { signal: AbortSignal.timeout(10000) })).json();
+      return j.progress?.items_done > 0;
+    }, 'the demo job under way', 60000);
+    // ended (here by a cancel, sooner than its run): the terminal says so, with the page again
+    const token = fs.readFileSync(path.join(varDir, 'token'), 'utf8').trim();
+    const c = await fetch(`${base}/api/jobs/${id}/cancel`, { method: 'POST', headers: { authorization: `Bearer ${token}` },
+      signal: AbortSignal.timeout(10000) });
+    assert.equal(c.status, 200);
+    await eventually(() => new RegExp(`demo job ${id} cancelled`).test(up.out()), 'the demo\'s end said', 30000);
+    assert.match(up.out(), new RegExp(`^simfarm up: demo job ${id} cancelled in [\\d.]+ s: price [\\d.]+ ± [\\d.e-]+ \\(closed form [\\d.]+, -?[\\d.]+ standard errors away\\); see ${base}/#/jobs/${id}$`, 'm'));
+    return job;
   });
   assert.match(r.out, /creating a PostgreSQL cluster/);
   assert.ok(fs.existsSync(path.join(varDir, 'node.key')), 'the local node keeps its key in var/');
   assert.equal(r.value.owner, 'demo');
   assert.equal(r.value.kernel, 'option');
+  assert.match(r.value.name, /^demo: /, 'the demo job has a name');
+  const config = path.join(tmp, 'config', 'simfarm', 'config');
+  assert.match(r.out, new RegExp(`wrote ${config}: `));
   assert.equal(r.exit.code, 0, r.err);
   assert.match(r.err, /PostgreSQL stopped/);
   const data = fs.readdirSync(path.join(varDir, 'pg', 'data'));
@@ -74,6 +94,16 @@ test('a second run reuses the database; --no-demo --no-node start neither; a han
   assert.doesNotMatch(r.out, /demo job/);
   assert.doesNotMatch(r.out, /connected to/);
   assert.equal(r.value.length, 1, 'the demo job of the first run is kept');
+  // on another port than the first run's: the user config it wrote follows the farm
+  const base = r.out.match(/listening on (http:\/\/\S+)/)[1];
+  const config = path.join(tmp, 'config', 'simfarm', 'config');
+  assert.match(r.out, new RegExp(`updated ${config}: .* use this farm at ${base}$`, 'm'));
+  assert.match(fs.readFileSync(config, 'utf8'), new RegExp(`^server = ${base}$`, 'm'));
+  // one the user wrote is left alone
+  fs.writeFileSync(config, 'server = http://farm.example:8080\n');
+  const again = await up(['--no-demo', '--no-node'], /Ctrl-C stops everything/, async () => {});
+  assert.equal(fs.readFileSync(config, 'utf8'), 'server = http://farm.example:8080\n');
+  assert.match(again.out, /export SIMFARM_CONFIG=/);
   assert.equal(r.exit.code, 0, r.err);
 });
 
@@ -97,6 +127,17 @@ test('a PostgreSQL left running by a killed run is named, not used and then left
   const r = await up(['--no-demo', '--no-node'], /Ctrl-C stops everything/, async () => {});
   assert.equal(r.exit.code, 0, r.err);
   assert.ok(!fs.existsSync(pidFile), 'postgres still running after up stopped');
+});
+
+test('make run LISTEN=HOST:PORT runs up there', async () => {
+  // -n: print the recipe only; `all` and the packages' stamp taken as done
+  const none = path.join(tmp, 'no-deps.mk');
+  const make = (...args) => run('make', ['-n', '-o', 'all', '-o', none, `DEPS_MK=${none}`, `BUILD=${build}`, 'run', ...args]);
+  const r = await make('LISTEN=127.0.0.1:9090');
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /simfarm up --allow-public-nodes --listen '127\.0\.0\.1:9090'$/m);
+  const plain = await make();
+  assert.match(plain.stdout, /simfarm up --allow-public-nodes *$/m);
 });
 
 test('a bad option is a usage error', async () => {
