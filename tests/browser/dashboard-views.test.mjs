@@ -11,7 +11,7 @@
 // Screenshots go to build/artifacts/dashboard/views-STEP.png.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -28,17 +28,6 @@ const DESKTOP = { width: 1280, height: 900 };
 // trust them (no node of another owner could check its results).
 const ALL_TIERS = ['own', 'team', 'community', 'public'];
 const call100 = { style: 'european', type: 'call', S0: 100, K: 100, r: 0.05, sigma: 0.2, T: 1 };
-
-// Whether the API's progress.blocked is in the project's history (it is
-// being added to the coordinator): until then its test is skipped.
-function blockedLanded() {
-  try {
-    return execFileSync('git', ['log', '--format=%h', '-S', '"blocked"', '--', 'actors/coord/scheduler_json.c'],
-      { cwd: top, encoding: 'utf8' }).trim() !== '';
-  } catch {
-    return false;
-  }
-}
 
 describe('chromium', () => {
   let pg, srv, node, page, tmp;
@@ -280,11 +269,7 @@ describe('chromium', () => {
     assert.equal((await call(srv, 'GET', `/api/jobs/${id}`)).json.state, 'cancelled');
   });
 
-  test('a job no node can run says why on its page and in the list, and not once a node can', async (t) => {
-    if (!blockedLanded()) {
-      t.skip('the API has no progress.blocked in this history yet (it is being added to the coordinator)');
-      return;
-    }
+  test('a job no node can run says why on its page and in the list, and not once a node can', async () => {
     // the farm's only node is public: a job for own nodes only cannot run
     const id = await submit({ kernel: 'option', params: call100, items: 2000000, tiers: ['own'], verify: { trust: ['own'] },
       name: 'own nodes only' });
@@ -310,8 +295,37 @@ describe('chromium', () => {
     }
   });
 
+  test('a job over a day at the farm\'s speed is refused under items until the form confirms it', async () => {
+    // a job running, so the farm knows its speed for option jobs now
+    const busy = await submit({ kernel: 'option', params: call100, items: 2 ** 40, confirm_large: true, name: 'busy' });
+    await eventually(async () => (await call(srv, 'GET', `/api/jobs/${busy}`)).json.progress?.items_per_s > 0,
+      'the running job measured', 30000);
+    // and, once its sweep has read that speed (every second), refuses such a size
+    await eventually(async () => {
+      const probe = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: call100, items: 2 ** 50, tiers: ALL_TIERS });
+      if (probe.status === 201) await call(srv, 'POST', `/api/jobs/${probe.json.id}/cancel`);
+      return probe.status === 422;
+    }, 'a size of 2^50 refused by the API', 15000, 500);
+    await page.goto(`${srv.url}/#/submit`);
+    await page.waitVisible('#p-S0');
+    for (const [f, v] of [['p-S0', 100], ['p-K', 100], ['p-sigma', 0.2], ['p-T', 1], ['j-items', 2 ** 50]]) await page.fill(`#${f}`, String(v));
+    for (const t of ALL_TIERS) await page.click(`#j-tier-${t}`);
+    await page.click('#submit');
+    await page.waitVisible('#j-items-error');
+    assert.match(await page.text('#j-items-error'), /days: send "confirm_large": true/);
+    await page.click('#j-confirm_large');
+    assert.ok((await page.text('#as-curl')).includes('"confirm_large":true'), await page.text('#as-curl'));
+    await page.click('#submit');
+    await page.waitFor(() => /^#\/jobs\/\d+$/.test(location.hash));
+    const id = Number((await page.url()).split('/').at(-1));
+    const job = (await call(srv, 'GET', `/api/jobs/${id}`)).json;
+    assert.equal(job.items, 2 ** 50);
+    assert.equal((await call(srv, 'POST', `/api/jobs/${id}/cancel`)).status, 200);
+    assert.equal((await call(srv, 'POST', `/api/jobs/${busy}/cancel`)).status, 200);
+  });
+
   test('the page logged no error', () => {
-    // the refusals the tests asked for (400, 401) are logged as failed loads
-    assert.deepEqual(page.errors.filter((e) => !/status of 40[01]/.test(e)), []);
+    // the refusals the tests asked for (400, 401, 422) are logged as failed loads
+    assert.deepEqual(page.errors.filter((e) => !/status of (400|401|422)\b/.test(e)), []);
   });
 });

@@ -3,7 +3,7 @@
 // (id, state, result, times) and without `owner`, so that whoever sends it
 // again owns the copy. A row without its body is rebuilt from its fields.
 const FIELDS = ['kernel', 'name', 'strategy', 'params', 'items', 'seed', 'priority', 'tiers', 'verify',
-  'weights', 'candidates', 'tournament'];
+  'weights', 'candidates', 'tournament', 'confirm_large'];
 
 export function submissionOf(job) {
   let spec = job?.spec;

@@ -222,6 +222,14 @@ export function submitView(root, query) {
     const { boxes: trustBoxes, el: trustEl } = tierChecks('trust', 'trust', 'tiers trusted without checks',
       'the results of these tiers\' nodes are taken as they come; the rest are spot-checked on another owner\'s '
       + 'node. Each must be one of the tiers that may run it. None ticked: the default, own');
+    // A size that would keep the farm busy over a day is refused (docs/api.md,
+    // "Large jobs") unless the submission confirms it.
+    const largeBox = h('input', { type: 'checkbox', id: 'j-confirm_large', name: 'confirm_large',
+      'aria-describedby': 'j-confirm_large-help' });
+    const largeEl = h('div', { class: 'field field-check' }, largeBox, ' ',
+      h('label', { for: 'j-confirm_large' }, 'take it even if it keeps the farm busy over a day'),
+      h('p', { class: 'help', id: 'j-confirm_large-help' }, 'the coordinator refuses a job that would take over a day at '
+        + 'the farm\'s speed now unless this is ticked (confirm_large)'));
     const checkRate = jobField('check_rate', 'check rate', { type: 'number', min: 0, max: 1, step: 'any',
       inputmode: 'decimal', value: '0' }, 'the least share, 0 to 1, of the results from untrusted tiers that the '
       + 'coordinator computes again on another owner\'s node to check them; 0: the coordinator decides');
@@ -266,6 +274,7 @@ export function submitView(root, query) {
       const trust = trustBoxes.filter((x) => x.checked).map((x) => x.value);
       if (trust.length) verify.trust = trust;
       if (Object.keys(verify).length) b.verify = verify;
+      if (largeBox.checked) b.confirm_large = true;
       if (strategySel.value !== 'single') {
         b.strategy = strategySel.value;
         let v;
@@ -364,7 +373,7 @@ export function submitView(root, query) {
       h('div', { class: 'fields' }, items.el, target.el, name.el, seed.el, priority.el, checkRate.el,
         h('div', { class: 'field' }, h('label', { for: 'j-strategy' }, 'strategy'), strategySel,
           h('p', { class: 'help', id: 'j-strategy-help' }, 'single: one run over the items; tournament: candidates raced in phases; stat_weights: a baseline and moved parameters over the same items'),
-          fieldError('j-strategy-error')), variantsEl, tiersEl, trustEl)),
+          fieldError('j-strategy-error')), variantsEl, tiersEl, trustEl, largeEl)),
     formErr,
     h('div', { class: 'row' }, submitBtn),
     h('section', { 'aria-labelledby': 'h-same' }, h('h2', { id: 'h-same' }, 'The same submission elsewhere'),
@@ -386,6 +395,7 @@ export function submitView(root, query) {
       for (const b of tierBoxes) b.checked = (sub.tiers ?? []).includes(b.value);
       for (const b of trustBoxes) b.checked = (sub.verify?.trust ?? []).includes(b.value);
       if (sub.verify?.check_rate !== undefined) checkRate.input.value = String(sub.verify.check_rate);
+      largeBox.checked = sub.confirm_large === true;
       if (sub.strategy && sub.strategy !== 'single') {
         strategySel.value = sub.strategy;
         variantsIn.value = sub.strategy === 'stat_weights' ? JSON.stringify(sub.weights ?? [], null, 1)
