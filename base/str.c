@@ -6,7 +6,9 @@
 #include "base/alloc.h"
 #include "base/json.h"
 
+#include <ctype.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,4 +99,23 @@ void sf_str_free(sf_str *b)
 {
     free(b->s);
     *b = (sf_str)SF_STR_INIT;
+}
+
+void sf_one_line(char *out, size_t cap, const char *text)
+{
+    size_t n = 0;
+    bool space = false;
+    if (cap == 0)
+        return;
+    for (const unsigned char *p = (const unsigned char *)text; *p != '\0' && n + 1 < cap; p++) {
+        if (isspace(*p)) {
+            space = n > 0;
+            continue;
+        }
+        if (space && n + 2 < cap)
+            out[n++] = ' ';
+        space = false;
+        out[n++] = (char)*p;
+    }
+    out[n] = '\0';
 }

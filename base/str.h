@@ -54,4 +54,9 @@ char *sf_str_take(sf_str *b);
 /* Frees b's memory; b is left empty. */
 void sf_str_free(sf_str *b);
 
+/* Copies text into out (cap bytes, terminated) as one line: every run of
+ * white space (a library's message may hold line breaks) becomes one
+ * space, none at either end. */
+void sf_one_line(char *out, size_t cap, const char *text);
+
 #endif /* SIMFARM_BASE_STR_H */

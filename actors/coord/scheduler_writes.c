@@ -16,8 +16,8 @@
 #include "actors/coord/journal.h"
 #include "base/alloc.h"
 #include "base/log.h"
+#include "base/str.h"
 
-#include <ctype.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,25 +207,6 @@ static void write_done(cd__sched *s, cd__write w, bool ok, const char *state)
 
 /* ---- writes that fail, sent again ------------------------------------------------------- */
 
-/* text with every run of white space (libpq's messages hold newlines) as
- * one space, into out */
-static void one_line(char *out, size_t cap, const char *text)
-{
-    size_t n = 0;
-    bool space = false;
-    for (const unsigned char *p = (const unsigned char *)text; *p != '\0' && n + 1 < cap; p++) {
-        if (isspace(*p)) {
-            space = n > 0;
-            continue;
-        }
-        if (space && n + 2 < cap)
-            out[n++] = ' ';
-        space = false;
-        out[n++] = (char)*p;
-    }
-    out[n] = '\0';
-}
-
 /* What cd_scheduler_stats_get reads of the writes that fail. Only the
  * behaviour stores them. Release, with the reader's acquire load of
  * failing_since first: a reader that sees the writes failing sees the
@@ -283,7 +264,7 @@ static void write_failed(cd__sched *s, cd__write w, const char *error)
 {
     uint64_t now = rt_mono_ms();
     char line[sizeof s->last_error];
-    one_line(line, sizeof line, error);
+    sf_one_line(line, sizeof line, error);
     /* only this behaviour writes it; a reader prints it alone */
     atomic_store_explicit(&s->g.writes_failed, atomic_load_explicit(&s->g.writes_failed, memory_order_relaxed) + 1,
         memory_order_relaxed);

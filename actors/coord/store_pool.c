@@ -7,6 +7,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "base/str.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,8 +190,8 @@ static void requeue(cd__store *st, cd_query *q)
 void cd__store_lost(rt_actor *self, cd__store *st, int i, const char *reason)
 {
     cd__store_conn *c = &st->conns[i];
-    char why[256]; /* reason may be libpq's, freed with the connection below */
-    snprintf(why, sizeof why, "%s", reason);
+    char why[256]; /* reason may be libpq's, freed with the connection below, and hold line breaks */
+    sf_one_line(why, sizeof why, reason);
     bool quiet = c->state == CD__STORE_CONNECTING && c->backoff_ms != 0; /* said at the first try */
     if (c->kind == CD__STORE_K_QUERY && c->q != NULL)
         requeue(st, c->q);

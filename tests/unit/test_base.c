@@ -121,6 +121,19 @@ Test(str, appends_formats_and_quotes)
 SF_MAP_DECLARE(test_map, uint64_t)
 
 /* Random puts and deletes against a plain array of what must be there. */
+Test(str, one_line_joins_a_message_of_several_lines)
+{
+    char out[32];
+    sf_one_line(out, sizeof out, "\n  could not extend file:\n\tNo space left  \r\n");
+    cr_assert_str_eq(out, "could not extend file: No space");
+    sf_one_line(out, sizeof out, "ERROR: full\n");
+    cr_assert_str_eq(out, "ERROR: full");
+    sf_one_line(out, 6, "a b c d e f");
+    cr_assert_str_eq(out, "a b c");
+    sf_one_line(out, sizeof out, " \n ");
+    cr_assert_str_eq(out, "");
+}
+
 Test(map, agrees_with_a_plain_array)
 {
     enum { KEYS = 700, STEPS = 40000 };
