@@ -39,10 +39,11 @@ static bool too_large(cd__api *api, cd__request *r, char *msg, size_t cap)
     if (secs <= CD_JOB_LARGE_S)
         return false;
     char took[48];
+    double years = secs / (86400.0 * 365.25);
     if (secs < 86400.0 * 365)
         snprintf(took, sizeof took, "%.1f days", secs / 86400);
-    else
-        snprintf(took, sizeof took, "%.3g years", secs / (86400.0 * 365.25));
+    else /* whole years past ten, never an exponent */
+        snprintf(took, sizeof took, years < 10 ? "%.1f years" : "%.0f years", years);
     snprintf(msg, cap, "at the farm's speed for %s jobs now (%.0f items/s) this takes about %s: "
         "send \"confirm_large\": true to submit it anyway (simfarm submit --yes)", kernel, speed, took);
     return true;

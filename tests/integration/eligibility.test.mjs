@@ -58,6 +58,8 @@ before(async () => {
   pg = await startPostgres();
   srv = await serve(pg.url, { extra: ['--open-enrolment', '--chunk-ms', '200'] });
   events = tailEvents(srv);
+  // the stream starts with a snapshot: from then on no event is missed
+  await events.until((e) => e.type === 'snapshot', 'the events stream\'s snapshot');
 });
 after(async () => {
   if (node) await stopNode();
