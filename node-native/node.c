@@ -47,8 +47,11 @@ typedef struct bytes_t {
 } bytes_t;
 
 /* One worker: a CPU core, or a device with its backend opened. */
+typedef struct conn conn;
+
 typedef struct worker {
     rt_actor *node;
+    conn *link;
     unsigned index;
     pr_backend_kind kind;
     sim_cl *cl;
@@ -62,7 +65,7 @@ typedef struct worker {
     atomic_bool stop;          /* the chunk in hand is not wanted: stop between slices */
 } worker;
 
-typedef struct conn {
+struct conn {
     rt_system *sys;
     rt_actor *node;
     char addr[256], path[128], hostport[300];
@@ -91,7 +94,10 @@ typedef struct conn {
     int exit_code;
     uv_signal_t sigint, sigterm;
     uv_timer_t grace;
-} conn;
+    /* What nd_native_look copies (the items in hand come from the workers). */
+    pthread_mutex_t seen_lock;
+    nd_native_view *seen;
+};
 
 typedef struct work_msg {
     rt_msg hdr;
@@ -278,6 +284,14 @@ static void host_compute(void *ctx, unsigned w, const nd_chunk *c, const sim_wor
      * (host_cancel): the worker reads it only after taking this message,
      * which the mailbox orders after the store. */
     atomic_store_explicit(&((worker *)rt_state(l->workers[w]))->stop, false, memory_order_relaxed);
+    pthread_mutex_lock(&l->seen_lock);
+    nd_worker_view *v = &l->seen->workers[w];
+    v->busy = true;
+    v->job = c->job;
+    v->chunk = c->id;
+    v->count = c->count;
+    v->started_ms = mono_ms();
+    pthread_mutex_unlock(&l->seen_lock);
     rt_send(l->workers[w], &m->hdr);
 }
 
@@ -356,6 +370,36 @@ static void host_stats(void *ctx, pr_heartbeat *hb)
     hb->ndevices = nd;
 }
 
+static void host_state(void *ctx, nd_state st, const char *detail)
+{
+    conn *l = ctx;
+    pthread_mutex_lock(&l->seen_lock);
+    l->seen->state = st;
+    snprintf(l->seen->detail, sizeof l->seen->detail, "%s", detail != NULL ? detail : "");
+    pthread_mutex_unlock(&l->seen_lock);
+}
+
+static void host_welcome(void *ctx, uint64_t id)
+{
+    conn *l = ctx;
+    pthread_mutex_lock(&l->seen_lock);
+    l->seen->node_id = id;
+    pthread_mutex_unlock(&l->seen_lock);
+}
+
+static void host_settled(void *ctx, const nd_chunk *c, pr_outcome_kind kind)
+{
+    conn *l = ctx;
+    pthread_mutex_lock(&l->seen_lock);
+    if (kind == PR_OUTCOME_ACCEPTED) {
+        l->seen->accepted_chunks++;
+        l->seen->accepted_items += c->count;
+    } else {
+        l->seen->refused_chunks++;
+    }
+    pthread_mutex_unlock(&l->seen_lock);
+}
+
 static void host_log(void *ctx, nd_level level, const char *line)
 {
     (void)ctx;
@@ -371,6 +415,10 @@ static void host_stopped(void *ctx, int code)
     sf_log(SF_LOG_INFO, "node", "kernels ran %llu ms on %u workers in %llu ms", (unsigned long long)busy, l->nworkers,
         (unsigned long long)(mono_ms() - l->started_ms));
     l->exit_code = code;
+    pthread_mutex_lock(&l->seen_lock);
+    l->seen->stopped = true;
+    l->seen->exit_code = code;
+    pthread_mutex_unlock(&l->seen_lock);
     if (!uv_is_closing((uv_handle_t *)&l->sigint)) {
         uv_close((uv_handle_t *)&l->sigint, NULL);
         uv_close((uv_handle_t *)&l->sigterm, NULL);
@@ -407,9 +455,16 @@ static void worker_behaviour(rt_actor *self, rt_msg *m)
     uint64_t t0 = mono_ms();
     const work_msg *job = (const work_msg *)m;
     int err = nd_compute(job->job, &job->c, run_on, stop_asked, w, &data, &len);
-    atomic_store_explicit(&w->in_hand, 0, memory_order_relaxed); /* nd_done counts it now */
     uint64_t spent = mono_ms() - t0;
     atomic_fetch_add(&w->busy_ms, spent);
+    /* what nd_native_look reads: the chunk's items move from in hand to
+     * computed at once */
+    pthread_mutex_lock(&w->link->seen_lock);
+    w->link->seen->workers[w->index].busy = false;
+    if (err == 0)
+        w->link->seen->items_computed += job->c.count;
+    pthread_mutex_unlock(&w->link->seen_lock);
+    atomic_store_explicit(&w->in_hand, 0, memory_order_relaxed); /* nd_done counts it now */
     nd_done(w->node, w->index, err, data, len, (uint32_t)spent);
 }
 
@@ -420,18 +475,33 @@ static void worker_behaviour(rt_actor *self, rt_msg *m)
 typedef struct thread_prio {
     nd_priority level;
     atomic_flag warned;
+    pthread_mutex_t lock;      /* guards tids, which nd_native_set_priority walks */
+    pid_t tids[ND_MAX_WORKERS];
+    unsigned ntids;
 } thread_prio;
+
+/* Gives thread tid priority level: 0 or an errno value. Any thread's
+ * (Linux keeps the policy and the nice value per thread). */
+static int set_thread_priority(pid_t tid, nd_priority level)
+{
+    struct sched_param sp = { .sched_priority = 0 };
+    if (sched_setscheduler(tid, level == ND_PRIORITY_IDLE ? SCHED_IDLE : SCHED_OTHER, &sp) != 0)
+        return errno;
+    if (level != ND_PRIORITY_IDLE && setpriority(PRIO_PROCESS, (id_t)tid, level == ND_PRIORITY_LOW ? 19 : 0) != 0)
+        return errno;
+    return 0;
+}
 
 static void worker_thread_start(void *arg)
 {
     thread_prio *p = arg;
-    int rc = 0;
-    if (p->level == ND_PRIORITY_LOW) {
-        rc = setpriority(PRIO_PROCESS, (id_t)gettid(), 19) == 0 ? 0 : errno;
-    } else if (p->level == ND_PRIORITY_IDLE) {
-        struct sched_param sp = { .sched_priority = 0 };
-        rc = pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
-    }
+    pid_t tid = gettid();
+    pthread_mutex_lock(&p->lock);
+    if (p->ntids < ND_MAX_WORKERS)
+        p->tids[p->ntids++] = tid;
+    nd_priority level = p->level;
+    pthread_mutex_unlock(&p->lock);
+    int rc = level == ND_PRIORITY_NORMAL ? 0 : set_thread_priority(tid, level);
     if (rc != 0 && !atomic_flag_test_and_set(&p->warned))
         sf_log(SF_LOG_WARN, "node", "cannot lower the compute threads' priority (%s): they run at the process's",
             strerror(rc));
@@ -682,13 +752,30 @@ static void spawn_workers(conn *l, rt_system *sys, const worker *devs, unsigned 
     }
 }
 
-int nd_run(const nd_opts *opts)
+struct nd_native {
+    rt_system *sys;
+    rt_actor *link;
+    conn *l;
+    pr_key key;
+    thread_prio prio;
+};
+
+static void close_devices(worker *devs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        sim_cl_destroy(devs[i].cl);
+        sim_cuda_destroy(devs[i].cu);
+    }
+}
+
+int nd_native_open(const nd_opts *opts, nd_native **out)
 {
     char keypath[4096], path[128];
     sf_url u;
     backends b;
     const char *url_from = opts->url_from ? opts->url_from : "--server";
     const char *ca_from = opts->ca_from ? opts->ca_from : "--ca";
+    *out = NULL;
     /* the node's progress goes to standard output, its warnings to standard error */
     sf_log_setup(opts->log_format, SF_LOG_INFO, true);
     if (parse_url(opts->url, &u, path, sizeof path) != 0) {
@@ -741,27 +828,29 @@ int nd_run(const nd_opts *opts)
         sf_log(SF_LOG_WARN, "node", "%u CPU workers, not %u: a node runs %u workers at most", fit, ncpu, ND_MAX_WORKERS);
         ncpu = fit;
     }
-    thread_prio prio = { .level = opts->priority, .warned = ATOMIC_FLAG_INIT };
-    rt_system_opts so = { .workers = ncpu + (unsigned)ndevs,
-        .thread_start = opts->priority == ND_PRIORITY_NORMAL ? NULL : worker_thread_start, .thread_arg = &prio };
+    nd_native *h = sf_calloc(1, sizeof *h);
+    h->key = cfg.key;
+    h->prio.level = opts->priority;
+    atomic_flag_clear(&h->prio.warned);
+    pthread_mutex_init(&h->prio.lock, NULL);
+    rt_system_opts so = { .workers = ncpu + (unsigned)ndevs, .thread_start = worker_thread_start, .thread_arg = &h->prio };
     int e = 0;
-    rt_system *sys = rt_system_create(&so, &e);
-    if (sys == NULL) {
-        for (int i = 0; i < ndevs; i++) {
-            sim_cl_destroy(devs[i].cl);
-            sim_cuda_destroy(devs[i].cu);
-        }
-        pr_key_wipe(&cfg.key);
+    h->sys = rt_system_create(&so, &e);
+    if (h->sys == NULL) {
+        close_devices(devs, ndevs);
         sf_log(SF_LOG_WARN, "node", "cannot start the runtime: %s", sf_strerror(e));
+        nd_native_close(h);
         return SF_EXIT_FAIL;
     }
     rt_actor_opts lo = { .state_size = sizeof(conn), .pinned = true, .finalize = link_final, .name = "link" };
-    rt_actor *a = rt_spawn(sys, link_behaviour, &lo);
-    conn *l = rt_state(a);
-    l->sys = sys;
+    h->link = rt_spawn(h->sys, link_behaviour, &lo);
+    conn *l = h->l = rt_state(h->link);
+    l->sys = h->sys;
     l->started_ms = mono_ms();
     l->grace_s = opts->grace_s;
     l->ncpu = ncpu;
+    pthread_mutex_init(&l->seen_lock, NULL);
+    l->seen = sf_calloc(1, sizeof *l->seen);
     snprintf(l->addr, sizeof l->addr, "%s", u.host);
     snprintf(l->path, sizeof l->path, "%s", path);
     l->port = u.port;
@@ -781,47 +870,126 @@ int nd_run(const nd_opts *opts)
     struct utsname un;
     if (uname(&un) == 0)
         snprintf(l->arch, sizeof l->arch, "%.31s", un.machine);
-    int code = SF_EXIT_FAIL;
     if (start_lws(l, opts->ca_path) != 0) {
         if (u.tls && opts->ca_path != NULL)
             sf_log(SF_LOG_WARN, "node", "cannot start libwebsockets with TLS: is %s %s a PEM file of certificates?", ca_from,
                 opts->ca_path);
         else
             sf_log(SF_LOG_WARN, "node", "cannot start libwebsockets%s", u.tls ? " with TLS" : "");
-        for (int i = 0; i < ndevs; i++) {
-            sim_cl_destroy(devs[i].cl);
-            sim_cuda_destroy(devs[i].cu);
-        }
-        goto out;
+        close_devices(devs, ndevs);
+        nd_native_close(h);
+        return SF_EXIT_FAIL;
     }
 
     cfg.audience = l->hostport;
     cfg.workers = ncpu + (unsigned)ndevs;
     nd_host host = { .ctx = l, .connect = host_connect, .send = host_send, .compute = host_compute,
         .cancel = host_cancel, .worker_backend = host_worker_backend, .caps = host_caps, .stats = host_stats,
-        .items_in_hand = host_items_in_hand, .log = host_log, .stopped = host_stopped };
-    l->node = nd_spawn(sys, &cfg, &host);
-    spawn_workers(l, sys, devs, (unsigned)ndevs);
+        .items_in_hand = host_items_in_hand, .settled = host_settled, .welcome = host_welcome, .state = host_state,
+        .log = host_log, .stopped = host_stopped };
+    l->node = nd_spawn(h->sys, &cfg, &host);
+    spawn_workers(l, h->sys, devs, (unsigned)ndevs);
+    l->seen->nworkers = l->nworkers;
+    l->seen->ncpu = ncpu;
     for (unsigned w = 0; w < l->nworkers; w++) {
         worker *k = rt_state(l->workers[w]);
+        k->link = l;
+        l->seen->workers[w].kind = k->kind;
+        l->seen->workers[w].lent = true;
+        snprintf(l->seen->workers[w].device, sizeof l->seen->workers[w].device, "%s", k->device);
         if (k->kind != PR_BACKEND_CPU)
             sf_log(SF_LOG_INFO, "node", "worker %u: %s on %s", w, k->kind == PR_BACKEND_CUDA ? "CUDA" : "OpenCL", k->device);
     }
     sf_log(SF_LOG_INFO, "node", "%u workers (%u CPU, %d device)%s, connecting to %s", l->nworkers, ncpu, ndevs,
         opts->priority == ND_PRIORITY_LOW ? " at nice 19" : opts->priority == ND_PRIORITY_IDLE ? " at idle priority" : "",
         opts->url);
-    uv_signal_init(rt_system_loop(sys), &l->sigint);
-    uv_signal_init(rt_system_loop(sys), &l->sigterm);
-    uv_timer_init(rt_system_loop(sys), &l->grace);
+    uv_signal_init(rt_system_loop(h->sys), &l->sigint);
+    uv_signal_init(rt_system_loop(h->sys), &l->sigterm);
+    uv_timer_init(rt_system_loop(h->sys), &l->grace);
     l->sigint.data = l->sigterm.data = l->grace.data = l;
     uv_signal_start(&l->sigint, on_signal, SIGINT);
     uv_signal_start(&l->sigterm, on_signal, SIGTERM);
+    *out = h;
+    return SF_EXIT_OK;
+}
 
-    rt_system_run(sys);
-    code = l->exit_code; /* the state outlives the run: our reference holds it */
-out:
-    pr_key_wipe(&cfg.key);
-    rt_actor_release(a);
-    rt_system_destroy(sys);
+int nd_native_run(nd_native *h)
+{
+    rt_system_run(h->sys);
+    return h->l->exit_code; /* the state outlives the run: the handle's reference holds it */
+}
+
+void nd_native_close(nd_native *h)
+{
+    if (h == NULL)
+        return;
+    pr_key_wipe(&h->key);
+    nd_native_view *seen = h->l != NULL ? h->l->seen : NULL;
+    if (h->l != NULL)
+        pthread_mutex_destroy(&h->l->seen_lock);
+    if (h->link != NULL)
+        rt_actor_release(h->link);
+    if (h->sys != NULL)
+        rt_system_destroy(h->sys);
+    free(seen);
+    pthread_mutex_destroy(&h->prio.lock);
+    free(h);
+}
+
+rt_actor *nd_native_node(nd_native *h)
+{
+    return h->l->node;
+}
+
+void nd_native_look(nd_native *h, nd_native_view *v)
+{
+    conn *l = h->l;
+    pthread_mutex_lock(&l->seen_lock);
+    *v = *l->seen;
+    for (unsigned w = 0; w < v->nworkers; w++)
+        if (v->workers[w].busy) {
+            v->workers[w].done = atomic_load_explicit(&((worker *)rt_state(l->workers[w]))->in_hand,
+                memory_order_relaxed);
+            v->items_computed += v->workers[w].done;
+        }
+    pthread_mutex_unlock(&l->seen_lock);
+}
+
+void nd_native_use(nd_native *h, unsigned cpu, bool devices)
+{
+    conn *l = h->l;
+    for (unsigned w = 0; w < l->nworkers; w++) {
+        bool lend = w < l->ncpu ? w < cpu : devices;
+        pthread_mutex_lock(&l->seen_lock);
+        bool was = l->seen->workers[w].lent;
+        l->seen->workers[w].lent = lend;
+        pthread_mutex_unlock(&l->seen_lock);
+        if (was != lend)
+            nd_worker_off(l->node, w, !lend);
+    }
+}
+
+int nd_native_set_priority(nd_native *h, nd_priority p)
+{
+    int first = 0;
+    pthread_mutex_lock(&h->prio.lock);
+    h->prio.level = p;
+    for (unsigned i = 0; i < h->prio.ntids; i++) {
+        int rc = set_thread_priority(h->prio.tids[i], p);
+        if (rc != 0 && first == 0)
+            first = rc;
+    }
+    pthread_mutex_unlock(&h->prio.lock);
+    return first;
+}
+
+int nd_run(const nd_opts *opts)
+{
+    nd_native *h;
+    int code = nd_native_open(opts, &h);
+    if (h == NULL)
+        return code;
+    code = nd_native_run(h);
+    nd_native_close(h);
     return code;
 }

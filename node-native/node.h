@@ -44,4 +44,64 @@ typedef struct nd_opts {
 /* Runs the node until it stops; returns an ND_EXIT_* status. */
 int nd_run(const nd_opts *opts);
 
+/* ---- the native node inside another program (the desktop app) ----------------------
+ *
+ * nd_run is nd_native_open, nd_native_run and nd_native_close. A program
+ * with its own main loop (GTK's) runs nd_native_run on a thread of its own
+ * and steers the node from its loop: nd_pause and nd_drain on
+ * nd_native_node, nd_native_use, nd_native_set_priority; it reads what
+ * the node does with nd_native_look. Every function but open and close may
+ * be called from any thread. */
+
+typedef struct nd_native nd_native;
+
+/* One worker as the host sees it. */
+typedef struct nd_worker_view {
+    pr_backend_kind kind;
+    char device[128];
+    bool lent;                /* not switched off by nd_native_use */
+    bool busy;                /* computing the chunk below */
+    uint64_t job, chunk, count;
+    uint64_t done;            /* items of it computed so far */
+    uint64_t started_ms;      /* when it started (monotonic clock) */
+} nd_worker_view;
+
+typedef struct nd_native_view {
+    nd_state state;
+    char detail[160];         /* the state's detail line ("" when none) */
+    uint64_t node_id;         /* 0 until the coordinator welcomed the node */
+    bool stopped;             /* nd_native_run has returned or is about to */
+    int exit_code;            /* then: its ND_EXIT_* status */
+    unsigned nworkers, ncpu;  /* workers 0 .. ncpu - 1 are CPU cores, the rest devices */
+    nd_worker_view workers[ND_MAX_WORKERS];
+    uint64_t accepted_chunks, accepted_items; /* results the coordinator accepted */
+    uint64_t refused_chunks;  /* and did not (stale, conflict, malformed) */
+    uint64_t items_computed;  /* chunks ended plus the items in hand */
+} nd_native_view;
+
+/* Sets a node up as nd_run does (logging, key, devices, runtime, the
+ * connection), without running it: *out is the node, or the status
+ * (SF_EXIT_*) says why not, the reason logged. */
+int nd_native_open(const nd_opts *opts, nd_native **out);
+
+/* Runs the node on this thread until it stops; returns its ND_EXIT_* status. */
+int nd_native_run(nd_native *h);
+
+/* Frees a node nd_native_run has returned from (or that never ran). */
+void nd_native_close(nd_native *h);
+
+rt_actor *nd_native_node(nd_native *h);
+
+/* A copy of what the node is doing now. */
+void nd_native_look(nd_native *h, nd_native_view *v);
+
+/* Lends the first `cpu` CPU workers (the others are off) and the device
+ * workers (devices) or not; nd_worker_off for each worker that changes. */
+void nd_native_use(nd_native *h, unsigned cpu, bool devices);
+
+/* The compute threads' priority from now on; 0, or an errno value when
+ * a thread's could not be set (raising a priority back needs the right to,
+ * RLIMIT_NICE for nice values). */
+int nd_native_set_priority(nd_native *h, nd_priority p);
+
 #endif

@@ -64,7 +64,7 @@ static unsigned idle_worker(const node *n, const nd_chunk *c)
 {
     unsigned any = n->nworkers;
     for (unsigned w = 0; w < n->nworkers; w++) {
-        if (n->work[w].busy)
+        if (n->work[w].busy || n->work[w].off)
             continue;
         if (worker_backend(n, w) == c->backend)
             return w;

@@ -134,7 +134,7 @@ static void say_hello(node *n, const pr_msg *challenge)
     m.body.hello.features = features;
     m.body.hello.nfeatures = 1;
     n->host.caps(n->host.ctx, &m.body.hello.caps);
-    m.body.hello.caps.max_parallel = n->nworkers;
+    m.body.hello.caps.max_parallel = nd__parallel(n);
     if (pr_hello_sign(&m.body.hello, &n->key, n->audience, (uint64_t)time(NULL), challenge->body.challenge.nonce) != 0)
         return;
     nd__send_msg(n, &m);
@@ -174,6 +174,14 @@ void nd__settle(node *n)
         maybe_rejoin(n);
 }
 
+unsigned nd__parallel(const node *n)
+{
+    unsigned on = 0;
+    for (unsigned w = 0; w < n->nworkers; w++)
+        on += !n->work[w].off;
+    return on > 0 ? on : 1;
+}
+
 static void heartbeat(node *n)
 {
     if (n->phase != RUNNING)
@@ -199,7 +207,7 @@ static void heartbeat(node *n)
     n->host.stats(n->host.ctx, &m.body.heartbeat);
     m.body.heartbeat.in_flight = k ? ids : NULL;
     m.body.heartbeat.nin_flight = k;
-    m.body.heartbeat.max_parallel = n->nworkers;
+    m.body.heartbeat.max_parallel = nd__parallel(n);
     nd__send_msg(n, &m);
 
     if (now - n->report_ms >= REPORT_MS) {
@@ -241,6 +249,8 @@ static void on_welcome(node *n, const pr_msg *m)
         n->report_ms = rt_mono_ms();
         n->report_items = n->items_done;
     }
+    if (n->host.welcome != NULL)
+        n->host.welcome(n->host.ctx, n->node_id);
     char detail[64];
     snprintf(detail, sizeof detail, "node %llu", (unsigned long long)n->node_id);
     set_state(n, n->paused ? ND_PAUSED : ND_RUNNING, detail);
@@ -281,8 +291,9 @@ static void on_frame(node *n, const bytes_msg *f)
     case PR_MSG_CANCEL:
         nd__on_cancel(n, &m);
         break;
-    case PR_MSG_COMPLETE_ACK:
-        nd__answered(n, m.id, NULL);
+    case PR_MSG_COMPLETE_ACK: {
+        sealed acked = { 0 };
+        bool had = nd__answered(n, m.id, &acked);
         for (uint32_t i = 0; i < m.body.complete_ack.noutcomes; i++) {
             const pr_outcome *o = &m.body.complete_ack.outcomes[i];
             const char *why;
@@ -291,14 +302,20 @@ static void on_frame(node *n, const bytes_msg *f)
                 n->accepted++;
             else
                 n->rejected++;
+            for (unsigned r = 0; had && n->host.settled != NULL && r < acked.nres; r++)
+                if (acked.res[r].c.id == o->chunk && acked.res[r].c.job == m.body.complete_ack.job)
+                    n->host.settled(n->host.ctx, &acked.res[r].c, kind);
             /* dropped as a stale one is (the chunk is gone from here
              * already), but a malformed result is this node's fault: say so */
             if (kind == PR_OUTCOME_MALFORMED)
                 nd__say(n, ND_WARN, "job %llu chunk %llu: the coordinator refused the result as malformed: %s",
                     (unsigned long long)m.body.complete_ack.job, (unsigned long long)o->chunk, why);
         }
+        if (had)
+            nd__sealed_free(&acked);
         nd__settle(n);
         break;
+    }
     case PR_MSG_ERROR:
         nd__say(n, ND_WARN, "the coordinator says: %s (code %d)", m.body.error.message ? m.body.error.message : "?",
             m.body.error.code);
@@ -424,6 +441,25 @@ static void on_workers(node *n, unsigned count)
     nd__dispatch(n);
 }
 
+/* Worker w is lent (off false) or not: off, it finishes the chunk it holds
+ * and gets no other. The coordinator hears the new count at once. */
+static void on_worker_off(node *n, unsigned w, bool off)
+{
+    if (w >= ND_MAX_WORKERS)
+        return;
+    if (w >= n->wcap) {
+        unsigned was = n->nworkers;
+        grow_workers(n, w + 1);
+        n->nworkers = was;
+    }
+    if (n->work[w].off == off)
+        return;
+    n->work[w].off = off;
+    heartbeat(n);
+    if (!off)
+        nd__dispatch(n);
+}
+
 /* ---- the actor -------------------------------------------------------------------------- */
 
 static void node_behaviour(rt_actor *self, rt_msg *m)
@@ -472,6 +508,9 @@ static void node_behaviour(rt_actor *self, rt_msg *m)
         break;
     case M_WORKERS:
         on_workers(n, ((workers_msg *)m)->workers);
+        break;
+    case M_WORKER_OFF:
+        on_worker_off(n, ((workers_msg *)m)->workers, ((workers_msg *)m)->off);
         break;
     default:
         break;
@@ -600,6 +639,14 @@ void nd_set_workers(rt_actor *to, unsigned workers)
 {
     workers_msg *w = RT_MSG_NEW(workers_msg, M_WORKERS);
     w->workers = workers;
+    rt_send(to, &w->hdr);
+}
+
+void nd_worker_off(rt_actor *to, unsigned which, bool off)
+{
+    workers_msg *w = RT_MSG_NEW(workers_msg, M_WORKER_OFF);
+    w->workers = which;
+    w->off = off;
     rt_send(to, &w->hdr);
 }
 

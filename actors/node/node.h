@@ -92,6 +92,11 @@ typedef struct nd_host {
      * reports while chunks take long. May be NULL: chunks then count as
      * they end. */
     uint64_t (*items_in_hand)(void *ctx);
+    /* The coordinator's answer to chunk c's result (accepted, or why not).
+     * May be NULL. */
+    void (*settled)(void *ctx, const nd_chunk *c, pr_outcome_kind kind);
+    /* The coordinator welcomed the node as node `id`. May be NULL. */
+    void (*welcome)(void *ctx, uint64_t id);
     /* A new state, with a detail line (may be empty). May be NULL. */
     void (*state)(void *ctx, nd_state st, const char *detail);
     /* One human-readable log line, without a trailing newline. */
@@ -145,6 +150,13 @@ void nd_pause(rt_actor *node, bool on);
  * once it has answered nd_done. The coordinator is told at once (a
  * heartbeat's max_parallel) and hands out no more than that. */
 void nd_set_workers(rt_actor *node, unsigned workers);
+
+/* Lends worker `which` (off false) or not (off true) from now on, without
+ * leaving the session: off, it finishes the chunk it holds and is given no
+ * other; on again, it takes queued chunks at once. The coordinator is told
+ * at once (a heartbeat's max_parallel: the workers on, 1 at least). How a
+ * desktop switches its GPU off while the CPU cores go on, or the reverse. */
+void nd_worker_off(rt_actor *node, unsigned which, bool off);
 
 /* Runs one variant of a chunk on a backend: sim_run_cpu's contract. */
 typedef int (*nd_runner)(void *ctx, const sim_job *sim, uint64_t first, uint64_t count, sim_stats *out);

@@ -22,6 +22,7 @@ enum {
     M_PAUSE,
     M_FLUSH,
     M_WORKERS,
+    M_WORKER_OFF,
     MAX_JOBS = 16,
     BATCH_MAX = 32,        /* results sealed together at most */
     BATCH_MS = 50,         /* how long a result waits for others to share its batch */
@@ -55,6 +56,7 @@ typedef struct pause_msg {
 typedef struct workers_msg {
     rt_msg hdr;
     unsigned workers;
+    bool off;              /* M_WORKER_OFF: worker `workers` off (true) or on */
 } workers_msg;
 
 /* One of the host's workers. */
@@ -62,6 +64,7 @@ typedef struct worker {
     nd_chunk chunk;        /* what it computes, while busy */
     bool busy;
     bool cancel;           /* its result is not wanted any more */
+    bool off;              /* the host lends it no more: it gets no new chunk */
 } worker;
 
 /* A computed result waiting to be sealed into a batch. */
@@ -137,6 +140,10 @@ typedef struct node {
 } node;
 
 /* ---- node.c ---- */
+
+/* How many chunks the node computes at once: its workers that are not off
+ * (1 at least: the host pauses a node it lends nothing). */
+unsigned nd__parallel(const node *n);
 
 /* The wall clock in milliseconds since the epoch (a message's ts). */
 uint64_t nd__wall_ms(void);

@@ -314,11 +314,17 @@ test('a cancel stops the chunk a tab computes: its worker takes the next job lon
     // The first chunks are small probes; once the tab's speed is known the
     // next one is sized to minutes. Wait until the chunk in hand is worth a
     // minute at least at the measured speed.
+    const seen = [];
     await eventually(async () => {
       const n = (await call(slow, 'GET', '/api/nodes')).json.find((x) => x.id === me);
       const p = (await call(slow, 'GET', `/api/jobs/${a.json.id}`)).json.progress;
+      const now = `${n?.items_per_s} items/s, ${p?.items_in_flight} in flight, ${n?.chunks_done} chunks done`;
+      if (seen.at(-1) !== now) seen.push(now);
       return n && n.items_per_s > 0 && p && p.items_in_flight >= 60 * n.items_per_s;
-    }, 'a chunk of a minute or more in hand', 90000);
+    }, 'a chunk of a minute or more in hand', 90000).catch((e) => {
+      e.message += `\nthe node and the job as seen: ${seen.slice(-20).join('; ')}`;
+      throw e;
+    });
     // The page shows the work inside that chunk as it goes: items computed
     // grow, and the rate is live, while no chunk ends.
     const shown = async () => ({
