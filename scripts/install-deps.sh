@@ -29,6 +29,9 @@ PACKAGES=(
     clang llvm libclang-rt-14-dev valgrind
     libfaketime
     python3-numpy python3-distributed
+    libgtk-3-dev libayatana-appindicator3-dev
+    xvfb xauth dbus-daemon libglib2.0-bin at-spi2-core
+    python3-gi python3-dbusmock python3-pyatspi gir1.2-atspi-2.0 gir1.2-gtk-3.0
 )
 
 # What build/bin/simfarm links (tests/integration/install.test.mjs checks
