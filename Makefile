@@ -18,6 +18,7 @@ EMCC ?= emcc
 NODE ?= node
 
 PKGS := libuv msgpack libsodium libwebsockets libpq OpenCL openssl
+DESKTOP_PKGS := gtk+-3.0 ayatana-appindicator3-0.1
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 ifeq ($(CI),true)
@@ -93,6 +94,28 @@ $(BIN): $(CLI_OBJ) $(LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
+# ---- the desktop node (node-desktop/) -----------------------------------------
+# The native node in a GTK 3 window with a tray icon (libayatana-appindicator).
+# Only this program links GTK; its headers come in as system headers, whose
+# warnings are not ours. It asks the coordinator about its node with the
+# command line's HTTP client.
+DESKTOP := $(BUILD)/bin/simfarm-desktop
+DESKTOP_SRC := $(wildcard node-desktop/*.c)
+DESKTOP_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(DESKTOP_SRC))
+$(DESKTOP_OBJ): ALL_CFLAGS += $(DESKTOP_CFLAGS)
+
+$(DESKTOP): $(DESKTOP_OBJ) $(BUILD)/obj/cli/http.o $(LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) $(DESKTOP_LIBS) -o $@
+
+# tests/desktop/sense_probe: the desktop's sensing (UPower, logind, the
+# idle monitor) on its own, for tests/desktop/sense.test.mjs.
+$(BUILD)/tests/desktop/sense_probe: $(BUILD)/obj/tests/desktop/sense_probe.o $(BUILD)/obj/node-desktop/sense.o \
+		$(BUILD)/obj/node-desktop/policy.o $(LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) $(DESKTOP_LIBS) -o $@
+$(BUILD)/obj/tests/desktop/sense_probe.o: ALL_CFLAGS += $(DESKTOP_CFLAGS)
+
 # ---- tests ------------------------------------------------------------------
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
@@ -102,6 +125,8 @@ SUPPORT_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(SUPPORT_SRC))
 $(BUILD)/tests/unit/%: $(BUILD)/obj/tests/unit/%.o $(SUPPORT_OBJ) $(LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) $(CRITERION) -o $@
+# The desktop's policy is plain C, tested without GTK.
+$(BUILD)/tests/unit/test_desktop_policy: $(BUILD)/obj/node-desktop/policy.o
 
 # Test programs on tests/support/check.h: run natively and under ASan and
 # TSan (where Criterion's sandbox cannot start); those named in WASM_CHECK
@@ -273,7 +298,9 @@ $(DEPS_MK): scripts/install-deps.sh scripts/wasm-sysroot.sh $(NPM_LOCKS)
 	scripts/install-deps.sh --check || scripts/install-deps.sh
 	@{ echo "PKG_CFLAGS := $$(pkg-config --cflags $(PKGS))"; \
 	   echo "PKG_LIBS := $$(pkg-config --libs $(PKGS))"; \
-	   echo "CRITERION := $$(pkg-config --cflags --libs criterion)"; } > $@.tmp
+	   echo "CRITERION := $$(pkg-config --cflags --libs criterion)"; \
+	   echo "DESKTOP_CFLAGS := $$(pkg-config --cflags $(DESKTOP_PKGS) | sed 's/-I/-isystem /g')"; \
+	   echo "DESKTOP_LIBS := $$(pkg-config --libs $(DESKTOP_PKGS))"; } > $@.tmp
 	@mv $@.tmp $@
 
 # Rebuilt only when absent (a cleaned cache), never when merely older.
@@ -283,7 +310,7 @@ $(SYSROOT)/.complete:
 # ---- targets ------------------------------------------------------------------
 .PHONY: all test run wasm web bench bench-compare fuzz gpu-bundle soak asan tsan clean help deps install uninstall kernel-vectors
 
-all: $(DEPS_MK) $(BIN) $(UNIT_BIN) $(CHECK_BIN) $(ITEST_BIN) $(WASM_NATIVE) $(BENCH_BIN) $(NODE_WASM_OUT) $(SIM_PTX) $(SIM_FATBIN_FLAGS) ## build the simfarm binary, tests, benchmarks and the browser node
+all: $(DEPS_MK) $(BIN) $(DESKTOP) $(BUILD)/tests/desktop/sense_probe $(UNIT_BIN) $(CHECK_BIN) $(ITEST_BIN) $(WASM_NATIVE) $(BENCH_BIN) $(NODE_WASM_OUT) $(SIM_PTX) $(SIM_FATBIN_FLAGS) ## build the simfarm binary, tests, benchmarks and the browser node
 
 deps: ## install missing Debian/npm packages and the WebAssembly sysroot
 	scripts/install-deps.sh

@@ -94,6 +94,10 @@ struct conn {
     int exit_code;
     uv_signal_t sigint, sigterm;
     uv_timer_t grace;
+    /* nd_native_hold: the workers wait on held_cond while held is true. */
+    pthread_mutex_t hold_lock;
+    pthread_cond_t held_cond;
+    atomic_bool held;
     /* What nd_native_look copies (the items in hand come from the workers). */
     pthread_mutex_t seen_lock;
     nd_native_view *seen;
@@ -301,6 +305,9 @@ static void host_cancel(void *ctx, unsigned w)
     /* Relaxed: the flag carries no data; the worker sees it within a slice
      * or the next, and answers nd_done either way. */
     atomic_store_explicit(&((worker *)rt_state(l->workers[w]))->stop, true, memory_order_relaxed);
+    pthread_mutex_lock(&l->hold_lock); /* a held worker wakes to see it */
+    pthread_cond_broadcast(&l->held_cond);
+    pthread_mutex_unlock(&l->hold_lock);
 }
 
 static uint64_t host_items_in_hand(void *ctx)
@@ -402,7 +409,12 @@ static void host_settled(void *ctx, const nd_chunk *c, pr_outcome_kind kind)
 
 static void host_log(void *ctx, nd_level level, const char *line)
 {
-    (void)ctx;
+    conn *l = ctx;
+    if (level == ND_WARN) {
+        pthread_mutex_lock(&l->seen_lock);
+        snprintf(l->seen->last_warning, sizeof l->seen->last_warning, "%s", line);
+        pthread_mutex_unlock(&l->seen_lock);
+    }
     sf_log(level == ND_INFO ? SF_LOG_INFO : SF_LOG_WARN, "node", "%s", line);
 }
 
@@ -438,10 +450,41 @@ static int run_on(void *ctx, const sim_job *sim, uint64_t first, uint64_t count,
         : sim_run_cpu(sim, first, count, out);
 }
 
+/* Holds the workers or lets them go (nd_native_hold). */
+static void set_held(conn *l, bool on)
+{
+    pthread_mutex_lock(&l->hold_lock);
+    atomic_store_explicit(&l->held, on, memory_order_release);
+    pthread_cond_broadcast(&l->held_cond);
+    pthread_mutex_unlock(&l->hold_lock);
+}
+
+/* Waits here, between two slices of the chunk, while the host holds the
+ * workers (nd_native_hold) and the chunk is still wanted. */
+static void wait_while_held(worker *w)
+{
+    conn *l = w->link;
+    /* Acquire: pairs with the release in nd_native_hold, so a worker that
+     * sees no hold goes on without taking the lock. */
+    if (l == NULL || !atomic_load_explicit(&l->held, memory_order_acquire))
+        return;
+    pthread_mutex_lock(&l->seen_lock);
+    l->seen->workers[w->index].held = true;
+    pthread_mutex_unlock(&l->seen_lock);
+    pthread_mutex_lock(&l->hold_lock);
+    while (atomic_load_explicit(&l->held, memory_order_relaxed) && !atomic_load_explicit(&w->stop, memory_order_relaxed))
+        pthread_cond_wait(&l->held_cond, &l->hold_lock);
+    pthread_mutex_unlock(&l->hold_lock);
+    pthread_mutex_lock(&l->seen_lock);
+    l->seen->workers[w->index].held = false;
+    pthread_mutex_unlock(&l->seen_lock);
+}
+
 static bool stop_asked(void *ctx, uint64_t done)
 {
     worker *w = ctx;
     atomic_store_explicit(&w->in_hand, done, memory_order_relaxed);
+    wait_while_held(w);
     return atomic_load_explicit(&w->stop, memory_order_relaxed);
 }
 
@@ -549,6 +592,7 @@ static void on_signal(uv_signal_t *h, int signum)
     conn *l = h->data;
     if (!uv_is_active((uv_handle_t *)&l->grace) && l->grace_s > 0)
         uv_timer_start(&l->grace, on_grace_over, (uint64_t)l->grace_s * 1000, 0);
+    set_held(l, false); /* held workers finish their chunks */
     nd_drain(l->node);
 }
 
@@ -850,6 +894,8 @@ int nd_native_open(const nd_opts *opts, nd_native **out)
     l->grace_s = opts->grace_s;
     l->ncpu = ncpu;
     pthread_mutex_init(&l->seen_lock, NULL);
+    pthread_mutex_init(&l->hold_lock, NULL);
+    pthread_cond_init(&l->held_cond, NULL);
     l->seen = sf_calloc(1, sizeof *l->seen);
     snprintf(l->addr, sizeof l->addr, "%s", u.host);
     snprintf(l->path, sizeof l->path, "%s", path);
@@ -925,8 +971,11 @@ void nd_native_close(nd_native *h)
         return;
     pr_key_wipe(&h->key);
     nd_native_view *seen = h->l != NULL ? h->l->seen : NULL;
-    if (h->l != NULL)
+    if (h->l != NULL && h->l->seen != NULL) {
         pthread_mutex_destroy(&h->l->seen_lock);
+        pthread_mutex_destroy(&h->l->hold_lock);
+        pthread_cond_destroy(&h->l->held_cond);
+    }
     if (h->link != NULL)
         rt_actor_release(h->link);
     if (h->sys != NULL)
@@ -967,6 +1016,11 @@ void nd_native_use(nd_native *h, unsigned cpu, bool devices)
         if (was != lend)
             nd_worker_off(l->node, w, !lend);
     }
+}
+
+void nd_native_hold(nd_native *h, bool on)
+{
+    set_held(h->l, on);
 }
 
 int nd_native_set_priority(nd_native *h, nd_priority p)

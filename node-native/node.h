@@ -61,6 +61,7 @@ typedef struct nd_worker_view {
     char device[128];
     bool lent;                /* not switched off by nd_native_use */
     bool busy;                /* computing the chunk below */
+    bool held;                /* busy, and waiting inside it (nd_native_hold) */
     uint64_t job, chunk, count;
     uint64_t done;            /* items of it computed so far */
     uint64_t started_ms;      /* when it started (monotonic clock) */
@@ -77,6 +78,7 @@ typedef struct nd_native_view {
     uint64_t accepted_chunks, accepted_items; /* results the coordinator accepted */
     uint64_t refused_chunks;  /* and did not (stale, conflict, malformed) */
     uint64_t items_computed;  /* chunks ended plus the items in hand */
+    char last_warning[240];   /* the node's last warning line ("" when none) */
 } nd_native_view;
 
 /* Sets a node up as nd_run does (logging, key, devices, runtime, the
@@ -98,6 +100,15 @@ void nd_native_look(nd_native *h, nd_native_view *v);
 /* Lends the first `cpu` CPU workers (the others are off) and the device
  * workers (devices) or not; nd_worker_off for each worker that changes. */
 void nd_native_use(nd_native *h, unsigned cpu, bool devices);
+
+/* Holds the workers (on) where they are, inside their chunks, or lets them
+ * go on (off): held, each stops within a slice of its chunk (about 100 ms)
+ * and uses no CPU; its chunk stays in hand, listed in heartbeats so its
+ * lease is renewed, and goes on from where it stopped when let go. With
+ * nd_pause, how a desktop stops computing at once without losing work:
+ * a hold that outlasts the coordinator's longest hold on a claim ends in a
+ * stale result, and the range is computed elsewhere. nd_drain lets go. */
+void nd_native_hold(nd_native *h, bool on);
 
 /* The compute threads' priority from now on; 0, or an errno value when
  * a thread's could not be set (raising a priority back needs the right to,

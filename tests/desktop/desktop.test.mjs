@@ -35,6 +35,11 @@ const joinTitle = 'simfarm — join a farm';
 // "Changes take effect within one second": the deadline for each, with a
 // little room for the accessibility bus's own round trips.
 const SECOND = 1000 + 500;
+// A worker switched off finishes the chunk it holds (the farm sizes chunks
+// to about 10 s); a pause holds every worker inside its chunk at once.
+const CHUNK_END = 30000;
+// The input idle time is asked of the idle monitor once a second.
+const IDLE_SEEN = SECOND + 1000;
 
 let pg, srv, s, ui;
 let desktop; // the running app: { child, pid, out, exited, w }
@@ -99,7 +104,8 @@ const state = (want, ms = SECOND) => desktop.w.untilText('label', 'State', want,
 async function cpuWorkers() {
   const text = await desktop.w.text('label', 'Workers');
   return text.split('\n').filter((l) => /^CPU \d+:/.test(l)).map((line) => ({
-    n: Number(line.match(/^CPU (\d+)/)[1]), off: /: off$/.test(line), idle: /: idle$/.test(line), line,
+    // held inside its chunk (paused): computing nothing, as off
+    n: Number(line.match(/^CPU (\d+)/)[1]), off: /: off$|, held inside it$/.test(line), idle: /: idle$/.test(line), line,
   }));
 }
 // Waits until exactly n CPU workers are on (computing or idle, not off).
@@ -170,7 +176,7 @@ test('the first-run form joins the farm with a claim token; its chunks are accep
       const j = (await call(srv, 'GET', `/api/jobs/${jobId}`)).json;
       return (j.progress?.chunks_accepted ?? 0) >= 1;
     }, 'a chunk of the job accepted', 120000);
-    await w.untilText('label', 'Today', /^[1-9][\d,]* chunks?, [1-9][\d,]* items accepted$/, 30000);
+    await w.untilText('label', 'Today', /^Today: [1-9][\d,]* chunks?, [1-9][\d,]* items accepted$/, 30000);
     await w.untilText('label', 'In all', /[1-9]/, 30000);
   });
   await step('the settings and key files', () => {
@@ -214,16 +220,16 @@ test('idle, it uses its idle cores; in use, its in-use cores; with none for in u
   });
   await step('in use (input now): the in-use cores', async () => {
     await s.setIdle(0);
-    await cpusOn(inUse);
     await state('Running');
+    await cpusOn(inUse, CHUNK_END);
   });
   await step('idle for 4 minutes (idle after 3): the idle cores', async () => {
     await s.setIdle(4 * 60000);
-    await cpusOn(idleCores);
+    await cpusOn(idleCores, IDLE_SEEN);
   });
   await step('in use again: back to the in-use cores', async () => {
     await s.setIdle(0);
-    await cpusOn(inUse);
+    await cpusOn(inUse, CHUNK_END);
   });
   await step('no cores while in use and no GPU: "Paused: you are using the computer"', async () => {
     await w.setValue('spin button', 'Cores while in use', 0);
@@ -232,7 +238,7 @@ test('idle, it uses its idle cores; in use, its in-use cores; with none for in u
   });
   await step('idle again: running on the idle cores', async () => {
     await s.setIdle(10 * 60000);
-    await state('Running');
+    await state('Running', IDLE_SEEN);
     await cpusOn(idleCores);
   });
   await step('the settings written', () => eventually(() =>
@@ -353,8 +359,10 @@ test('its settings survive a restart; with "Pause on battery" off it runs on bat
   await step('"Start at login" writes and removes the autostart entry', async () => {
     const entry = path.join(s.env.XDG_CONFIG_HOME, 'autostart/simfarm-desktop.desktop');
     await w.check('check box', 'Start at login', true);
-    await eventually(() => fs.existsSync(entry) && /^Exec=simfarm-desktop --hidden$/m.test(fs.readFileSync(entry, 'utf8')),
-      `${entry} with Exec=simfarm-desktop --hidden`, SECOND);
+    // the program that runs, by its path (a build tree's is not on PATH)
+    const exec = `Exec=${fs.realpathSync(app)} --hidden`;
+    await eventually(() => fs.existsSync(entry) && fs.readFileSync(entry, 'utf8').split('\n').includes(exec),
+      `${entry} with ${exec}`, SECOND);
     await w.check('check box', 'Start at login', false);
     await eventually(() => !fs.existsSync(entry), `${entry} removed`, SECOND);
   });
