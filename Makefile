@@ -376,8 +376,11 @@ PREFIX ?= /usr/local
 WEB_DEST = $(DESTDIR)$(PREFIX)/share/simfarm/web
 WEB_FILES := $(filter-out web/README.md web/package.json web/package-lock.json,$(wildcard web/*.*)) $(wildcard web/js/*.js)
 
-install: $(BIN) $(NODE_WASM_OUT) web ## install bin/simfarm and share/simfarm/web under $(DESTDIR)$(PREFIX) (PREFIX=/usr/local)
+install: $(BIN) $(DESKTOP) $(NODE_WASM_OUT) web ## install bin/simfarm, bin/simfarm-desktop (with its menu entry and icon) and share/simfarm/web under $(DESTDIR)$(PREFIX) (PREFIX=/usr/local)
 	install -D -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/simfarm
+	install -D -m 755 $(DESKTOP) $(DESTDIR)$(PREFIX)/bin/simfarm-desktop
+	install -D -m 644 node-desktop/simfarm-desktop.desktop $(DESTDIR)$(PREFIX)/share/applications/simfarm-desktop.desktop
+	install -D -m 644 node-desktop/simfarm-desktop.svg $(DESTDIR)$(PREFIX)/share/icons/hicolor/scalable/apps/simfarm-desktop.svg
 	install -d $(WEB_DEST)/js $(WEB_DEST)/node $(WEB_DEST)/node_modules/uplot/dist
 	install -m 644 $(filter-out web/js/%,$(WEB_FILES)) $(WEB_DEST)/
 	install -m 644 $(filter web/js/%,$(WEB_FILES)) $(WEB_DEST)/js/
@@ -387,7 +390,9 @@ install: $(BIN) $(NODE_WASM_OUT) web ## install bin/simfarm and share/simfarm/we
 		$(WEB_DEST)/node_modules/uplot/dist/
 
 uninstall: ## remove what `make install` put under $(DESTDIR)$(PREFIX)
-	rm -f $(DESTDIR)$(PREFIX)/bin/simfarm
+	rm -f $(DESTDIR)$(PREFIX)/bin/simfarm $(DESTDIR)$(PREFIX)/bin/simfarm-desktop
+	rm -f $(DESTDIR)$(PREFIX)/share/applications/simfarm-desktop.desktop
+	rm -f $(DESTDIR)$(PREFIX)/share/icons/hicolor/scalable/apps/simfarm-desktop.svg
 	rm -rf $(DESTDIR)$(PREFIX)/share/simfarm
 
 clean: ## remove build/ and web/node/ (the WebAssembly sysroot cache outside the clone stays)

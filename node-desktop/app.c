@@ -431,7 +431,22 @@ static bool parse_link(const char *link, char **server, char **token)
 
 int main(int argc, char **argv)
 {
-    gtk_init(&argc, &argv);
+    /* these need no display */
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return SF_EXIT_OK;
+        }
+        if (strcmp(argv[i], "--version") == 0) {
+            printf("simfarm-desktop %s\n", SF_VERSION);
+            return SF_EXIT_OK;
+        }
+    }
+    if (!gtk_init_check(&argc, &argv)) {
+        fprintf(stderr, "simfarm-desktop: cannot open a display (is DISPLAY or WAYLAND_DISPLAY set?): "
+            "a headless machine runs `simfarm node` instead\n");
+        return SF_EXIT_FAIL;
+    }
     sf_log_setup(SF_LOG_TEXT, SF_LOG_INFO, true);
     char *server = NULL, *token = NULL;
     bool hidden = false;
@@ -443,12 +458,6 @@ int main(int argc, char **argv)
             *to = g_strdup(argv[++i]);
         } else if (strcmp(s, "--hidden") == 0) {
             hidden = true;
-        } else if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
-            usage(stdout);
-            return SF_EXIT_OK;
-        } else if (strcmp(s, "--version") == 0) {
-            printf("simfarm-desktop %s\n", SF_VERSION);
-            return SF_EXIT_OK;
         } else if (strncmp(s, "simfarm:", 8) == 0) {
             if (!parse_link(s, &server, &token)) {
                 fprintf(stderr, "simfarm-desktop: %s is not a join link: simfarm://join?server=URL&token=TOKEN\n", s);

@@ -34,10 +34,12 @@ PACKAGES=(
     python3-gi python3-dbusmock python3-pyatspi gir1.2-atspi-2.0 gir1.2-gtk-3.0
 )
 
-# What build/bin/simfarm links (tests/integration/install.test.mjs checks
+# What build/bin/simfarm links, and build/bin/simfarm-desktop (GTK, the tray
+# icon) besides (tests/integration/install.test.mjs checks simfarm's part of
 # this list against the binary's NEEDED entries).
 RUNTIME_PACKAGES=(
     libuv1 libmsgpackc2 libsodium23 libwebsockets17 libssl3 libpq5 ocl-icd-libopencl1
+    libgtk-3-0 libayatana-appindicator3-1
 )
 
 die() { echo "install-deps: $*" >&2; exit 1; }

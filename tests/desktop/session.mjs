@@ -166,8 +166,9 @@ export async function startSession({ mutter = false, tray = false, onBattery = f
       ['--config-file', busConfig('session', dir), '--nofork', '--print-address=1']);
     const system = start('system bus', '/usr/bin/dbus-daemon',
       ['--config-file', busConfig('system', dir), '--nofork', '--print-address=1']);
-    env.DBUS_SESSION_BUS_ADDRESS = await firstLine(session, 'session bus address');
-    env.DBUS_SYSTEM_BUS_ADDRESS = await firstLine(system, 'system bus address');
+    // both listened to at once: a line written before its listener is there is gone
+    [env.DBUS_SESSION_BUS_ADDRESS, env.DBUS_SYSTEM_BUS_ADDRESS] = await Promise.all([
+      firstLine(session, 'session bus address'), firstLine(system, 'system bus address')]);
 
     // The accessibility bus, with its registry (activated on that bus).
     start('at-spi-bus-launcher', busLauncher, ['--launch-immediately']);

@@ -70,9 +70,24 @@ test('an installed coordinator serves the dashboard, the contribute page and the
     await srv.stop();
   }
 
+  // the desktop node: the program, its menu entry (which also opens
+  // simfarm:// links) and its icon
+  const desktopBin = path.join(root, 'bin/simfarm-desktop');
+  assert.equal(fs.statSync(desktopBin).mode & 0o777, 0o755);
+  const dv = await run(desktopBin, ['--version']);
+  assert.equal(dv.code, 0, dv.stderr);
+  assert.match(dv.stdout, /^simfarm-desktop \d+\.\d+\.\d+/);
+  const entry = fs.readFileSync(path.join(root, 'share/applications/simfarm-desktop.desktop'), 'utf8');
+  for (const line of ['Exec=simfarm-desktop %u', 'Icon=simfarm-desktop', 'MimeType=x-scheme-handler/simfarm;'])
+    assert.ok(entry.split('\n').includes(line), `the menu entry has ${line}:\n${entry}`);
+  const icon = path.join(root, 'share/icons/hicolor/scalable/apps/simfarm-desktop.svg');
+  assert.match(fs.readFileSync(icon, 'utf8'), /^<svg /);
+
   const un = await make(['uninstall', `DESTDIR=${dest}`, `PREFIX=${prefix}`]);
   assert.equal(un.code, 0, un.stdout + un.stderr);
   assert.equal(fs.existsSync(bin), false);
+  assert.equal(fs.existsSync(desktopBin), false);
+  assert.equal(fs.existsSync(icon), false);
   assert.equal(fs.existsSync(path.join(root, 'share/simfarm')), false);
 });
 
