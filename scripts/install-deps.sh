@@ -32,6 +32,7 @@ PACKAGES=(
     libgtk-3-dev libayatana-appindicator3-dev
     xvfb xauth dbus-daemon libglib2.0-bin at-spi2-core
     python3-gi python3-dbusmock python3-pyatspi gir1.2-atspi-2.0 gir1.2-gtk-3.0
+    slurm-wlm munge
 )
 
 # What build/bin/simfarm links, and build/bin/simfarm-desktop (GTK, the tray
