@@ -148,6 +148,7 @@ static const field hello_f[] = {
     STRUCT(pr_hello, "caps", caps, caps_s),
     STR_OPT(pr_hello, "checksum", checksum, 64),
     LIST_OPT(pr_hello, "features", features, nfeatures, PR_MAX_FEATURES, feature_s),
+    STR_OPT(pr_hello, "name", name, PR_MAX_NAME_LEN),
 };
 static const schema hello_s = SCHEMA(pr_hello, "hello", hello_f, NULL);
 
@@ -296,6 +297,25 @@ bool pr_hello_has_feature(const pr_hello *h, const char *name)
         if (h->features[i] != NULL && strcmp(h->features[i], name) == 0)
             return true;
     return false;
+}
+
+const char *pr_node_name_check(const char *name)
+{
+    size_t n = name != NULL ? strlen(name) : 0;
+    if (n == 0)
+        return "is empty";
+    if (n > PR_MAX_NAME_LEN)
+        return "is longer than 64 bytes";
+    if (!pr__utf8_ok(name, n))
+        return "is not valid UTF-8";
+    if (name[0] == ' ' || name[n - 1] == ' ')
+        return "starts or ends with a space";
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+        /* C0 and DEL, and C1 (U+0080..U+009F, UTF-8 c2 80..c2 9f) */
+        if (*p < 0x20 || *p == 0x7f || (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
+            return "holds a control character (a tab, a line break, an escape)";
+    }
+    return NULL;
 }
 
 static const field outcome_f[] = {

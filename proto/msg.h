@@ -106,6 +106,7 @@ typedef struct pr_hello {
     const char *checksum;           /* optional; hex SHA-256 of the node's program */
     const char **features;          /* optional; protocol features the node reads (PR_FEATURE_*) */
     uint32_t nfeatures;
+    const char *name;               /* optional; the node's name (PR_MAX_NAME_LEN, pr_node_name_check) */
 } pr_hello;
 
 /* Protocol features a node announces in its hello (PROTOCOL.md §2): the
@@ -117,6 +118,15 @@ typedef struct pr_hello {
 
 /* Whether hello h announces feature name. */
 bool pr_hello_has_feature(const pr_hello *h, const char *name);
+
+/* A node's name (hello's `name`): 1 to PR_MAX_NAME_LEN bytes of UTF-8,
+ * printable: no control character (C0, DEL, C1), no leading or trailing
+ * space. */
+#define PR_MAX_NAME_LEN 64u
+
+/* Whether name is a node name as above: NULL when it is, else what is
+ * wrong with it, in words that follow "the node name " (a static string). */
+const char *pr_node_name_check(const char *name);
 
 typedef struct pr_config {
     uint32_t max_parallel;          /* optional */

@@ -706,6 +706,43 @@ Test(proto_codec, hello_features)
     cr_assert_eq(pr_encode(&m, &f, &len), PR_ECOUNT);
 }
 
+Test(proto_codec, hello_name)
+{
+    pr_msg m, out;
+    memset(&m, 0, sizeof m);
+    m.type = PR_MSG_HELLO;
+    m.body.hello.version = "t";
+    round_trip(&m, &out);
+    cr_assert_null(out.body.hello.name, "absent: an older node's hello");
+    pr_msg_free(&out);
+    m.body.hello.name = "gpu-box-7 \xc3\xa9t\xc3\xa9"; /* UTF-8 is printable */
+    round_trip(&m, &out);
+    cr_assert_str_eq(out.body.hello.name, m.body.hello.name);
+    pr_msg_free(&out);
+
+    char longname[PR_MAX_NAME_LEN + 2];
+    memset(longname, 'n', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    m.body.hello.name = longname;
+    uint8_t *f = NULL;
+    size_t len;
+    cr_assert_eq(pr_encode(&m, &f, &len), PR_ESTRLEN);
+
+    /* (name, refused?) */
+    static const struct { const char *name; bool bad; } cases[] = {
+        { "web-3", false }, { "n", false }, { "rack 4 / slot 2", false }, { "caf\xc3\xa9", false },
+        { "", true }, { " lead", true }, { "trail ", true }, { "tab\there", true }, { "line\nbreak", true },
+        { "esc\x1b[31m", true }, { "del\x7f", true }, { "c1\xc2\x85", true }, { "bad\xff", true },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        cr_assert_eq(pr_node_name_check(cases[i].name) != NULL, cases[i].bad, "case %zu", i);
+    longname[PR_MAX_NAME_LEN] = '\0';
+    cr_assert_null(pr_node_name_check(longname), "64 bytes is a name");
+    longname[PR_MAX_NAME_LEN] = 'n';
+    cr_assert_not_null(pr_node_name_check(longname));
+    cr_assert_not_null(pr_node_name_check(NULL));
+}
+
 Test(proto_codec, encoder_refuses_what_the_decoder_would)
 {
     pr_msg m = bye_msg();

@@ -205,10 +205,11 @@ static int gen(const pr_key *k)
     m.body.hello.caps = (pr_caps){ 8, 6, "linux", "x86_64", NULL, be, 2 };
     static const char *features[] = { PR_FEATURE_MALFORMED };
     m.body.hello.features = features, m.body.hello.nfeatures = 1;
+    m.body.hello.name = "gpu-box-7";
     if ((rc = pr_hello_sign(&m.body.hello, k, HOST, TS, nonce)) != 0)
         return rc;
     if ((rc = emit_msg("hello", "node -> coordinator: hello answering the challenge, enrolling with a claim token, "
-             "reading the outcome \"malformed\"; signed", &m)) != 0)
+             "reading the outcome \"malformed\", named gpu-box-7; signed", &m)) != 0)
         return rc;
 
     memset(&m, 0, sizeof m);
