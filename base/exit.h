@@ -9,6 +9,7 @@ enum sf_exit {
     SF_EXIT_FAIL = 1,         /* could not do it: the reason is on stderr */
     SF_EXIT_USAGE = 2,        /* the command line is wrong */
     SF_EXIT_NOT_ENROLLED = 3, /* a node whose key the coordinator refused */
+    SF_EXIT_KEY_IN_USE = 4,   /* a node whose key has a live session already (another process is that node) */
 };
 
 #endif /* SIMFARM_BASE_EXIT_H */

@@ -63,3 +63,26 @@ int cli_refuse(const char *cmd, const sf_error *e, void (*usage)(FILE *out))
     usage(stderr);
     return SF_EXIT_USAGE;
 }
+
+bool cli_duration(const char *v, long long *out)
+{
+    long long n = 0;
+    const char *p = v;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        n = n * 10 + (*p - '0');
+        if (n > 10LL * 365 * 86400)
+            return false;
+    }
+    if (p == v)
+        return false;
+    static const struct { char unit; long long secs; } units[] = { { 's', 1 }, { 'm', 60 }, { 'h', 3600 },
+        { 'd', 86400 } };
+    long long mul = *p == '\0' ? 1 : 0;
+    for (size_t i = 0; i < sizeof units / sizeof units[0] && mul == 0; i++)
+        if (p[0] == units[i].unit && p[1] == '\0')
+            mul = units[i].secs;
+    if (mul == 0 || n == 0 || n * mul > 10LL * 365 * 86400)
+        return false;
+    *out = n * mul;
+    return true;
+}

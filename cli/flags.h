@@ -50,6 +50,11 @@ typedef struct cli_args {
  * ("unexpected argument 'x'"). */
 int cli_next(cli_args *it, const char **flag, const char **value, sf_error *e);
 
+/* A duration flag's value as seconds: a whole number with a unit, s, m,
+ * h or d ("90s", "30m", "24h", "7d"), or without one, seconds. false (and
+ * *out untouched) for anything else, 0, or past 10 years. */
+bool cli_duration(const char *v, long long *out);
+
 /* Prints "simfarm CMD: <e's words>", then the command's usage, on standard
  * error; returns SF_EXIT_USAGE. */
 int cli_refuse(const char *cmd, const sf_error *e, void (*usage)(FILE *out));

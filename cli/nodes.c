@@ -1,6 +1,7 @@
 /*
  * nodes.c — `simfarm nodes`: the nodes a coordinator knows (GET /api/nodes);
- * `simfarm node revoke ID` (POST /api/nodes/ID/revoke).
+ * `simfarm nodes prune` (POST /api/nodes/prune); `simfarm node revoke ID`
+ * (POST /api/nodes/ID/revoke).
  */
 #include "cli/cli.h"
 #include "cli/remote.h"
@@ -13,6 +14,7 @@
 
 static const char nodes_usage[] =
     "usage: simfarm nodes [--status S] [--owner O] [--tier T] [--limit N] [--offset K] [options]\n"
+    "       simfarm nodes prune --offline-for DURATION [options]   (simfarm nodes prune --help)\n"
     "\n"
     "Lists the nodes enrolled with the coordinator, online first (GET /api/nodes):\n"
     "owner, tier, cores, the chunks it may hold (SLOTS), speed, the items it has\n"
@@ -117,8 +119,56 @@ int cmd_node_revoke(int argc, char **argv)
     return SF_EXIT_OK;
 }
 
+static const char prune_usage[] =
+    "usage: simfarm nodes prune --offline-for DURATION [options]\n"
+    "\n"
+    "Removes the rows of the nodes offline for DURATION or longer (POST\n"
+    "/api/nodes/prune; an admin API token): 90m, 24h, 7d or seconds, a minute at\n"
+    "least. Never a node online; a revoked node keeps its row (it keeps its key\n"
+    "out), and so does one with results in a job that has not ended. A removed\n"
+    "node's key must enrol again to come back, as a new node.\n"
+    "  --offline-for D  how long a node must have been offline\n" REMOTE_COMMON_FLAGS;
+
+static int nodes_prune(int argc, char **argv)
+{
+    const char *offline = NULL;
+    const remote_opt opts[] = { { "--offline-for", &offline, NULL }, { NULL, NULL, NULL } };
+    remote r;
+    int rc = remote_init(&r, "nodes prune", prune_usage, argc, argv, opts, 0, 0, "");
+    if (rc != REMOTE_GO_ON)
+        return rc;
+    long long secs;
+    if (offline == NULL)
+        return remote_fail(&r, SF_EXIT_USAGE, "--offline-for is required: how long a node must have been offline "
+            "(90m, 24h, 7d)");
+    if (!cli_duration(offline, &secs) || secs < 60)
+        return remote_fail(&r, SF_EXIT_USAGE, "--offline-for wants a duration from a minute to 10 years, such as 90m, "
+            "24h or 7d, not '%s'", offline);
+    char body[64];
+    snprintf(body, sizeof body, "{\"offline_for\":%lld}", secs);
+    http_response res;
+    remote_doc doc;
+    if ((rc = remote_call(&r, "POST", "/api/nodes/prune", body, strlen(body), NULL, &res)) != 0 ||
+        (rc = remote_answer(&r, &res, &doc)) != REMOTE_GO_ON)
+        return rc;
+    const msgpack_object *list = remote_get(doc.root, "removed");
+    uint32_t n = list != NULL && list->type == MSGPACK_OBJECT_ARRAY ? list->via.array.size : 0;
+    printf("%" PRIu32 " node%s removed, offline for %s or longer%s\n", n, n == 1 ? "" : "s", offline, n ? ":" : "");
+    for (uint32_t i = 0; i < n; i++) {
+        const msgpack_object *x = &list->via.array.ptr[i];
+        char id[24], name[80], when[40];
+        printf("  node %s %s, last seen %s\n", remote_text(remote_get(x, "id"), id, sizeof id, "?"),
+            remote_text(remote_get(x, "name"), name, sizeof name, "-"),
+            remote_when(remote_get(x, "last_seen"), when, sizeof when));
+    }
+    remote_doc_free(&doc);
+    return SF_EXIT_OK;
+}
+
 int cmd_nodes(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "prune") == 0)
+        return nodes_prune(argc - 1, argv + 1);
     const char *status = NULL, *owner = NULL, *tier = NULL, *limit = NULL, *offset = NULL;
     const remote_opt opts[] = {
         { "--status", &status, NULL }, { "--owner", &owner, NULL }, { "--tier", &tier, NULL },

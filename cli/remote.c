@@ -360,6 +360,20 @@ void remote_print_body(const http_response *res)
 
 /* ---- JSON answers ------------------------------------------------------------------- */
 
+int remote_answer(remote *r, http_response *res, remote_doc *doc)
+{
+    int rc = REMOTE_GO_ON;
+    if (r->json) {
+        remote_print_body(res);
+        rc = SF_EXIT_OK;
+    } else if (remote_parse(r, res, doc) != 0) {
+        remote_doc_free(doc);
+        rc = SF_EXIT_FAIL;
+    }
+    http_response_free(res);
+    return rc;
+}
+
 int remote_parse(const remote *r, const http_response *res, remote_doc *doc)
 {
     msgpack_sbuffer_init(&doc->sb);

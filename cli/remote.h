@@ -116,6 +116,12 @@ typedef struct remote_doc {
 int remote_parse(const remote *r, const http_response *res, remote_doc *doc);
 void remote_doc_free(remote_doc *doc);
 
+/* What follows a 2xx answer in res, which it frees: with --json prints it
+ * as it is and returns SF_EXIT_OK; else parses it into doc and returns
+ * REMOTE_GO_ON for the caller to print from doc and free it
+ * (remote_doc_free), or SF_EXIT_FAIL for an answer that does not parse. */
+int remote_answer(remote *r, http_response *res, remote_doc *doc);
+
 /* The value of key in a map; NULL when o is not a map, has no such key or
  * the value is null. */
 const msgpack_object *remote_get(const msgpack_object *o, const char *key);

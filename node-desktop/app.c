@@ -87,20 +87,19 @@ static gboolean node_ended(gpointer data)
     nd_native_close(a->node);
     a->node = NULL;
     dk_sense_inhibit(a->sense, false);
-    if (a->quitting) {
+    /* a drain ends with status 0: Quit, or SIGINT/SIGTERM (the node's own
+     * signal handlers drain it) */
+    if (a->quitting || code == SF_EXIT_OK) {
         sf_log(SF_LOG_INFO, "desktop", "drained: quitting");
         gtk_main_quit();
         return G_SOURCE_REMOVE;
     }
+    const char *said = a->view->coordinator_said[0] ? a->view->coordinator_said : a->view->last_warning;
     char why[400];
     if (code == SF_EXIT_NOT_ENROLLED)
-        snprintf(why, sizeof why, "The farm does not know this computer: paste a claim token from its owner%s%s",
-            a->view->last_warning[0] ? " (" : "", a->view->last_warning[0] ? a->view->last_warning : "");
+        snprintf(why, sizeof why, "The farm refused to enrol this computer%s%s", said[0] ? ": " : "", said);
     else
-        snprintf(why, sizeof why, "The node stopped (exit status %d)%s%s", code, a->view->last_warning[0] ? ": " : "",
-            a->view->last_warning);
-    if (why[strlen(why) - 1] != ')' && code == SF_EXIT_NOT_ENROLLED && a->view->last_warning[0])
-        g_strlcat(why, ")", sizeof why);
+        snprintf(why, sizeof why, "The node stopped (exit status %d)%s%s", code, said[0] ? ": " : "", said);
     dk_join_show(a, why);
     dk_window_refresh(a);
     return G_SOURCE_REMOVE;
@@ -244,7 +243,7 @@ const char *dk_app_state_text(const dk_app *a, char *buf, size_t len)
     else if (v->state == ND_UNAVAILABLE)
         snprintf(buf, len, "Cannot reach the farm: %s", v->detail[0] ? v->detail : "no answer");
     else if (v->state == ND_SETUP || v->state == ND_VERIFYING || v->state == ND_REGISTERING)
-        snprintf(buf, len, "Joining the farm");
+        snprintf(buf, len, a->joined ? "Resuming: a new session with the farm" : "Joining the farm");
     else if (v->state == ND_PAUSED)
         snprintf(buf, len, "Resuming: finishing the chunks in hand");
     else {
@@ -483,9 +482,12 @@ int main(int argc, char **argv)
     dk_today_load(&a->today);
     a->sense = dk_sense_create(on_sensed, a);
     dk_window_build(a);
-    char *icons = g_build_filename(g_path_get_dirname(a->exe ? a->exe : "."), "..", "share", "icons", NULL);
+    /* the icon where make install put it, for a PREFIX the icon theme does not search */
+    char *bindir = g_path_get_dirname(a->exe ? a->exe : ".");
+    char *icons = g_build_filename(bindir, "..", "share", "icons", "hicolor", "scalable", "apps", NULL);
     a->tray = dk_tray_create(a, icons);
     g_free(icons);
+    g_free(bindir);
 
     if (token != NULL && (server != NULL || a->cfg.server != NULL)) {
         dk_app_join(a, server != NULL ? server : a->cfg.server, token);

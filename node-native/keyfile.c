@@ -16,9 +16,12 @@
 
 void nd_key_default_path(char *buf, size_t cap)
 {
+    const char *state = getenv("STATE_DIRECTORY");
     const char *xdg = getenv("XDG_DATA_HOME");
     const char *home = getenv("HOME");
-    if (xdg != NULL && xdg[0] == '/')
+    if (state != NULL && state[0] == '/') /* a service user's: systemd made it, owned by the unit's User= */
+        snprintf(buf, cap, "%.*s/node.key", (int)strcspn(state, ":"), state);
+    else if (xdg != NULL && xdg[0] == '/')
         snprintf(buf, cap, "%s/simfarm/node.key", xdg);
     else
         snprintf(buf, cap, "%s/.local/share/simfarm/node.key", home ? home : ".");

@@ -12,8 +12,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* The default path: $XDG_DATA_HOME/simfarm/node.key, else
- * ~/.local/share/simfarm/node.key. Writes it into buf. */
+/* The default path: under a systemd unit with StateDirectory=,
+ * $STATE_DIRECTORY/node.key (the first directory when it lists several);
+ * else $XDG_DATA_HOME/simfarm/node.key, else ~/.local/share/simfarm/node.key.
+ * Writes it into buf. */
 void nd_key_default_path(char *buf, size_t cap);
 
 /* Loads the key pair from path, creating the file (and its directory) with a

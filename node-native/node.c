@@ -37,6 +37,7 @@
 #include <sys/sysinfo.h>
 #include <sys/utsname.h>
 #include <time.h>
+#include <unistd.h>
 #include <uv.h>
 
 enum { M_WORK = RT_MSGS_NODE_WORKER };
@@ -410,9 +411,12 @@ static void host_settled(void *ctx, const nd_chunk *c, pr_outcome_kind kind)
 static void host_log(void *ctx, nd_level level, const char *line)
 {
     conn *l = ctx;
+    static const char said[] = "the coordinator says: "; /* actors/node's line for an error frame */
     if (level == ND_WARN) {
         pthread_mutex_lock(&l->seen_lock);
         snprintf(l->seen->last_warning, sizeof l->seen->last_warning, "%s", line);
+        if (strncmp(line, said, sizeof said - 1) == 0)
+            snprintf(l->seen->coordinator_said, sizeof l->seen->coordinator_said, "%s", line + sizeof said - 1);
         pthread_mutex_unlock(&l->seen_lock);
     }
     sf_log(level == ND_INFO ? SF_LOG_INFO : SF_LOG_WARN, "node", "%s", line);
@@ -849,8 +853,14 @@ int nd_native_open(const nd_opts *opts, nd_native **out)
         nd_key_default_path(keypath, sizeof keypath);
     char checksum[65];
     program_checksum(checksum);
+    /* The host name by default: its first label when the whole is no name
+     * (longer than a name may be). */
+    char hostname[256] = "";
+    if (opts->name == NULL && gethostname(hostname, sizeof hostname - 1) == 0 && pr_node_name_check(hostname) != NULL)
+        hostname[strcspn(hostname, ".")] = '\0';
     nd_config cfg = { .claim_token = opts->claim_token, .version = "simfarm-node " SF_VERSION,
-        .checksum = checksum[0] ? checksum : NULL };
+        .checksum = checksum[0] ? checksum : NULL,
+        .name = opts->name != NULL ? opts->name : pr_node_name_check(hostname) == NULL ? hostname : NULL };
     bool created;
     sf_error kerr;
     if (nd_key_load(keypath, &cfg.key, &created, &kerr) != 0) {
@@ -995,8 +1005,13 @@ void nd_native_look(nd_native *h, nd_native_view *v)
     conn *l = h->l;
     pthread_mutex_lock(&l->seen_lock);
     *v = *l->seen;
+    /* a held worker stops at its next slice, within about 100 ms: held
+     * from now on, as the host asked (a worker starved of CPU by a busy
+     * machine may take longer to get there, but computes nothing meanwhile) */
+    bool held = atomic_load_explicit(&l->held, memory_order_relaxed);
     for (unsigned w = 0; w < v->nworkers; w++)
         if (v->workers[w].busy) {
+            v->workers[w].held |= held;
             v->workers[w].done = atomic_load_explicit(&((worker *)rt_state(l->workers[w]))->in_hand,
                 memory_order_relaxed);
             v->items_computed += v->workers[w].done;

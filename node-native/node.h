@@ -35,6 +35,7 @@ typedef struct nd_opts {
     const char *key_path;     /* NULL = nd_key_default_path() */
     unsigned cores;           /* workers; 0 = every core */
     const char *claim_token;  /* enrol with this token; may be NULL */
+    const char *name;         /* the node's name (pr_node_name_check); NULL = the host name */
     const char *backend;      /* auto (NULL), cpu, opencl, cuda, or a list "cpu,opencl" */
     unsigned grace_s;         /* a drain leaves after this long; 0 = no limit */
     nd_priority priority;     /* of the compute threads */
@@ -61,7 +62,7 @@ typedef struct nd_worker_view {
     char device[128];
     bool lent;                /* not switched off by nd_native_use */
     bool busy;                /* computing the chunk below */
-    bool held;                /* busy, and waiting inside it (nd_native_hold) */
+    bool held;                /* busy, and held inside it (nd_native_hold): it stops at its next slice */
     uint64_t job, chunk, count;
     uint64_t done;            /* items of it computed so far */
     uint64_t started_ms;      /* when it started (monotonic clock) */
@@ -79,6 +80,7 @@ typedef struct nd_native_view {
     uint64_t refused_chunks;  /* and did not (stale, conflict, malformed) */
     uint64_t items_computed;  /* chunks ended plus the items in hand */
     char last_warning[240];   /* the node's last warning line ("" when none) */
+    char coordinator_said[240]; /* the coordinator's last error message to the node ("" when none) */
 } nd_native_view;
 
 /* Sets a node up as nd_run does (logging, key, devices, runtime, the

@@ -250,7 +250,7 @@ void cd__api_create_token(cd__api *api, cd__request *r)
 {
     char kind[8] = "", owner[129], tier[16] = "own", note[257] = "", field[64] = "", err[160];
     const char *why = NULL; /* what is wrong with field ("" = the whole body) */
-    int64_t expires = -1;
+    int64_t expires = -1, uses = -1;
     snprintf(owner, sizeof owner, "%s", r->owner);
     msgpack_sbuffer buf;
     msgpack_unpacked up;
@@ -287,11 +287,16 @@ void cd__api_create_token(cd__api *api, cd__request *r)
                     why = "must be a number of seconds from 1 to 10 years";
                 else
                     expires = (int64_t)v->via.u64;
+            } else if (sf_mp_streq(k, "uses")) {
+                if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER || v->via.u64 < 1 || v->via.u64 > 100000)
+                    why = "must be a whole number of enrolments from 1 to 100000";
+                else
+                    uses = (int64_t)v->via.u64;
             } else if (sf_mp_streq(k, "note")) {
                 if (!str_copy(v, note, sizeof note, 0))
                     why = "must be a text of up to 256 characters";
             } else {
-                why = "unknown field (known: kind, owner, tier, expires_in, note)";
+                why = "unknown field (known: kind, owner, tier, expires_in, uses, note)";
             }
         }
         if (why == NULL && kind[0] == '\0') {
@@ -312,6 +317,10 @@ void cd__api_create_token(cd__api *api, cd__request *r)
         return;
     }
     bool claim = strcmp(kind, "claim") == 0;
+    if (uses >= 0 && !claim) {
+        cd__api_fail(api, r, 400, "uses", "is for claim tokens only (how many nodes one enrols)");
+        return;
+    }
     if (claim && expires < 0)
         expires = 86400;
     char token[96];
@@ -319,11 +328,11 @@ void cd__api_create_token(cd__api *api, cd__request *r)
     unsigned char hash[32];
     token_hash(token, hash);
     cd_query *q = cd_query_new(
-        "INSERT INTO tokens (kind, owner, tier, secret_hash, note, expires_at) "
+        "INSERT INTO tokens (kind, owner, tier, secret_hash, note, expires_at, uses) "
         "VALUES ($1, $2, $3, $4, nullif($5, ''), CASE WHEN $6::bigint IS NULL THEN NULL "
-        "ELSE now() + make_interval(secs => $6::bigint) END) "
+        "ELSE now() + make_interval(secs => $6::bigint) END, $8::integer) "
         "RETURNING json_build_object('id', id, 'kind', kind, 'owner', owner, 'tier', tier, 'token', $7::text, "
-        "'expires_at', expires_at, 'note', note)::text");
+        "'expires_at', expires_at, 'note', note, 'uses', CASE WHEN kind = 'claim' THEN uses END)::text");
     cd_query_text(q, kind);
     cd_query_text(q, owner);
     cd_query_text(q, tier);
@@ -334,6 +343,7 @@ void cd__api_create_token(cd__api *api, cd__request *r)
     else
         cd_query_text(q, NULL);
     cd_query_text(q, token);
+    cd_query_int(q, uses > 0 ? uses : 1);
     sodium_memzero(token, sizeof token);
     cd__api_ask(api, r, q, CD__ASK_TOKEN_NEW);
 }
@@ -342,7 +352,9 @@ void cd__api_list_tokens(cd__api *api, cd__request *r)
 {
     cd_query *q = cd_query_new(
         "SELECT coalesce(json_agg(t ORDER BY t.id), '[]')::text FROM (SELECT id, kind, owner, tier, note, "
-        "created_at, expires_at, used_at, revoked_at FROM tokens WHERE $1 OR owner = $2) t");
+        "created_at, expires_at, used_at, revoked_at, CASE WHEN kind = 'claim' THEN uses END AS uses, "
+        "CASE WHEN kind = 'claim' THEN used END AS used, CASE WHEN kind = 'claim' THEN uses - used END AS uses_left "
+        "FROM tokens WHERE $1 OR owner = $2) t");
     cd_query_text(q, r->admin ? "true" : "false");
     cd_query_text(q, r->owner);
     cd__api_ask(api, r, q, CD__ASK_TOKENS);

@@ -15,7 +15,7 @@
 enum {
     CD__ASK_AUTH = 1, CD__ASK_SUBMIT, CD__ASK_LIST, CD__ASK_ONE, CD__ASK_CANCEL_LOOK, CD__ASK_CANCEL_DO,
     CD__ASK_NODES, CD__ASK_NODE, CD__ASK_TOKEN_NEW, CD__ASK_TOKENS, CD__ASK_TOKEN_REVOKE, CD__ASK_BOOT,
-    CD__ASK_CONVERGENCE, CD__ASK_NODE_REVOKE,
+    CD__ASK_CONVERGENCE, CD__ASK_NODE_REVOKE, CD__ASK_NODE_REMOVE, CD__ASK_NODE_PRUNE,
 };
 
 /* A store request in flight and what its answer is for. */
@@ -121,6 +121,17 @@ void cd__api_revoke_node(cd__api *api, cd__request *r, uint64_t id);
  * node's sessions are closed and r is answered with the node, as
  * GET /api/nodes/{id} gives it. */
 void cd__api_on_node_revoked(cd__api *api, cd__request *r, PGresult *res);
+/* DELETE /api/nodes/{id} (an admin token's): removes an offline node's
+ * row (409 for one online, revoked, or with results in a job that has not
+ * ended); the answer comes to cd__api_on_node_removed. */
+void cd__api_remove_node(cd__api *api, cd__request *r, uint64_t id);
+void cd__api_on_node_removed(cd__api *api, cd__request *r, PGresult *res);
+/* POST /api/nodes/prune {"offline_for": seconds} (an admin token's):
+ * removes the rows of the nodes offline that long, as DELETE does; the
+ * answer, {"removed": [{id, name, last_seen}...]}, comes to
+ * cd__api_on_nodes_pruned. */
+void cd__api_prune_nodes(cd__api *api, cd__request *r);
+void cd__api_on_nodes_pruned(cd__api *api, cd__request *r, PGresult *res);
 /* The answer's body (malloc'd): the rows of res with what the live
  * sessions know now; with `one` the first element alone; status filters
  * out nodes whose session began or ended since the query. */

@@ -6,9 +6,11 @@
 
 #include "actors/coord/session_int.h"
 #include "base/alloc.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "base/str.h"
 
+#include <msgpack.h>
 #include <sodium.h>
 
 #include <inttypes.h>
@@ -172,6 +174,166 @@ void cd__api_on_node_revoked(cd__api *api, cd__request *r, PGresult *res)
     sf_log(SF_LOG_INFO, NULL, "node %" PRIu64 " revoked (since %s): %u session%s closed", id, PQgetvalue(res, 0, 2),
         closed, closed == 1 ? "" : "s");
     cd__api_ask_nodes(api, r, id);
+}
+
+/* ---- removing nodes' rows ---------------------------------------------------------- */
+
+/* A node whose results are in a job that has not ended keeps its row: a
+ * job loaded again reads each result's node (its owner and tier, for the
+ * checks of docs/verification.md) from it. Finished jobs' journal rows
+ * keep the removed node's number (sql/011_fleet.sql). */
+#define UNFINISHED_JOB_OF(node) \
+    "(SELECT b.id FROM jobs b WHERE b.state IN ('pending', 'running') AND EXISTS (SELECT 1 FROM journal j " \
+    "WHERE j.job_id = b.id AND j.node_id = " node " AND j.type = 1) ORDER BY b.id LIMIT 1)"
+
+/* Ends the sessions of the keys in hex (comma-separated), of nodes whose
+ * rows were just removed: one that came online since the check is told. */
+static void end_removed(cd__api *api, const char *hex)
+{
+    while (hex != NULL && *hex != '\0') {
+        size_t n = strcspn(hex, ","), len = 0;
+        uint8_t pk[PR_PK_BYTES];
+        if (sodium_hex2bin(pk, sizeof pk, hex, n, NULL, &len, NULL) == 0 && len == sizeof pk)
+            cd__sessions_end_key(api->o.nodes, pk, "removed", "this node was removed: enrol its key again with a "
+                "claim token");
+        hex += n + (hex[n] == ',');
+    }
+}
+
+void cd__api_remove_node(cd__api *api, cd__request *r, uint64_t id)
+{
+    if (!r->admin) {
+        cd__api_fail(api, r, 403, NULL, "only an admin token removes nodes");
+        return;
+    }
+    if (cd__sessions_has_node(api->o.nodes, id)) {
+        char why[200];
+        snprintf(why, sizeof why, "node %" PRIu64 " is online: stop it (or revoke it) before removing its row", id);
+        cd__api_fail(api, r, 409, NULL, why);
+        return;
+    }
+    cd_query *q = cd_query_new(
+        "WITH n AS (SELECT id, revoked_at IS NOT NULL AS revoked, " UNFINISHED_JOB_OF("$1") " AS job "
+        "  FROM nodes WHERE id = $1), "
+        "d AS (DELETE FROM nodes WHERE id = $1 AND id IN (SELECT id FROM n WHERE NOT revoked AND job IS NULL) "
+        "  RETURNING id, name, last_seen, encode(public_key, 'hex') AS pk) "
+        "SELECT n.revoked, n.job, d.pk, json_build_object('id', d.id, 'name', d.name, 'last_seen', d.last_seen, "
+        "'removed', true)::text FROM n LEFT JOIN d ON true");
+    cd_query_int(q, (int64_t)id);
+    cd__api_ask(api, r, q, CD__ASK_NODE_REMOVE);
+}
+
+void cd__api_on_node_removed(cd__api *api, cd__request *r, PGresult *res)
+{
+    char why[240];
+    if (PQntuples(res) == 0) {
+        cd__api_fail(api, r, 404, NULL, "no such node");
+        return;
+    }
+    if (strcmp(PQgetvalue(res, 0, 0), "t") == 0) {
+        cd__api_fail(api, r, 409, NULL, "this node is revoked: its row is what keeps its key out (removed, the key "
+            "could enrol again)");
+        return;
+    }
+    if (!PQgetisnull(res, 0, 1)) {
+        snprintf(why, sizeof why, "this node has results in job %s, which has not ended: remove it once the job has "
+            "ended", PQgetvalue(res, 0, 1));
+        cd__api_fail(api, r, 409, NULL, why);
+        return;
+    }
+    end_removed(api, PQgetvalue(res, 0, 2));
+    sf_log(SF_LOG_INFO, NULL, "node %s removed", r->path + 11);
+    cd__api_ok(api, r, 200, sf_fmt("%s\n", PQgetvalue(res, 0, 3)));
+}
+
+/* The body's offline_for: seconds, 60 to 10 years. false, having
+ * answered 400, for anything else. */
+static bool prune_body(cd__api *api, cd__request *r, int64_t *secs)
+{
+    msgpack_sbuffer buf;
+    msgpack_unpacked up;
+    size_t off = 0;
+    char err[160] = "";
+    const char *field = NULL, *why = NULL;
+    *secs = -1;
+    msgpack_sbuffer_init(&buf);
+    msgpack_unpacked_init(&up);
+    if (sf_json_to_msgpack(r->body ? r->body : "", r->body_len, &buf, err, sizeof err) != 0 ||
+        msgpack_unpack_next(&up, buf.data, buf.size, &off) != MSGPACK_UNPACK_SUCCESS ||
+        up.data.type != MSGPACK_OBJECT_MAP) {
+        why = "the body must be a JSON object: {\"offline_for\": seconds}";
+    } else {
+        const msgpack_object_map *m = &up.data.via.map;
+        for (uint32_t i = 0; i < m->size && why == NULL; i++) {
+            const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
+            if (!sf_mp_streq(k, "offline_for")) {
+                why = "unknown field (known: offline_for)";
+            } else if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER || v->via.u64 < 60 ||
+                       v->via.u64 > 10u * 365 * 86400) {
+                field = "offline_for";
+                why = "must be a number of seconds from 60 to 10 years";
+            } else {
+                *secs = (int64_t)v->via.u64;
+            }
+        }
+        if (why == NULL && *secs < 0) {
+            field = "offline_for";
+            why = "is required: the seconds a node must have been offline to be removed";
+        }
+    }
+    msgpack_unpacked_destroy(&up);
+    msgpack_sbuffer_destroy(&buf);
+    if (why != NULL)
+        cd__api_fail(api, r, 400, field, why);
+    return why == NULL;
+}
+
+void cd__api_prune_nodes(cd__api *api, cd__request *r)
+{
+    if (!r->admin) {
+        cd__api_fail(api, r, 403, NULL, "only an admin token removes nodes");
+        return;
+    }
+    int64_t secs;
+    if (!prune_body(api, r, &secs))
+        return;
+    views vs = { NULL, 0, 0 };
+    cd_sessions_each(api->o.nodes, collect_view, &vs);
+    char *ids = malloc(3 + vs.n * 21);
+    if (ids == NULL)
+        sf_oom(3 + vs.n * 21);
+    size_t k = 0;
+    ids[k++] = '{';
+    for (size_t i = 0; i < vs.n; i++)
+        k += (size_t)sprintf(ids + k, "%s%" PRIu64, k > 1 ? "," : "", vs.v[i].node);
+    strcpy(ids + k, "}");
+    free(vs.v);
+    /* Never a node online (its last_seen may be old: a session writes it
+     * only as it saves its work), nor a revoked one, nor one with results
+     * in a job that has not ended. */
+    cd_query *q = cd_query_new(
+        "WITH d AS (DELETE FROM nodes n WHERE revoked_at IS NULL "
+        "  AND coalesce(last_seen, created_at) < now() - make_interval(secs => $1::bigint) "
+        "  AND NOT (id = ANY ($2::bigint[])) AND " UNFINISHED_JOB_OF("n.id") " IS NULL "
+        "  RETURNING id, name, last_seen, encode(public_key, 'hex') AS pk) "
+        "SELECT json_build_object('removed', coalesce(json_agg(json_build_object('id', id, 'name', name, "
+        "'last_seen', last_seen) ORDER BY id), '[]'), 'offline_for', $1::bigint)::text, "
+        "coalesce(string_agg(pk, ','), '') FROM d");
+    cd_query_int(q, secs);
+    cd_query_text(q, ids);
+    free(ids);
+    cd__api_ask(api, r, q, CD__ASK_NODE_PRUNE);
+}
+
+void cd__api_on_nodes_pruned(cd__api *api, cd__request *r, PGresult *res)
+{
+    const char *hex = PQgetvalue(res, 0, 1);
+    end_removed(api, hex);
+    size_t n = hex[0] ? 1 : 0;
+    for (const char *c = hex; *c; c++)
+        n += *c == ',';
+    sf_log(SF_LOG_INFO, NULL, "nodes pruned: %zu removed", n);
+    cd__api_ok(api, r, 200, sf_fmt("%s\n", PQgetvalue(res, 0, 0)));
 }
 
 static int view_cmp(const void *a, const void *b)

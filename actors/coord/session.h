@@ -46,6 +46,8 @@ enum { CD_NODE_BACKENDS = 16 }; /* hello's backends a node may have (PROTOCOL.md
 typedef struct cd_node_view {
     uint64_t node;            /* 0 until welcomed */
     char owner[129], tier[12], version[64], os[32], arch[32], checksum[65];
+    char name[65];            /* hello's name, else a browser node's browser ("" when none) */
+    char from[64];            /* the client's address in text (not in the JSON: a node's address stays private) */
     unsigned cores, max_parallel, slots, in_flight;
     uint64_t chunks_done, items_done;
     uint64_t malformed;       /* results answered malformed (PROTOCOL.md, complete_ack) */

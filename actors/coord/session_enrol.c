@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const char *backend_name(uint32_t kind)
 {
@@ -46,31 +47,119 @@ static char *caps_json(const pr_caps *c, const char *checksum)
 
 /* Enrolment, in one statement each, so a statement the store sends again
  * after a lost connection gives the same answer: $1 key, $2 version,
- * $3 capabilities, $4 the claim token's hash. All return id, tier,
- * revoked, owner, streak (docs/verification.md). A revoked key stays revoked whatever claim token it
- * brings, and the token stays unused: the key's row is returned as it is,
- * revoked. */
+ * $3 capabilities, $4 the node's name (NULL keeps the row's), $5 the
+ * claim token's hash. All return id, tier, revoked, owner, streak
+ * (docs/verification.md) and whether a claim token enrolled the key now.
+ *
+ * A claim token enrols a key while it has uses left and has not expired
+ * (sql/011_fleet.sql): the UPDATE raises its count as it checks it, so
+ * enrolments racing for its last use queue on its row and the later ones
+ * find it used up. A key the token enrolled before comes back with it
+ * without using another. A known key whose token cannot enrol it (used
+ * up, expired: a node restarted with the token still in its environment)
+ * is welcomed as the node it is. A revoked key stays revoked whatever
+ * claim token it brings, and the token stays unused: the key's row is
+ * returned as it is, revoked. */
 static const char *enrol_claim_sql =
     "WITH r AS (SELECT id, tier, coalesce(owner, '') AS owner, streak FROM nodes "
     "  WHERE public_key = $1 AND revoked_at IS NOT NULL), "
-    "t AS (UPDATE tokens SET used_at = coalesce(used_at, now()), used_by = $1 "
-    "  WHERE secret_hash = $4 AND kind = 'claim' AND revoked_at IS NULL "
-    "    AND (used_at IS NULL OR used_by = $1) AND (expires_at IS NULL OR expires_at > now()) "
+    "t AS (UPDATE tokens SET used = used + (NOT EXISTS (SELECT 1 FROM nodes "
+    "      WHERE public_key = $1 AND enrolled_by = tokens.id))::int, "
+    "    used_at = coalesce(used_at, now()), used_by = coalesce(used_by, $1) "
+    "  WHERE secret_hash = $5 AND kind = 'claim' AND revoked_at IS NULL "
+    "    AND (expires_at IS NULL OR expires_at > now()) "
+    "    AND (used < uses OR EXISTS (SELECT 1 FROM nodes WHERE public_key = $1 AND enrolled_by = tokens.id)) "
     "    AND NOT EXISTS (SELECT 1 FROM r) "
-    "  RETURNING owner, tier), "
-    "e AS (INSERT INTO nodes (public_key, owner, tier, last_seen, version, capabilities) "
-    "  SELECT $1, owner, tier, now(), $2, $3::jsonb FROM t "
+    "  RETURNING id, owner, tier), "
+    "e AS (INSERT INTO nodes (public_key, owner, tier, last_seen, version, capabilities, name, enrolled_by) "
+    "  SELECT $1, owner, tier, now(), $2, $3::jsonb, $4::text, id FROM t "
     "  ON CONFLICT (public_key) DO UPDATE SET owner = EXCLUDED.owner, tier = EXCLUDED.tier, "
-    "    last_seen = now(), version = EXCLUDED.version, capabilities = EXCLUDED.capabilities "
-    "  RETURNING id, tier, revoked_at IS NOT NULL AS revoked, coalesce(owner, '') AS owner, streak) "
-    "SELECT id, tier, revoked, owner, streak FROM e UNION ALL SELECT id, tier, true, owner, streak FROM r";
+    "    last_seen = now(), version = EXCLUDED.version, capabilities = EXCLUDED.capabilities, "
+    "    name = coalesce(EXCLUDED.name, nodes.name), enrolled_by = EXCLUDED.enrolled_by "
+    "  RETURNING id, tier, revoked_at IS NOT NULL AS revoked, coalesce(owner, '') AS owner, streak), "
+    "k AS (UPDATE nodes SET last_seen = now(), version = $2, capabilities = $3::jsonb, name = coalesce($4::text, name) "
+    "  WHERE public_key = $1 AND revoked_at IS NULL AND NOT EXISTS (SELECT 1 FROM t) "
+    "  RETURNING id, tier, coalesce(owner, '') AS owner, streak) "
+    "SELECT id, tier, revoked, owner, streak, true FROM e UNION ALL SELECT id, tier, true, owner, streak, false FROM r "
+    "UNION ALL SELECT id, tier, false, owner, streak, false FROM k";
 static const char *enrol_open_sql =
-    "INSERT INTO nodes (public_key, tier, last_seen, version, capabilities) VALUES ($1, 'public', now(), $2, $3::jsonb) "
-    "ON CONFLICT (public_key) DO UPDATE SET last_seen = now(), version = $2, capabilities = $3::jsonb "
-    "RETURNING id, tier, revoked_at IS NOT NULL, coalesce(owner, ''), streak";
+    "INSERT INTO nodes (public_key, tier, last_seen, version, capabilities, name) "
+    "VALUES ($1, 'public', now(), $2, $3::jsonb, $4::text) "
+    "ON CONFLICT (public_key) DO UPDATE SET last_seen = now(), version = $2, capabilities = $3::jsonb, "
+    "name = coalesce($4::text, nodes.name) "
+    "RETURNING id, tier, revoked_at IS NOT NULL, coalesce(owner, ''), streak, false";
 static const char *enrol_known_sql =
-    "UPDATE nodes SET last_seen = now(), version = $2, capabilities = $3::jsonb WHERE public_key = $1 "
-    "RETURNING id, tier, revoked_at IS NOT NULL, coalesce(owner, ''), streak";
+    "UPDATE nodes SET last_seen = now(), version = $2, capabilities = $3::jsonb, name = coalesce($4::text, name) "
+    "WHERE public_key = $1 RETURNING id, tier, revoked_at IS NOT NULL, coalesce(owner, ''), streak, false";
+
+/* Unix ms as "2026-11-28 15:40:01 UTC". */
+static void utc_text(uint64_t ms, char *out, size_t cap)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(out, cap, "%Y-%m-%d %H:%M:%S UTC", &tm);
+}
+
+/* One live session a key (docs/coordinator.md, "One session a key"). A
+ * session of s's key that is live already keeps the key, and s is refused
+ * with EKEYINUSE, saying where the live one is from and since when;
+ * unless the live one has been silent for over two heartbeat intervals
+ * (a live node is heard at least once an interval): that is a connection
+ * that died unseen, which is closed, and s goes on. Returns whether s may
+ * go on; frame_id is the hello's. */
+static bool one_session(cd__session *s, uint64_t frame_id)
+{
+    cd__session *live = cd__sessions_live_key(s->ss, s->pk, s);
+    if (live == NULL)
+        return true;
+    const cd_node_view *lv = &live->view;
+    char since[40], why[600], name[80] = "";
+    utc_text(lv->connected_ms, since, sizeof since);
+    if (lv->name[0])
+        snprintf(name, sizeof name, " \"%s\"", lv->name);
+    uint64_t silent = rt_mono_ms() - live->heard_ms;
+    if (silent > 2 * (uint64_t)s->ss->heartbeat_ms) {
+        snprintf(why, sizeof why, "a new session of this node key came from %s, and this one was silent for %" PRIu64
+            " s: closed", s->view.from, silent / 1000);
+        sf_log(SF_LOG_INFO, "session", "node %" PRIu64 "%s: its session from %s (since %s) was silent for %" PRIu64
+            " s: closed for a new one from %s", lv->node, name, lv->from, since, silent / 1000, s->view.from);
+        live->offline_reason = "replaced";
+        cd__session_send_error(live, 0, CD__E_NOT_READY, why, true);
+        return true;
+    }
+    snprintf(why, sizeof why, "this node key has a session already: node %" PRIu64 "%s, from %s since %s. Two "
+        "processes on one key would share one node's chunks and totals: give each node its own key (--key PATH), "
+        "or stop the other one", lv->node, name, lv->from, since);
+    sf_log(SF_LOG_WARN, "session", "node %" PRIu64 "%s: a second session of its key, from %s%s%s, refused: its "
+        "session from %s since %s is live", lv->node, name, s->view.from, s->view.name[0] ? " as " : "",
+        s->view.name, lv->from, since);
+    cd__session_send_error(s, frame_id, CD__E_KEY_IN_USE, why, true);
+    return false;
+}
+
+/* The name the node goes by: hello's, else a browser node's browser (cut
+ * to a name's length at a character's start); "" for none. Hello's was
+ * checked already. */
+static void node_name(const pr_hello *h, char *out, size_t cap)
+{
+    out[0] = '\0';
+    if (h->name != NULL) {
+        snprintf(out, cap, "%s", h->name);
+        return;
+    }
+    if (h->caps.browser == NULL)
+        return;
+    size_t n = strlen(h->caps.browser);
+    if (n > PR_MAX_NAME_LEN)
+        for (n = PR_MAX_NAME_LEN; n > 0 && ((unsigned char)h->caps.browser[n] & 0xc0) == 0x80; n--)
+            ;
+    snprintf(out, cap, "%.*s", (int)n, h->caps.browser);
+    for (size_t e = strlen(out); e > 0 && out[e - 1] == ' '; e--) /* cut before a space */
+        out[e - 1] = '\0';
+    if (pr_node_name_check(out) != NULL)
+        out[0] = '\0';
+}
 
 void cd__session_on_hello(cd__session *s, pr_msg *m)
 {
@@ -91,7 +180,17 @@ void cd__session_on_hello(cd__session *s, pr_msg *m)
         cd__session_send_error(s, m->id, rc, sf_strerror(rc), true);
         return;
     }
+    const char *bad = h->name != NULL ? pr_node_name_check(h->name) : NULL;
+    if (bad != NULL) {
+        char why[160];
+        snprintf(why, sizeof why, "the node name %s: a name is 1 to 64 printable characters", bad);
+        cd__session_send_error(s, m->id, PR_EINVAL, why, true);
+        return;
+    }
     memcpy(s->pk, h->pk, 32);
+    node_name(h, s->view.name, sizeof s->view.name);
+    if (!one_session(s, m->id))
+        return;
     /* A worker per core, and one per device (a GPU's worker beside as many
      * CPU workers as cores): that many chunks at once at most. */
     s->workers_max = h->caps.cores ? h->caps.cores : 1;
@@ -121,6 +220,7 @@ void cd__session_on_hello(cd__session *s, pr_msg *m)
     cd_query_bytes(q, h->pk, 32);
     cd_query_text(q, v->version);
     cd_query_text(q, caps);
+    cd_query_text(q, v->name[0] ? v->name : NULL);
     free(caps);
     if (s->claim) {
         uint8_t hash[crypto_hash_sha256_BYTES];
@@ -160,7 +260,12 @@ void cd__session_on_enrolled(cd__session *s, const cd__req *r, cd_result *res)
         cd__session_send_error(s, r->frame_id, CD__E_NOT_ENROLLED, "this node was revoked", true);
         return;
     }
+    if (!one_session(s, r->frame_id)) /* another session of the key was welcomed while this one was enrolled */
+        return;
     s->node_id = strtoull(PQgetvalue(res->res, 0, 0), NULL, 10);
+    if (s->claim && strcmp(PQgetvalue(res->res, 0, 5), "t") != 0)
+        sf_log(SF_LOG_INFO, "session", "node %" PRIu64 ": its claim token enrols no more keys (used up, expired, "
+            "revoked or unknown); welcomed as the node its key is", s->node_id);
     s->tier = tier_bit(PQgetvalue(res->res, 0, 1));
     s->streak = (uint32_t)strtoul(PQgetvalue(res->res, 0, 4), NULL, 10);
     if (pr_replay_create(&s->guard, 1024) != 0)
@@ -184,7 +289,7 @@ void cd__session_on_enrolled(cd__session *s, const cd__req *r, cd_result *res)
     randombytes_buf(key, sizeof key);
     sodium_bin2hex(v->work_key, sizeof v->work_key, key, sizeof key);
     s->heard_ms = s->saved_ms = rt_mono_ms();
-    char fields[1024];
+    char fields[2048];
     cd_node_view_json(v, fields, sizeof fields);
     cd__session_publish(s, "node.online", fields);
     cd__session_claim_more(s);

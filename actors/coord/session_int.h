@@ -24,7 +24,10 @@ typedef struct cd__session cd__session;
 #define CD__SESS_SERVER_VERSION "simfarm " SF_VERSION
 
 /* Application error codes (proto/PROTOCOL.md §7, positive numbers). */
-enum { CD__E_NOT_ENROLLED = 1, CD__E_NOT_READY = 2, CD__E_JOB = 3, CD__E_DATABASE = 4, CD__E_RATE_LIMITED = 5 };
+enum {
+    CD__E_NOT_ENROLLED = 1, CD__E_NOT_READY = 2, CD__E_JOB = 3, CD__E_DATABASE = 4, CD__E_RATE_LIMITED = 5,
+    CD__E_KEY_IN_USE = 6, /* the key has a live session already (docs/coordinator.md, "One session a key") */
+};
 
 /* Frames a node may send: CD__SESS_RATE_PER_S a second on average,
  * CD__SESS_RATE_BURST at once. An honest node sends a few a second
@@ -312,6 +315,20 @@ void cd__penalise(cd__penalty **list, const uint8_t who[PR_PK_BYTES], uint64_t n
  * Returns how many sessions it had. Called by the API, on the loop thread
  * its sessions run on. */
 unsigned cd__sessions_revoke(cd_sessions *ss, const uint8_t pk[PR_PK_BYTES]);
+
+/* The same for a node whose row was removed (DELETE /api/nodes/{id}, a
+ * prune): each session of key pk is told message (ENOTENROLLED) and
+ * closed, going offline with reason (both static strings). Returns how
+ * many it had. */
+unsigned cd__sessions_end_key(cd_sessions *ss, const uint8_t pk[PR_PK_BYTES], const char *reason, const char *message);
+
+/* The welcomed session of key pk other than except (which may be NULL),
+ * that is not closing; NULL when there is none. */
+cd__session *cd__sessions_live_key(cd_sessions *ss, const uint8_t pk[PR_PK_BYTES], const cd__session *except);
+
+/* Whether node id has a welcomed session now (a node online: its row is
+ * never removed). */
+bool cd__sessions_has_node(const cd_sessions *ss, uint64_t id);
 
 /* ---- session_enrol.c ---- */
 

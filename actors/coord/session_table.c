@@ -16,6 +16,7 @@
 #include "proto/msg.h"
 
 #include <inttypes.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,6 +151,21 @@ void cd_wsi_client(struct lws *wsi, const cd_proxies *p, struct sockaddr_storage
     free(xff);
 }
 
+/* The client's address as text ("10.0.0.5", "2001:db8::7"; "?" when
+ * unknown), for the words of a refusal and the log. */
+static void client_text(const struct sockaddr_storage *ss, char *out, size_t cap)
+{
+    const void *a = NULL;
+    if (ss->ss_family == AF_INET)
+        a = &((const struct sockaddr_in *)ss)->sin_addr;
+    else if (ss->ss_family == AF_INET6)
+        a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+    if (a == NULL || inet_ntop(ss->ss_family, a, out, (socklen_t)cap) == NULL)
+        snprintf(out, cap, "?");
+    else if (ss->ss_family == AF_INET6 && strncmp(out, "::ffff:", 7) == 0 && strchr(out, '.') != NULL)
+        memmove(out, out + 7, strlen(out + 7) + 1); /* an IPv4 client of a dual-stack socket */
+}
+
 int cd_session_lws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len)
 {
     cd__link_pss *ps = user;
@@ -185,6 +201,7 @@ int cd_session_lws_cb(struct lws *wsi, enum lws_callback_reasons reason, void *u
         cd_wsi_client(wsi, ss->proxies, &client); /* AF_UNSPEC: cd_addr_key's zero */
         cd_addr_key((const struct sockaddr *)&client, addr);
         cd__session_init(rt_state(a), ss, c->id, a, host, addr);
+        client_text(&client, ((cd__session *)rt_state(a))->view.from, sizeof ((cd__session *)rt_state(a))->view.from);
         rt_send(a, rt_msg_new(CD__SESS_M_START, sizeof(rt_msg)));
         return 0;
     }
@@ -359,7 +376,7 @@ void cd__penalise(cd__penalty **list, const uint8_t who[PR_PK_BYTES], uint64_t n
 
 /* ---- revocation ------------------------------------------------------------------ */
 
-unsigned cd__sessions_revoke(cd_sessions *ss, const uint8_t pk[PR_PK_BYTES])
+unsigned cd__sessions_end_key(cd_sessions *ss, const uint8_t pk[PR_PK_BYTES], const char *reason, const char *message)
 {
     unsigned n = 0;
     for (size_t i = 0; i < ss->nconns; i++) {
@@ -374,11 +391,36 @@ unsigned cd__sessions_revoke(cd_sessions *ss, const uint8_t pk[PR_PK_BYTES])
          * and any answer to its enrolment (phase CLOSED); the closed
          * connection brings it CD__SESS_M_CLOSED, which gives its claims
          * back and says node.offline with this reason. */
-        s->offline_reason = "revoked";
-        cd__session_send_error(s, 0, CD__E_NOT_ENROLLED, "this node was revoked", true);
+        s->offline_reason = reason;
+        cd__session_send_error(s, 0, CD__E_NOT_ENROLLED, message, true);
         n++;
     }
     return n;
+}
+
+unsigned cd__sessions_revoke(cd_sessions *ss, const uint8_t pk[PR_PK_BYTES])
+{
+    return cd__sessions_end_key(ss, pk, "revoked", "this node was revoked");
+}
+
+cd__session *cd__sessions_live_key(cd_sessions *ss, const uint8_t pk[PR_PK_BYTES], const cd__session *except)
+{
+    for (size_t i = 0; i < ss->nconns; i++) {
+        cd__session *s = rt_state(ss->conns[i].actor);
+        if (s != except && !ss->conns[i].closing && s->phase == CD__SESS_RUNNING && memcmp(s->pk, pk, PR_PK_BYTES) == 0)
+            return s;
+    }
+    return NULL;
+}
+
+bool cd__sessions_has_node(const cd_sessions *ss, uint64_t id)
+{
+    for (size_t i = 0; i < ss->nconns; i++) {
+        const cd__session *s = rt_state(ss->conns[i].actor);
+        if (s->node_id == id && (s->phase == CD__SESS_RUNNING || s->phase == CD__SESS_ENROLLING))
+            return true;
+    }
+    return false;
 }
 
 /* ---- the registry's live half ---------------------------------------------------- */
@@ -399,14 +441,14 @@ void cd_sessions_each(const cd_sessions *ss, void (*fn)(void *ctx, const cd_node
 
 int cd_node_view_json(const cd_node_view *v, char *buf, size_t cap)
 {
-    char owner[300], version[140], os[80], arch[80], sum[80];
+    char owner[300], version[140], os[80], arch[80], sum[80], name[400];
     return snprintf(buf, cap,
-        "\"node\":%" PRIu64 ",\"owner\":%s,\"tier\":\"%s\",\"online\":true,\"version\":%s,\"checksum\":%s,"
+        "\"node\":%" PRIu64 ",\"name\":%s,\"owner\":%s,\"tier\":\"%s\",\"online\":true,\"version\":%s,\"checksum\":%s,"
         "\"protocol\":%d,"
         "\"os\":%s,\"arch\":%s,\"cores\":%u,\"max_parallel\":%u,\"slots\":%u,\"in_flight\":%u,"
         "\"chunks_done\":%" PRIu64 ",\"malformed\":%" PRIu64 ",\"items_done\":%" PRIu64 ",\"items_per_s\":%.0f,"
         "\"connected_ms\":%" PRIu64 ",\"last_seen_ms\":%" PRIu64,
-        v->node, cd_json_quote(owner, sizeof owner, v->owner), v->tier, cd_json_quote(version, sizeof version, v->version),
+        v->node, v->name[0] ? cd_json_quote(name, sizeof name, v->name) : "null", cd_json_quote(owner, sizeof owner, v->owner), v->tier, cd_json_quote(version, sizeof version, v->version),
         cd_json_quote(sum, sizeof sum, v->checksum), PR_VERSION, cd_json_quote(os, sizeof os, v->os), cd_json_quote(arch, sizeof arch, v->arch), v->cores,
         v->max_parallel, v->slots, v->in_flight, v->chunks_done, v->malformed, v->items_done, v->items_per_s, v->connected_ms,
         v->last_seen_ms);

@@ -129,6 +129,7 @@ static void say_hello(node *n, const pr_msg *challenge)
     m.body.hello.version = n->version;
     m.body.hello.claim_token = n->claim_token;
     m.body.hello.checksum = n->checksum;
+    m.body.hello.name = n->name;
     /* it reads the malformed outcome in either form (pr_outcome_read) */
     static const char *features[] = { PR_FEATURE_MALFORMED };
     m.body.hello.features = features;
@@ -254,8 +255,8 @@ static void on_welcome(node *n, const pr_msg *m)
     char detail[64];
     snprintf(detail, sizeof detail, "node %llu", (unsigned long long)n->node_id);
     set_state(n, n->paused ? ND_PAUSED : ND_RUNNING, detail);
-    nd__say(n, ND_INFO, "connected to %s as node %llu, %u workers", n->audience, (unsigned long long)n->node_id,
-        n->nworkers);
+    nd__say(n, ND_INFO, "connected to %s as node %llu%s%s%s, %u workers", n->audience, (unsigned long long)n->node_id,
+        n->name ? " \"" : "", n->name ? n->name : "", n->name ? "\"" : "", n->nworkers);
     nd__send_pending(n);
     for (int i = 0; i < MAX_JOBS; i++) /* fetches the lost connection cut short */
         if (n->jobs[i].live && n->jobs[i].sim.jobs == NULL && n->jobs[i].users > 0)
@@ -330,6 +331,16 @@ static void on_frame(node *n, const bytes_msg *f)
         if (m.body.error.code == ENOTENROLLED) {
             nd__say(n, ND_WARN, "this key is not enrolled there: start with --claim-token TOKEN");
             nd__stop(n, ND_NOT_FOUND, SF_EXIT_NOT_ENROLLED);
+        } else if (m.body.error.code == EKEYINUSE && n->node_id != 0) {
+            /* Welcomed before in this process: the live session is most
+             * likely its own, on a connection that died unseen, which the
+             * coordinator closes once silent; the reconnect backs off. */
+            nd__say(n, ND_WARN, "this key's session is still live at the coordinator, most likely this node's lost "
+                "connection: trying again after a backoff");
+        } else if (m.body.error.code == EKEYINUSE) {
+            nd__say(n, ND_WARN, "another process is this node already (its key has a live session): give this one "
+                "a key of its own (--key PATH), or stop the other");
+            nd__stop(n, ND_STOPPED, SF_EXIT_KEY_IN_USE);
         }
         break;
     default:
@@ -536,6 +547,7 @@ static void node_final(rt_actor *self)
     free(n->claim_token);
     free(n->version);
     free(n->checksum);
+    free(n->name);
     pr_key_wipe(&n->key);
 }
 
@@ -562,6 +574,7 @@ rt_actor *nd_spawn(rt_system *sys, const nd_config *cfg, const nd_host *host)
     n->claim_token = cfg->claim_token && cfg->claim_token[0] ? dup_or_null(cfg->claim_token) : NULL;
     n->version = dup_or_null(cfg->version ? cfg->version : "simfarm-node " SF_VERSION);
     n->checksum = dup_or_null(cfg->checksum);
+    n->name = cfg->name && cfg->name[0] ? dup_or_null(cfg->name) : NULL;
     n->batch_max = cfg->batch >= 1 && cfg->batch <= BATCH_MAX ? cfg->batch : BATCH_MAX;
     grow_workers(n, cfg->workers == 0 ? 1 : cfg->workers > ND_MAX_WORKERS ? ND_MAX_WORKERS : cfg->workers);
     set_state(n, ND_SETUP, NULL);

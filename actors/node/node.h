@@ -111,6 +111,7 @@ typedef struct nd_config {
     const char *claim_token;  /* enrol with this token; may be NULL */
     const char *version;      /* the software version reported in hello */
     const char *checksum;     /* hex SHA-256 of the node's program; may be NULL */
+    const char *name;         /* the node's name in hello (pr_node_name_check); may be NULL */
     unsigned workers;         /* how many chunks the host computes at once (1 .. ND_MAX_WORKERS) */
     unsigned batch;           /* results sealed together at most (1 .. 32); 0 = 32. Results wait
                                  up to 50 ms for others, and not when nothing else is computing */

@@ -31,6 +31,7 @@ enum {
     REPORT_MS = 10000,
     CTX_RETRY_MS = 10000,     /* a job context asked for and not had: ask again */
     ENOTENROLLED = 1,
+    EKEYINUSE = 6,            /* the coordinator's: this key has a live session already */
 };
 
 typedef struct bytes_msg {
@@ -106,7 +107,7 @@ typedef struct node {
     rt_actor *self;
     rt_system *sys;
     pr_key key;
-    char *audience, *claim_token, *version, *checksum;
+    char *audience, *claim_token, *version, *checksum, *name;
     enum { DOWN, CONNECTING, AWAIT_WELCOME, RUNNING } phase;
     nd_state state;
     uint64_t node_id, next_id;

@@ -40,6 +40,9 @@ const SECOND = 1000 + 500;
 const CHUNK_END = 30000;
 // The input idle time is asked of the idle monitor once a second.
 const IDLE_SEEN = SECOND + 1000;
+// A node that paused told the farm it takes no new work: resumed, its held
+// chunks go on at once, and it starts a new session once they are sent.
+const RESUMED = 20000;
 
 let pg, srv, s, ui;
 let desktop; // the running app: { child, pid, out, exited, w }
@@ -100,6 +103,12 @@ async function step(what, f) {
 }
 
 const state = (want, ms = SECOND) => desktop.w.untilText('label', 'State', want, ms);
+// Resumed within `ms` (computing its held chunks, or starting its new
+// session), then running in the new session.
+async function resumed(ms = SECOND) {
+  await state(/^(Running|Resuming: a new session with the farm)$/, ms);
+  await state('Running', RESUMED);
+}
 // The "Workers" label's CPU lines: [{ n, off, idle, line }].
 async function cpuWorkers() {
   const text = await desktop.w.text('label', 'Workers');
@@ -154,7 +163,7 @@ test('the first-run form joins the farm with a claim token; its chunks are accep
     await w.setText('text', 'Farm address', srv.url);
     await w.setText('text', 'Claim token', 'sfc_not-a-token');
     await w.click('push button', 'Join');
-    await w.untilText('label', 'Join error', /\S/, 15000);
+    await w.untilText('label', 'Join error', /^The farm refused to enrol this computer: the claim token is unknown, used up, revoked or expired/, 15000);
   });
   await step('joining with the claim token', async () => {
     await w.setText('text', 'Claim token', t.json.token);
@@ -202,7 +211,7 @@ test('on battery it pauses within a second and drops the sleep inhibitor; on AC 
   await step('on battery: no CPU worker on', () => cpusOn(0));
   await step('on AC: "Running" within a second', async () => {
     await s.setBattery(false);
-    await state('Running');
+    await resumed();
   });
   await step('on AC: the inhibitor held again', () => inhibited(true));
 });
@@ -238,8 +247,23 @@ test('idle, it uses its idle cores; in use, its in-use cores; with none for in u
   });
   await step('idle again: running on the idle cores', async () => {
     await s.setIdle(10 * 60000);
-    await state('Running', IDLE_SEEN);
+    await resumed(IDLE_SEEN);
     await cpusOn(idleCores);
+  });
+  await step('"Run at idle priority": the compute threads under SCHED_IDLE, and back', async () => {
+    // the scheduling policy of each of the app's threads: field 41 of
+    // /proc/PID/task/TID/stat (5 is SCHED_IDLE)
+    const idleThreads = () => fs.readdirSync(`/proc/${desktop.pid}/task`).filter((tid) => {
+      try {
+        const stat = fs.readFileSync(`/proc/${desktop.pid}/task/${tid}/stat`, 'utf8');
+        return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[38] === '5';
+      } catch { return false; } // a thread that has just ended
+    }).length;
+    assert.ok(idleThreads() >= cpus, `${idleThreads()} threads under SCHED_IDLE, want one a core at least`);
+    await w.check('check box', 'Run at idle priority', false);
+    await eventually(() => idleThreads() === 0, 'no thread under SCHED_IDLE', SECOND);
+    await w.check('check box', 'Run at idle priority', true);
+    await eventually(() => idleThreads() >= cpus, 'the compute threads under SCHED_IDLE again', SECOND);
   });
   await step('the settings written', () => eventually(() =>
     setting('cores_in_use') === '0' && setting('cores_idle') === String(idleCores) && setting('idle_minutes') === '3' &&
@@ -261,7 +285,7 @@ test('snooze 1 h, pause and resume', async () => {
   });
   await step('"Resume" ends the snooze', async () => {
     await w.click('push button', 'Resume');
-    await state('Running');
+    await resumed();
     await w.find('push button', 'Pause');
   });
   await step('"Pause": "Paused by you"', async () => {
@@ -273,7 +297,7 @@ test('snooze 1 h, pause and resume', async () => {
   });
   await step('"Resume": running again', async () => {
     await w.click('push button', 'Resume');
-    await state('Running');
+    await resumed();
     await inhibited(true);
   });
 });

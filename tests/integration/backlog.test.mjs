@@ -130,7 +130,7 @@ test('with the database away, /health and /metrics show the backlog and the outa
   assert.equal(h0.json.database_unreachable_s, 0);
   assert.deepEqual(h0.json.backlog, { state: 'accepting', queries: 0, bytes: 0, limit_bytes: 256 * 1048576, refused: 0 });
   await outage(s, {
-    items: 300000000, seed: 11, cores: 4,
+    items: 900000000, seed: 11, cores: 4,
     during: async () => {
       // The node's results of the chunks it holds queue up, and stay.
       const h = await eventually(async () => {

@@ -142,7 +142,7 @@ export function decode(buf) {
 export const E = {
   EFRAMESIZE: -3, ETRUNC: -4, ETRAILING: -5, EMSGPACK: -6, EEXT: -7, ETYPE: -15, EMISSING: -18, EVERSION: -19,
   EUNKNOWNTYPE: -20, EKEYLEN: -25, ESIGLEN: -26, ESIG: -27, ESKEW: -28, EREPLAY: -29, EREPLAYOLD: -30,
-  ENOTENROLLED: 1, ENOTREADY: 2, EJOB: 3, EDATABASE: 4, ERATELIMITED: 5,
+  ENOTENROLLED: 1, ENOTREADY: 2, EJOB: 3, EDATABASE: 4, ERATELIMITED: 5, EKEYINUSE: 6,
 };
 
 // One frame: the envelope of §2 around body, keys in canonical order.
@@ -169,13 +169,13 @@ export function canonical(ts, host, path, body) {
 
 // The body of a hello answering a challenge nonce.
 export function helloBody(key, host, nonce, { ts = Math.floor(Date.now() / 1000), version = 'nodeproto',
-  claimToken, cores = 1, maxParallel = 1, backends = [], features } = {}) {
+  claimToken, cores = 1, maxParallel = 1, backends = [], features, name } = {}) {
   // features (PROTOCOL.md §2): e.g. ['malformed'] to be told a malformed
   // result as its own outcome; absent, a node of the first four outcomes
   return {
     pk: key.pk, ts, sig: key.sign(canonical(ts, host, '/v1/node/hello', nonce)), version,
     claim_token: claimToken, caps: { cores, max_parallel: maxParallel, os: 'linux', arch: 'x86_64', backends },
-    features,
+    features, name,
   };
 }
 

@@ -125,3 +125,27 @@ Test(keyfile, an_existing_key_is_loaded_again)
     cr_assert(!created);
     cr_assert_arr_eq(a.pk, b.pk, PR_PK_BYTES);
 }
+
+/* Criterion runs each test in a process of its own: the environment set
+ * here ends with it. */
+Test(keyfile, the_default_path_is_under_a_units_state_directory)
+{
+    char buf[512];
+    setenv("HOME", "/home/u", 1);
+    unsetenv("STATE_DIRECTORY");
+    unsetenv("XDG_DATA_HOME");
+    nd_key_default_path(buf, sizeof buf);
+    cr_assert_str_eq(buf, "/home/u/.local/share/simfarm/node.key");
+    setenv("XDG_DATA_HOME", "/data", 1);
+    nd_key_default_path(buf, sizeof buf);
+    cr_assert_str_eq(buf, "/data/simfarm/node.key");
+    setenv("STATE_DIRECTORY", "/var/lib/simfarm-node", 1); /* systemd's, for StateDirectory= */
+    nd_key_default_path(buf, sizeof buf);
+    cr_assert_str_eq(buf, "/var/lib/simfarm-node/node.key");
+    setenv("STATE_DIRECTORY", "/var/lib/simfarm-node/gpu0:/var/lib/other", 1); /* several: the first */
+    nd_key_default_path(buf, sizeof buf);
+    cr_assert_str_eq(buf, "/var/lib/simfarm-node/gpu0/node.key");
+    setenv("STATE_DIRECTORY", "relative", 1); /* not systemd's: ignored */
+    nd_key_default_path(buf, sizeof buf);
+    cr_assert_str_eq(buf, "/data/simfarm/node.key");
+}
