@@ -9,6 +9,8 @@
  */
 #include "actors/coord/api_int.h"
 
+#include "actors/coord/metrics.h"
+#include "actors/coord/oplog.h"
 #include "actors/coord/scheduler.h"
 #include "base/alloc.h"
 #include "base/log.h"
@@ -37,8 +39,30 @@ char *cd__api_error_json(const char *field, const char *msg)
                  : sf_fmt("{\"error\":%s}\n", m);
 }
 
+static const char *method_name(int m)
+{
+    return m == CD__POST ? "POST" : m == CD__DELETE ? "DELETE" : "GET";
+}
+
+/* A failed login (401: a path that needs a token, none or a bad one) or a
+ * 429: the operator's line, at most one per address a minute (oplog.h). */
+static void log_refusal(const cd__request *r, int status)
+{
+    char fields[400], path[300];
+    snprintf(fields, sizeof fields, "\"method\":\"%s\",\"path\":%s,\"status\":%d", method_name(r->method),
+        cd_json_quote(path, sizeof path, r->path), status);
+    if (status == 401)
+        cd_oplog_limited(CD_OPLOG_LOGIN_FAILED, r->peer, fields, "failed API login from %s: %s %s %s",
+            r->peer[0] ? r->peer : "?", method_name(r->method), r->path, r->auth[0] ? "with a bad token" : "without a token");
+    else
+        cd_oplog_limited(CD_OPLOG_RATE_LIMITED, r->peer, fields, "429 to %s for %s %s: too many failed logins from it",
+            r->peer[0] ? r->peer : "?", method_name(r->method), r->path);
+}
+
 void cd__api_reply(cd__api *api, cd__request *r, int status, const char *type, char *body, const char *extra)
 {
+    if (status == 401 || status == 429) /* every 401 and 429 the API gives is an authentication's */
+        log_refusal(r, status);
     api->o.respond(api->o.respond_ctx, r->txn, status, type, body, extra);
     done(r);
 }
@@ -181,6 +205,24 @@ static char *cat(char *a, char *b)
     return ab;
 }
 
+/* Nodes online by tier and backend kind (PR_BACKEND_* order). */
+enum { NODE_TIERS = 4, NODE_KINDS = 4 };
+static const char *const node_tiers[NODE_TIERS] = { "own", "team", "community", "public" };
+static const char *const node_kinds[NODE_KINDS] = { "cpu", "opencl", "cuda", "wasm" };
+
+typedef struct node_counts {
+    unsigned n[NODE_TIERS][NODE_KINDS];
+} node_counts;
+
+static void count_node(void *ctx, const cd_node_view *v)
+{
+    node_counts *nc = ctx;
+    for (int t = 0; t < NODE_TIERS; t++)
+        if (strcmp(v->tier, node_tiers[t]) == 0)
+            for (int k = 0; k < NODE_KINDS; k++)
+                nc->n[t][k] += (v->backend_kinds >> k) & 1u;
+}
+
 /* The work the farm does: jobs, claims, chunk results (sessions, loop
  * thread) and the ledger's figures (the scheduler's last sweep). */
 static char *work_metrics(cd__api *api)
@@ -251,6 +293,34 @@ static char *work_metrics(cd__api *api)
     for (int i = 0; i < CD__END_STATES; i++)
         m = cat(m, sf_fmt("simfarm_jobs_finished_total{state=\"%s\"} %" PRIu64 "\n", cd__end_states[i],
                        api->o.stats->finished[i]));
+    sf_str b = SF_STR_INIT;
+    sf_str_catf(&b, "# HELP simfarm_jobs Unfinished jobs: pending (not taken in yet, or no chunk handed out yet in "
+                    "this coordinator's run) and running (chunks handed out).\n"
+                    "# TYPE simfarm_jobs gauge\nsimfarm_jobs{state=\"pending\"} %" PRIu64 "\n"
+                    "simfarm_jobs{state=\"running\"} %" PRIu64 "\n", ss.jobs_pending, ss.jobs_started);
+    static const char *const kout[CD_KERNEL_OUTCOMES] = { "accepted", "idempotent", "conflict", "stale" };
+    sf_str_cat(&b, "# HELP simfarm_kernel_chunk_results_total Chunk results the ledger answered, by kernel and "
+                   "outcome.\n# TYPE simfarm_kernel_chunk_results_total counter\n");
+    for (size_t k = 0; k < CD_KERNEL_SLOTS && sim_kernel_at(k) != NULL; k++)
+        for (int o = 0; o < CD_KERNEL_OUTCOMES; o++)
+            sf_str_catf(&b, "simfarm_kernel_chunk_results_total{kernel=\"%s\",outcome=\"%s\"} %" PRIu64 "\n",
+                sim_kernel_name(sim_kernel_at(k)), kout[o], ss.kernel_results[k][o]);
+    sf_str_cat(&b, "# HELP simfarm_kernel_items_accepted_total Items of the accepted chunk results, by kernel.\n"
+                   "# TYPE simfarm_kernel_items_accepted_total counter\n");
+    for (size_t k = 0; k < CD_KERNEL_SLOTS && sim_kernel_at(k) != NULL; k++)
+        sf_str_catf(&b, "simfarm_kernel_items_accepted_total{kernel=\"%s\"} %" PRIu64 "\n",
+            sim_kernel_name(sim_kernel_at(k)), ss.kernel_items[k]);
+    /* nodes online by tier and by each backend kind they have */
+    node_counts nc;
+    memset(&nc, 0, sizeof nc);
+    cd_sessions_each(api->o.nodes, count_node, &nc);
+    sf_str_cat(&b, "# HELP simfarm_nodes_online Nodes online by tier and backend (a node with a CPU and a GPU counts "
+                   "under both).\n# TYPE simfarm_nodes_online gauge\n");
+    for (int t = 0; t < NODE_TIERS; t++)
+        for (int k = 0; k < NODE_KINDS; k++)
+            sf_str_catf(&b, "simfarm_nodes_online{tier=\"%s\",backend=\"%s\"} %u\n", node_tiers[t], node_kinds[k],
+                nc.n[t][k]);
+    m = cat(m, sf_str_take(&b));
     return m;
 }
 
@@ -302,6 +372,27 @@ static void metrics(cd__api *api, cd__request *r)
             api->o.stats->by_class[2], api->o.stats->by_class[4], api->o.stats->by_class[5], b.queries, b.bytes, b.limit, b.refusing ? 1 : 0,
             b.refused, b.unreachable_ms < 0 ? -1.0 : (double)b.unreachable_ms / 1000.0, b.fence_waiting);
     m = cat(m, work_metrics(api));
+    const cd__gw_stats *g = api->o.stats;
+    sf_str cb = SF_STR_INIT;
+    sf_str_catf(&cb, "# HELP simfarm_connections Connections open (HTTP and WebSocket).\n"
+                    "# TYPE simfarm_connections gauge\nsimfarm_connections %" PRIu64 "\n"
+                    "# HELP simfarm_connections_max The most connections taken at once (--max-connections).\n"
+                    "# TYPE simfarm_connections_max gauge\nsimfarm_connections_max %u\n"
+                    "# HELP simfarm_connections_per_address_max The most connections from one address "
+                    "(--max-connections-per-addr).\n"
+                    "# TYPE simfarm_connections_per_address_max gauge\nsimfarm_connections_per_address_max %u\n"
+                    "# HELP simfarm_connections_refused_total Connections closed at once: over the total cap with "
+                    "none idle to close instead, over their address's cap, or no file descriptor free.\n"
+                    "# TYPE simfarm_connections_refused_total counter\n",
+        g->conns, g->conns_max, g->conns_per_addr_max);
+    for (int i = 0; i < CD__CONN_REFUSALS; i++)
+        sf_str_catf(&cb, "simfarm_connections_refused_total{why=\"%s\"} %" PRIu64 "\n", cd__conn_refusal_names[i],
+            g->conns_refused[i]);
+    sf_str_catf(&cb, "# HELP simfarm_connections_evicted_total Connections that had sent no request closed to make "
+                    "room at the total cap.\n# TYPE simfarm_connections_evicted_total counter\n"
+                    "simfarm_connections_evicted_total %" PRIu64 "\n", g->conns_evicted);
+    cd_metrics_text(&cb);
+    m = cat(m, sf_str_take(&cb));
     if (api->o.stats->tls != NULL)
         m = cat(m, sf_fmt("# HELP simfarm_tls_cert_not_after_seconds When the TLS certificate served expires "
                           "(Unix time).\n"

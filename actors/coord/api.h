@@ -29,6 +29,11 @@ enum { CD__STORE_ASKS_MAX = 3 };
 enum { CD__END_STATES = 4 };
 extern const char *const cd__end_states[CD__END_STATES];
 
+/* Why the gateway closed a connection at once: the total cap with no idle
+ * connection to close instead, its address's cap, no descriptor free. */
+enum { CD__CONN_TOTAL, CD__CONN_PER_ADDR, CD__CONN_NO_FD, CD__CONN_REFUSALS };
+extern const char *const cd__conn_refusal_names[CD__CONN_REFUSALS];
+
 /* One HTTP request, as the lws side hands it to the gateway actor. */
 typedef struct cd__request {
     rt_msg hdr;
@@ -66,6 +71,11 @@ typedef struct cd__gw_stats {
     size_t event_clients;    /* /ws/events connections */
     cd_tlscert *tls;         /* the pair served, NULL for plain http (the gateway's) */
     uint64_t tls_reloaded, tls_refused;      /* SIGHUP reloads by outcome */
+    /* Connections (HTTP and WebSocket) and their caps (gateway.h) */
+    uint64_t conns;                          /* open now */
+    unsigned conns_max, conns_per_addr_max;  /* the caps in force */
+    uint64_t conns_refused[CD__CONN_REFUSALS]; /* closed at once, by why (cd__conn_refusal_names) */
+    uint64_t conns_evicted;                  /* idle ones closed to make room at the total cap */
 } cd__gw_stats;
 
 typedef struct cd__api_opts {

@@ -7,6 +7,7 @@
 #include "actors/coord/jobs.h"
 #include "actors/coord/scheduler.h"
 #include "base/alloc.h"
+#include "base/log.h"
 #include "base/str.h"
 #include "sched/sched.h"
 #include "sim/sim.h"
@@ -390,6 +391,16 @@ void cd__api_on_submit(cd__api *api, cd__request *r, PGresult *res)
     }
     /* job.submitted comes from the scheduler as it takes the job in, with
      * the job's other events, so they arrive in order */
+    if (created && PQnfields(res) >= 6) {
+        char fields[800], owner[300], kernel[80];
+        const char *items = PQgetvalue(res, 0, 5);
+        cd_json_quote(owner, sizeof owner, PQgetvalue(res, 0, 3));
+        cd_json_quote(kernel, sizeof kernel, PQgetvalue(res, 0, 4));
+        snprintf(fields, sizeof fields, "\"event\":\"job_submitted\",\"job\":%s,\"owner\":%s,\"kernel\":%s,\"items\":%s",
+            id, owner, kernel, items);
+        sf_logf(SF_LOG_INFO, NULL, fields, "job %s submitted by %s: %s, %s items", id, PQgetvalue(res, 0, 3),
+            PQgetvalue(res, 0, 4), items);
+    }
     if (created || !r->key[0])
         cd__api_ok(api, r, 201, sf_fmt("{\"id\":%s,\"state\":\"pending\"}\n", id));
     else

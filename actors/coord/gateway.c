@@ -16,16 +16,22 @@
 
 #include "actors/coord/api.h"
 #include "actors/coord/events.h"
+#include "actors/coord/oplog.h"
 #include "actors/coord/scheduler.h"
 #include "actors/coord/session.h"
 #include "actors/coord/store.h"
 #include "actors/coord/tlscert.h"
 #include "base/alloc.h"
+#include "base/fnv.h"
 #include "base/log.h"
+#include "base/map.h"
+#include "base/str.h"
 #include "base/url.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <libwebsockets.h>
 #include <limits.h>
@@ -33,6 +39,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -41,14 +49,38 @@
 
 #define EVENTS_PROTOCOL "simfarm.events.v1"
 
-enum { M_REQUEST = RT_MSGS_GATEWAY, M_DIE, M_TLS_CHECK };
+enum { M_REQUEST = RT_MSGS_GATEWAY, M_DIE, M_TLS_CHECK, M_OPLOG };
 enum { CD_ORIGIN_MAX = 300 };
 enum {
     EVENTS_KEPT = 4096,         /* events a reconnecting client can catch up on */
     EVENTS_PER_ADDRESS = 16,    /* /ws/events connections one client address may hold */
     ANSWER_SLACK_S = 5,         /* past the database's waits, before a transaction is given up */
     BODY_DRAIN_FACTOR = 8,      /* a body up to this many times the limit is read before its 413 */
+    CONN_RESERVE = 64,          /* descriptors kept from the connections' cap: the database's, files, the loop's */
+    CONN_PER_ADDR = 256,        /* the default cap per address, when the total allows */
+    OPLOG_FLUSH_MS = 10000,     /* how often the operator lines held back are said (oplog.h) */
+    SPARE_ROUNDS = 64,          /* connections closed per turn while no descriptor is free */
 };
+
+const char *const cd__conn_refusal_names[CD__CONN_REFUSALS] = { "total", "per_address", "no_descriptor" };
+
+/* A connection the gateway counts: its address's key (0: not capped, a
+ * trusted proxy's or none), its number, and whether it sent a request yet. */
+typedef struct conn_rec {
+    uint64_t addr;
+    uint64_t seq;
+    bool active;
+} conn_rec;
+
+SF_MAP_DECLARE(conn_map, conn_rec)      /* by the wsi's address */
+SF_MAP_DECLARE(addr_count_map, unsigned) /* connections by address key */
+
+/* A connection that had not sent a request when it came, in the order
+ * they came: the first still idle is the one closed to make room. */
+typedef struct idle_ent {
+    struct lws *wsi;
+    uint64_t seq;
+} idle_ent;
 
 typedef struct http_txn http_txn;
 typedef struct events_conn events_conn;
@@ -79,6 +111,24 @@ typedef struct gateway {
      * pair served is st.tls, NULL for plain http) */
     char tls_cert[PATH_MAX], tls_key[PATH_MAX];
     void *ssl_ctx;
+    /* Connections and their caps (docs/coordinator.md, "Connection
+     * limits"). FILTER_NETWORK_CONNECTION decides on each accepted socket
+     * and SERVER_NEW_CLIENT_INSTANTIATED (the same turn) counts it, under
+     * admit_addr; WSI_DESTROY forgets it. */
+    conn_map conns;
+    addr_count_map per_addr;
+    idle_ent *idle;          /* a ring: idle[(idle_head + i) % idle_cap], i < nidle */
+    size_t idle_head, nidle, idle_cap;
+    uint64_t conn_seq, admit_addr;
+    bool admitting;
+    /* A descriptor held in reserve (/dev/null): with none free, lws's
+     * accept fails (EMFILE) and the connection would stay in the queue,
+     * waking the loop at once again and again; the spare is let go, the
+     * connection taken and closed, and the spare taken again. listen_dup
+     * is a second descriptor of lws's listening socket, watched for that. */
+    int spare_fd, listen_dup;
+    uv_poll_t *listen_poll_h;  /* owned by the loop once closed (listen_poll_closed frees it) */
+    uint64_t down_ms;        /* when the database went away (monotonic), for its line when it is back */
 } gateway;
 
 /* An HTTP transaction waiting for its answer. */
@@ -219,6 +269,306 @@ static void client_text(const gateway *g, struct lws *wsi, char *buf, size_t cap
                                                  : (const void *)&((struct sockaddr_in6 *)&client)->sin6_addr;
     if (client.ss_family == AF_UNSPEC || inet_ntop(client.ss_family, in, buf, (socklen_t)cap) == NULL)
         buf[0] = '\0';
+}
+
+/* ---- connections and their caps --------------------------------------------------------- */
+
+/* The key an address's connections are counted under: its penalty key's
+ * (cd_addr_key: an IPv4 address, an IPv6 /64), hashed; never 0. */
+static uint64_t addr_hash(const struct sockaddr *sa)
+{
+    uint8_t key[PR_PK_BYTES];
+    cd_addr_key(sa, key);
+    uint64_t h = sf_fnv64(SF_FNV64_BASIS, key, sizeof key);
+    return h != 0 ? h : 1;
+}
+
+static void sockaddr_text(const struct sockaddr_storage *ss, char *buf, size_t cap)
+{
+    const void *in = ss->ss_family == AF_INET ? (const void *)&((const struct sockaddr_in *)ss)->sin_addr
+                                              : (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr;
+    if ((ss->ss_family != AF_INET && ss->ss_family != AF_INET6) ||
+        inet_ntop(ss->ss_family, in, buf, (socklen_t)cap) == NULL)
+        buf[0] = '\0';
+}
+
+static uint64_t wsi_key(const struct lws *wsi)
+{
+    return (uint64_t)(uintptr_t)wsi;
+}
+
+/* Forgets a counted connection: it closed, or is being closed to make room. */
+static void conn_forget(gateway *g, struct lws *wsi)
+{
+    conn_rec *r = conn_map_get(&g->conns, wsi_key(wsi));
+    if (r == NULL)
+        return;
+    unsigned *n = r->addr != 0 ? addr_count_map_get(&g->per_addr, r->addr) : NULL;
+    if (n != NULL && --*n == 0)
+        addr_count_map_del(&g->per_addr, r->addr);
+    conn_map_del(&g->conns, wsi_key(wsi));
+    g->st.conns = g->conns.n;
+}
+
+/* Whether the idle list's entry still stands for a connection that has
+ * not sent a request (not closed, not reused for another). */
+static bool idle_still(const gateway *g, idle_ent e)
+{
+    const conn_rec *r = conn_map_get(&g->conns, wsi_key(e.wsi));
+    return r != NULL && r->seq == e.seq && !r->active;
+}
+
+static void idle_push(gateway *g, struct lws *wsi, uint64_t seq)
+{
+    if (g->nidle == g->idle_cap) {
+        /* full: the entries that no longer stand go first, then it grows
+         * (unrolled from its head) if that made too little room */
+        size_t cap = g->idle_cap, n = 0;
+        if (g->nidle < 2 * g->conns.n + 64)
+            cap = cap ? 2 * cap : 64;
+        idle_ent *next = sf_calloc(cap, sizeof *next);
+        for (size_t i = 0; i < g->nidle; i++) {
+            idle_ent e = g->idle[(g->idle_head + i) % g->idle_cap];
+            if (idle_still(g, e))
+                next[n++] = e;
+        }
+        free(g->idle);
+        g->idle = next;
+        g->idle_cap = cap;
+        g->idle_head = 0;
+        g->nidle = n;
+        if (n == cap) { /* every one still idle: cannot happen, each is counted in conns */
+            free(g->idle);
+            g->idle = sf_calloc(2 * cap, sizeof *g->idle);
+            g->idle_cap = 2 * cap;
+            g->nidle = 0;
+        }
+    }
+    g->idle[(g->idle_head + g->nidle++) % g->idle_cap] = (idle_ent){ wsi, seq };
+}
+
+/* Closes the connection that came first of those that have not sent a
+ * request yet, to make room for a new one; false when there is none. */
+static bool evict_idle(gateway *g)
+{
+    while (g->nidle > 0) {
+        idle_ent e = g->idle[g->idle_head];
+        g->idle_head = (g->idle_head + 1) % g->idle_cap;
+        g->nidle--;
+        if (!idle_still(g, e))
+            continue;
+        conn_forget(g, e.wsi);
+        g->st.conns_evicted++;
+        lws_set_timeout(e.wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+        return true;
+    }
+    return false;
+}
+
+/* LWS_CALLBACK_FILTER_NETWORK_CONNECTION: whether to take the socket fd
+ * lws has just accepted (0) or close it at once (1), by the caps; what it
+ * decided is counted at SERVER_NEW_CLIENT_INSTANTIATED, in the same turn. */
+static int conn_filter(gateway *g, int fd)
+{
+    struct sockaddr_storage peer;
+    socklen_t len = sizeof peer;
+    char addr[64] = "";
+    memset(&peer, 0, sizeof peer);
+    g->admit_addr = 0;
+    if (getpeername(fd, (struct sockaddr *)&peer, &len) == 0 && (peer.ss_family == AF_INET || peer.ss_family == AF_INET6)) {
+        sockaddr_text(&peer, addr, sizeof addr);
+        if (!cd_proxies_has(&g->proxies, (const struct sockaddr *)&peer)) /* a proxy speaks for many */
+            g->admit_addr = addr_hash((const struct sockaddr *)&peer);
+    }
+    const unsigned *n = g->admit_addr != 0 ? addr_count_map_get(&g->per_addr, g->admit_addr) : NULL;
+    int why = -1;
+    if (n != NULL && *n >= g->st.conns_per_addr_max)
+        why = CD__CONN_PER_ADDR;
+    else if (g->conns.n >= g->st.conns_max && !evict_idle(g))
+        why = CD__CONN_TOTAL;
+    g->admitting = why < 0;
+    if (why < 0)
+        return 0;
+    g->st.conns_refused[why]++;
+    char fields[64];
+    snprintf(fields, sizeof fields, "\"why\":\"%s\"", cd__conn_refusal_names[why]);
+    if (why == CD__CONN_PER_ADDR)
+        cd_oplog_limited(CD_OPLOG_CONN_REFUSED, addr, fields, "connection from %s closed at once: it has %u open, the "
+            "most one address may (--max-connections-per-addr)", addr[0] ? addr : "?", *n);
+    else
+        cd_oplog_limited(CD_OPLOG_CONN_REFUSED, addr, fields, "connection from %s closed at once: %zu connections "
+            "are open, the most this coordinator takes (--max-connections), and none is idle to close instead",
+            addr[0] ? addr : "?", g->conns.n);
+    return 1;
+}
+
+/* LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED: the socket conn_filter took
+ * is a connection now; counted until its WSI_DESTROY. */
+static void conn_admit(gateway *g, struct lws *wsi)
+{
+    if (!g->admitting)
+        return;
+    g->admitting = false;
+    conn_rec *r = conn_map_put(&g->conns, wsi_key(wsi), NULL);
+    r->addr = g->admit_addr;
+    r->seq = ++g->conn_seq;
+    r->active = false;
+    uint64_t seq = r->seq, addr = r->addr;
+    if (addr != 0)
+        (*addr_count_map_put(&g->per_addr, addr, NULL))++;
+    g->st.conns = g->conns.n;
+    idle_push(g, wsi, seq);
+}
+
+/* The connection sent a request: it is not closed to make room. */
+static void conn_active(gateway *g, struct lws *wsi)
+{
+    conn_rec *r = conn_map_get(&g->conns, wsi_key(wsi));
+    if (r != NULL)
+        r->active = true;
+}
+
+/* lws's listening socket is readable: if no descriptor is free, lws's
+ * accept fails (EMFILE) and leaves the connection queued, and the loop
+ * would wake for it again at once, for ever, while the database's
+ * reconnects and /health found no descriptor either. Then the spare is let
+ * go, the connection taken and closed, and the spare taken again (libuv's
+ * and nginx's way); at most SPARE_ROUNDS a turn. */
+static void on_listen_ready(uv_poll_t *h, int status, int events)
+{
+    (void)events;
+    gateway *g = h->data;
+    if (status < 0 || g == NULL)
+        return;
+    for (int i = 0; i < SPARE_ROUNDS; i++) {
+        if (g->spare_fd < 0)
+            g->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        int probe = g->spare_fd >= 0 ? fcntl(g->spare_fd, F_DUPFD_CLOEXEC, 0) : -1;
+        if (probe >= 0) { /* a descriptor is free: lws takes the connection */
+            close(probe);
+            return;
+        }
+        if (g->spare_fd >= 0 && errno != EMFILE && errno != ENFILE)
+            return;
+        if (g->spare_fd >= 0)
+            close(g->spare_fd);
+        struct sockaddr_storage peer;
+        socklen_t len = sizeof peer;
+        memset(&peer, 0, sizeof peer);
+        int c = accept(g->listen_dup, (struct sockaddr *)&peer, &len); /* closed at once: no flags needed */
+        if (c >= 0) {
+            char addr[64];
+            sockaddr_text(&peer, addr, sizeof addr);
+            close(c);
+            g->st.conns_refused[CD__CONN_NO_FD]++;
+            cd_oplog_limited(CD_OPLOG_CONN_REFUSED, addr, "\"why\":\"no_descriptor\"", "connection from %s closed at "
+                "once: no file descriptor is free (RLIMIT_NOFILE; lower --max-connections, or raise the limit)",
+                addr[0] ? addr : "?");
+        }
+        g->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (c < 0)
+            return;
+    }
+}
+
+/* The descriptor of the socket listening on port (lws's), or -1. */
+static int listen_fd_of(int port)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL)
+        return -1;
+    int found = -1;
+    for (struct dirent *e; found < 0 && (e = readdir(d)) != NULL;) {
+        int fd = atoi(e->d_name), on = 0;
+        socklen_t olen = sizeof on;
+        struct sockaddr_storage a;
+        socklen_t alen = sizeof a;
+        if (e->d_name[0] == '.' || fd == dirfd(d) ||
+            getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &olen) != 0 || !on ||
+            getsockname(fd, (struct sockaddr *)&a, &alen) != 0)
+            continue;
+        int p = a.ss_family == AF_INET    ? ntohs(((struct sockaddr_in *)&a)->sin_port)
+              : a.ss_family == AF_INET6   ? ntohs(((struct sockaddr_in6 *)&a)->sin6_port)
+                                          : -1;
+        if (p == port)
+            found = fd;
+    }
+    closedir(d);
+    return found;
+}
+
+static void listen_poll_closed(uv_handle_t *h)
+{
+    int fd = (int)(intptr_t)h->data;
+    if (fd >= 0)
+        close(fd);
+    free(h);
+}
+
+/* Watches lws's listening socket for EMFILE (on_listen_ready); without
+ * it the caps still hold, only the spare is not used. */
+static void spare_start(gateway *g, void *loop)
+{
+    g->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int fd = listen_fd_of(lws_get_vhost_listen_port(g->vhost));
+    g->listen_dup = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+    if (g->listen_dup < 0)
+        return;
+    uv_poll_t *h = sf_calloc(1, sizeof *h);
+    if (uv_poll_init(loop, h, g->listen_dup) != 0) {
+        free(h);
+        close(g->listen_dup);
+        g->listen_dup = -1;
+        return;
+    }
+    h->data = g;
+    uv_poll_start(h, UV_READABLE, on_listen_ready);
+    g->listen_poll_h = h;
+}
+
+static void spare_stop(gateway *g)
+{
+    if (g->listen_poll_h != NULL) {
+        uv_poll_stop(g->listen_poll_h);
+        g->listen_poll_h->data = (void *)(intptr_t)g->listen_dup; /* closed once the loop lets the handle go */
+        uv_close((uv_handle_t *)g->listen_poll_h, listen_poll_closed);
+        g->listen_poll_h = NULL;
+        g->listen_dup = -1;
+    }
+    if (g->spare_fd >= 0)
+        close(g->spare_fd);
+    g->spare_fd = -1;
+}
+
+/* lws's own lines (an accept that failed, say), through the one logger,
+ * one line each, the same line at most once a minute. Loop thread. */
+static void lws_emit(int level, const char *line)
+{
+    static sf_log_limit limit; /* lws logs on the loop thread only */
+    char one[512], key[48];
+    uint64_t more;
+    sf_one_line(one, sizeof one, line);
+    snprintf(key, sizeof key, "%.47s", one);
+    if (!sf_log_limit_take(&limit, key, rt_mono_ms(), &more))
+        return;
+    sf_log(level & LLL_ERR ? SF_LOG_WARN : SF_LOG_INFO, "libwebsockets", "%s%s", one,
+        more > 0 ? " (repeated)" : "");
+}
+
+/* The caps in force: the options', or from RLIMIT_NOFILE. */
+static void conn_caps(gateway *g, const cd_gateway_opts *o)
+{
+    struct rlimit rl;
+    uint64_t nofile = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : 1u << 20;
+    uint64_t reserve = CONN_RESERVE + nofile / 8, total = nofile > reserve + 16 ? nofile - reserve : 16;
+    if (total > UINT32_MAX)
+        total = UINT32_MAX;
+    g->st.conns_max = o->max_connections ? o->max_connections : (unsigned)total;
+    unsigned half = g->st.conns_max / 2 ? g->st.conns_max / 2 : 1;
+    g->st.conns_per_addr_max = o->max_connections_per_addr ? o->max_connections_per_addr
+                             : half < CONN_PER_ADDR ? half : CONN_PER_ADDR;
+    sf_log(SF_LOG_DEBUG, NULL, "connections: at most %u at once, %u from one address (RLIMIT_NOFILE %llu)",
+        g->st.conns_max, g->st.conns_per_addr_max, (unsigned long long)nofile);
 }
 
 /* ---- the Origin of /ws/node ---------------------------------------------------------- */
@@ -402,6 +752,16 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
     uint8_t buf[LWS_PRE + 1024], *start = &buf[LWS_PRE], *p = start, *end = &buf[sizeof buf - 1];
 
     switch (reason) {
+    case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+        return g != NULL ? conn_filter(g, (int)(intptr_t)in) : 0;
+    case LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED:
+        if (g != NULL)
+            conn_admit(g, wsi);
+        break;
+    case LWS_CALLBACK_WSI_DESTROY: /* to protocols[0] for every wsi; user is its protocol's, not a pss */
+        if (g != NULL)
+            conn_forget(g, wsi);
+        break;
     case LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS:
         /* the vhost's TLS context, kept for SIGHUP's reloads (the wsi is a
          * stand-in that holds the context) */
@@ -412,6 +772,8 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
         /* WebSockets upgrade HTTP/1.1; HTTP/2 is not served (as over TLS,
          * where ALPN offers http/1.1 only): under it libwebsockets 4.1 cuts
          * answers short. The refusal says so, in HTTP/1.1. */
+        if (g != NULL)
+            conn_active(g, wsi);
         if (strcmp((const char *)in, "websocket") == 0)
             return g != NULL ? node_origin_check(g, wsi) : -1;
         return lws_return_http_status(wsi, HTTP_STATUS_BAD_REQUEST,
@@ -420,6 +782,7 @@ static int http_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user
             : 1;
     case LWS_CALLBACK_HTTP: {
         memset(ps, 0, sizeof *ps);
+        conn_active(g, wsi);
         const char *path = in;
         ps->head = lws_hdr_total_length(wsi, WSI_TOKEN_HEAD_URI) > 0;
         int method = lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0          ? CD__POST
@@ -797,6 +1160,9 @@ static void behaviour(rt_actor *self, rt_msg *m)
     case M_TLS_CHECK:
         tls_expiry_check(g);
         break;
+    case M_OPLOG:
+        cd_oplog_flush();
+        break;
     case CD_MSG_RESULT:
     case RT_MSG_TIMEOUT:
         cd__api_answer(g->api, m);
@@ -805,8 +1171,14 @@ static void behaviour(rt_actor *self, rt_msg *m)
         on_event(g, (cd_event *)m);
         break;
     case CD_MSG_STORE_UP:
-        if (!g->st.db_up)
-            sf_log(SF_LOG_INFO, NULL, "database up");
+        if (!g->st.db_up && g->down_ms == 0) {
+            sf_logf(SF_LOG_INFO, NULL, "\"event\":\"database_up\"", "database up");
+        } else if (!g->st.db_up) {
+            char fields[96];
+            double away = (double)(rt_mono_ms() - g->down_ms) / 1000.0;
+            snprintf(fields, sizeof fields, "\"event\":\"database_up\",\"down_s\":%.1f", away);
+            sf_logf(SF_LOG_INFO, NULL, fields, "database up again after %.1f s", away);
+        }
         g->st.db_up = true;
         break;
     case CD_MSG_LOCK_LOST:
@@ -816,8 +1188,11 @@ static void behaviour(rt_actor *self, rt_msg *m)
         g->st.unlocked = false;
         break;
     case CD_MSG_STORE_DOWN:
-        if (g->st.db_up)
-            sf_log(SF_LOG_WARN, NULL, "database down; requests that need it wait, then get 503");
+        if (g->st.db_up) {
+            g->down_ms = rt_mono_ms();
+            sf_logf(SF_LOG_WARN, NULL, "\"event\":\"database_down\"",
+                "database down; requests that need it wait, then get 503 (the store's line before says why)");
+        }
         g->st.db_up = false;
         break;
     default:
@@ -828,9 +1203,13 @@ static void behaviour(rt_actor *self, rt_msg *m)
 static void finalize(rt_actor *self)
 {
     gateway *g = rt_state(self);
+    spare_stop(g);
     if (g->ctx != NULL)
         lws_context_destroy(g->ctx); /* closes every connection; its handles close as the loop runs on */
     g->ctx = NULL;
+    conn_map_free(&g->conns);
+    addr_count_map_free(&g->per_addr);
+    free(g->idle);
     g->ssl_ctx = NULL; /* a SIGHUP while the runtime stops finds nothing to reload */
     cd_sessions_destroy(g->nodes);
     cd_proxies_free(&g->proxies);
@@ -897,6 +1276,8 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, sf_error
     g->max_body = opts->max_body ? opts->max_body : (1u << 20);
     g->db_timeout_ms = opts->db_timeout_ms ? opts->db_timeout_ms : 5000;
     g->private_reads = opts->private_reads;
+    g->spare_fd = g->listen_dup = -1;
+    conn_caps(g, opts);
     uv_timeval64_t now;
     g->events = cd_events_create(EVENTS_KEPT, uv_gettimeofday(&now) == 0 && now.tv_sec > 0
                                                   ? (uint64_t)now.tv_sec * 1000000u + (uint64_t)now.tv_usec : 0);
@@ -938,7 +1319,7 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, sf_error
      * results, or the rest of a refused frame, arrives in a sixteenth of
      * the reads. One per service thread. */
     info.pt_serv_buf_size = 65536;
-    lws_set_log_level(LLL_ERR, NULL);
+    lws_set_log_level(LLL_ERR, lws_emit);
     g->ctx = lws_create_context(&info);
     if (g->ctx == NULL) {
         sf_fail(e, CD_EIO, "cannot start libwebsockets on the runtime's loop");
@@ -982,6 +1363,8 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, sf_error
     }
     if (opts->token_file != NULL && cd__api_token_file(g->api, opts->token_file, e) != 0)
         goto fail;
+    spare_start(g, loop);
+    rt_send_every(a, OPLOG_FLUSH_MS, M_OPLOG, 0);
     cd_store_subscribe(opts->store, a);
     cd_scheduler_watch(opts->scheduler, a);
     if (g->st.tls != NULL) {

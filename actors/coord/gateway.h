@@ -40,6 +40,17 @@ typedef struct cd_gateway_opts {
     const char *const *node_origins; /* more origins whose pages may open /ws/node (SCHEME://HOST[:PORT],
                                         http or https; copied); the coordinator's own always may */
     size_t n_node_origins;
+    /* Connection caps (HTTP and WebSocket together; docs/coordinator.md,
+     * "Connection limits"): past max_connections the oldest connection that
+     * has not sent a request yet is closed to make room, or, when none has,
+     * the new one is closed at once; past max_connections_per_addr
+     * connections from one client address (an IPv4 address, an IPv6 /64;
+     * a trusted proxy is not capped) the new one is closed at once. 0: from
+     * RLIMIT_NOFILE, less a reserve for the database's connections and
+     * files (max_connections), and the smaller of 256 and half the total
+     * (per address). Each at least 1. */
+    unsigned max_connections;
+    unsigned max_connections_per_addr;
 } cd_gateway_opts;
 
 /* Spawns the gateway on sys (native: it joins the runtime's libuv loop) and

@@ -697,10 +697,10 @@ cd_query *cd_job_submission_by(const char *json, size_t len, const char *caller,
         "WITH ins AS (INSERT INTO jobs (owner, kernel, strategy, items, seed, priority, spec, params, ctx_hash, "
         "name, strategy_params, submission_key, submission_hash, tiers, check_rate, trusted_tiers) "
         "VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12, $13, $14, $15::double precision, $16) "
-        "ON CONFLICT (owner, submission_key) DO NOTHING RETURNING id) "
-        "SELECT id, true AS stored_now, true AS same_body FROM ins UNION ALL "
-        "SELECT id, false, submission_hash = $13 FROM jobs WHERE owner = $1 AND submission_key = $12 "
-        "AND NOT EXISTS (SELECT 1 FROM ins)");
+        "ON CONFLICT (owner, submission_key) DO NOTHING RETURNING id, owner, kernel, items) "
+        "SELECT id, true AS stored_now, true AS same_body, owner, kernel, items FROM ins UNION ALL "
+        "SELECT id, false, submission_hash = $13, owner, kernel, items FROM jobs WHERE owner = $1 "
+        "AND submission_key = $12 AND NOT EXISTS (SELECT 1 FROM ins)");
     cd_query_text(q, s.owner);
     cd_query_text(q, s.kernel);
     cd_query_text(q, s.strategy);

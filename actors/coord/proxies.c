@@ -109,17 +109,34 @@ static bool trusted(const cd_proxies *p, const uint8_t a[16])
     return false;
 }
 
+/* peer's address as 16 bytes (IPv4 in its IPv4-mapped form); false for
+ * another family. */
+static bool peer_bytes(const struct sockaddr *peer, uint8_t a[16])
+{
+    if (peer->sa_family == AF_INET) {
+        memcpy(a, v4_mapped, sizeof v4_mapped);
+        memcpy(a + 12, &((const struct sockaddr_in *)peer)->sin_addr, 4);
+        return true;
+    }
+    if (peer->sa_family == AF_INET6) {
+        memcpy(a, &((const struct sockaddr_in6 *)peer)->sin6_addr, 16);
+        return true;
+    }
+    return false;
+}
+
+bool cd_proxies_has(const cd_proxies *p, const struct sockaddr *peer)
+{
+    uint8_t a[16];
+    return peer_bytes(peer, a) && trusted(p, a);
+}
+
 void cd_client_addr(const cd_proxies *p, const struct sockaddr *peer, const char *xff,
     struct sockaddr_storage *out)
 {
     uint8_t client[16];
     memset(out, 0, sizeof *out);
-    if (peer->sa_family == AF_INET) {
-        memcpy(client, v4_mapped, sizeof v4_mapped);
-        memcpy(client + 12, &((const struct sockaddr_in *)peer)->sin_addr, 4);
-    } else if (peer->sa_family == AF_INET6) {
-        memcpy(client, &((const struct sockaddr_in6 *)peer)->sin6_addr, 16);
-    } else {
+    if (!peer_bytes(peer, client)) {
         out->ss_family = AF_UNSPEC;
         return;
     }

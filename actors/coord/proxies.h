@@ -16,6 +16,7 @@
 
 #include "base/err.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -39,6 +40,9 @@ int cd_proxies_add(cd_proxies *p, const char *spec, sf_error *e);
 void cd_proxies_copy(cd_proxies *dst, const cd_proxies *src);
 
 void cd_proxies_free(cd_proxies *p);
+
+/* Whether peer (AF_INET or AF_INET6) is a trusted proxy. */
+bool cd_proxies_has(const cd_proxies *p, const struct sockaddr *peer);
 
 /* The client of a connection from peer (AF_INET or AF_INET6) that sent
  * X-Forwarded-For: xff (NULL when it sent none): peer itself unless peer is

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum {
     WRITE_WAIT_MS = 10000,    /* no chunks handed out while a journal write has waited this long */
@@ -53,6 +54,7 @@ void cd__reply_completed(rt_msg *req, int err, sc_outcome outcome, bool job_comp
     r->err = err;
     r->outcome = outcome;
     r->job_complete = job_complete;
+    r->received_us = ((const cd_complete *)req)->received_us; /* every completion request is a cd_complete */
     rt_reply(req, &r->hdr);
 }
 
@@ -151,6 +153,25 @@ const char *cd__state_name(sc_job_state st)
     return "failed";
 }
 
+static double wall_s(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+}
+
+void cd__log_finished(uint64_t job, const char *state, uint64_t items, double started_s)
+{
+    char fields[160], after[48] = "";
+    double took = started_s > 0 ? wall_s() - started_s : -1;
+    if (took >= 0)
+        snprintf(after, sizeof after, " after %.1f s", took);
+    snprintf(fields, sizeof fields, "\"event\":\"job_finished\",\"job\":%" PRIu64 ",\"state\":\"%s\",\"items\":%" PRIu64
+        ",\"duration_s\":%.3f", job, state, items, took >= 0 ? took : 0.0);
+    sf_logf(SF_LOG_INFO, "scheduler", fields, "job %" PRIu64 " finished: %s, %" PRIu64 " items%s", job, state, items,
+        after);
+}
+
 /* A job whose row says cancelled (the API's UPDATE is committed). */
 void cd__cancel_job(cd__sched *s, uint64_t job)
 {
@@ -160,6 +181,7 @@ void cd__cancel_job(cd__sched *s, uint64_t job)
     } else if (rc == SC_ENOJOB && !cd__cancel_of_ended(s, job)) { /* not loaded: a load under way must not start it */
         cd__gone_add(s, job, true);
         cd__emit(s, "job.finished", job, sf_fmt("\"state\":\"cancelled\""));
+        cd__log_finished(job, "cancelled", 0, 0);
     }
 }
 
@@ -346,8 +368,20 @@ void cd__count_conflicts(_Atomic uint64_t *counter, uint64_t n, const char *what
 
 /* ---- claims and completions --------------------------------------------------------------- */
 
-/* Answers a claim with what the ledger hands out; returns how many chunks. */
-static unsigned answer_claim(cd__sched *s, rt_msg *m, bool always, unsigned retry_ms)
+/* The first chunk of ji went to node: its operator line. */
+static void log_started(cd__job_info *ji, uint64_t node)
+{
+    char fields[160];
+    ji->started = true;
+    snprintf(fields, sizeof fields, "\"event\":\"job_started\",\"job\":%" PRIu64 ",\"node\":%" PRIu64
+        ",\"kernel\":\"%s\",\"items\":%" PRIu64, ji->id, node, ji->kernel, ji->items);
+    sf_logf(SF_LOG_INFO, "scheduler", fields, "job %" PRIu64 " started: its first chunk went to node %" PRIu64
+        " (%s, %" PRIu64 " items)", ji->id, node, ji->kernel, ji->items);
+}
+
+/* Answers a claim with what the ledger hands out; returns how many chunks.
+ * waited_us: how long the claim waited for work (0: it came with some). */
+static unsigned answer_claim(cd__sched *s, rt_msg *m, bool always, unsigned retry_ms, uint64_t waited_us)
 {
     cd_claim *c = (cd_claim *)m;
     sc_claim_out out[CD_MAX_CLAIMS];
@@ -372,10 +406,14 @@ static unsigned answer_claim(cd__sched *s, rt_msg *m, bool always, unsigned retr
     cd_claimed *r = RT_MSG_NEW(cd_claimed, CD_MSG_CLAIMED);
     r->retry_ms = retry_ms;
     r->quarantined = quarantined;
+    r->asked_us = c->asked_us;
+    r->waited_us = waited_us;
     for (unsigned i = 0; i < n; i++) {
-        const cd__job_info *ji = cd__job_info_of(s, out[i].job);
+        cd__job_info *ji = cd__job_info_of(s, out[i].job);
         cd_assignment *a = &r->a[r->n++];
         a->claim = out[i];
+        if (ji != NULL && !ji->started)
+            log_started(ji, c->node.id);
         if (ji != NULL) {
             memcpy(a->kernel, ji->kernel, sizeof a->kernel);
             memcpy(a->ctx_hash, ji->ctx_hash, 32);
@@ -391,10 +429,10 @@ static unsigned answer_claim(cd__sched *s, rt_msg *m, bool always, unsigned retr
 static void on_claim(rt_actor *self, cd__sched *s, rt_msg *m)
 {
     online_add(s, m->sender, ((cd_claim *)m)->node.tier);
-    if (answer_claim(s, m, false, 0) > 0)
+    if (answer_claim(s, m, false, 0, 0) > 0)
         return;
     if (s->nparked >= MAX_PARKED) {
-        answer_claim(s, m, true, 1000);
+        answer_claim(s, m, true, 1000, 0);
         return;
     }
     rt_take(self, m);
@@ -413,13 +451,13 @@ void cd__serve_parked(cd__sched *s, bool expire)
     bool dry = false;
     for (; i < s->nparked; i++) {
         cd__parked *p = &s->parked[i];
-        if (!dry && answer_claim(s, p->claim, false, 0) > 0) {
+        if (!dry && answer_claim(s, p->claim, false, 0, (now - p->since_ms) * 1000) > 0) {
             rt_msg_free(p->claim);
             continue;
         }
         dry = true;
         if (expire && now - p->since_ms >= PARK_MS) {
-            answer_claim(s, p->claim, true, 0);
+            answer_claim(s, p->claim, true, 0, 0);
             rt_msg_free(p->claim);
             continue;
         }
@@ -448,6 +486,15 @@ static void unpark_session(cd__sched *s, const rt_actor *session, bool answer)
     s->nparked = k;
 }
 
+/* The slot of kernel's figures (sim_kernel_at order), or -1. */
+static int kernel_slot(const char *kernel)
+{
+    for (size_t k = 0; k < CD__MAX_KERNELS && sim_kernel_at(k) != NULL; k++)
+        if (strcmp(sim_kernel_name(sim_kernel_at(k)), kernel) == 0)
+            return (int)k;
+    return -1;
+}
+
 static void on_complete(rt_actor *self, cd__sched *s, rt_msg *m)
 {
     cd_complete *c = (cd_complete *)m;
@@ -466,14 +513,20 @@ static void on_complete(rt_actor *self, cd__sched *s, rt_msg *m)
         return;
     }
     rt_take(self, m);
+    cd__job_info *kj = cd__job_info_of(s, c->job);
+    int k = kj != NULL ? kernel_slot(kj->kernel) : -1;
+    if (k >= 0 && outcome >= SC_ACCEPTED && outcome <= SC_STALE) /* only this behaviour writes them; read alone */
+        atomic_fetch_add_explicit(&s->g.kernel_results[k][outcome - SC_ACCEPTED], 1, memory_order_relaxed);
     if (outcome == SC_ACCEPTED) {
-        cd__job_info *ji = cd__job_info_of(s, c->job);
+        cd__job_info *ji = kj;
         if (ji != NULL) {
             ji->dirty = true;
             /* the ACCEPT record this call added says how many items */
             for (size_t i = before; i < s->nout; i++)
                 if (s->out[i].type == SC_REC_ACCEPT && s->out[i].job == c->job) {
                     contrib_add(ji, c->node, s->out[i].count);
+                    if (k >= 0)
+                        atomic_fetch_add_explicit(&s->g.kernel_items[k], s->out[i].count, memory_order_relaxed);
                     break;
                 }
         }
@@ -543,6 +596,12 @@ static void behaviour(rt_actor *self, rt_msg *m)
         atomic_store_explicit(&s->g.checks_failed, ls.checks_failed, memory_order_relaxed);
         atomic_store_explicit(&s->g.checks_abandoned, ls.checks_abandoned, memory_order_relaxed);
         atomic_store_explicit(&s->g.quarantined, ls.quarantined, memory_order_relaxed);
+        uint64_t started = 0;
+        for (size_t i = 0; i < s->njobs; i++)
+            started += s->jobs[i].started;
+        atomic_store_explicit(&s->g.jobs_started, started, memory_order_relaxed);
+        atomic_store_explicit(&s->g.jobs_pending, s->njobs - started + s->journals_pending + s->list_left,
+            memory_order_relaxed);
         drop_tainted(s); /* a load's restore may have learnt of a quarantine */
         cd__flush(s, NULL, 0, false);
         reload_when_written(s);
@@ -675,6 +734,13 @@ void cd_scheduler_stats_get(rt_actor *scheduler, cd_scheduler_stats *out)
     out->checks_failed = atomic_load_explicit(&s->g.checks_failed, memory_order_relaxed);
     out->checks_abandoned = atomic_load_explicit(&s->g.checks_abandoned, memory_order_relaxed);
     out->quarantined = atomic_load_explicit(&s->g.quarantined, memory_order_relaxed);
+    out->jobs_pending = atomic_load_explicit(&s->g.jobs_pending, memory_order_relaxed);
+    out->jobs_started = atomic_load_explicit(&s->g.jobs_started, memory_order_relaxed);
+    for (int k = 0; k < CD_KERNEL_SLOTS; k++) {
+        for (int o = 0; o < CD_KERNEL_OUTCOMES; o++)
+            out->kernel_results[k][o] = atomic_load_explicit(&s->g.kernel_results[k][o], memory_order_relaxed);
+        out->kernel_items[k] = atomic_load_explicit(&s->g.kernel_items[k], memory_order_relaxed);
+    }
     cd__writes_stats(s, out);
 }
 

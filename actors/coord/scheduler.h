@@ -41,6 +41,7 @@ typedef struct cd_claim {
     rt_msg hdr;
     sc_node_info node;
     unsigned slots;           /* at most CD_MAX_CLAIMS */
+    uint64_t asked_us;        /* when the session sent it (cd_metrics_now_us), for the dispatch latency */
 } cd_claim;
 
 typedef struct cd_assignment {
@@ -56,6 +57,8 @@ typedef struct cd_claimed {
     rt_msg hdr;
     bool quarantined;         /* the node is quarantined (docs/verification.md): its session ends */
     unsigned retry_ms;        /* n == 0: ask again after this (0 = at once) */
+    uint64_t asked_us;        /* the claim's (cd_claim.asked_us) */
+    uint64_t waited_us;       /* how long it waited for work to appear (0: there was work) */
     unsigned n;
     cd_assignment a[CD_MAX_CLAIMS];
 } cd_claimed;
@@ -66,6 +69,7 @@ typedef struct cd_complete {
     uint8_t token[16];
     unsigned char *result;    /* owned (freed with the message) */
     size_t len;
+    uint64_t received_us;     /* when the session read its frame (cd_metrics_now_us), for the completion latency */
 } cd_complete;
 
 typedef struct cd_completed {
@@ -73,6 +77,7 @@ typedef struct cd_completed {
     int err;                  /* 0, or an SC_E* code (SC_EBADRESULT) */
     sc_outcome outcome;
     bool job_complete;
+    uint64_t received_us;     /* the completion's (cd_complete.received_us) */
 } cd_completed;
 
 typedef struct cd_node_gone {
@@ -122,10 +127,27 @@ typedef struct cd_scheduler_opts {
     uint64_t write_wait_ms;   /* no chunks handed out while a journal write has waited this long (default 10,000) */
 } cd_scheduler_opts;
 
+/* The kernels whose figures are kept apart (sim_kernel_at order). */
+enum { CD_KERNEL_SLOTS = 8 };
+
+/* The outcomes the ledger gives a chunk result, in this order in
+ * cd_scheduler_stats.kernel_results (SC_ACCEPTED ... SC_STALE, less one). */
+enum { CD_KERNEL_OUTCOMES = 4 };
+
 /* The ledger's figures for /metrics, as of the scheduler's last lease
  * sweep (every second); the journal's as they happen. */
 typedef struct cd_scheduler_stats {
     uint64_t jobs;            /* unfinished jobs the scheduler holds */
+    /* Unfinished jobs by whether a chunk of theirs was handed out in this
+     * coordinator's run (running) or not yet (pending: loading, or waiting
+     * for a node that may run them), with the pending rows a load could not
+     * take in (past its limit of jobs). */
+    uint64_t jobs_pending, jobs_started;
+    /* Chunk results the ledger answered, by kernel (sim_kernel_at order)
+     * and outcome (accepted, idempotent, conflict, stale), and the items of
+     * the accepted ones, since the start. */
+    uint64_t kernel_results[CD_KERNEL_SLOTS][CD_KERNEL_OUTCOMES];
+    uint64_t kernel_items[CD_KERNEL_SLOTS];
     uint64_t claims;          /* chunks handed out and not yet answered */
     uint64_t expired;         /* claims whose lease ran out (their ranges handed out again), since the start */
     uint64_t released;        /* claims taken back because their node went away, since the start */

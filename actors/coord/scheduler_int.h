@@ -71,6 +71,9 @@ typedef struct cd__job_info {
     /* Why no node online can run it, in words (its progress's "blocked"),
      * as last told; "" when some node can. */
     char blocked[192];
+    bool started;             /* a chunk of it was handed out (its "started" line is written) */
+    double started_s;         /* when it first started (jobs.started_at, Unix seconds); 0: now */
+    uint64_t items;           /* its items, as submitted */
 } cd__job_info;
 
 /* A node session that has asked for work and not left, by its actor. */
@@ -81,7 +84,7 @@ typedef struct cd__online {
 SF_MAP_DECLARE(cd__online_map, cd__online)
 
 /* The kernels whose farm speed is published (sim_kernel_at order). */
-enum { CD__MAX_KERNELS = 8 };
+enum { CD__MAX_KERNELS = CD_KERNEL_SLOTS };
 
 /* A write in flight, by its request id: the barrier it counts for (-1:
  * none), the job whose end it writes (0: none), the epoch whose journal
@@ -128,6 +131,8 @@ typedef struct cd__gone_job {
  * first stands). */
 typedef struct cd__ending {
     uint64_t job;
+    double started_s;         /* when the job started (Unix seconds; 0: unknown), for its "finished" line */
+    uint64_t items;           /* its items done */
     const char *state;        /* the scheduler's own: complete, expired, cancelled, failed */
     char *result;             /* JSON */
     bool cancel_seen;         /* the API's cancel came meanwhile */
@@ -205,6 +210,7 @@ typedef struct cd__sched {
     bool load_again;          /* asked to load while a load was under way */
     unsigned journals_pending;
     unsigned journal_page;    /* journal records read per query */
+    uint64_t list_left;       /* jobs the last list held that were not taken in (past MAX_JOBS) */
     cd__op *ops;
     size_t nops, ops_cap;
 
@@ -263,6 +269,8 @@ typedef struct cd__sched {
         _Atomic unsigned error_seq;
         _Atomic char last_error[256];
         _Atomic uint64_t kernel_speed[CD__MAX_KERNELS]; /* a double's bits (kernel_speed above) */
+        _Atomic uint64_t jobs_pending, jobs_started;
+        _Atomic uint64_t kernel_results[CD__MAX_KERNELS][CD_KERNEL_OUTCOMES], kernel_items[CD__MAX_KERNELS];
         char pad1[64];
     } g;
     bool reload_due;          /* jobs were dropped for a quarantine: load them again once written */
@@ -302,6 +310,11 @@ void cd__count_conflicts(_Atomic uint64_t *counter, uint64_t n, const char *what
 
 /* Why no node online can run ji, in words, into buf; "" when one can. */
 void cd__blocked_text(const cd__sched *s, const cd__job_info *ji, char *buf, size_t cap);
+
+/* The operator's line of a job's end (docs/coordinator.md, "Operator
+ * log"): its state, items done and how long since it started (started_s,
+ * Unix seconds; 0: unknown). */
+void cd__log_finished(uint64_t job, const char *state, uint64_t items, double started_s);
 
 /* The words of a job state, as the jobs table and the events spell it. */
 const char *cd__state_name(sc_job_state st);

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define LIST_MAX 4096             /* jobs one load lists, by id */
 #define STR_(x) #x
@@ -33,13 +34,14 @@ typedef struct job_row {
     const char *items, *priority, *tiers, *trusted_tiers, *check_rate; /* decimal text */
     const char *params, *ctx_hash;        /* bytea text */
     const char *strategy_params;          /* bytea text, or NULL */
+    double started_s;                     /* jobs.started_at in Unix seconds; 0: not started */
 } job_row;
 
 /* The columns each query names, by name: a row is read by the numbers
  * PQfnumber gives for these, never by position. */
 #define JOB_COLS(X)                                                                             \
     X(id) X(kernel) X(items) X(seed) X(priority) X(tiers) X(params) X(ctx_hash) X(owner)        \
-    X(strategy) X(strategy_params) X(state) X(trusted_tiers) X(check_rate)
+    X(strategy) X(strategy_params) X(state) X(trusted_tiers) X(check_rate) X(started_s)
 #define JOURNAL_COLS(X)                                                                         \
     X(seq) X(type) X(variant) X(chunk) X(first_item) X(item_count) X(token) X(result) X(phase)  \
     X(state) X(node_id) X(peer_id) X(checked) X(node_owner) X(node_tier) X(node_quarantined)
@@ -82,6 +84,7 @@ static job_row read_job_row(const PGresult *res, const int *c, int row)
         .ctx_hash = PQgetvalue(res, row, c[JC_ctx_hash]),
         .strategy_params = PQgetisnull(res, row, c[JC_strategy_params]) ? NULL
                                                                      : PQgetvalue(res, row, c[JC_strategy_params]),
+        .started_s = strtod(PQgetvalue(res, row, c[JC_started_s]), NULL),
     };
 }
 
@@ -110,7 +113,8 @@ void cd__load(cd__sched *s)
     s->load_again = false;
     cd_query *q = cd_query_new(
         "SELECT id, kernel, items, seed, priority, tiers, params, ctx_hash, owner, strategy, strategy_params, state, "
-        "trusted_tiers, check_rate FROM jobs WHERE state IN ('pending', 'running') ORDER BY id LIMIT " STR(LIST_MAX));
+        "trusted_tiers, check_rate, extract(epoch FROM started_at)::float8 AS started_s FROM jobs "
+        "WHERE state IN ('pending', 'running') ORDER BY id LIMIT " STR(LIST_MAX));
     int64_t req = rt_request(s->self, s->store, &q->hdr, CD__DB_TIMEOUT_MS);
     if (req > 0)
         op_add(s, req, CD__OP_LIST);
@@ -256,8 +260,12 @@ static bool read_journal(cd__sched *s, cd__op *o);
 static void start_job(cd__sched *s, const job_row *r)
 {
     uint64_t id = r->id;
-    if (cd__job_info_of(s, id) != NULL || s->njobs >= MAX_JOBS || cd__gone_is(s, id))
+    if (cd__job_info_of(s, id) != NULL || cd__gone_is(s, id))
         return;
+    if (s->njobs >= MAX_JOBS) {
+        s->list_left++; /* pending, for /metrics, until a later load takes it in */
+        return;
+    }
     if (strcmp(r->state, "pending") == 0) /* every event of a job comes from this actor, in order: this first */
         cd__emit(s, "job.submitted", id, cd__submitted_json(r->owner, r->kernel, r->strategy, r->items, r->priority));
     cd__op tmp;
@@ -265,6 +273,12 @@ static void start_job(cd__sched *s, const job_row *r)
     cd__job_info *ji = &tmp.info;
     ji->id = id;
     snprintf(ji->kernel, sizeof ji->kernel, "%s", r->kernel);
+    ji->items = strtoull(r->items, NULL, 10);
+    if ((ji->started_s = r->started_s) <= 0) { /* started now: the restore's UPDATE sets started_at */
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        ji->started_s = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+    }
     ji->seed = r->seed;
     unsigned char *params = NULL, *hash = NULL;
     size_t plen = 0, hlen = 0;
@@ -349,6 +363,7 @@ static void on_list(cd__sched *s, const PGresult *res)
     for (size_t i = 0; i < n; i++)
         rows[i] = read_job_row(res, c, (int)i);
     stop_unlisted(s, rows, n);
+    s->list_left = 0;
     for (size_t i = 0; i < n; i++)
         start_job(s, &rows[i]);
     free(rows);

@@ -133,8 +133,10 @@ static void end_written(cd__sched *s, uint64_t job, bool ok, const char *state)
     size_t t = 0;
     while (t < s->ntold && s->told[t].job != job)
         t++;
-    if (t == s->ntold || strcmp(s->told[t].state, st) != 0)
+    if (t == s->ntold || strcmp(s->told[t].state, st) != 0) {
         cd__emit(s, "job.finished", job, sf_fmt("\"state\":\"%s\",\"result\":%s", st, d->result));
+        cd__log_finished(job, st, d->items, d->started_s);
+    }
     if (ok && t < s->ntold) {
         s->told[t] = s->told[--s->ntold];
     } else if (!ok) {
@@ -158,7 +160,11 @@ void cd__ending_add(cd__sched *s, uint64_t job, const char *state, char *result)
 {
     if (s->nending == s->ending_cap)
         s->ending = sf_grow(s->ending, &s->ending_cap, sizeof *s->ending);
-    s->ending[s->nending++] = (cd__ending){ job, state, result, false };
+    const cd__job_info *ji = cd__job_info_of(s, job);
+    sc_job_status st;
+    uint64_t items = sc_job_status_get(s->l, job, &st) == 0 ? st.done_items : 0;
+    s->ending[s->nending++] = (cd__ending){ .job = job, .started_s = ji != NULL ? ji->started_s : 0, .items = items,
+        .state = state, .result = result };
 }
 
 /* True when the job's end is being written (its event will say cancelled)

@@ -7,6 +7,8 @@
  */
 #include "actors/coord/session_int.h"
 
+#include "actors/coord/metrics.h"
+#include "actors/coord/oplog.h"
 #include "actors/coord/scheduler.h"
 #include "base/alloc.h"
 #include "base/fnv.h"
@@ -15,6 +17,7 @@
 #include "proto/replay.h"
 #include "proto/sign.h"
 
+#include <arpa/inet.h>
 #include <inttypes.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -78,8 +81,40 @@ static unsigned close_code(int err)
     return CD__CLOSE_PROTOCOL;
 }
 
+/* The address a session comes from, as its penalty key holds it
+ * (cd_addr_key): an IPv4 address, or an IPv6 one's /64; "" for none. */
+static void addr_text(const uint8_t who[PR_PK_BYTES], char *out, size_t cap)
+{
+    static const uint8_t zero[16];
+    out[0] = '\0';
+    if (memcmp(who, zero, 16) == 0)
+        return;
+    if (memcmp(who, zero, 10) == 0 && who[10] == 0xff && who[11] == 0xff) {
+        inet_ntop(AF_INET, who + 12, out, (socklen_t)cap);
+    } else if (inet_ntop(AF_INET6, who, out, (socklen_t)cap) != NULL) {
+        size_t n = strlen(out);
+        snprintf(out + n, cap - n, "/64");
+    }
+}
+
+/* A connection refused before its welcome: the operator's line, one per
+ * address a minute (oplog.h). */
+static void log_refused(const cd__session *s, const char *message)
+{
+    static const uint8_t zero[PR_PK_BYTES];
+    char addr[64], key[17] = "", fields[256], why[200];
+    addr_text(s->addr, addr, sizeof addr);
+    if (memcmp(s->pk, zero, PR_PK_BYTES) != 0)
+        sodium_bin2hex(key, sizeof key, s->pk, 8);
+    snprintf(fields, sizeof fields, "\"key\":\"%s\",\"why\":%s", key, cd_json_quote(why, sizeof why, message));
+    cd_oplog_limited(CD_OPLOG_NODE_REFUSED, addr, fields, "node connection from %s refused%s%s: %s",
+        addr[0] ? addr : "?", key[0] ? ", key " : "", key, message);
+}
+
 void cd__session_send_error(cd__session *s, uint64_t id, int code, const char *message, bool fatal)
 {
+    if (fatal && (s->phase == CD__SESS_AWAIT_HELLO || s->phase == CD__SESS_ENROLLING))
+        log_refused(s, message);
     pr_msg m;
     memset(&m, 0, sizeof m);
     m.type = PR_MSG_ERROR;
@@ -233,6 +268,7 @@ void cd__session_claim_more(cd__session *s)
         .streak = s->streak };
     s->claim_cls = k;
     c->slots = free_slots > CD_MAX_CLAIMS ? CD_MAX_CLAIMS : free_slots;
+    c->asked_us = cd_metrics_now_us();
     int64_t id = rt_request(s->self, s->ss->scheduler, &c->hdr, 10000);
     if (id > 0) {
         cd__session_req_add(s, id, CD__R_CLAIM);
@@ -268,6 +304,8 @@ static void on_claimed(cd__session *s, const cd_claimed *r)
             retry_claim(s, r->retry_ms);
         return;
     }
+    uint64_t now_us = cd_metrics_now_us(), took = now_us - r->asked_us;
+    cd_metrics_observe(CD_LAT_DISPATCH, took > r->waited_us ? took - r->waited_us : 0);
     /* One assign per job, in the order the chunks came. */
     bool sent[CD_MAX_CLAIMS] = { false };
     for (unsigned i = 0; i < r->n; i++) {
@@ -316,8 +354,42 @@ static void on_claimed(cd__session *s, const cd_claimed *r)
     cd__session_claim_more(s);
 }
 
+/* A node welcomed: its operator line. */
+static void log_connected(const cd__session *s)
+{
+    const cd_node_view *v = &s->view;
+    char addr[64], fields[800], q_owner[300], q_version[140], q_addr[80], q_name[140];
+    if (v->from[0] != '\0')
+        snprintf(addr, sizeof addr, "%s", v->from);
+    else
+        addr_text(s->addr, addr, sizeof addr);
+    snprintf(fields, sizeof fields, "\"event\":\"node_connected\",\"node\":%" PRIu64 ",\"name\":%s,\"owner\":%s,"
+        "\"tier\":\"%s\",\"addr\":%s,\"version\":%s,\"cores\":%u", v->node, cd_json_quote(q_name, sizeof q_name, v->name),
+        cd_json_quote(q_owner, sizeof q_owner, v->owner), v->tier, cd_json_quote(q_addr, sizeof q_addr, addr),
+        cd_json_quote(q_version, sizeof q_version, v->version), v->cores);
+    sf_logf(SF_LOG_INFO, "session", fields, "node %" PRIu64 "%s%s%s connected from %s: owner %s, tier %s, %s, %u cores",
+        v->node, v->name[0] ? " (" : "", v->name, v->name[0] ? ")" : "", addr[0] ? addr : "?",
+        v->owner[0] ? v->owner : "(none)", v->tier, v->version[0] ? v->version : "?", v->cores);
+}
+
+/* A welcomed node's session ended: its operator line. */
+static void log_left(const cd__session *s, const char *why)
+{
+    const cd_node_view *v = &s->view;
+    uint64_t now = cd__session_now_ms_wall();
+    double after = v->connected_ms > 0 && now > v->connected_ms ? (double)(now - v->connected_ms) / 1000.0 : 0;
+    char fields[320], q_why[120];
+    snprintf(fields, sizeof fields, "\"event\":\"node_left\",\"node\":%" PRIu64 ",\"why\":%s,\"after_s\":%.1f,"
+        "\"chunks\":%" PRIu64 ",\"items\":%" PRIu64, v->node, cd_json_quote(q_why, sizeof q_why, why), after,
+        v->chunks_done, v->items_done);
+    sf_logf(SF_LOG_INFO, "session", fields, "node %" PRIu64 " left (%s) after %.1f s: %" PRIu64 " chunks, %" PRIu64
+        " items", v->node, why, after, v->chunks_done, v->items_done);
+}
+
 void cd__session_publish(cd__session *s, const char *type, const char *fields)
 {
+    if (strcmp(type, "node.online") == 0)
+        log_connected(s);
     if (s->ss->publish != NULL)
         s->ss->publish(s->ss->publish_ctx, type, 0, fields);
 }
@@ -507,6 +579,7 @@ static void batch_ack(cd__session *s, cd__batch *bt)
 
 static void on_complete(cd__session *s, pr_msg *m)
 {
+    uint64_t received_us = cd_metrics_now_us();
     pr_complete *c = &m->body.complete;
     int rc = pr_complete_verify(c, s->pk, 32, s->host, cd__session_now_s(), s->guard);
     if (rc != 0) {
@@ -572,6 +645,7 @@ static void on_complete(cd__session *s, pr_msg *m)
             }
         }
         cd_complete *q = cd_complete_new(c->batch.job, r->chunk, r->token, s->node_id, r->data.ptr, r->data.len);
+        q->received_us = received_us;
         int64_t id = rt_request(s->self, s->ss->scheduler, &q->hdr, 70000);
         if (id < 0) {
             bt->answered++;
@@ -610,6 +684,8 @@ static void on_completed(cd__session *s, const cd__req *r, const cd_completed *r
     }
     if (res != NULL && res->err == 0)
         bt->job_complete |= res->job_complete;
+    if (res != NULL)
+        cd_metrics_observe(CD_LAT_COMPLETION, cd_metrics_now_us() - res->received_us);
     int k = fly_find(s, bt->job, o->chunk, r->token);
     if (k >= 0 && o->outcome == PR_OUTCOME_ACCEPTED) {
         s->view.chunks_done++;
@@ -745,6 +821,9 @@ static void on_frame(cd__session *s, const cd__frame_msg *f)
         case PR_MSG_HELLO:
             if (s->phase == CD__SESS_AWAIT_HELLO) {
                 s->feat_malformed = pr_hello_has_feature(&m.body.hello, PR_FEATURE_MALFORMED);
+                for (uint32_t b = 0; b < m.body.hello.caps.nbackends; b++)
+                    if (m.body.hello.caps.backends[b].kind < 8)
+                        s->view.backend_kinds |= (uint8_t)(1u << m.body.hello.caps.backends[b].kind);
                 cd__session_on_hello(s, &m);
             }
             else {
@@ -921,10 +1000,11 @@ void cd__session_behaviour(rt_actor *self, rt_msg *m)
             g->session = s->conn;
             rt_send(s->ss->scheduler, &g->hdr);
             char fields[160], why[80];
+            const char *reason = s->offline_reason ? s->offline_reason : s->draining ? "left" : "disconnected";
             snprintf(fields, sizeof fields, "\"node\":%" PRIu64 ",\"reason\":%s", s->node_id,
-                cd_json_quote(why, sizeof why, s->offline_reason ? s->offline_reason
-                                               : s->draining       ? "left"
-                                                                   : "disconnected"));
+                cd_json_quote(why, sizeof why, reason));
+            if (s->view.node != 0) /* welcomed */
+                log_left(s, reason);
             cd__session_publish(s, "node.offline", fields);
         }
         rt_stop(self);

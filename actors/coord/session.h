@@ -48,6 +48,7 @@ typedef struct cd_node_view {
     char owner[129], tier[12], version[64], os[32], arch[32], checksum[65];
     char name[65];            /* hello's name, else a browser node's browser ("" when none) */
     char from[64];            /* the client's address in text (not in the JSON: a node's address stays private) */
+    uint8_t backend_kinds;    /* bit k: hello named a backend of kind k (PR_BACKEND_*), for /metrics */
     unsigned cores, max_parallel, slots, in_flight;
     uint64_t chunks_done, items_done;
     uint64_t malformed;       /* results answered malformed (PROTOCOL.md, complete_ack) */

@@ -29,6 +29,7 @@
 #include "actors/coord/migrations.h"
 #include "base/alloc.h"
 #include "base/log.h"
+#include "base/str.h"
 
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -467,10 +468,8 @@ static void answer(cd__store *st, cd_query *q, PGresult *res)
     } else {
         const char *msg = res ? PQresultErrorMessage(res) : "no result";
         const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-        snprintf(r->error, sizeof r->error, "%s", msg && *msg ? msg : "query failed");
-        size_t n = strlen(r->error);
-        while (n > 0 && (r->error[n - 1] == '\n' || r->error[n - 1] == ' '))
-            r->error[--n] = '\0';
+        /* one line: libpq's messages hold line breaks (DETAIL:, HINT:) */
+        sf_one_line(r->error, sizeof r->error, msg && *msg ? msg : "query failed");
         if (state != NULL)
             snprintf(r->sqlstate, sizeof r->sqlstate, "%s", state);
         r->code = CD_STORE_EQUERY;
