@@ -185,6 +185,50 @@ Test(fnv, published_vectors)
     cr_assert_eq(sf_fnv64(SF_FNV64_BASIS, "foobar", 6), 0x85944171f73967e8ull);
 }
 
+/* The bound on repeated lines: one per key a window, the rest counted and
+ * said with the key's next line or by the flush; a burst over all keys. */
+static uint64_t said_n;
+static void said(void *ctx, const char *key, uint64_t n)
+{
+    (void)ctx;
+    (void)key;
+    said_n += n;
+}
+
+Test(log, limit_one_line_per_key_a_window)
+{
+    static sf_log_limit l; /* zero: 60 s, 20 lines */
+    uint64_t more = 99;
+    cr_assert(sf_log_limit_take(&l, "10.0.0.1", 1000, &more));
+    cr_assert_eq(more, 0);
+    for (int i = 0; i < 9; i++)
+        cr_assert(!sf_log_limit_take(&l, "10.0.0.1", 1000 + (uint64_t)i, &more));
+    cr_assert(sf_log_limit_take(&l, "10.0.0.2", 1500, &more), "another key has its own line");
+    cr_assert(sf_log_limit_take(&l, "10.0.0.1", 61000, &more), "a new window");
+    cr_assert_eq(more, 9, "the events held back are said with it");
+    cr_assert(!sf_log_limit_take(&l, "10.0.0.1", 61001, &more));
+    said_n = 0;
+    cr_assert_eq(sf_log_limit_flush(&l, 90000, said, NULL), 0);
+    cr_assert_eq(said_n, 0, "its window is not over");
+    sf_log_limit_flush(&l, 121001, said, NULL);
+    cr_assert_eq(said_n, 1);
+    /* the burst: at most 20 lines a window over all keys */
+    static sf_log_limit b;
+    char key[16];
+    int lines = 0;
+    for (int i = 0; i < 200; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        lines += sf_log_limit_take(&b, key, 5000, &more);
+    }
+    cr_assert_eq(lines, 20);
+    said_n = 0;
+    uint64_t lost = sf_log_limit_flush(&b, 5000, said, NULL); /* keys pushed out of the table */
+    cr_assert_eq(said_n, 0, "no window is over");
+    lost += sf_log_limit_flush(&b, 70000, said, NULL);
+    cr_assert_eq(lost + said_n, 180, "every event not written is counted once: %llu lost, %llu said",
+        (unsigned long long)lost, (unsigned long long)said_n);
+}
+
 Test(log, text_names_the_source, .init = cr_redirect_stderr)
 {
     sf_log_setup(SF_LOG_TEXT, SF_LOG_INFO, false);
