@@ -53,5 +53,7 @@ int cmd_nodes(int argc, char **argv);
 /* `simfarm node revoke ID` (argv[0] is "revoke"). */
 int cmd_node_revoke(int argc, char **argv);
 int cmd_token(int argc, char **argv);
+/* `simfarm burst status` (cli/burst.c). */
+int cmd_burst(int argc, char **argv);
 
 #endif

@@ -52,6 +52,7 @@ static void usage(FILE *out)
         "  nodes      list the nodes: nodes [--status S] [--owner O] [--tier T] [--limit N]\n"
         "  node revoke  revoke a node (admin token): node revoke ID\n"
         "  token      API and claim tokens: token create --kind api|claim | token list | token revoke ID\n"
+        "  burst      the burst nodes (serve --burst): burst status\n"
         "\n"
         "on this machine:\n"
         "  sim        run a kernel locally: sim <option|combat> params.json [--items N] [--backend cpu|opencl|cuda]\n"
@@ -127,7 +128,7 @@ int main(int argc, char **argv)
         int (*run)(int argc, char **argv);
     } commands[] = {
         { "submit", cmd_submit }, { "jobs", cmd_jobs }, { "job", cmd_job }, { "watch", cmd_watch },
-        { "cancel", cmd_cancel }, { "nodes", cmd_nodes }, { "token", cmd_token },
+        { "cancel", cmd_cancel }, { "nodes", cmd_nodes }, { "token", cmd_token }, { "burst", cmd_burst },
     };
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(cmd, commands[i].name) == 0)

@@ -17,6 +17,7 @@
 #include <limits.h>
 #include <libpq-fe.h>
 #include <netdb.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,23 @@ static void serve_usage(FILE *out)
         "  --chunk-ms N           how long a chunk should take on the node it goes to,\n"
         "                         100 to 600000 (default 10000): shorter loses less work\n"
         "                         when nodes come and go, longer costs less per item\n"
+        "Burst nodes (docs/coordinator.md, \"Burst nodes\"):\n"
+        "  --burst local|slurm|exec  size a fleet of burst nodes from the pending work:\n"
+        "                         simfarm node processes here, Slurm batch jobs, or a script\n"
+        "  --burst-max N          the most burst nodes, 1 to 256 (default 5)\n"
+        "  --burst-min N          burst nodes kept up with nothing pending (default 0)\n"
+        "  --burst-target-minutes M  pending work should be done within M minutes (default 10)\n"
+        "  --burst-young-minutes M   nodes younger than M minutes are kept when above\n"
+        "                         target (default 55; fractions for tests)\n"
+        "  --burst-grace S        a node is stopped S seconds after it was told to drain,\n"
+        "                         if it is still there (default 120)\n"
+        "  --burst-interval S     a decision every S seconds (default 10)\n"
+        "  --burst-cores N        --cores of each burst node (default 1)\n"
+        "  --burst-dir DIR        the nodes' keys and logs (default: under $TMPDIR)\n"
+        "  --burst-server URL     the address burst nodes join (default: this one's, ws://)\n"
+        "  --slurm-partition P --slurm-account A --slurm-time T --slurm-cores N\n"
+        "  --slurm-gpus N         the node jobs' sbatch options (cores: --cpus-per-task)\n"
+        "  --burst-exec SCRIPT    for exec: SCRIPT up N, SCRIPT down ID, SCRIPT list\n"
         "Stops cleanly on SIGINT or SIGTERM. SIGHUP reads the --tls-cert and --tls-key\n"
         "files again (a renewed certificate) for the connections that follow; a pair\n"
         "that does not check out is refused and the one served is kept.\n");
@@ -145,8 +163,81 @@ static void announced(rt_system *sys, rt_actor *store, const char *host, int por
 
 enum { NODE_ORIGINS_MAX = 64 };
 
+/* A number of minutes or seconds from lo to hi, given as `flag`. */
+static bool amount(const char *flag, const char *v, double lo, double hi, double *out)
+{
+    char *end;
+    double d = strtod(v, &end);
+    if (end == v || *end != '\0' || !(d >= lo && d <= hi)) {
+        fprintf(stderr, "simfarm serve: %s wants a number from %g to %g, not '%s'\n", flag, lo, hi, v);
+        return false;
+    }
+    *out = d;
+    return true;
+}
+
+/* Reads one --burst* or --slurm-* flag into b: 1 when taken, 0 when a is
+ * none of them, SF_EXIT_USAGE (said) for a bad value. */
+static int burst_flag(cd_burst_opts *b, const char *a, const char *v)
+{
+    /* the flags whose value is kept as it is */
+    static const struct {
+        const char *flag;
+        size_t at;
+    } texts[] = {
+        { "--burst", offsetof(cd_burst_opts, provider) }, { "--burst-dir", offsetof(cd_burst_opts, dir) },
+        { "--burst-server", offsetof(cd_burst_opts, server) }, { "--burst-exec", offsetof(cd_burst_opts, script) },
+        { "--slurm-partition", offsetof(cd_burst_opts, partition) },
+        { "--slurm-account", offsetof(cd_burst_opts, account) },
+        { "--slurm-time", offsetof(cd_burst_opts, time_limit) },
+    };
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
+        if (strcmp(a, texts[i].flag) == 0) {
+            *(const char **)((char *)b + texts[i].at) = v;
+            return 1;
+        }
+    double d;
+    long n;
+    if (strcmp(a, "--burst-max") == 0 || strcmp(a, "--burst-min") == 0 || strcmp(a, "--burst-cores") == 0 ||
+        strcmp(a, "--slurm-cores") == 0 || strcmp(a, "--slurm-gpus") == 0) {
+        bool min = strcmp(a, "--burst-min") == 0, gpus = strcmp(a, "--slurm-gpus") == 0;
+        if (!cli_number(v, min || gpus ? 0 : 1, 256, &n)) {
+            fprintf(stderr, "simfarm serve: %s wants a number from %d to 256, not '%s'\n", a, min || gpus ? 0 : 1, v);
+            return SF_EXIT_USAGE;
+        }
+        if (strcmp(a, "--burst-max") == 0)
+            b->max = (unsigned)n;
+        else if (min)
+            b->min = (unsigned)n;
+        else if (gpus)
+            b->gpus = (unsigned)n;
+        else
+            b->cores = (unsigned)n;
+    } else if (strcmp(a, "--burst-target-minutes") == 0) {
+        if (!amount(a, v, 0.01, 100000, &d))
+            return SF_EXIT_USAGE;
+        b->target_s = d * 60;
+    } else if (strcmp(a, "--burst-young-minutes") == 0) {
+        if (!amount(a, v, 0, 100000, &d))
+            return SF_EXIT_USAGE;
+        b->young_s = d * 60;
+    } else if (strcmp(a, "--burst-grace") == 0) {
+        if (!amount(a, v, 0.1, 86400, &d))
+            return SF_EXIT_USAGE;
+        b->grace_s = d;
+    } else if (strcmp(a, "--burst-interval") == 0) {
+        if (!amount(a, v, 0.1, 3600, &d))
+            return SF_EXIT_USAGE;
+        b->interval_s = d;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 static int serve(int argc, char **argv, cd_proxies *proxies)
 {
+    cd_burst_opts burst = { .young_s = 55 * 60 };
     const char *origins[NODE_ORIGINS_MAX];
     size_t norigins = 0;
     char host[256] = "127.0.0.1";
@@ -164,12 +255,22 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
         { "--allow-public-nodes", false }, { "--private", false }, { "--listen", true }, { "--db", true },
         { "--token-file", true }, { "--web", true }, { "--tls-cert", true }, { "--tls-key", true },
         { "--trusted-proxy", true }, { "--heartbeat-ms", true }, { "--chunk-ms", true }, { "--db-backlog-mb", true },
-        { "--pool", true }, { "--log-format", true }, { "--node-origin", true }, { "--default-tiers", true }, { NULL, false } };
+        { "--pool", true }, { "--log-format", true }, { "--node-origin", true }, { "--default-tiers", true },
+        { "--burst", true }, { "--burst-max", true }, { "--burst-min", true }, { "--burst-target-minutes", true },
+        { "--burst-young-minutes", true }, { "--burst-grace", true }, { "--burst-interval", true },
+        { "--burst-cores", true }, { "--burst-dir", true }, { "--burst-server", true }, { "--burst-exec", true },
+        { "--slurm-partition", true }, { "--slurm-account", true }, { "--slurm-time", true },
+        { "--slurm-cores", true }, { "--slurm-gpus", true }, { NULL, false } };
     cli_args it = CLI_ARGS(argc, argv, flags, 0);
     const char *a, *v;
     sf_error e;
     int next;
     while ((next = cli_next(&it, &a, &v, &e)) > 0) {
+        int took = burst_flag(&burst, a, v);
+        if (took == SF_EXIT_USAGE)
+            return took;
+        if (took == 1)
+            continue;
         if (strcmp(a, "--help") == 0) {
             serve_usage(stdout);
             return SF_EXIT_OK;
@@ -262,6 +363,14 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
         fprintf(stderr, "simfarm serve: TLS needs both --tls-cert and --tls-key\n");
         return SF_EXIT_USAGE;
     }
+    if (burst.provider != NULL && cd_burst_check(&burst, &e) != 0) {
+        fprintf(stderr, "simfarm serve: %s\n", e.msg);
+        return SF_EXIT_USAGE;
+    }
+    if (burst.provider == NULL && (burst.max || burst.min || burst.script || burst.partition || burst.dir)) {
+        fprintf(stderr, "simfarm serve: the --burst-* and --slurm-* flags need --burst local|slurm|exec\n");
+        return SF_EXIT_USAGE;
+    }
     char missing[512];
     if (cli_db_missing(db, missing, sizeof missing)) {
         fprintf(stderr, "simfarm serve: %s (--db)\n", missing);
@@ -273,7 +382,7 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
         .token_file = token_file, .web_dir = web, .tls_cert = cert, .tls_key = key, .heartbeat_ms = heartbeat_ms,
         .chunk_ms = chunk_ms, .db_backlog_bytes = backlog, .trusted_proxies = proxies, .node_origins = origins,
         .n_node_origins = norigins,
-        .default_tiers = default_tiers };
+        .default_tiers = default_tiers, .burst = burst.provider != NULL ? &burst : NULL };
     co.web_dir = web != NULL ? web : cli_default_web(web_buf, sizeof web_buf);
     co.started = announced;
     co.ctx = &co;

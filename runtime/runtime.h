@@ -69,6 +69,7 @@ enum rt_msg_base {
     RT_MSGS_UP = RT_MSG_USER + 0x1500,                /* cli/up.c: the demo job's submission */
     RT_MSGS_NODE = RT_MSG_USER + 0x1600,              /* actors/node: the node actor */
     RT_MSGS_NODE_WORKER = RT_MSG_USER + 0x1700,       /* node-native: the workers */
+    RT_MSGS_BURST = RT_MSG_USER + 0x1800,             /* actors/coord/burst.c: the burst actor */
 };
 
 struct rt_msg {

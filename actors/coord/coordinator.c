@@ -10,6 +10,8 @@
 #include "base/log.h"
 
 #include <signal.h>
+#include <stdio.h>
+#include <string.h>
 #include <uv.h>
 
 /* How long a stop waits for the node sessions' work to reach the database. */
@@ -119,6 +121,12 @@ int cd_coordinator_run(const cd_coordinator_opts *opts)
         .tls_cert = opts->tls_cert, .tls_key = opts->tls_key, .heartbeat_ms = opts->heartbeat_ms,
         .trusted_proxies = opts->trusted_proxies, .node_origins = opts->node_origins,
         .n_node_origins = opts->n_node_origins };
+    rt_actor *burst = NULL;
+    if (scheduler != NULL && opts->burst != NULL) {
+        cd_burst_opts bo = *opts->burst;
+        bo.store = store;
+        burst = cd_burst_spawn(sys, &bo);
+    }
     rt_actor *gateway = scheduler ? cd_gateway_spawn(sys, &go, &gerr) : NULL;
     if (gateway == NULL) {
         sf_log(SF_LOG_ERROR, opts->name, "%s",
@@ -127,6 +135,8 @@ int cd_coordinator_run(const cd_coordinator_opts *opts)
             rt_actor_release(store);
         if (scheduler != NULL)
             rt_actor_release(scheduler);
+        if (burst != NULL)
+            rt_actor_release(burst);
         rt_system_destroy(sys);
         return store == NULL || scheduler == NULL ? CD_ECONFIG : gerr.code;
     }
@@ -144,6 +154,18 @@ int cd_coordinator_run(const cd_coordinator_opts *opts)
     uv_signal_start(&s.sighup, opts->hangup_stops ? on_signal : on_sighup, SIGHUP);
 
     int port = cd_gateway_port(gateway);
+    if (burst != NULL) {
+        /* the nodes join by the address served: a wildcard one by this machine's loopback */
+        const char *h = opts->host;
+        bool v6 = strchr(h, ':') != NULL;
+        if (strcmp(h, "0.0.0.0") == 0 || strcmp(h, "::") == 0)
+            h = v6 ? "::1" : "127.0.0.1";
+        char server[400];
+        snprintf(server, sizeof server, "%s://%s%s%s:%d/ws/node", opts->tls_cert ? "wss" : "ws", v6 ? "[" : "", h,
+            v6 ? "]" : "", port);
+        cd_burst_start(burst, server);
+        rt_actor_release(burst);
+    }
     if (opts->started != NULL)
         opts->started(sys, store, opts->host, port, opts->ctx);
     rt_actor_release(store);

@@ -1,6 +1,7 @@
 /*
- * coordinator.h — the coordinator's wiring: the store, the scheduler and the
- * gateway on one runtime, with the signals that stop it (SIGINT, SIGTERM:
+ * coordinator.h — the coordinator's wiring: the store, the scheduler, the
+ * gateway (and the burst actor, when asked for) on one runtime, with the
+ * signals that stop it (SIGINT, SIGTERM:
  * once the node sessions' work is written, a second one at once) and the
  * one that reads a renewed TLS certificate (SIGHUP). `simfarm serve` and
  * `simfarm up` run it.
@@ -8,6 +9,7 @@
 #ifndef SIMFARM_ACTORS_COORD_COORDINATOR_H
 #define SIMFARM_ACTORS_COORD_COORDINATOR_H
 
+#include "actors/coord/burst.h"
 #include "actors/coord/proxies.h"
 #include "runtime/runtime.h"
 
@@ -35,6 +37,8 @@ typedef struct cd_coordinator_opts {
     size_t n_node_origins;
     uint8_t default_tiers;   /* SC_TIER_* bits of the nodes that may run a job whose
                                 submission names none; 0 = own, team and community */
+    const cd_burst_opts *burst; /* a burst actor with these options (its store is the
+                                   coordinator's); NULL = none */
     bool hangup_stops;       /* SIGHUP stops it, as a terminal that closes sends it (up);
                                 otherwise SIGHUP reads the TLS certificate again (serve) */
     /* Called once listening on port, before the loop runs: the place to say

@@ -1,0 +1,256 @@
+// The burst actor (actors/coord/burst.c) against real parts: PostgreSQL,
+// `simfarm serve --burst ...`, real `simfarm node` processes, and for the
+// slurm provider a private Slurm (tests/lib/slurm.mjs). Each provider: a job
+// submitted with no node online brings burst nodes up, the job ends with one
+// local run's result, and once nothing is pending the nodes (older than a
+// young limit of 3 s here) are drained and leave. Through Slurm, the node
+// jobs show in squeue, and a node job cancelled mid-chunk loses nothing.
+// Prints BENCH burst_first_node_s and burst_scale_down_s (docs/benchmarks.md).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { build, eventually, run } from '../lib/proc.mjs';
+import { call, serve } from '../lib/coord.mjs';
+import { localRun, sameBits } from '../lib/reference.mjs';
+import { createDatabase, psql, startPostgres } from '../lib/pg.mjs';
+import { slurmMissing, squeue, startSlurm } from '../lib/slurm.mjs';
+
+const option = JSON.parse(fs.readFileSync(new URL('../../examples/option.json', import.meta.url), 'utf8'));
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'simfarm-burst-'));
+// Burst nodes enrol with claim tokens of tier own, which a job that names
+// no tiers takes; every tier trusted, so a lone node's results need no check.
+const verify = { trust: ['own', 'team', 'community'] };
+// Decisions twice a second, pending work to be done within 6 s, nodes
+// younger than 3 s kept, a drain forced after 20 s.
+const burstFlags = ['--burst-max', '2', '--burst-interval', '0.5', '--burst-target-minutes', '0.1',
+  '--burst-young-minutes', '0.05', '--burst-grace', '20', '--burst-cores', '1', '--chunk-ms', '1000'];
+
+let pg;
+let dbs = 0;
+before(async () => { pg = await startPostgres(); });
+after(async () => {
+  await pg?.stop();
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+async function farm(provider, extra = [], env = {}) {
+  const name = `burst${++dbs}`;
+  const url = await createDatabase(pg, name);
+  const dir = path.join(tmp, name);
+  fs.mkdirSync(dir);
+  const srv = await serve(url, { extra: ['--burst', provider, '--burst-dir', dir, ...burstFlags, ...extra], env });
+  srv.db = name;
+  srv.dir = dir;
+  srv.q = (sql) => psql(pg, sql, { db: name });
+  return srv;
+}
+
+async function submit(srv, items, seed) {
+  const res = await call(srv, 'POST', '/api/jobs', { kernel: 'option', params: option, items, seed, verify });
+  assert.equal(res.status, 201, res.text);
+  return res.json.id;
+}
+
+async function finished(srv, id, timeoutMs = 90000) {
+  return eventually(async () => {
+    const j = (await call(srv, 'GET', `/api/jobs/${id}`)).json;
+    return j.state === 'complete' || j.state === 'failed' ? j : null;
+  }, `job ${id} complete`, timeoutMs, 100);
+}
+
+// The burst nodes the database knows, by name, with their sessions' work.
+async function burstNodes(srv, provider) {
+  const r = await call(srv, 'GET', '/api/nodes?limit=1000');
+  assert.equal(r.status, 200, r.text);
+  return r.json.filter((n) => (n.name ?? '').startsWith(`burst-${provider}-`));
+}
+
+// The last decision line of the log: { target, current, action }.
+function lastDecision(srv) {
+  const all = [...srv.stderr().matchAll(/burst: target (\d+), current (\d+): (up|down|hold) \((.*)\)/g)];
+  const m = all.at(-1);
+  return m && { target: Number(m[1]), current: Number(m[2]), action: m[3], why: m[4] };
+}
+
+// Seconds from the job's submission to the first accepted chunk of a node
+// named like `like`, in the database's own clock.
+async function firstAccept(srv, id, like) {
+  const s = await srv.q(`SELECT extract(epoch FROM min(j.at) - min(b.created_at)) FROM journal j JOIN nodes n ON n.id = j.node_id
+    JOIN jobs b ON b.id = j.job_id WHERE j.job_id = ${id} AND j.type = 1 AND n.name LIKE '${like}'`);
+  return Number(s);
+}
+
+// Waits for every burst node to be gone (the log's `gone` line for each one
+// that came up, and a decision with nothing current); returns when.
+async function allGone(srv, provider) {
+  return eventually(() => {
+    const up = new Set([...srv.stderr().matchAll(new RegExp(`node (burst-${provider}-\\S+) up`, 'g'))].map((m) => m[1]));
+    const gone = new Set([...srv.stderr().matchAll(new RegExp(`node (burst-${provider}-\\S+) gone`, 'g'))].map((m) => m[1]));
+    const d = lastDecision(srv);
+    return up.size > 0 && [...up].every((n) => gone.has(n)) && d && d.current === 0 ? Date.now() : null;
+  }, `every burst-${provider} node gone`, 60000, 100);
+}
+
+test('local: a job with no node online brings burst nodes up, ends exact, and they drain and leave', async () => {
+  const srv = await farm('local');
+  try {
+    await srv.until(() => /burst: provider local: 0 to 2 nodes of 1 cores joining ws:\/\/127\.0\.0\.1:\d+\/ws\/node/
+      .test(srv.stderr()), 'the burst actor started');
+    assert.equal((await burstNodes(srv, 'local')).length, 0);
+    const items = 60000000, seed = 21;
+    const id = await submit(srv, items, seed);
+    await srv.until(() => /burst: target [12], current 0: up \(60000000 items pending/.test(srv.stderr()), 'an up decision');
+    const job = await finished(srv, id);
+    const done = Date.now();
+    const goneAt = allGone(srv, 'local'); // watched from now on, while the local run computes
+    const nodes = await burstNodes(srv, 'local');
+    assert.ok(nodes.length >= 1, 'burst nodes enrolled under their names');
+    assert.ok(nodes.every((n) => n.tier === 'own' && n.owner === 'admin'), JSON.stringify(nodes));
+    sameBits(job, await localRun(items, seed));
+    const gone = await goneAt;
+    console.log(`local: scale-down ${(gone - done) / 1000} s after the job ended`);
+    assert.match(lastDecision(srv).why, /nothing pending/);
+    // each node drained: it finished its chunks and said goodbye
+    for (const f of fs.readdirSync(srv.dir).filter((x) => x.endsWith('.log')))
+      assert.match(fs.readFileSync(path.join(srv.dir, f), 'utf8'), /drained, leaving/, f);
+    assert.match(srv.stderr(), /node burst-local-1 gone after \d+ s: exited with status 0/);
+  } finally {
+    await srv.stop();
+  }
+});
+
+// The exec provider's script: nodes as background processes with pid files.
+const script = `#!/bin/sh
+dir="$SIMFARM_BURST_DIR"
+case "$1" in
+up)
+  i=0
+  for t in $NODE_CLAIM_TOKENS; do
+    i=$((i + 1))
+    id="$(date +%s%N | cut -c 9-16)$i"
+    NODE_CLAIM_TOKEN="$t" setsid "$SIMFARM_BIN" node --server "$SIMFARM_SERVER" --key "$dir/$id.key" \\
+      --cores "$SIMFARM_NODE_CORES" --name "burst-exec-$id" >"$dir/$id.log" 2>&1 </dev/null &
+    echo $! >"$dir/$id.pid"
+    echo "$id"
+  done
+  ;;
+down)
+  sig=TERM
+  [ "$3" = force ] && sig=KILL
+  kill -$sig "$(cat "$dir/$2.pid")"
+  ;;
+list)
+  for f in "$dir"/*.pid; do
+    [ -e "$f" ] || continue
+    id=$(basename "$f" .pid)
+    case "$(ps -o stat= -p "$(cat "$f")" 2>/dev/null)" in
+    "" | Z*) rm -f "$f" ;;
+    *) echo "$id running" ;;
+    esac
+  done
+  ;;
+*) echo "usage: $0 up N | down ID [force] | list" >&2; exit 2 ;;
+esac
+`;
+
+test('exec: an operator\'s script brings nodes up and down; the job ends exact', async () => {
+  const file = path.join(tmp, 'burst.sh');
+  fs.writeFileSync(file, script, { mode: 0o755 });
+  const srv = await farm('exec', ['--burst-exec', file]);
+  try {
+    const items = 40000000, seed = 22;
+    const id = await submit(srv, items, seed);
+    const job = await finished(srv, id);
+    const done = Date.now();
+    const goneAt = allGone(srv, 'exec');
+    assert.ok((await burstNodes(srv, 'exec')).length >= 1);
+    sameBits(job, await localRun(items, seed));
+    const gone = await goneAt;
+    console.log(`exec: scale-down ${(gone - done) / 1000} s after the job ended`);
+    for (const f of fs.readdirSync(srv.dir).filter((x) => x.endsWith('.log')))
+      assert.match(fs.readFileSync(path.join(srv.dir, f), 'utf8'), /drained, leaving/, f);
+    assert.doesNotMatch(srv.stderr(), /provider errors|burst: exec: .* failed/);
+  } finally {
+    await srv.stop();
+  }
+});
+
+test('exec: a script that fails is counted and said, and nothing is brought up', async () => {
+  const file = path.join(tmp, 'broken.sh');
+  fs.writeFileSync(file, '#!/bin/sh\necho "no cloud credentials" >&2\nexit 3\n', { mode: 0o755 });
+  const srv = await farm('exec', ['--burst-exec', file]);
+  try {
+    await submit(srv, 1000000, 3);
+    await srv.until(() => /burst: exec: .*broken\.sh up 1 failed \(status 3\): no cloud credentials/.test(srv.stderr()),
+      'the failed up');
+    assert.match(srv.stderr(), /burst: exec: .*broken\.sh list failed \(status 3\)/);
+    assert.doesNotMatch(srv.stderr(), /node burst-exec-\S+ up/);
+  } finally {
+    await srv.stop();
+  }
+});
+
+test('serve refuses burst flags it cannot use', async () => {
+  const bin = path.join(build, 'bin/simfarm');
+  for (const [args, want] of [
+    [['--burst', 'cloud'], /--burst wants local, slurm or exec, not 'cloud'/],
+    [['--burst', 'exec'], /--burst exec needs --burst-exec SCRIPT/],
+    [['--burst', 'local', '--burst-max', '0'], /--burst-max wants a number from 1 to 256/],
+    [['--burst-max', '3'], /need --burst local\|slurm\|exec/],
+    [['--burst', 'local', '--burst-young-minutes', 'soon'], /--burst-young-minutes wants a number/],
+  ]) {
+    const r = await run(bin, ['serve', '--db', 'dbname=none', ...args]);
+    assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, want);
+  }
+});
+
+test('slurm: node jobs through a real Slurm; a node job cancelled mid-chunk loses nothing', async (t) => {
+  const missing = slurmMissing();
+  if (missing) { t.skip(missing); return; }
+  const slurm = await startSlurm({ cpus: 2 });
+  let srv;
+  try {
+    // nothing but sbatch in the queue can be a burst node
+    const srun = await run('/usr/bin/srun', ['--ntasks=1', 'hostname'], { env: slurm.env, timeoutMs: 30000 });
+    assert.equal(srun.code, 0, `srun hostname: ${srun.stderr}\n${slurm.logs()}`);
+    // pending work to be done within 3 s: two nodes are wanted until the last second or two
+    srv = await farm('slurm', ['--slurm-time', '10', '--slurm-partition', 'debug', '--burst-target-minutes', '0.05'],
+      { SLURM_CONF: slurm.conf });
+    const items = 1200000000, seed = 23;
+    const id = await submit(srv, items, seed);
+    const jobs = await eventually(async () => {
+      const q = (await squeue(slurm)).filter((j) => j.name.startsWith('simfarm-burst-'));
+      return q.length >= 2 && q.every((j) => j.state === 'RUNNING') ? q : null;
+    }, 'two node jobs running in squeue', 60000, 200);
+    // one of them holds a chunk: cancel it, as an operator would
+    const victim = await eventually(async () => {
+      const nodes = await burstNodes(srv, 'slurm');
+      const busy = nodes.find((n) => n.online && n.in_flight > 0 &&
+        jobs.some((j) => n.name === `burst-slurm-${j.id}`));
+      return busy ? busy.name.slice('burst-slurm-'.length) : null;
+    }, 'a Slurm node online with a chunk', 60000, 200);
+    const sc = await run('/usr/bin/scancel', [victim], { env: slurm.env });
+    assert.equal(sc.code, 0, sc.stderr);
+    const job = await finished(srv, id, 120000);
+    const done = Date.now();
+    const goneAt = allGone(srv, 'slurm');
+    const first = await firstAccept(srv, id, 'burst-slurm-%');
+    console.log(`BENCH burst_first_node_s ${first.toFixed(2)} s`);
+    sameBits(job, await localRun(items, seed));
+    const gone = await goneAt;
+    assert.deepEqual((await squeue(slurm)).filter((j) => j.name.startsWith('simfarm-burst-')), [],
+      'no node job left in squeue');
+    console.log(`BENCH burst_scale_down_s ${((gone - done) / 1000).toFixed(2)} s`);
+    assert.match(srv.stderr(), new RegExp(`node burst-slurm-${victim} gone`));
+    // the decisions, for the record
+    console.log(srv.stderr().split('\n').filter((l) => / burst: | session: /.test(l)).join('\n'));
+  } catch (e) {
+    throw new Error(`${e.stack}\n--- serve\n${srv?.stderr()}\n${slurm.logs()}`);
+  } finally {
+    await srv?.stop();
+    await slurm.stop();
+  }
+});
