@@ -29,6 +29,7 @@
 #include "base/url.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -336,13 +337,10 @@ static void idle_push(gateway *g, struct lws *wsi, uint64_t seq)
         g->idle = next;
         g->idle_cap = cap;
         g->idle_head = 0;
+        /* room is left: kept at its size only when at least 2 * conns + 64
+         * entries were there, of which at most conns still stand */
+        assert(n < cap);
         g->nidle = n;
-        if (n == cap) { /* every one still idle: cannot happen, each is counted in conns */
-            free(g->idle);
-            g->idle = sf_calloc(2 * cap, sizeof *g->idle);
-            g->idle_cap = 2 * cap;
-            g->nidle = 0;
-        }
     }
     g->idle[(g->idle_head + g->nidle++) % g->idle_cap] = (idle_ent){ wsi, seq };
 }
