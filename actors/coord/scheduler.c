@@ -124,7 +124,9 @@ static void drop_tainted(cd__sched *s)
     size_t n;
     while ((n = sc_tainted_jobs(s->l, ids, 64)) > 0) { /* each forgotten leaves the list */
         for (size_t i = 0; i < n && i < 64; i++) {
-            sf_logf(SF_LOG_WARN, "scheduler", "{\"job\":%" PRIu64 "}",
+            char fields[48];
+            snprintf(fields, sizeof fields, "\"job\":%" PRIu64, ids[i]);
+            sf_logf(SF_LOG_WARN, "scheduler", fields,
                 "job %" PRIu64 " held results of a quarantined node: loaded again from its journal without them", ids[i]);
             cd__forget_job(s, ids[i]);
         }
