@@ -130,7 +130,9 @@ static bool unhex(const char *text, unsigned char **out, size_t *len)
 
 static void fail_job(cd__sched *s, uint64_t id, const char *why)
 {
-    sf_log(SF_LOG_WARN, "scheduler", "job %" PRIu64 " cannot run: %s", id, why);
+    char fields[48];
+    snprintf(fields, sizeof fields, "\"job\":%" PRIu64, id);
+    sf_logf(SF_LOG_WARN, "scheduler", fields, "job %" PRIu64 " cannot run: %s", id, why);
     char *msg = cd__error_json(why);
     cd_query *u = cd_query_new(
         /* a cancel the API committed first keeps its state, as a job's end does */
@@ -179,7 +181,9 @@ static void stop_unlisted(cd__sched *s, const job_row *rows, size_t n)
         stop[nstop++] = id;
     }
     for (size_t i = 0; i < nstop; i++) { /* cancelling may let a job go from s->jobs */
-        sf_log(SF_LOG_WARN, "scheduler", "job %" PRIu64 " was stopped outside the scheduler: stopping it", stop[i]);
+        char fields[48];
+        snprintf(fields, sizeof fields, "\"job\":%" PRIu64, stop[i]);
+        sf_logf(SF_LOG_WARN, "scheduler", fields, "job %" PRIu64 " was stopped outside the scheduler: stopping it", stop[i]);
         cd__cancel_job(s, stop[i]);
     }
     free(stop);

@@ -842,8 +842,12 @@ static void on_frame(cd__session *s, const cd__frame_msg *f)
                 cd__link_close(s->ss, s->conn, CD__CLOSE_NORMAL, "bye");
             break;
         case PR_MSG_ERROR:
-            sf_log(SF_LOG_WARN, "session", "node %" PRIu64 " says: %s", s->node_id,
-                m.body.error.message ? m.body.error.message : "?");
+            {
+                char fields[48];
+                snprintf(fields, sizeof fields, "\"node\":%" PRIu64, s->node_id);
+                sf_logf(SF_LOG_WARN, "session", fields, "node %" PRIu64 " says: %s", s->node_id,
+                    m.body.error.message ? m.body.error.message : "?");
+            }
             break;
         default:
             cd__session_send_error(s, m.id, CD__E_NOT_READY, "a coordinator does not take this message", false);
