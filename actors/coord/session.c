@@ -448,6 +448,17 @@ static void on_watch(cd__session *s)
     cd__session_send_error(s, 0, CD__E_NOT_READY, why, true);
 }
 
+/* Whether a result under this claim token waits for the scheduler's
+ * answer: the node lists it no more, and the claim is not its to give
+ * back (the answer frees it). */
+static bool result_pending(const cd__session *s, const uint8_t token[16])
+{
+    for (size_t i = 0; i < s->nreqs; i++)
+        if (s->reqs[i].kind == CD__R_COMPLETE && memcmp(s->reqs[i].token, token, 16) == 0)
+            return true;
+    return false;
+}
+
 /* The coordinator stops a job: the node drops its chunks of it. */
 static void on_cancel(cd__session *s, const cd__cancel_msg *c)
 {
@@ -456,7 +467,10 @@ static void on_cancel(cd__session *s, const cd__cancel_msg *c)
     uint64_t chunks[CD__SESS_MAX_INFLIGHT];
     uint32_t n = 0;
     for (size_t i = 0; i < s->nfly;) {
-        if (s->fly[i].job == c->job && n < CD__SESS_MAX_INFLIGHT) {
+        /* a chunk whose result waits for the scheduler's answer is not the
+         * node's to drop: the answer, which may come after the job's end
+         * (its barrier commits with the end), counts it and frees its slot */
+        if (s->fly[i].job == c->job && n < CD__SESS_MAX_INFLIGHT && !result_pending(s, s->fly[i].token)) {
             chunks[n++] = s->fly[i].chunk;
             s->fly[i] = s->fly[--s->nfly];
         } else {
@@ -714,16 +728,6 @@ static void token_to(cd__session *s, cd_renew **r, int type, const uint8_t token
     memcpy((*r)->tokens[(*r)->n++], token, 16);
 }
 
-/* Whether a result under this claim token waits for the scheduler's
- * answer: the node lists it no more, and the claim is not its to give
- * back (the answer frees it). */
-static bool result_pending(const cd__session *s, const uint8_t token[16])
-{
-    for (size_t i = 0; i < s->nreqs; i++)
-        if (s->reqs[i].kind == CD__R_COMPLETE && memcmp(s->reqs[i].token, token, 16) == 0)
-            return true;
-    return false;
-}
 
 /* The node lists the chunks it holds, queued or computing, by chunk id
  * (ids restart with each job, so every claim with a listed id counts as
