@@ -342,6 +342,10 @@ void cd__burst_listed(cd__burst *b, unsigned n, char (*ids)[CD__BURST_ID], const
         } else if (node->state != CD__BN_DRAINING) {
             node->state = states[i];
         }
+        /* stopping without being told by this actor (an operator's scancel):
+         * its grace counts from now */
+        if (node != NULL && node->state == CD__BN_DRAINING && node->drain_ms == 0)
+            node->drain_ms = now;
     }
     for (unsigned k = b->n; k-- > 0;) {
         bool there = false;

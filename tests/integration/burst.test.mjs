@@ -9,6 +9,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { build, eventually, run } from '../lib/proc.mjs';
@@ -192,6 +193,45 @@ test('exec: a script that fails is counted and said, and nothing is brought up',
   }
 });
 
+// `simfarm burst status` reads GET /api/burst (cd_burst_status_json): here
+// from a stand-in server answering what the actor publishes.
+test('burst status shows the nodes, the target and the last decision', async () => {
+  const status = { provider: 'slurm', current: 2, target: 3, min: 0, max: 5, pending_items: 1200000000,
+    node_items_per_s: 31000000, young_s: 3300, target_s: 600,
+    last: { at: Math.floor(Date.now() / 1000) - 4, action: 'up', why: '1200000000 items pending at 31000000 items/s a node, to finish within 600 s: 1 more' },
+    nodes: [{ id: '14', name: 'burst-slurm-14', state: 'running', age_s: 125 },
+      { id: '15', name: 'burst-slurm-15', state: 'starting', age_s: 2 }] };
+  const server = http.createServer((req, res) => {
+    res.writeHead(req.url === '/api/burst' ? 200 : 404, { 'content-type': 'application/json' });
+    res.end(req.url === '/api/burst' ? JSON.stringify(status) : '{"error":"not found"}');
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${server.address().port}`;
+  const env = { ...process.env, XDG_CONFIG_HOME: path.join(tmp, 'no-config') }; // no user config
+  try {
+    const r = await run(path.join(build, 'bin/simfarm'), ['burst', 'status', '--server', url], { env });
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^burst slurm: 2 nodes, target 3 \(0 to 5\)$/m);
+    assert.match(r.stdout, /pending +1\.2G items, 31(\.0)?M items\/s a node/);
+    assert.match(r.stdout, /last +up, [456](\.\d)? s ago: 1200000000 items pending .*: 1 more/);
+    assert.match(r.stdout, /^14 +burst-slurm-14 +running +2 min 5 s$/m);
+    assert.match(r.stdout, /^15 +burst-slurm-15 +starting +2(\.0)? s$/m);
+    const j = await run(path.join(build, 'bin/simfarm'), ['burst', 'status', '--server', url, '--json'], { env });
+    assert.deepEqual(JSON.parse(j.stdout), status);
+  } finally {
+    server.close();
+  }
+  // a coordinator with no burst actor says so
+  const srv = await serve(await createDatabase(pg, 'noburst'));
+  try {
+    const r = await run(path.join(build, 'bin/simfarm'), ['burst', 'status', '--server', srv.url], { env });
+    assert.equal(r.code, 1, r.stdout);
+    assert.match(r.stderr, /simfarm burst status: this coordinator runs no burst actor \(serve --burst\)/);
+  } finally {
+    await srv.stop();
+  }
+});
+
 test('serve refuses burst flags it cannot use', async () => {
   const bin = path.join(build, 'bin/simfarm');
   for (const [args, want] of [
@@ -245,6 +285,8 @@ test('slurm: node jobs through a real Slurm; a node job cancelled mid-chunk lose
       'no node job left in squeue');
     console.log(`BENCH burst_scale_down_s ${((gone - done) / 1000).toFixed(2)} s`);
     assert.match(srv.stderr(), new RegExp(`node burst-slurm-${victim} gone`));
+    // every node left by draining: none needed forcing after the grace
+    assert.doesNotMatch(srv.stderr(), /still there \d+ s after SIGTERM/);
     // the decisions, for the record
     console.log(srv.stderr().split('\n').filter((l) => / burst: | session: /.test(l)).join('\n'));
   } catch (e) {
