@@ -122,6 +122,19 @@ test('local: a job with no node online brings burst nodes up, ends exact, and th
   }
 });
 
+test('local: --burst-min keeps a node with nothing pending; the coordinator\'s stop drains it', async () => {
+  const srv = await farm('local', ['--burst-min', '1']);
+  await srv.until(() => /simfarm session: node \d+ \(burst-local-1\) connected/.test(srv.stderr()), 'the kept node');
+  assert.match(srv.stderr(), /burst: target 1, current 0: up \(nothing pending: 1 more\)/);
+  const e = await srv.stop();
+  assert.equal(e.code, 0, srv.stderr());
+  const log = path.join(srv.dir, 'burst-local-1.log');
+  await eventually(() => /drained, leaving/.test(fs.readFileSync(log, 'utf8')), 'the node drained', 20000, 50);
+  // and its process is gone (its key is in this farm's directory alone)
+  await eventually(async () => !(await run('/bin/ps', ['-eo', 'args'])).stdout.includes(path.join(srv.dir, 'burst-local-1.key')),
+    'the node\'s process gone', 20000, 100);
+});
+
 // The exec provider's script: nodes as background processes with pid files.
 const script = `#!/bin/sh
 dir="$SIMFARM_BURST_DIR"
