@@ -271,6 +271,13 @@ test('node names are checked', async () => {
     assert.match(p.err, /simfarm node: --name: the node name /);
     assert.match(p.err, why);
   }
+  // The coordinator checks a hello's name too (another implementation's).
+  const n = await ScriptedNode.connect(srv.port);
+  n.send('hello', hello(n, { name: 'bell\x07' }));
+  const e = await n.error(undefined, 'the refusal');
+  assert.equal(e.body.code, -2); // EINVAL
+  assert.match(e.body.message, /^the node name holds a control character .*1 to 64 printable characters$/);
+  await n.closed;
 });
 
 test('the systemd units pass systemd-analyze verify', async (t) => {

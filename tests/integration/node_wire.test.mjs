@@ -15,7 +15,7 @@ import { build, eventually, run, top } from '../lib/proc.mjs';
 import { localRun, sameBits } from '../lib/reference.mjs';
 import { startPostgres } from '../lib/pg.mjs';
 import { serve, call, metrics, tailEvents } from '../lib/coord.mjs';
-import { decode, nodeKey, ScriptedNode } from '../lib/nodeproto.mjs';
+import { E, decode, nodeKey, ScriptedNode } from '../lib/nodeproto.mjs';
 import { selfSigned } from '../lib/tls.mjs';
 
 const simfarm = path.join(build, 'bin/simfarm');
@@ -469,35 +469,52 @@ test('a node with a GPU beside its CPU workers gets chunks sized for each', asyn
   }
 });
 
-test('a node back on a new connection keeps its new claims when the old connection ends', async () => {
+test('a node back on a new connection is refused while its old one is heard from, and replaces it once silent', async () => {
   // A node whose connection went half-open says hello again on a new one
-  // before the coordinator has closed the old. Ending the old session
-  // gives back the chunk taken through it, not the one the new session
-  // holds.
-  const srv = await serve(pg.url, { extra: ['--open-enrolment'] });
+  // before the coordinator has closed the old. While the old session is
+  // heard from, the new one is refused (EKEYINUSE: one session a key,
+  // docs/coordinator.md); once the old has been silent for two heartbeat
+  // intervals, the new one closes it and takes its place. Ending the old
+  // session gives back the chunk taken through it, not the one the new
+  // session holds.
+  const HB = 1000;
+  const srv = await serve(pg.url, { extra: ['--open-enrolment', '--heartbeat-ms', String(HB)] });
   const events = tailEvents(srv);
   const key = nodeKey();
   const old = await ScriptedNode.connect(srv.port, { key });
-  let fresh;
+  let fresh, id;
   try {
     // live progress is not replayed: follow the events before anything happens
     await events.until((e) => e.type === 'snapshot', 'snapshot');
     await old.hello({ maxParallel: 1 });
-    const id = await submit(srv, option, 1e9, 5);
-    const a = await old.until((m) => m.type === 'assign' && m.body.job === id, 'a chunk for the old session', 30000);
+    const heard = Date.now();
+    id = await submit(srv, option, 1e9, 5);
+    await old.until((m) => m.type === 'assign' && m.body.job === id, 'a chunk for the old session', 30000);
+    const early = await ScriptedNode.connect(srv.port, { key });
+    await assert.rejects(early.hello({ maxParallel: 1 }), new RegExp(`hello refused: ${E.EKEYINUSE} this node key has a ` +
+      `session already: node ${old.nodeId}, from 127\\.0\\.0\\.1 since `));
+    // Silent for two intervals (and not yet three, when the coordinator's
+    // watch would close it anyway, nor long enough for its chunk to be
+    // taken back as unlisted).
+    await eventually(async () => Date.now() - heard > 2.2 * HB, 'two heartbeat intervals of silence', 5000);
     fresh = await ScriptedNode.connect(srv.port, { key });
     await fresh.hello({ maxParallel: 1 });
     assert.equal(fresh.nodeId, old.nodeId, 'the same node');
+    const gone = await old.error(0, 'the old session closed');
+    assert.equal(gone.body.code, E.ENOTREADY);
     const b = await fresh.until((m) => m.type === 'assign' && m.body.job === id, 'a chunk for the new session', 30000);
     fresh.heartbeat([b.body.chunks[0].chunk]);
-    assert.notEqual(b.body.chunks[0].chunk, a.body.chunks[0].chunk);
-    await old.close();
     const p = await events.until((e) => e.type === 'job.progress' && e.job === id && e.reclaims >= 1,
       'progress after the old session ended');
     assert.equal(p.reclaims, 1, 'only the old session\'s chunk went back');
-    assert.equal(p.claims_in_flight, 1, 'the new session\'s chunk is still out');
-    assert.equal((await call(srv, 'POST', `/api/jobs/${id}/cancel`)).status, 200);
+    const off = await events.until((e) => e.type === 'node.offline' && e.node === old.nodeId, 'the old session offline');
+    assert.equal(off.reason, 'replaced');
+    fresh.heartbeat([b.body.chunks[0].chunk]);
+    const q = await events.until((e) => e.type === 'job.progress' && e.job === id && e.reclaims >= 1 &&
+      e.claims_in_flight === 1 && e.items_in_flight === b.body.chunks[0].count, 'the new session\'s chunk still out');
+    assert.equal(q.reclaims, 1);
   } finally {
+    if (id) await call(srv, 'POST', `/api/jobs/${id}/cancel`);
     await events.close();
     await fresh?.close();
     await old.close();
