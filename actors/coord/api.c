@@ -485,6 +485,8 @@ void cd__api_dispatch(cd__api *api, cd__request *r)
             cd__api_one_job(api, r, id);
     } else if (strcmp(p, "/api/nodes") == 0) {
         cd__api_ask_nodes(api, r, 0);
+    } else if (strcmp(p, "/api/nodes/prune") == 0) {
+        cd__api_prune_nodes(api, r);
     } else if (strncmp(p, "/api/nodes/", 11) == 0) {
         char idtext[32];
         size_t n = strcspn(p + 11, "/");
@@ -493,6 +495,8 @@ void cd__api_dispatch(cd__api *api, cd__request *r)
             cd__api_fail(api, r, 404, NULL, "no such node: ids are positive whole numbers");
         else if (strcmp(p + 11 + n, "/revoke") == 0)
             cd__api_revoke_node(api, r, id);
+        else if (r->method == CD__DELETE)
+            cd__api_remove_node(api, r, id);
         else
             cd__api_ask_nodes(api, r, id);
     } else if (strcmp(p, "/api/kernels") == 0) {
@@ -523,10 +527,12 @@ static int allowed(const cd__request *r, bool *needs_token)
     const char *p = r->path;
     int m = r->method;
     *needs_token = m != CD__GET;
+    if (strcmp(p, "/api/nodes/prune") == 0)
+        return m == CD__POST ? 1 : -1;
     if (strncmp(p, "/api/nodes/", 11) == 0) {
         const char *slash = strchr(p + 11, '/');
         if (slash == NULL)
-            return m == CD__GET ? 1 : -1;
+            return m == CD__GET || m == CD__DELETE ? 1 : -1;
         return strcmp(slash, "/revoke") != 0 ? 0 : m == CD__POST ? 1 : -1;
     }
     if (strcmp(p, "/health") == 0 || strcmp(p, "/metrics") == 0 || strcmp(p, "/api/nodes") == 0 ||
@@ -641,6 +647,8 @@ void cd__api_answer(cd__api *api, rt_msg *m)
             cd__api_ok(api, r, 200, cd__api_nodes_json(api, pr, true, NULL));
         break;
     case CD__ASK_NODE_REVOKE: cd__api_on_node_revoked(api, r, pr); break;
+    case CD__ASK_NODE_REMOVE: cd__api_on_node_removed(api, r, pr); break;
+    case CD__ASK_NODE_PRUNE: cd__api_on_nodes_pruned(api, r, pr); break;
     case CD__ASK_TOKEN_NEW: cd__api_ok(api, r, 201, sf_fmt("%s\n", PQgetvalue(pr, 0, 0))); break;
     case CD__ASK_TOKEN_REVOKE:
         if (PQntuples(pr) == 0)

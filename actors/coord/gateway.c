@@ -953,7 +953,7 @@ static void snap_job(void *ctx, uint64_t job, const char *text)
 static void snap_node(void *ctx, const cd_node_view *v)
 {
     snap *s = ctx;
-    char fields[1024];
+    char fields[2048];
     cd_node_view_json(v, fields, sizeof fields);
     if (s->buf[s->len - 1] != '[')
         snap_add(s, ",");

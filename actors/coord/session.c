@@ -124,8 +124,10 @@ void cd__session_send_error(cd__session *s, uint64_t id, int code, const char *m
     cd__session_send_msg(s, &m);
     if (fatal) {
         char reason[160];
-        static const char *const own[] = { "", "ENOTENROLLED", "ENOTREADY", "EJOB", "EDATABASE", "ERATELIMITED" };
-        snprintf(reason, sizeof reason, "%s: %s", code > 0 && code < 6 ? own[code] : pr_errname(code), message);
+        static const char *const own[] = { "", "ENOTENROLLED", "ENOTREADY", "EJOB", "EDATABASE", "ERATELIMITED",
+            "EKEYINUSE" };
+        snprintf(reason, sizeof reason, "%s: %s", code > 0 && code < (int)(sizeof own / sizeof own[0]) ? own[code]
+            : pr_errname(code), message);
         s->phase = CD__SESS_CLOSED;
         cd__link_close(s->ss, s->conn, close_code(code), reason);
     }
