@@ -37,6 +37,10 @@ static void serve_usage(FILE *out)
         "  --listen HOST:PORT     address to serve on (default 127.0.0.1:8080; port 0 = any)\n"
         "  --db CONNINFO          libpq connection string or URI (default: $SIMFARM_DB)\n"
         "  --pool N               database connections, 1 to 8 (default 2)\n"
+        "  --max-connections N    connections at once, HTTP and WebSocket (default: the\n"
+        "                         descriptor limit less a reserve); past it an idle one\n"
+        "                         makes room, or the new one is closed at once\n"
+        "  --max-connections-per-addr N  connections from one address (default 256)\n"
         "  --db-backlog-mb N      the most the coordinator holds for the database while it\n"
         "                         is away or behind, in MiB of queries, 0.001 to 65536\n"
         "                         (default 256); past it, new queries are refused until half\n"
@@ -244,6 +248,7 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
     int port = 8080;
     const char *db = getenv("SIMFARM_DB");
     unsigned pool = 2;
+    unsigned max_conns = 0, max_conns_addr = 0;
     uint64_t chunk_ms = 0;
     bool open = false, private_reads = false;
     const char *token_file = NULL, *web = NULL, *cert = NULL, *key = NULL;
@@ -260,7 +265,8 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
         { "--burst-young-minutes", true }, { "--burst-grace", true }, { "--burst-interval", true },
         { "--burst-cores", true }, { "--burst-dir", true }, { "--burst-server", true }, { "--burst-exec", true },
         { "--slurm-partition", true }, { "--slurm-account", true }, { "--slurm-time", true },
-        { "--slurm-cores", true }, { "--slurm-gpus", true }, { NULL, false } };
+        { "--slurm-cores", true }, { "--slurm-gpus", true }, { "--max-connections", true },
+        { "--max-connections-per-addr", true }, { NULL, false } };
     cli_args it = CLI_ARGS(argc, argv, flags, 0);
     const char *a, *v;
     sf_error e;
@@ -350,6 +356,16 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
                 return SF_EXIT_USAGE;
             }
             pool = (unsigned)n;
+        } else if (strcmp(a, "--max-connections") == 0 || strcmp(a, "--max-connections-per-addr") == 0) {
+            long n;
+            if (!cli_number(v, 1, 1000000, &n)) {
+                fprintf(stderr, "simfarm serve: %s wants a number from 1 to 1000000, not '%s'\n", a, v);
+                return SF_EXIT_USAGE;
+            }
+            if (strcmp(a, "--max-connections") == 0)
+                max_conns = (unsigned)n;
+            else
+                max_conns_addr = (unsigned)n;
         }
     }
     if (next != 0)
@@ -382,7 +398,8 @@ static int serve(int argc, char **argv, cd_proxies *proxies)
         .token_file = token_file, .web_dir = web, .tls_cert = cert, .tls_key = key, .heartbeat_ms = heartbeat_ms,
         .chunk_ms = chunk_ms, .db_backlog_bytes = backlog, .trusted_proxies = proxies, .node_origins = origins,
         .n_node_origins = norigins,
-        .default_tiers = default_tiers, .burst = burst.provider != NULL ? &burst : NULL };
+        .default_tiers = default_tiers, .burst = burst.provider != NULL ? &burst : NULL,
+        .max_connections = max_conns, .max_connections_per_addr = max_conns_addr };
     co.web_dir = web != NULL ? web : cli_default_web(web_buf, sizeof web_buf);
     co.started = announced;
     co.ctx = &co;

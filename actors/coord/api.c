@@ -8,6 +8,7 @@
  * in api_nodes.c.
  */
 #include "actors/coord/api_int.h"
+#include "actors/coord/burst.h"
 
 #include "actors/coord/metrics.h"
 #include "actors/coord/oplog.h"
@@ -403,7 +404,25 @@ static void metrics(cd__api *api, cd__request *r)
                           "simfarm_tls_reloads_total{result=\"done\"} %" PRIu64 "\n"
                           "simfarm_tls_reloads_total{result=\"refused\"} %" PRIu64 "\n",
                        cd_tlscert_not_after(api->o.stats->tls), api->o.stats->tls_reloaded, api->o.stats->tls_refused));
+    if (api->o.burst != NULL) {
+        sf_str bb = SF_STR_INIT;
+        cd_burst_metrics(api->o.burst, &bb);
+        m = cat(m, sf_str_take(&bb));
+    }
     cd__api_reply(api, r, 200, "text/plain; version=0.0.4", m, NULL);
+}
+
+/* GET /api/burst: the burst actor's last decision and nodes. */
+static void burst_status(cd__api *api, cd__request *r)
+{
+    if (api->o.burst == NULL) {
+        cd__api_fail(api, r, 404, NULL, "this coordinator runs no burst actor (serve --burst)");
+        return;
+    }
+    sf_str b = SF_STR_INIT;
+    cd_burst_status_json(api->o.burst, &b);
+    sf_str_cat(&b, "\n");
+    cd__api_ok(api, r, 200, sf_str_take(&b));
 }
 
 /* The kernels and their parameters, from the tables the kernels' parsers
@@ -501,6 +520,8 @@ void cd__api_dispatch(cd__api *api, cd__request *r)
             cd__api_ask_nodes(api, r, id);
     } else if (strcmp(p, "/api/kernels") == 0) {
         kernels(api, r);
+    } else if (strcmp(p, "/api/burst") == 0) {
+        burst_status(api, r);
     } else if (strcmp(p, "/api/events/ticket") == 0) {
         events_ticket(api, r);
     } else if (strcmp(p, "/metrics") == 0) {
@@ -529,6 +550,8 @@ static int allowed(const cd__request *r, bool *needs_token)
     *needs_token = m != CD__GET;
     if (strcmp(p, "/api/nodes/prune") == 0)
         return m == CD__POST ? 1 : -1;
+    if (strcmp(p, "/api/burst") == 0)
+        return m == CD__GET ? 1 : -1;
     if (strncmp(p, "/api/nodes/", 11) == 0) {
         const char *slash = strchr(p + 11, '/');
         if (slash == NULL)

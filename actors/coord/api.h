@@ -81,6 +81,7 @@ typedef struct cd__gw_stats {
 typedef struct cd__api_opts {
     rt_actor *self;          /* the gateway actor: the store answers it (borrowed) */
     rt_actor *store, *scheduler;             /* borrowed: the gateway holds them */
+    rt_actor *burst;                         /* borrowed, or NULL: no burst actor */
     cd_sessions *nodes;      /* borrowed */
     cd_events *events;       /* borrowed */
     uint64_t db_timeout_ms;

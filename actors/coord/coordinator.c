@@ -120,13 +120,15 @@ int cd_coordinator_run(const cd_coordinator_opts *opts)
         .web_dir = opts->web_dir,
         .tls_cert = opts->tls_cert, .tls_key = opts->tls_key, .heartbeat_ms = opts->heartbeat_ms,
         .trusted_proxies = opts->trusted_proxies, .node_origins = opts->node_origins,
-        .n_node_origins = opts->n_node_origins };
+        .n_node_origins = opts->n_node_origins, .max_connections = opts->max_connections,
+        .max_connections_per_addr = opts->max_connections_per_addr };
     rt_actor *burst = NULL;
     if (scheduler != NULL && opts->burst != NULL) {
         cd_burst_opts bo = *opts->burst;
         bo.store = store;
         burst = cd_burst_spawn(sys, &bo);
     }
+    go.burst = burst;
     rt_actor *gateway = scheduler ? cd_gateway_spawn(sys, &go, &gerr) : NULL;
     if (gateway == NULL) {
         sf_log(SF_LOG_ERROR, opts->name, "%s",

@@ -37,6 +37,8 @@ typedef struct cd_coordinator_opts {
     size_t n_node_origins;
     uint8_t default_tiers;   /* SC_TIER_* bits of the nodes that may run a job whose
                                 submission names none; 0 = own, team and community */
+    unsigned max_connections;          /* the gateway's caps (gateway.h); 0 = from RLIMIT_NOFILE */
+    unsigned max_connections_per_addr;
     const cd_burst_opts *burst; /* a burst actor with these options (its store is the
                                    coordinator's); NULL = none */
     bool hangup_stops;       /* SIGHUP stops it, as a terminal that closes sends it (up);

@@ -91,6 +91,7 @@ typedef struct gateway {
     struct lws_context *ctx;
     struct lws_vhost *vhost;
     rt_actor *self, *store, *scheduler;
+    rt_actor *burst;         /* or NULL */
     size_t max_body;
     uint64_t db_timeout_ms;
     bool private_reads;      /* cd_gateway_opts.private_reads */
@@ -1226,6 +1227,8 @@ static void finalize(rt_actor *self)
         rt_actor_release(g->store);
     if (g->scheduler != NULL)
         rt_actor_release(g->scheduler);
+    if (g->burst != NULL)
+        rt_actor_release(g->burst);
 }
 
 /* Why host:port cannot be bound (an errno: EADDRINUSE, EADDRNOTAVAIL ...),
@@ -1271,6 +1274,7 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, sf_error
     g->self = a;
     g->store = rt_actor_retain(opts->store);
     g->scheduler = rt_actor_retain(opts->scheduler);
+    g->burst = opts->burst != NULL ? rt_actor_retain(opts->burst) : NULL;
     g->max_body = opts->max_body ? opts->max_body : (1u << 20);
     g->db_timeout_ms = opts->db_timeout_ms ? opts->db_timeout_ms : 5000;
     g->private_reads = opts->private_reads;
@@ -1298,7 +1302,7 @@ rt_actor *cd_gateway_spawn(rt_system *sys, const cd_gateway_opts *opts, sf_error
     cd_sessions_opts so = { .store = opts->store, .scheduler = opts->scheduler, .open_enrolment = opts->open_enrolment,
         .heartbeat_ms = opts->heartbeat_ms, .publish = publish_cb, .publish_ctx = g, .proxies = &g->proxies };
     g->nodes = cd_sessions_create(sys, &so);
-    cd__api_opts ao = { .self = a, .store = g->store, .scheduler = g->scheduler, .nodes = g->nodes,
+    cd__api_opts ao = { .self = a, .store = g->store, .scheduler = g->scheduler, .burst = g->burst, .nodes = g->nodes,
         .events = g->events, .db_timeout_ms = g->db_timeout_ms, .private_reads = g->private_reads, .stats = &g->st,
         .respond = respond, .respond_ctx = g };
     g->api = cd__api_create(&ao);

@@ -51,6 +51,7 @@ typedef struct cd_gateway_opts {
      * (per address). Each at least 1. */
     unsigned max_connections;
     unsigned max_connections_per_addr;
+    rt_actor *burst;         /* the burst actor (retained), or NULL: GET /api/burst, its series in /metrics */
 } cd_gateway_opts;
 
 /* Spawns the gateway on sys (native: it joins the runtime's libuv loop) and

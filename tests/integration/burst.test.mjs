@@ -113,6 +113,20 @@ test('local: a job with no node online brings burst nodes up, ends exact, and th
     const gone = await goneAt;
     console.log(`local: scale-down ${(gone - done) / 1000} s after the job ended`);
     assert.match(lastDecision(srv).why, /nothing pending/);
+    // what the actor publishes: GET /api/burst through `simfarm burst
+    // status`, and its series in /metrics
+    const env = { ...process.env, XDG_CONFIG_HOME: path.join(tmp, 'no-config') };
+    const st = await run(path.join(build, 'bin/simfarm'), ['burst', 'status', '--server', srv.url, '--json'], { env });
+    assert.equal(st.code, 0, st.stderr);
+    const status = JSON.parse(st.stdout);
+    assert.equal(status.provider, 'local');
+    assert.equal(status.current, 0);
+    assert.equal(status.max, 2);
+    assert.match(status.last.why, /nothing pending/);
+    const m = (await call(srv, 'GET', '/metrics')).text;
+    assert.match(m, /^simfarm_burst_target_nodes 0$/m);
+    assert.match(m, /^simfarm_burst_nodes_started_total [1-9]\d*$/m);
+    assert.match(m, /^simfarm_burst_decisions_total\{action="up"\} [1-9]\d*$/m);
     // each node drained: it finished its chunks and said goodbye
     for (const f of fs.readdirSync(srv.dir).filter((x) => x.endsWith('.log')))
       assert.match(fs.readFileSync(path.join(srv.dir, f), 'utf8'), /drained, leaving/, f);
