@@ -119,3 +119,16 @@ void sf_one_line(char *out, size_t cap, const char *text)
     }
     out[n] = '\0';
 }
+
+const char *sf_group_digits(const char *digits, char *out, size_t cap)
+{
+    size_t len = strlen(digits), at = 0;
+    for (size_t i = 0; i < len && at + 2 < cap; i++) {
+        if (i > 0 && (len - i) % 3 == 0)
+            out[at++] = ',';
+        out[at++] = digits[i];
+    }
+    if (cap > 0)
+        out[at] = '\0';
+    return out;
+}

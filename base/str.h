@@ -59,4 +59,9 @@ void sf_str_free(sf_str *b);
  * space, none at either end. */
 void sf_one_line(char *out, size_t cap, const char *text);
 
+/* The decimal digits `digits` with their thousands separated by commas
+ * ("4000000" -> "4,000,000") into out (capacity cap, NUL-terminated, cut to
+ * fit); returns out. */
+const char *sf_group_digits(const char *digits, char *out, size_t cap);
+
 #endif /* SIMFARM_BASE_STR_H */

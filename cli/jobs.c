@@ -179,14 +179,7 @@ static const char *grouped(double n, char *buf, size_t cap)
 {
     char digits[32];
     snprintf(digits, sizeof digits, "%.0f", n >= 0 && isfinite(n) ? n : 0);
-    size_t len = strlen(digits), at = 0;
-    for (size_t i = 0; i < len && at + 2 < cap; i++) {
-        if (i > 0 && (len - i) % 3 == 0)
-            buf[at++] = ',';
-        buf[at++] = digits[i];
-    }
-    buf[at] = '\0';
-    return buf;
+    return sf_group_digits(digits, buf, cap);
 }
 
 /* What a job's "verification" member (of its result, or of its progress

@@ -7,6 +7,8 @@
  */
 #include "node-desktop/app.h"
 
+#include "base/str.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,15 +22,8 @@ static void name(GtkWidget *w, const char *accessible)
 static const char *grouped(uint64_t v, char *buf, size_t len)
 {
     char digits[32];
-    int n = snprintf(digits, sizeof digits, "%" G_GUINT64_FORMAT, v);
-    size_t o = 0;
-    for (int i = 0; i < n && o + 2 < len; i++) {
-        if (i > 0 && (n - i) % 3 == 0)
-            buf[o++] = ',';
-        buf[o++] = digits[i];
-    }
-    buf[o] = '\0';
-    return buf;
+    snprintf(digits, sizeof digits, "%" G_GUINT64_FORMAT, v);
+    return sf_group_digits(digits, buf, len);
 }
 
 /* ---- the first-run form ------------------------------------------------------------------ */
