@@ -608,7 +608,7 @@ static void progress_line(char *buf, size_t cap, int64_t id, const view *v, doub
 static int watch_job(remote *r, int64_t id)
 {
     bool tty = !r->json && isatty(STDOUT_FILENO);
-    char target[64], missing[64], line[512], last[512] = "", last_state[16] = "";
+    char target[64], missing[64], line[512], last[512] = "", last_state[16] = "", last_blocked[256] = "";
     snprintf(target, sizeof target, "/api/jobs/%" PRId64, id);
     snprintf(missing, sizeof missing, "no such job %" PRId64, id);
     if (tty)
@@ -709,11 +709,15 @@ static int watch_job(remote *r, int64_t id)
                 printf("\r%s\033[K", line);
                 drawn = true;
             } else if (strcmp(line, last) != 0 &&
-                (prev_t == now || strcmp(v.state, "running") != 0 || strcmp(v.state, last_state) != 0)) {
-                /* One line per change of state or of the items done. */
+                (prev_t == now || strcmp(v.state, "running") != 0 || strcmp(v.state, last_state) != 0 ||
+                    strcmp(v.blocked, last_blocked) != 0)) {
+                /* One line per change of state, of the items done or of why
+                 * no node can run it (the last node leaving a running job
+                 * changes neither of the others). */
                 printf("%s\n", line);
                 snprintf(last, sizeof last, "%s", line);
                 snprintf(last_state, sizeof last_state, "%s", v.state);
+                snprintf(last_blocked, sizeof last_blocked, "%s", v.blocked);
             }
             fflush(stdout);
         }

@@ -229,6 +229,35 @@ describe('HTTP framings and faults', () => {
     }
   });
 
+  test('watch, piped, writes a line when a running job becomes blocked and when that clears', async () => {
+    const none = 'no node is online';
+    const polls = [[100, ''], [200, ''], [200, none], [200, none], [200, ''], [200, '']];
+    let n = 0;
+    const srv = await rawServer((sock) => {
+      const body = JSON.stringify(n < polls.length
+        ? { id: 5, state: 'running', items: 1000, progress: { items_done: polls[n][0], blocked: polls[n][1] || undefined } }
+        : { id: 5, state: 'complete', items: 1000, result: { items_done: 1000, items_failed: 0, outputs: [] } });
+      n++;
+      sock.end(`HTTP/1.1 200 OK\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    });
+    try {
+      const r = await cli(['watch', '5', '--server', srv.url]);
+      assert.equal(r.code, 0, r.stderr);
+      const lines = r.stdout.split('\n').filter((l) => l !== '' && !l.startsWith(' '));
+      assert.deepEqual(lines, [
+        'job 5 running: 100/1000 items (10.0%), 0 items/s',
+        lines[1], // the rate, measured between two polls
+        `job 5 running, blocked: ${none}`,
+        lines[3],
+        'job 5 complete: 1000 items done',
+      ], r.stdout);
+      assert.match(lines[1], /^job 5 running: 200\/1000 items \(20\.0%\), \d+ items\/s/);
+      assert.match(lines[3], /^job 5 running: 200\/1000 items \(20\.0%\)/);
+    } finally {
+      await srv.close();
+    }
+  });
+
   test('watch on an 80-column terminal draws its bar, the estimate giving way to it', async () => {
     const outputs = [{ name: 'price', count: 1000, mean: 10.45059, stderr: 0.00045 }];
     let n = 0;
