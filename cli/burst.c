@@ -56,6 +56,15 @@ static int burst_status(int argc, char **argv)
         } else {
             printf("  last      no decision yet\n");
         }
+        double failures = remote_num(remote_get(b, "up_failures"), 0);
+        const msgpack_object *next = remote_get(b, "next_up_in_s");
+        if (failures > 0) {
+            char in[48] = "";
+            if (next != NULL && next->type != MSGPACK_OBJECT_NIL)
+                remote_duration(in, sizeof in, remote_num(next, 0));
+            printf("  failing   up failed %.0f time%s in a row%s%s\n", failures, failures == 1 ? "" : "s",
+                in[0] ? ": the next try in " : "", in);
+        }
         uint32_t n_nodes = nodes != NULL && nodes->type == MSGPACK_OBJECT_ARRAY ? nodes->via.array.size : 0;
         if (n_nodes == 0) {
             printf("  no burst nodes\n");

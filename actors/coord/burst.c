@@ -286,6 +286,28 @@ void cd__burst_error(cd__burst *b, const char *fmt, ...)
     sf_log(SF_LOG_WARN, "burst", "%s: %s", b->p->name, msg);
 }
 
+void cd__burst_up_ended(cd__burst *b, bool ok)
+{
+    uint64_t now = rt_mono_ms();
+    if (ok) {
+        if (b->up_failures > 0)
+            sf_log(SF_LOG_INFO, "burst", "%s: up brought a node again, after %u failed in a row", b->p->name,
+                b->up_failures);
+        b->up_failures = 0;
+        b->up_retry_ms = 0;
+        return;
+    }
+    if (now < b->up_retry_ms)
+        return;
+    b->up_failures++;
+    double wait_s = b->o.interval_s * ldexp(1, b->up_failures < 30 ? (int)b->up_failures : 30);
+    if (wait_s > CD__BURST_BACKOFF_MAX_S)
+        wait_s = CD__BURST_BACKOFF_MAX_S;
+    b->up_retry_ms = now + (uint64_t)(wait_s * 1000);
+    sf_log(SF_LOG_WARN, "burst", "%s: up failed %u time%s in a row: the next try in %.1f s", b->p->name,
+        b->up_failures, b->up_failures == 1 ? "" : "s", wait_s);
+}
+
 static cd__bnode *find(cd__burst *b, const char *id)
 {
     for (unsigned i = 0; i < b->n; i++)
@@ -398,7 +420,13 @@ static void publish(cd__burst *b)
         "\"node_items_per_s\":", b->p->name, current(b), b->target, b->o.min, b->o.max,
         (unsigned long long)b->pending);
     sf_str_cat_number(&s, b->node_speed);
-    sf_str_catf(&s, ",\"young_s\":%.0f,\"target_s\":%.0f,\"last\":", b->o.young_s, b->o.target_s);
+    sf_str_catf(&s, ",\"young_s\":%.0f,\"target_s\":%.0f,\"up_failures\":%u,\"next_up_in_s\":", b->o.young_s,
+        b->o.target_s, b->up_failures);
+    if (now < b->up_retry_ms)
+        sf_str_catf(&s, "%.1f", (double)(b->up_retry_ms - now) / 1000);
+    else
+        sf_str_cat(&s, "null");
+    sf_str_cat(&s, ",\"last\":");
     if (b->decided_at == 0) {
         sf_str_cat(&s, "null");
     } else {
@@ -443,9 +471,11 @@ static void publish(cd__burst *b)
                     "simfarm_burst_nodes_stopped_total{how=\"drained\"} %llu\n"
                     "simfarm_burst_nodes_stopped_total{how=\"forced\"} %llu\n"
                     "# HELP simfarm_burst_provider_errors_total Provider commands that failed.\n"
-                    "# TYPE simfarm_burst_provider_errors_total counter\nsimfarm_burst_provider_errors_total %llu\n",
+                    "# TYPE simfarm_burst_provider_errors_total counter\nsimfarm_burst_provider_errors_total %llu\n"
+                    "# HELP simfarm_burst_up_failures Ups in a row that brought no node (each puts off the next).\n"
+                    "# TYPE simfarm_burst_up_failures gauge\nsimfarm_burst_up_failures %u\n",
         (unsigned long long)b->started_total, (unsigned long long)b->drained_total,
-        (unsigned long long)b->forced_total, (unsigned long long)b->errors);
+        (unsigned long long)b->forced_total, (unsigned long long)b->errors, b->up_failures);
 
     uv_mutex_lock(&b->lock);
     free(b->status_json);
@@ -546,8 +576,13 @@ static void decide(cd__burst *b, uint64_t pending, double speed)
     unsigned cur = current(b);
     int action = A_HOLD;
     char why[256];
+    uint64_t now = rt_mono_ms();
     if (target > cur) {
-        if (!b->tokens_asked) {
+        if (now < b->up_retry_ms) {
+            snprintf(why, sizeof why, "%s: %u more wanted; up failed %u time%s in a row, the next try in %.1f s",
+                basis, target - cur, b->up_failures, b->up_failures == 1 ? "" : "s",
+                (double)(b->up_retry_ms - now) / 1000);
+        } else if (!b->tokens_asked) {
             unsigned n = target - cur;
             ask_tokens(b, n);
             action = A_UP;
@@ -557,7 +592,6 @@ static void decide(cd__burst *b, uint64_t pending, double speed)
         }
     } else if (target < cur) {
         unsigned excess = cur - target, stopped = 0;
-        uint64_t now = rt_mono_ms();
         sf_str ids = SF_STR_INIT;
         while (stopped < excess) {
             cd__bnode *oldest = NULL;
@@ -650,6 +684,7 @@ static void on_result(cd__burst *b, rt_msg *m)
     } else {
         cd__burst_error(b, "the nodes' claim tokens were not stored: %s",
             r != NULL && r->error[0] ? r->error : "no answer in 30 s");
+        cd__burst_up_ended(b, false);
     }
     sodium_memzero(b->pending_tokens, n * sizeof *b->pending_tokens);
     free(b->pending_tokens);

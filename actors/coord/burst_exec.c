@@ -25,7 +25,7 @@
 
 enum { LIST_MAX = CD__BURST_MAX_NODES };
 
-static void run(cd__burst *b, const char *const *argv, const char *tokens, int kind, const char *tag)
+static int run(cd__burst *b, const char *const *argv, const char *tokens, int kind, const char *tag)
 {
     char bin[4200], server[600], dir[4200], cores[48];
     snprintf(bin, sizeof bin, "SIMFARM_BIN=%s", b->exe);
@@ -38,9 +38,10 @@ static void run(cd__burst *b, const char *const *argv, const char *tokens, int k
         sf_str_catf(&first, "NODE_CLAIM_TOKEN=%.*s", (int)strcspn(tokens, " "), tokens);
     }
     const char *extra[] = { bin, server, dir, cores, tokens ? all.s : NULL, first.s, NULL };
-    cd__burst_run(b, argv, extra, kind, tag);
+    int rc = cd__burst_run(b, argv, extra, kind, tag);
     sf_str_free(&all);
     sf_str_free(&first);
+    return rc;
 }
 
 static void exec_up(cd__burst *b, unsigned n, char (*tokens)[CD__BURST_TOKEN])
@@ -51,8 +52,11 @@ static void exec_up(cd__burst *b, unsigned n, char (*tokens)[CD__BURST_TOKEN])
     for (unsigned i = 0; i < n; i++)
         sf_str_catf(&t, "%s%s", i ? " " : "", tokens[i]);
     const char *argv[] = { b->o.script, "up", count, NULL };
-    b->asked += n;
-    run(b, argv, t.s, CD__RAN_UP, count);
+    if (run(b, argv, t.s, CD__RAN_UP, count) == 0) {
+        b->asked += n;
+    } else {
+        cd__burst_up_ended(b, false);
+    }
     sf_str_free(&t);
 }
 
@@ -83,6 +87,8 @@ static void exec_ran(cd__burst *b, int kind, const char *tag, int status, const 
     if (status != 0) {
         cd__burst_error(b, "%s %s%s%s failed (status %d): %s", b->o.script,
             kind == CD__RAN_UP ? "up" : kind == CD__RAN_DOWN ? "down" : "list", tag[0] ? " " : "", tag, status, line);
+        if (kind == CD__RAN_UP)
+            cd__burst_up_ended(b, false);
         return;
     }
     if (kind == CD__RAN_DOWN)
@@ -95,6 +101,7 @@ static void exec_ran(cd__burst *b, int kind, const char *tag, int status, const 
             continue;
         if (kind == CD__RAN_UP) {
             cd__burst_added(b, id, CD__BN_STARTING);
+            n++;
             continue;
         }
         snprintf(ids[n], sizeof ids[n], "%s", id);
@@ -104,8 +111,13 @@ static void exec_ran(cd__burst *b, int kind, const char *tag, int status, const 
         ages[n] = age;
         n++;
     }
-    if (kind == CD__RAN_LIST)
+    if (kind == CD__RAN_UP) {
+        if (n == 0)
+            cd__burst_error(b, "%s up %s printed no node id", b->o.script, tag);
+        cd__burst_up_ended(b, n > 0);
+    } else if (kind == CD__RAN_LIST) {
         cd__burst_listed(b, n, ids, states, ages);
+    }
 }
 
 const cd__provider cd__burst_exec = { "exec", exec_up, exec_down, exec_list, exec_ran };

@@ -20,6 +20,7 @@ enum {
     CD__BURST_MAX_NODES = 256,    /* the most nodes the table holds (--burst-max is at most this) */
     CD__BURST_ID = 64,            /* a provider's node id, with its NUL */
     CD__BURST_TOKEN = 64,         /* a claim token, with its NUL */
+    CD__BURST_BACKOFF_MAX_S = 300, /* the longest wait after ups that failed */
 };
 
 typedef enum cd__bn_state {
@@ -82,6 +83,8 @@ struct cd__burst {
     char (*pending_tokens)[CD__BURST_TOKEN]; /* the tokens being stored, for the nodes to come */
     unsigned n_pending_tokens;
     uint64_t list_sent_ms;        /* when the list in flight was asked for; 0: none */
+    unsigned up_failures;         /* ups in a row that brought no node */
+    uint64_t up_retry_ms;         /* rt_mono_ms before which no up is asked; 0: any time */
     /* the last decision */
     uint64_t pending;
     double node_speed;
@@ -123,6 +126,12 @@ cd__bnode *cd__burst_added(cd__burst *b, const char *id, cd__bn_state state);
  * the list was sent that it lacks are gone. */
 void cd__burst_listed(cd__burst *b, unsigned n, char (*ids)[CD__BURST_ID], const cd__bn_state *states,
     const double *age_s);
+
+/* How an up ended: ok when it brought a node. A failure puts off the
+ * next up: twice the decision interval after the first failure in a row,
+ * doubling with each, at most CD__BURST_BACKOFF_MAX_S; the failures of
+ * one up's other nodes (before that time) count once. */
+void cd__burst_up_ended(cd__burst *b, bool ok);
 
 /* A node left (its process ended, its job is gone). */
 void cd__burst_gone(cd__burst *b, const char *id, const char *why);

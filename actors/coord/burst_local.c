@@ -25,8 +25,10 @@ static void local_up(cd__burst *b, unsigned n, char (*tokens)[CD__BURST_TOKEN])
         snprintf(env, sizeof env, "NODE_CLAIM_TOKEN=%s", tokens[i]);
         const char *argv[12], *extra[] = { env, NULL };
         cd__burst_node_argv(b, name, key, argv, cores, sizeof cores);
-        if (cd__burst_spawn_node(b, argv, extra, log, id) == 0)
+        bool ok = cd__burst_spawn_node(b, argv, extra, log, id) == 0;
+        if (ok)
             cd__burst_added(b, id, CD__BN_RUNNING);
+        cd__burst_up_ended(b, ok);
     }
 }
 

@@ -93,6 +93,8 @@ static void slurm_up(cd__burst *b, unsigned n, char (*tokens)[CD__BURST_TOKEN])
         const char *extra[] = { env, NULL };
         if (cd__burst_run(b, argv, extra, CD__RAN_UP, NULL) == 0)
             b->asked++;
+        else
+            cd__burst_up_ended(b, false);
     }
     sf_str_free(&wrap);
 }
@@ -142,10 +144,12 @@ static void slurm_ran(cd__burst *b, int kind, const char *tag, int status, const
         b->asked -= b->asked > 0;
         char id[CD__BURST_ID];
         snprintf(id, sizeof id, "%.*s", (int)strcspn(out, ";\n"), out);
-        if (status != 0 || id[0] == '\0')
-            cd__burst_error(b, "sbatch failed (status %d): %s", status, line);
-        else
+        bool ok = status == 0 && id[0] != '\0';
+        if (ok)
             cd__burst_added(b, id, CD__BN_STARTING);
+        else
+            cd__burst_error(b, "sbatch failed (status %d): %s", status, line);
+        cd__burst_up_ended(b, ok);
     } else if (kind == CD__RAN_DOWN) {
         if (status != 0)
             cd__burst_error(b, "scancel %s failed (status %d): %s", tag, status, line);

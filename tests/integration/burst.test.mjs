@@ -205,16 +205,49 @@ test('exec: an operator\'s script brings nodes up and down; the job ends exact',
   }
 });
 
-test('exec: a script that fails is counted and said, and nothing is brought up', async () => {
+test('exec: a script that fails is counted and said, each try waits twice as long as the one before, and a fixed script brings the node', async () => {
   const file = path.join(tmp, 'broken.sh');
-  fs.writeFileSync(file, '#!/bin/sh\necho "no cloud credentials" >&2\nexit 3\n', { mode: 0o755 });
+  const tries = path.join(tmp, 'broken.tries');
+  fs.writeFileSync(file, `#!/bin/sh\n[ "$1" = up ] && date +%s%N >>'${tries}'\necho "no cloud credentials" >&2\nexit 3\n`,
+    { mode: 0o755 });
   const srv = await farm('exec', ['--burst-exec', file]);
   try {
-    await submit(srv, 1000000, 3);
+    const items = 4000000, seed = 3;
+    const id = await submit(srv, items, seed);
     await srv.until(() => /burst: exec: .*broken\.sh up 1 failed \(status 3\): no cloud credentials/.test(srv.stderr()),
       'the failed up');
     assert.match(srv.stderr(), /burst: exec: .*broken\.sh list failed \(status 3\)/);
+    // --burst-interval 0.5: the next up 1 s after the first failure, 2 s after the second, 4 s after the third
+    await srv.until(() => /burst: exec: up failed 3 times in a row: the next try in 4\.0 s/.test(srv.stderr()),
+      'the third failure in a row', 20000);
+    assert.match(srv.stderr(), /burst: exec: up failed 1 time in a row: the next try in 1\.0 s/);
+    assert.match(srv.stderr(), /burst: exec: up failed 2 times in a row: the next try in 2\.0 s/);
+    const at = fs.readFileSync(tries, 'utf8').trim().split('\n').map((t) => Number(BigInt(t) / 1000000n));
+    assert.equal(at.length, 3, `the script's ups: ${at}`);
+    assert.ok(at[1] - at[0] >= 1000 && at[2] - at[1] >= 2000, `ups ${at[1] - at[0]} ms and ${at[2] - at[1]} ms apart`);
     assert.doesNotMatch(srv.stderr(), /node burst-exec-\S+ up/);
+    // the decisions meanwhile hold, saying why
+    const held = await eventually(async () => {
+      const r = await call(srv, 'GET', '/api/burst');
+      return r.json.last?.action === 'hold' ? r : null;
+    }, 'a decision that holds', 5000, 50);
+    assert.match(held.json.last.why, /: 1 more wanted; up failed 3 times in a row, the next try in \d/);
+    assert.equal(held.json.up_failures, 3, held.text);
+    assert.ok(held.json.next_up_in_s > 0 && held.json.next_up_in_s <= 4, held.text);
+    const env = { ...process.env, XDG_CONFIG_HOME: path.join(tmp, 'no-config') };
+    const st = await run(path.join(build, 'bin/simfarm'), ['burst', 'status', '--server', srv.url], { env });
+    assert.match(st.stdout, /^ {2}failing {3}up failed 3 times in a row: the next try in \d/m, st.stdout);
+    assert.match(st.stdout, /last +hold, .*1 more wanted; up failed 3 times in a row, the next try in/, st.stdout);
+    const metrics = (await call(srv, 'GET', '/metrics')).text;
+    assert.match(metrics, /^simfarm_burst_up_failures 3$/m);
+    // the script fixed: the next try brings a node, and the job ends exact
+    fs.writeFileSync(file, script, { mode: 0o755 });
+    await srv.until(() => /burst: exec: up brought a node again, after 3 failed in a row/.test(srv.stderr()),
+      'the node after the fix', 20000);
+    const goneAt = allGone(srv, 'exec');
+    sameBits(await finished(srv, id), await localRun(items, seed));
+    await goneAt;
+    assert.equal((await call(srv, 'GET', '/api/burst')).json.up_failures, 0);
   } finally {
     await srv.stop();
   }
