@@ -20,6 +20,7 @@
 #include "base/alloc.h"
 #include "base/fnv.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <sodium.h>
@@ -587,24 +588,56 @@ int sc_result_digest(const sim_stats *out, uint32_t nout, char hex[SC_DIGEST_LEN
     return 0;
 }
 
-/* Decodes exactly nout statistics; anything else is SC_EBADRESULT. */
-static int result_decode(const void *buf, size_t len, uint32_t nout, sim_stats *out)
+/* Where statistic r of a result is, in words: its variant when the
+ * result holds several (an `every` context's), and its output. */
+static void stat_where(const job *j, uint32_t r, char *out, size_t cap)
+{
+    if (j->nres > j->spec.nout)
+        snprintf(out, cap, "statistic %" PRIu32 " (variant %" PRIu32 ", output %" PRIu32 ")", r, r / j->spec.nout,
+            r % j->spec.nout);
+    else
+        snprintf(out, cap, "statistic %" PRIu32 " (output %" PRIu32 ")", r, r);
+}
+
+/* How many statistics a result of j holds, in words. */
+static void stat_shape(const job *j, char *out, size_t cap)
+{
+    if (j->nres > j->spec.nout)
+        snprintf(out, cap, "%" PRIu32 " statistics (%" PRIu32 " variants x %" PRIu32 " output%s)", j->nres,
+            j->nres / j->spec.nout, j->spec.nout, j->spec.nout == 1 ? "" : "s");
+    else
+        snprintf(out, cap, "%" PRIu32 " statistics (one per output)", j->nres);
+}
+
+/* Decodes exactly j->nres statistics; anything else is SC_EBADRESULT, with
+ * what did not decode and where in *why. */
+static int result_decode(const job *j, const void *buf, size_t len, sim_stats *out, sf_error *why)
 {
     const unsigned char *p = buf;
     size_t off = 0;
-    if (buf == NULL)
-        return SC_EBADRESULT;
-    for (uint32_t o = 0; o < nout; o++) {
+    char at[64], shape[80];
+    stat_shape(j, shape, sizeof shape);
+    if (buf == NULL || len == 0)
+        return sf_fail(why, SC_EBADRESULT, "the result data is empty: the chunk has %s", shape);
+    for (uint32_t o = 0; o < j->nres; o++) {
+        stat_where(j, o, at, sizeof at);
         if (len - off < 4)
-            return SC_EBADRESULT;
+            return sf_fail(why, SC_EBADRESULT, "the data ends at byte %zu, before the length of %s: the chunk has %s",
+                len, at, shape);
         size_t n = (size_t)p[off] | (size_t)p[off + 1] << 8 | (size_t)p[off + 2] << 16 |
             (size_t)p[off + 3] << 24;
         off += 4;
-        if (n > len - off || sim_stats_decode(&out[o], p + off, n) != 0)
-            return SC_EBADRESULT;
+        if (n > len - off)
+            return sf_fail(why, SC_EBADRESULT, "%s at byte %zu claims %zu bytes, %zu are left", at, off - 4, n,
+                len - off);
+        int rc = sim_stats_decode(&out[o], p + off, n);
+        if (rc != 0)
+            return sf_fail(why, SC_EBADRESULT, "%s at byte %zu does not decode: %s", at, off - 4, sf_strerror(rc));
         off += n;
     }
-    return off == len ? 0 : SC_EBADRESULT;
+    if (off != len)
+        return sf_fail(why, SC_EBADRESULT, "%zu bytes left over after the chunk's %s", len - off, shape);
+    return 0;
 }
 
 
@@ -663,21 +696,30 @@ static double pair_se(job *j, uint32_t v)
 
 /* Decodes result bytes into res (nres statistics) and checks them against
  * a chunk of `count` items: each variant's output 0 holds count x
- * samples_per_item values, and every statistic has its output's layout. */
-int sc__result_check(const job *j, const void *buf, size_t len, uint64_t count, sim_stats *res)
+ * samples_per_item values, and every statistic has its output's layout.
+ * A refusal's words, saying which check failed, go to *why (may be NULL). */
+int sc__result_check(const job *j, const void *buf, size_t len, uint64_t count, sim_stats *res, sf_error *why)
 {
     sim_stats empty;
     uint32_t nout = j->spec.nout;
     uint64_t want = count * j->spec.samples_per_item;
-    if (result_decode(buf, len, j->nres, res) != 0)
-        return SC_EBADRESULT;
+    char at[64];
+    int rc = result_decode(j, buf, len, res, why);
+    if (rc != 0)
+        return rc;
     for (uint32_t r = 0; r < j->nres; r += nout)
-        if (sim_stats_count(&res[r]) != want)
-            return SC_EBADRESULT;
+        if (sim_stats_count(&res[r]) != want) {
+            stat_where(j, r, at, sizeof at);
+            return sf_fail(why, SC_EBADRESULT, "%s counts %" PRIu64 " values, a chunk of %" PRIu64 " items makes %"
+                PRIu64, at, sim_stats_count(&res[r]), count, want);
+        }
     for (uint32_t r = 0; r < j->nres; r++) {
         sim_stats_init(&empty, &j->layouts[r % nout]);
-        if (sim_stats_merge(&empty, &res[r]) != 0)
-            return SC_EBADRESULT; /* another layout */
+        if (sim_stats_merge(&empty, &res[r]) != 0) {
+            stat_where(j, r, at, sizeof at);
+            return sf_fail(why, SC_EBADRESULT, "%s has another layout (fixed-point step or histogram range) than "
+                "the work context gives its output", at);
+        }
     }
     return 0;
 }
@@ -893,7 +935,7 @@ static void apply(sc_ledger *l, job *j, lane *ln, const sc_record *r)
         j->chunks_failed++;
         return;
     }
-    result_decode(r->result, r->result_len, j->nres, res); /* checked: it decodes */
+    result_decode(j, r->result, r->result_len, res, NULL); /* checked: it decodes */
     merge_result(j, ln, r->chunk, res, r->count);
     done_set(l, j, r->chunk, r->token, bytes_hash(r->result, r->result_len));
     ln->done_items += r->count;
@@ -1452,7 +1494,7 @@ int sc_claim(sc_ledger *l, const sc_node_info *node, unsigned slots, uint64_t no
 /* ---- completing ---------------------------------------------------------------------------------------- */
 
 int sc_complete(sc_ledger *l, uint64_t job_id, uint64_t chunk, const uint8_t token[16], uint64_t node,
-    const void *result, size_t len, uint64_t now_ms, sc_outcome *outcome, bool *job_complete)
+    const void *result, size_t len, uint64_t now_ms, sc_outcome *outcome, bool *job_complete, sf_error *why)
 {
     static _Thread_local sim_stats res[MAX_RES];
     (void)now_ms;
@@ -1470,7 +1512,7 @@ int sc_complete(sc_ledger *l, uint64_t job_id, uint64_t chunk, const uint8_t tok
             *outcome = SC_STALE; /* another node's token, or the wrong job or chunk */
             return 0;
         }
-        int rc = sc__result_check(j, result, len, c->count, res);
+        int rc = sc__result_check(j, result, len, c->count, res, why);
         if (rc != 0) {
             sc__count_malformed(l, j, node, now_ms);
             return rc; /* the claim stays live: the node may send a good one */
@@ -1824,7 +1866,7 @@ int sc_job_restore(sc_ledger *l, const sc_job_spec *spec, const sc_record *recs,
             !within_a_phase(j, r))
             goto fail;
         if (r->type == SC_REC_ACCEPT) {
-            if (r->chunk == 0 || r->chunk > MAX_CHUNK_ID || sc__result_check(j, r->result, r->result_len, r->count, res) != 0)
+            if (r->chunk == 0 || r->chunk > MAX_CHUNK_ID || sc__result_check(j, r->result, r->result_len, r->count, res, NULL) != 0)
                 goto fail;
             if (r->chunk > j->next_chunk)
                 j->next_chunk = r->chunk; /* new chunk ids continue after the old ones */

@@ -216,7 +216,7 @@ uint32_t sc__claim_alloc(sc_ledger *l);
 void sc__claim_drop(sc_ledger *l, uint32_t idx);
 void sc__claim_link(sc_ledger *l, uint32_t idx);
 void sc__pend_push_front(job *j, lane *ln, range r);
-int sc__result_check(const job *j, const void *buf, size_t len, uint64_t count, sim_stats *res);
+int sc__result_check(const job *j, const void *buf, size_t len, uint64_t count, sim_stats *res, sf_error *why);
 uint64_t sc__random(sc_ledger *l);
 
 /* ---- verify.c, for ledger.c ---- */

@@ -281,9 +281,14 @@ int sc_claim(sc_ledger *l, const sc_node_info *node, unsigned slots, uint64_t no
 /* Answers the result of chunk `chunk` of `job`, sent by node with token.
  * `result` is untrusted bytes (sc_result_encode's format); a result that
  * does not decode or does not cover the chunk gets SC_EBADRESULT and changes
- * nothing. *job_complete is set when this completion finished the job. */
+ * nothing, and *why (when why is not NULL) says which check it failed and
+ * where: the data is empty or ends early, a statistic's length runs past
+ * the end or it does not decode, bytes are left over, a variant counts
+ * another number of values than the chunk's items make, or a statistic has
+ * another layout than its output's. *job_complete is set when this
+ * completion finished the job. */
 int sc_complete(sc_ledger *l, uint64_t job, uint64_t chunk, const uint8_t token[16], uint64_t node,
-    const void *result, size_t len, uint64_t now_ms, sc_outcome *outcome, bool *job_complete);
+    const void *result, size_t len, uint64_t now_ms, sc_outcome *outcome, bool *job_complete, sf_error *why);
 
 /* Extends the leases of the listed live claims held by node (a heartbeat);
  * returns how many were renewed. */

@@ -48,10 +48,11 @@ cd_complete *cd_complete_new(uint64_t job, uint64_t chunk, const uint8_t token[1
     return c;
 }
 
-void cd__reply_completed(rt_msg *req, int err, sc_outcome outcome, bool job_complete)
+void cd__reply_completed(rt_msg *req, int err, const char *why, sc_outcome outcome, bool job_complete)
 {
     cd_completed *r = RT_MSG_NEW(cd_completed, CD_MSG_COMPLETED);
     r->err = err;
+    snprintf(r->why, sizeof r->why, "%s", why != NULL ? why : "");
     r->outcome = outcome;
     r->job_complete = job_complete;
     r->received_us = ((const cd_complete *)req)->received_us; /* every completion request is a cd_complete */
@@ -503,14 +504,16 @@ static void on_complete(rt_actor *self, cd__sched *s, rt_msg *m)
     sc_outcome outcome = SC_STALE;
     bool done = false;
     size_t before = s->nout;
-    int rc = sc_complete(s->l, c->job, c->chunk, c->token, c->node, c->result, c->len, rt_mono_ms(), &outcome, &done);
+    sf_error why = { 0 };
+    int rc = sc_complete(s->l, c->job, c->chunk, c->token, c->node, c->result, c->len, rt_mono_ms(), &outcome, &done,
+        &why);
     if (rc == SC_ENOJOB) { /* ended and forgotten */
-        cd__reply_completed(m, 0, SC_STALE, false);
+        cd__reply_completed(m, 0, NULL, SC_STALE, false);
         return;
     }
     drop_tainted(s); /* a check decided, or malformed results, may have quarantined a node */
     if (rc != 0) {
-        cd__reply_completed(m, rc, 0, false);
+        cd__reply_completed(m, rc, why.msg, 0, false);
         cd__flush(s, NULL, 0, false);
         return;
     }
@@ -539,7 +542,7 @@ static void on_complete(rt_actor *self, cd__sched *s, rt_msg *m)
         /* a check's run that decided nothing: nothing to make durable */
     }
     cd__flush(s, NULL, 0, false);
-    cd__reply_completed(m, 0, outcome, false);
+    cd__reply_completed(m, 0, NULL, outcome, false);
     rt_msg_free(m);
 }
 

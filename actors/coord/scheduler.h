@@ -75,6 +75,7 @@ typedef struct cd_complete {
 typedef struct cd_completed {
     rt_msg hdr;
     int err;                  /* 0, or an SC_E* code (SC_EBADRESULT) */
+    char why[512];            /* with SC_EBADRESULT: which check the result failed, in words (sf_error.msg) */
     sc_outcome outcome;
     bool job_complete;
     uint64_t received_us;     /* the completion's (cd_complete.received_us) */

@@ -294,8 +294,9 @@ void cd__emit(cd__sched *s, const char *type, uint64_t job, char *fields);
 /* job.progress of ji from the ledger's counters (now: rt_mono_ms()). */
 void cd__emit_progress(cd__sched *s, cd__job_info *ji, uint64_t now);
 
-/* Answers the completion request req. */
-void cd__reply_completed(rt_msg *req, int err, sc_outcome outcome, bool job_complete);
+/* Answers the completion request req; why (copied; NULL for none) is a
+ * refused result's words. */
+void cd__reply_completed(rt_msg *req, int err, const char *why, sc_outcome outcome, bool job_complete);
 
 /* A job whose row says cancelled (the API's UPDATE is committed). */
 void cd__cancel_job(cd__sched *s, uint64_t job);

@@ -53,7 +53,7 @@ static void barrier_done(cd__sched *s, int b, bool ok)
         return;
     for (size_t i = 0; i < w->nwaiters; i++) {
         cd__waiter *c = &w->waiters[i];
-        cd__reply_completed(c->completion, w->failed ? SC_EINVAL : 0, c->outcome, c->job_complete);
+        cd__reply_completed(c->completion, w->failed ? SC_EINVAL : 0, NULL, c->outcome, c->job_complete);
         rt_msg_free(c->completion);
     }
     free(w->waiters);

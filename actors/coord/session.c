@@ -693,7 +693,7 @@ static void on_completed(cd__session *s, const cd__req *r, const cd_completed *r
              : res->outcome == SC_CONFLICT    ? CD_RESULT_CONFLICT
                                               : CD_RESULT_STALE;
     if (kind == CD_RESULT_MALFORMED) {
-        malformed(s, bt, r->slot, sf_strerror(res->err));
+        malformed(s, bt, r->slot, res->why[0] ? res->why : sf_strerror(res->err));
     } else {
         s->ss->stats.results[kind]++;
         o->outcome = told[kind];

@@ -71,7 +71,7 @@ static void claim_complete(void)
         unsigned got = 0;
         sc_outcome out;
         sc_claim(l, n, 1, 1000, &c, &got);
-        if (got != 1 || sc_complete(l, c.job, c.chunk, c.token, n->id, result, len, 1000, &out, NULL) != 0 ||
+        if (got != 1 || sc_complete(l, c.job, c.chunk, c.token, n->id, result, len, 1000, &out, NULL, NULL) != 0 ||
             out != SC_ACCEPTED) {
             fprintf(stderr, "bench_sched: pair %d failed\n", i);
             exit(1);

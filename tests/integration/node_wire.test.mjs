@@ -583,9 +583,12 @@ test('a stale result from before a restart leaves the new claim of its chunk id 
 });
 
 // One chunk of 1,000 items (speeds unknown: the smallest chunks). Against
-// its claim the node sends a result short of one item, a result for a
-// range one item shorter than the claim's, and one computed with another
-// work context; each is answered malformed with its reason (the outcome
+// its claim the node sends results that fail each of the coordinator's
+// checks (empty data, a statistic cut short, one that does not decode,
+// bytes left over, too few statistics for the context, another layout,
+// one item short), a result for a range one item shorter than the claim's,
+// and one computed with another work context; each is answered malformed
+// with the reason that names the check it failed (the outcome
 // "malformed" with `reason` to a node that announced the feature, "stale"
 // with `malformed` to one that did not: it drops the chunk as stale),
 // logged, and counted for the node and in /metrics. Then the good result is
@@ -598,8 +601,8 @@ async function malformedResults(features) {
   let id = 0, beat;
   const chunks = () => n.msgs.filter((m) => m.type === 'assign' && m.body.job === id)
     .flatMap((m) => m.body.chunks.map((c) => ({ ...c, ctxHash: m.body.ctx_hash })));
-  const data = async (start, count) => {
-    const r = await run(harness, ['chunk', 'option', JSON.stringify(option), String(seed), String(start),
+  const data = async (start, count, params = option) => {
+    const r = await run(harness, ['chunk', 'option', JSON.stringify(params), String(seed), String(start),
       String(count)]);
     assert.equal(r.code, 0, r.stderr);
     return Buffer.from(r.stdout.trim().split(' ')[1], 'hex');
@@ -638,28 +641,49 @@ async function malformedResults(features) {
     assert.deepEqual([c.start, c.count], [0, items]);
     beat = setInterval(() => n.heartbeat([c.chunk]), 1000);
 
-    const short = await answer(c, { data: await data(c.start, c.count - 1) });
-    told(short, 'the result does not decode or does not match its chunk');
+    const good = await data(c.start, c.count);
+    // where each of its five statistics starts (u32le length, then the bytes)
+    const at = [0];
+    for (let k = 0; k < 4; k++) at.push(at[k] + 4 + good.readUInt32LE(at[k]));
+    const last = good.readUInt32LE(at[4]);
+    assert.equal(at[4] + 4 + last, good.length, 'five statistics, nothing after them');
+    const shape = '5 statistics (one per output)';
+    const undecodable = Buffer.from(good);
+    undecodable[at[0] + 5] ^= 0x7f; // statistic 0's version
+    const fewer = await data(c.start, c.count, { ...option, greeks: false }); // price alone
+    const reasons = [
+      [Buffer.alloc(0), `the result data is empty: the chunk has ${shape}`],
+      [good.subarray(0, good.length - 1), `statistic 4 (output 4) at byte ${at[4]} claims ${last} bytes, ${last - 1} are left`],
+      [undecodable, 'statistic 0 (output 0) at byte 0 does not decode: malformed statistics encoding'],
+      [Buffer.concat([good, Buffer.from([0])]), `1 bytes left over after the chunk's ${shape}`],
+      [fewer, `the data ends at byte ${fewer.length}, before the length of statistic 1 (output 1): the chunk has ${shape}`],
+      [await data(c.start, c.count, { ...option, K: 2 * option.K }), 'statistic 0 (output 0) has another layout ' +
+        '(fixed-point step or histogram range) than the work context gives its output'],
+      [await data(c.start, c.count - 1), 'statistic 0 (output 0) counts 999 values, a chunk of 1000 items makes 1000'],
+    ];
+    for (const [bytes, why] of reasons)
+      told(await answer(c, { data: bytes }), why);
 
     const range = await answer(c, { count: c.count - 1, data: await data(c.start, c.count - 1) });
     told(range, `range differs from the claim's: items 0+${items - 1}, the claim is 0+${items}`);
 
-    const good = await data(c.start, c.count);
     const context = await answer(c, { data: good }, Buffer.alloc(32, 7));
     told(context, 'work context differs from the job\'s');
 
+    const refused = reasons.length + 2;
     const live = (await call(srv, 'GET', `/api/nodes/${n.nodeId}`)).json;
-    assert.equal(live.malformed, 3, JSON.stringify(live));
+    assert.equal(live.malformed, refused, JSON.stringify(live));
     assert.equal(live.in_flight, 1, 'the claim is still held');
     const listed = (await call(srv, 'GET', '/api/nodes')).json.find((x) => x.id === n.nodeId);
-    assert.equal(listed.malformed, 3);
+    assert.equal(listed.malformed, refused);
     const m = await metrics(srv);
     const grew = (name) => (m[name] ?? 0) - (was[name] ?? 0);
-    assert.equal(grew('simfarm_chunk_results_total{outcome="malformed"}'), 3);
+    assert.equal(grew('simfarm_chunk_results_total{outcome="malformed"}'), refused);
     assert.equal(grew('simfarm_chunk_results_total{outcome="stale"}'), 0, 'nothing of it counted stale');
     const log = srv.stderr();
-    for (const why of ['does not match its chunk', 'range differs', 'work context differs'])
-      assert.match(log, new RegExp(`node ${n.nodeId} job ${id} chunk ${c.chunk}: malformed result: [^\\n]*${why}`));
+    const quoted = (x) => x.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    for (const why of [...reasons.map(([, w]) => w), 'range differs', 'work context differs'])
+      assert.match(log, new RegExp(`node ${n.nodeId} job ${id} chunk ${c.chunk}: malformed result: ${quoted(why)}`));
 
     const ok = await answer(c, { data: good });
     assert.equal(ok.outcome, 'accepted', 'the good result is still taken under the same claim');

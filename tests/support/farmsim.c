@@ -222,7 +222,7 @@ sc_job_state fs_run(fs_farm *f, const sc_job_spec *spec, unsigned max_rounds)
             bool bad = cheat && (hlen != len || memcmp(buf, honest, len) != 0);
             uint64_t before = done_items(f, c.job);
             sc_outcome out;
-            if (sc_complete(f->l, c.job, c.chunk, c.token, n->id, buf, len, f->now, &out, NULL) != 0)
+            if (sc_complete(f->l, c.job, c.chunk, c.token, n->id, buf, len, f->now, &out, NULL, NULL) != 0)
                 abort();
             bool fresh = out == SC_ACCEPTED && done_items(f, c.job) == before + c.count;
             uint32_t per = cj->spec.strategy == SC_STAT_WEIGHTS ? cj->spec.variants : 1;

@@ -13,6 +13,7 @@
 #include <criterion/criterion.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -213,7 +214,7 @@ static void run_walk(uint64_t seed, int steps)
                 m->claims[m->nclaims++] = (mclaim){ got[i], node.id, got[i].lease_until - now, LIVE, node.session };
         } else if (op < 55 && c != NULL) { /* complete: good, duplicate or late */
             size_t len = result_of(c->c.first, c->c.count, buf, sizeof buf);
-            cr_assert_eq(sc_complete(l, job, c->c.chunk, c->c.token, c->node, buf, len, now, &out, &done_flag), 0);
+            cr_assert_eq(sc_complete(l, job, c->c.chunk, c->c.token, c->node, buf, len, now, &out, &done_flag, NULL), 0);
             sc_outcome want = c->state == LIVE ? SC_ACCEPTED : c->state == ACCEPTED ? SC_IDEMPOTENT : SC_STALE;
             cr_assert_eq(out, want, "seed %llu step %d: outcome %d, want %d", (unsigned long long)seed, step, out, want);
             if (out == SC_ACCEPTED) {
@@ -227,19 +228,19 @@ static void run_walk(uint64_t seed, int steps)
             }
         } else if (op < 60 && c != NULL && c->state == ACCEPTED) { /* conflicting result */
             size_t len = result_of(c->c.first + 1 < m->items ? c->c.first + 1 : 0, c->c.count, other, sizeof other);
-            cr_assert_eq(sc_complete(l, job, c->c.chunk, c->c.token, c->node, other, len, now, &out, NULL), 0);
+            cr_assert_eq(sc_complete(l, job, c->c.chunk, c->c.token, c->node, other, len, now, &out, NULL, NULL), 0);
             cr_assert(out == SC_CONFLICT || out == SC_IDEMPOTENT); /* same bytes if the shift changed nothing */
         } else if (op < 65 && c != NULL) { /* another node's token */
             size_t len = result_of(c->c.first, c->c.count, buf, sizeof buf);
-            cr_assert_eq(sc_complete(l, job, c->c.chunk, c->c.token, c->node + 100, buf, len, now, &out, NULL), 0);
+            cr_assert_eq(sc_complete(l, job, c->c.chunk, c->c.token, c->node + 100, buf, len, now, &out, NULL, NULL), 0);
             cr_assert(out == SC_STALE || (c->state == ACCEPTED && out == SC_IDEMPOTENT));
         } else if (op < 70 && c != NULL && c->state == LIVE) { /* malformed result */
             size_t len = result_of(c->c.first, c->c.count, buf, sizeof buf);
-            int rc = sc_complete(l, job, c->c.chunk, c->c.token, c->node, buf, len - 1, now, &out, NULL);
+            int rc = sc_complete(l, job, c->c.chunk, c->c.token, c->node, buf, len - 1, now, &out, NULL, NULL);
             cr_assert_eq(rc, SC_EBADRESULT);
             if (c->c.count > 1) { /* the right bytes for the wrong count */
                 len = result_of(c->c.first, c->c.count - 1, buf, sizeof buf);
-                cr_assert_eq(sc_complete(l, job, c->c.chunk, c->c.token, c->node, buf, len, now, &out, NULL), SC_EBADRESULT);
+                cr_assert_eq(sc_complete(l, job, c->c.chunk, c->c.token, c->node, buf, len, now, &out, NULL, NULL), SC_EBADRESULT);
             }
         } else if (op < 75) { /* heartbeat from one node */
             uint64_t node = 1 + rnd(&s, NODES);
@@ -313,7 +314,7 @@ static void run_walk(uint64_t seed, int steps)
         for (unsigned i = 0; i < n; i++) {
             sc_outcome out;
             size_t len = result_of(got[i].first, got[i].count, buf, sizeof buf);
-            cr_assert_eq(sc_complete(l, job, got[i].chunk, got[i].token, 99, buf, len, now, &out, NULL), 0);
+            cr_assert_eq(sc_complete(l, job, got[i].chunk, got[i].token, 99, buf, len, now, &out, NULL, NULL), 0);
             cr_assert_eq(out, SC_ACCEPTED);
             sim_stats part;
             stats_of(got[i].first, got[i].count, &part);
@@ -491,7 +492,7 @@ Test(sched, a_session_that_ends_releases_only_its_own_claims)
         static unsigned char buf[4096];
         size_t len = result_of(fresh[i].first, fresh[i].count, buf, sizeof buf);
         sc_outcome out;
-        cr_assert_eq(sc_complete(l, 1, fresh[i].chunk, fresh[i].token, 5, buf, len, 0, &out, NULL), 0);
+        cr_assert_eq(sc_complete(l, 1, fresh[i].chunk, fresh[i].token, 5, buf, len, 0, &out, NULL, NULL), 0);
         cr_assert_eq(out, SC_ACCEPTED, "the new session's chunk %u", i);
     }
     cr_assert_eq(sc_release_node(l, 5, 0, 0), 0, "nothing is left to release");
@@ -619,7 +620,7 @@ Test(sched, cancel_makes_claims_stale)
     cr_assert_eq(sc_job_cancel(l, 1, 0), 0);
     sc_outcome out;
     size_t len = result_of(c.first, c.count, buf, sizeof buf);
-    sc_complete(l, 1, c.chunk, c.token, 1, buf, len, 0, &out, NULL);
+    sc_complete(l, 1, c.chunk, c.token, 1, buf, len, 0, &out, NULL, NULL);
     cr_assert_eq(out, SC_STALE);
     sc_claim(l, &node, 1, 0, &c, &n);
     cr_assert_eq(n, 0, "a cancelled job hands out nothing");
@@ -642,7 +643,7 @@ static int finish_job(sc_ledger *l, int max)
         sc_claim(l, &node, 1, 0, &c, &n);
         cr_assert_eq(n, 1);
         size_t len = result_of(c.first, c.count, buf, sizeof buf);
-        cr_assert_eq(sc_complete(l, 1, c.chunk, c.token, 1, buf, len, 0, &out, &done), 0);
+        cr_assert_eq(sc_complete(l, 1, c.chunk, c.token, 1, buf, len, 0, &out, &done, NULL), 0);
         cr_assert_eq(out, SC_ACCEPTED);
         chunks++;
     }
@@ -810,7 +811,7 @@ static void accept_stream(sc_ledger *l, sc_claim_out *cs, size_t n)
         cr_assert_eq(sc_claim(l, &node, 1, 0, &cs[i], &got), 0);
         cr_assert_eq(got, 1);
         size_t len = result_of(cs[i].first, cs[i].count, buf, sizeof buf);
-        cr_assert_eq(sc_complete(l, 1, cs[i].chunk, cs[i].token, 1, buf, len, 0, &out, NULL), 0);
+        cr_assert_eq(sc_complete(l, 1, cs[i].chunk, cs[i].token, 1, buf, len, 0, &out, NULL, NULL), 0);
         cr_assert_eq(out, SC_ACCEPTED);
     }
 }
@@ -820,7 +821,7 @@ static sc_outcome resend(sc_ledger *l, const sc_claim_out *c, bool same)
     unsigned char buf[2048];
     size_t len = result_of(c->first + (same ? 0 : 1), c->count, buf, sizeof buf);
     sc_outcome out;
-    cr_assert_eq(sc_complete(l, 1, c->chunk, c->token, 1, buf, len, 0, &out, NULL), 0);
+    cr_assert_eq(sc_complete(l, 1, c->chunk, c->token, 1, buf, len, 0, &out, NULL, NULL), 0);
     return out;
 }
 
@@ -858,7 +859,7 @@ Test(sched, resends_inside_the_window_are_answered_older_ones_stale)
     unsigned char buf[2048];
     size_t len = result_of(old.first, old.count, buf, sizeof buf);
     sc_outcome out;
-    sc_complete(l, 1, old.chunk, old.token, 1, buf, len, 0, &out, NULL);
+    sc_complete(l, 1, old.chunk, old.token, 1, buf, len, 0, &out, NULL, NULL);
     cr_assert_eq(out, SC_ACCEPTED);
     cr_assert_eq(resend(l, &old, true), SC_STALE);
     cr_assert_eq(resend(l, &newer[WINDOW - 1], true), SC_IDEMPOTENT, "the newer chunk keeps its slot");
@@ -939,7 +940,7 @@ static void tour_drive(sc_ledger *l, uint64_t job, int max_chunks)
         sc_claim(l, &node, 1, 0, &c, &n);
         cr_assert_eq(n, 1);
         size_t len = tour_result(c.variant, c.first, c.count, buf, sizeof buf);
-        cr_assert_eq(sc_complete(l, job, c.chunk, c.token, 1, buf, len, 0, &out, NULL), 0);
+        cr_assert_eq(sc_complete(l, job, c.chunk, c.token, 1, buf, len, 0, &out, NULL, NULL), 0);
         cr_assert_eq(out, SC_ACCEPTED);
     }
 }
@@ -1171,9 +1172,9 @@ Test(sched, overlapping_records_are_skipped_and_counted)
     sim_stats_merge(&want, &part);
     cr_assert(sim_stats_equal(&st.aggregate[0], &want), "the kept records' result");
     sc_outcome out;
-    cr_assert_eq(sc_complete(l, 1, 3, recs[1].token, 1, c, lc, 0, &out, NULL), 0);
+    cr_assert_eq(sc_complete(l, 1, 3, recs[1].token, 1, c, lc, 0, &out, NULL, NULL), 0);
     cr_assert_eq(out, SC_IDEMPOTENT, "a kept record's chunk answers as accepted");
-    cr_assert_eq(sc_complete(l, 1, 4, recs[3].token, 1, d, ld, 0, &out, NULL), 0);
+    cr_assert_eq(sc_complete(l, 1, 4, recs[3].token, 1, d, ld, 0, &out, NULL, NULL), 0);
     cr_assert_neq(out, SC_IDEMPOTENT, "a skipped record's chunk does not");
 
     finish_job(l, 100);
@@ -1246,7 +1247,7 @@ static void tour_drive_losing(sc_ledger *l, uint64_t job, uint32_t lost, int rou
         if (n == 1 && !(lost >> c.variant & 1)) {
             size_t len = tour_result(c.variant, c.first, c.count, buf, sizeof buf);
             sc_outcome out;
-            cr_assert_eq(sc_complete(l, job, c.chunk, c.token, node.id, buf, len, now, &out, NULL), 0);
+            cr_assert_eq(sc_complete(l, job, c.chunk, c.token, node.id, buf, len, now, &out, NULL, NULL), 0);
         }
         now += 10000; /* past any lease */
         sc_reclaim(l, now);
@@ -1416,7 +1417,7 @@ Test(sched, stat_weights_match_the_derivatives)
         cr_assert_eq(n, 1);
         cr_assert_eq(c.count, 100, "a chunk of 4 variants has a quarter of the items");
         size_t len = sw_result(c.first, c.count, buf, sizeof buf);
-        cr_assert_eq(sc_complete(l, 8, c.chunk, c.token, 1, buf, len, 0, &out, &done), 0);
+        cr_assert_eq(sc_complete(l, 8, c.chunk, c.token, 1, buf, len, 0, &out, &done, NULL), 0);
         cr_assert_eq(out, SC_ACCEPTED);
     }
     sc_variant_status base;
@@ -1443,12 +1444,102 @@ Test(sched, stat_weights_match_the_derivatives)
     sc_job_add(l, &s2);
     sc_claim(l, &node, 1, 0, &c, &n);
     size_t len = result_of(c.first, c.count, buf, sizeof buf);
-    cr_assert_eq(sc_complete(l, 9, c.chunk, c.token, 1, buf, len, 0, &out, NULL), SC_EBADRESULT);
+    cr_assert_eq(sc_complete(l, 9, c.chunk, c.token, 1, buf, len, 0, &out, NULL, NULL), SC_EBADRESULT);
     sc_job_spec bad = s;
     bad.id = 10;
     double zero[PARAMS] = { 0.01, 0, 0.05 };
     bad.steps = zero;
     cr_assert_eq(sc_job_add(l, &bad), SC_EINVAL, "a zero step");
+    sc_ledger_destroy(l);
+    journal_free(&jr);
+}
+
+/* The u32le length prefix at buf + at. */
+static size_t len_at(const unsigned char *buf, size_t at)
+{
+    return (size_t)buf[at] | (size_t)buf[at + 1] << 8 | (size_t)buf[at + 2] << 16 | (size_t)buf[at + 3] << 24;
+}
+
+Test(sched, a_malformed_result_says_which_check_failed)
+{
+    static unsigned char good[8192], buf[8192];
+    journal jr = { 0 };
+    sc_ledger *l = simple(&jr);
+    sc_job_spec s = sw_spec(60000); /* 4 variants of 1 output: 4 statistics a result */
+    cr_assert_eq(sc_job_add(l, &s), 0);
+    sc_node_info node = { .id = 1, .tier = SC_TIER_OWN, .items_per_s = 1600 };
+    sc_claim_out c;
+    unsigned n;
+    cr_assert_eq(sc_claim(l, &node, 1, 0, &c, &n), 0);
+    cr_assert_eq(n, 1);
+    size_t len = sw_result(c.first, c.count, good, sizeof good);
+    size_t s0 = len_at(good, 0), s1 = len_at(good, 4 + s0), s2 = len_at(good, 8 + s0 + s1);
+    size_t at2 = 8 + s0 + s1, at3 = 12 + s0 + s1 + s2;
+    char want[256];
+    sc_outcome out;
+    /* each case: the bytes sent (good's, edited), and the words they get */
+    const char *shape = "4 statistics (4 variants x 1 output)";
+    sim_layout other;
+    cr_assert_eq(sim_layout_make(&other, 1e5, 0, 100), 0); /* another fixed-point step */
+    for (int k = 0; k < 7; k++) {
+        size_t blen = len;
+        memcpy(buf, good, len);
+        switch (k) {
+        case 0:
+            blen = 0;
+            snprintf(want, sizeof want, "the result data is empty: the chunk has %s", shape);
+            break;
+        case 1: /* the baseline alone: too few variants for the context */
+            blen = 4 + s0;
+            snprintf(want, sizeof want, "the data ends at byte %zu, before the length of statistic 1 (variant 1, "
+                "output 0): the chunk has %s", blen, shape);
+            break;
+        case 2: /* the last statistic cut short */
+            blen = len - 1;
+            snprintf(want, sizeof want, "statistic 3 (variant 3, output 0) at byte %zu claims %zu bytes, %zu are "
+                "left", at3, len - at3 - 4, len - at3 - 5);
+            break;
+        case 3: /* statistic 2's version (its array's first element) changed */
+            buf[at2 + 4 + 1] ^= 0x7f;
+            snprintf(want, sizeof want, "statistic 2 (variant 2, output 0) at byte %zu does not decode: %s", at2,
+                sf_strerror(SIM_EFORMAT));
+            break;
+        case 4: /* a byte more */
+            buf[len] = 0;
+            blen = len + 1;
+            snprintf(want, sizeof want, "1 bytes left over after the chunk's %s", shape);
+            break;
+        case 5: /* the right bytes for one item fewer */
+            blen = sw_result(c.first, c.count - 1, buf, sizeof buf);
+            snprintf(want, sizeof want, "statistic 0 (variant 0, output 0) counts %llu values, a chunk of %llu items "
+                "makes %llu", (unsigned long long)c.count - 1, (unsigned long long)c.count,
+                (unsigned long long)c.count);
+            break;
+        case 6: { /* variant 1 in another layout */
+            sim_stats st[PARAMS + 1];
+            for (uint32_t v = 0; v <= PARAMS; v++) {
+                sim_stats_init(&st[v], v == 1 ? &other : &layout);
+                for (uint64_t i = c.first; i < c.first + c.count; i++)
+                    sim_stats_add(&st[v], sw_value(v, i));
+            }
+            cr_assert_eq(sc_result_encode(st, PARAMS + 1, buf, sizeof buf, &blen), 0);
+            snprintf(want, sizeof want, "statistic 1 (variant 1, output 0) has another layout (fixed-point step or "
+                "histogram range) than the work context gives its output");
+            break;
+        }
+        }
+        sf_error why = { 0 };
+        cr_assert_eq(sc_complete(l, 8, c.chunk, c.token, 1, blen ? buf : NULL, blen, 0, &out, NULL, &why),
+            SC_EBADRESULT, "case %d", k);
+        cr_assert_eq(why.code, SC_EBADRESULT, "case %d", k);
+        cr_assert_str_eq(why.msg, want, "case %d", k);
+        cr_assert_leq(strlen(why.msg), 200, "case %d: a reason fits complete_ack's 200 bytes", k);
+    }
+    /* None of them ended the claim: the good result is taken under it. */
+    sf_error why = { 0 };
+    cr_assert_eq(sc_complete(l, 8, c.chunk, c.token, 1, good, len, 0, &out, NULL, &why), 0);
+    cr_assert_eq(out, SC_ACCEPTED);
+    cr_assert_str_eq(why.msg, "");
     sc_ledger_destroy(l);
     journal_free(&jr);
 }

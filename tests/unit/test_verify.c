@@ -254,7 +254,7 @@ Test(verify, malformed_results_quarantine_a_node)
     cr_assert_eq(got, 1);
     sc_outcome out;
     for (int i = 0; i < 3; i++)
-        cr_assert_eq(sc_complete(f.l, 1, c.chunk, c.token, 5, "junk", 4, 0, &out, NULL), SC_EBADRESULT);
+        cr_assert_eq(sc_complete(f.l, 1, c.chunk, c.token, 5, "junk", 4, 0, &out, NULL, NULL), SC_EBADRESULT);
     sc_node_trust t;
     cr_assert_eq(sc_node_trust_get(f.l, 5, &t), 0);
     cr_assert_eq(t.malformed, 3);
