@@ -735,7 +735,9 @@ static const char submit_usage[] =
     "\n"
     "Submits the job in FILE.json (\"-\": standard input) to the coordinator\n"
     "(POST /api/jobs) and prints its id and URL. The file is checked to be a JSON\n"
-    "object before it is sent; the coordinator checks the rest (docs/api.md).\n"
+    "object before it is sent; the coordinator checks the rest (docs/api.md). A\n"
+    "warning that comes with the answer (no node has reported a speed for the\n"
+    "kernel yet, so how long the job takes is not known) goes to standard error.\n"
     "The submission carries a key (Idempotency-Key): when an answer does not come\n"
     "(a timeout, a broken connection, a 503) it is sent again for up to 30 s, and\n"
     "the job is stored once.\n"
@@ -743,7 +745,8 @@ static const char submit_usage[] =
     "                   the finished job's JSON\n"
     "  --yes            submit it even when it would take the farm over a day at\n"
     "                   its speed now (\"confirm_large\": true; the coordinator refuses\n"
-    "                   such a size without it)\n"
+    "                   such a size without it); nor warn that the farm\n"
+    "                   knows no speed yet\n"
     "  --key KEY        the key, 1 to 128 visible ASCII characters (default: a\n"
     "                   random one): the same key and file again give the job\n"
     "                   stored the first time, not a second one\n"
@@ -857,6 +860,10 @@ int cmd_submit(int argc, char **argv)
         http_response_free(&res);
         return SF_EXIT_FAIL;
     }
+    char warning[512];
+    if (remote_get(doc.root, "warning") != NULL) /* taken, with a word of caution: stderr, beside stdout's answer */
+        fprintf(stderr, "simfarm %s: warning: %s\n", r.cmd,
+            remote_text(remote_get(doc.root, "warning"), warning, sizeof warning, "?"));
     remote_doc_free(&doc);
     if (r.json && !watch)
         remote_print_body(&res);

@@ -23,19 +23,32 @@ static const char *job_columns =
     "json_build_object('check_rate', check_rate, 'trust', tier_names(trusted_tiers)) AS verify, state, spec, "
     "encode(ctx_hash, 'hex') AS ctx_hash, result, created_at, started_at, finished_at";
 
+/* The farm's speed (items/s) for the submission's kernel into *speed, 0
+ * when none is known (no job of the kernel measured while nodes were
+ * online), with its kernel and items. False when there is nothing to check:
+ * no scheduler, a body without them, or "confirm_large": true. */
+static bool submission_speed(cd__api *api, const cd__request *r, char *kernel, size_t kcap, uint64_t *items,
+    double *speed)
+{
+    bool confirm;
+    if (api->o.scheduler == NULL || !cd_job_submission_size(r->body, r->body_len, kernel, kcap, items, &confirm) ||
+        confirm)
+        return false;
+    *speed = cd_scheduler_kernel_speed(api->o.scheduler, kernel);
+    return true;
+}
+
 /* Whether the submission's size would take the farm over CD_JOB_LARGE_S
  * at its speed for the kernel, and the submission does not confirm it
- * ("confirm_large": true); with why in msg. A speed not known (no job of
- * the kernel measured while nodes were online) passes. */
+ * ("confirm_large": true); with why in msg. A speed not known passes
+ * (size_warning says so instead). */
 static bool too_large(cd__api *api, cd__request *r, char *msg, size_t cap)
 {
     char kernel[64];
     uint64_t items;
-    bool confirm;
-    if (api->o.scheduler == NULL || !cd_job_submission_size(r->body, r->body_len, kernel, sizeof kernel, &items, &confirm) ||
-        confirm)
+    double speed;
+    if (!submission_speed(api, r, kernel, sizeof kernel, &items, &speed))
         return false;
-    double speed = cd_scheduler_kernel_speed(api->o.scheduler, kernel);
     double secs = speed > 0 ? (double)items / speed : 0;
     if (secs <= CD_JOB_LARGE_S)
         return false;
@@ -48,6 +61,46 @@ static bool too_large(cd__api *api, cd__request *r, char *msg, size_t cap)
     snprintf(msg, cap, "at the farm's speed for %s jobs now (%.0f items/s) this takes about %s: "
         "send \"confirm_large\": true to submit it anyway (simfarm submit --yes)", kernel, speed, took);
     return true;
+}
+
+/* A count in words: "1.1 quadrillion" for 2^50, "5 million"; "" under a
+ * million, whose digits say it plainly. */
+static void count_words(char *buf, size_t cap, uint64_t n)
+{
+    static const char *const names[] = { "thousand", "million", "billion", "trillion", "quadrillion", "quintillion" };
+    double v = (double)n;
+    int i = -1;
+    while (v >= 999.95 && i < 5) { /* 999,950 is 1.0 million, not 1000.0 thousand */
+        v /= 1000;
+        i++;
+    }
+    buf[0] = '\0';
+    if (i < 1)
+        return;
+    double off = v - (double)(uint64_t)(v + 0.5);
+    bool whole = off > -0.05 && off < 0.05;
+    snprintf(buf, cap, "%.*f %s", v < 99.95 && !whole ? 1 : 0, v, names[i]);
+}
+
+/* The answer's "warning" member (",\"warning\":\"...\"") into buf, "" for
+ * none: with no speed known for the kernel nothing says how long the job
+ * takes, which the refusal of a large size cannot check. "confirm_large"
+ * has said that a long job is meant, and silences it. */
+static void size_warning(cd__api *api, const cd__request *r, char *buf, size_t cap)
+{
+    char kernel[64], digits[24], grouped[32], words[48], text[320], quoted[400];
+    uint64_t items;
+    double speed;
+    buf[0] = '\0';
+    if (!submission_speed(api, r, kernel, sizeof kernel, &items, &speed) || speed > 0)
+        return;
+    snprintf(digits, sizeof digits, "%" PRIu64, items);
+    sf_group_digits(digits, grouped, sizeof grouped);
+    count_words(words, sizeof words, items);
+    snprintf(text, sizeof text, "no node has reported a speed for %s jobs yet, so how long this one takes is not known: "
+        "%s item%s%s%s%s", kernel, grouped, items == 1 ? "" : "s", words[0] ? " (" : "", words, words[0] ? ")" : "");
+    cd_json_quote(quoted, sizeof quoted, text);
+    snprintf(buf, cap, ",\"warning\":%s", quoted);
 }
 
 void cd__api_submit(cd__api *api, cd__request *r)
@@ -401,9 +454,12 @@ void cd__api_on_submit(cd__api *api, cd__request *r, PGresult *res)
         sf_logf(SF_LOG_INFO, NULL, fields, "job %s submitted by %s: %s, %s items", id, PQgetvalue(res, 0, 3),
             PQgetvalue(res, 0, 4), items);
     }
-    if (created || !r->key[0])
-        cd__api_ok(api, r, 201, sf_fmt("{\"id\":%s,\"state\":\"pending\"}\n", id));
-    else
+    if (created || !r->key[0]) {
+        char warning[448];
+        size_warning(api, r, warning, sizeof warning);
+        cd__api_ok(api, r, 201, sf_fmt("{\"id\":%s,\"state\":\"pending\"%s}\n", id, warning));
+    } else {
         cd__api_ok(api, r, 200, sf_fmt("{\"id\":%s,\"replayed\":true}\n", id));
+    }
 }
 

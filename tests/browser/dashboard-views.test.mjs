@@ -7,7 +7,8 @@
 // filled by Resubmit), a refusal for a missing token gone once the token is
 // given, an idle node and fleet at 0 items/s, the cores lent, a node's own
 // page, a tournament's winner and ranking, stat_weights' weights with their
-// errors, and why no node can run a job.
+// errors, why no node can run a job, and the warning a job submitted before
+// the farm knows its speed comes with.
 // Screenshots go to build/artifacts/dashboard/views-STEP.png.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -75,6 +76,27 @@ describe('chromium', () => {
     }, what, 120000);
   }
 
+  test('a job submitted before the farm knows its speed is taken, and its page shows the warning', async () => {
+    // no option job has run yet: no speed is known, so nothing says how long one takes
+    await page.goto(`${srv.url}/#/submit`);
+    await page.waitVisible('#p-S0');
+    for (const [f, v] of [['p-S0', 100], ['p-K', 100], ['p-sigma', 0.2], ['p-T', 1], ['j-items', 5e6]]) await page.fill(`#${f}`, String(v));
+    await page.click('#submit');
+    await page.waitFor(() => /^#\/jobs\/\d+$/.test(location.hash));
+    const id = Number((await page.url()).split('/').at(-1));
+    await page.waitVisible('#submit-warning');
+    assert.equal(await page.text('#submit-warning'), 'Submitted with a warning: no node has reported a speed for option '
+      + 'jobs yet, so how long this one takes is not known: 5,000,000 items (5 million).');
+    assert.equal((await call(srv, 'GET', `/api/jobs/${id}`)).json.items, 5e6);
+    await shot('submit-warning');
+    // said once: the page opened again has no warning
+    await page.goto(`${srv.url}/#/jobs`);
+    await page.goto(`${srv.url}/#/jobs/${id}`);
+    await page.waitFor(() => document.querySelector('.state') !== null);
+    assert.equal(await page.visible('#submit-warning'), false);
+    assert.equal((await call(srv, 'POST', `/api/jobs/${id}/cancel`)).status, 200);
+  });
+
   test('the jobs of the farm run: an option job, stat_weights and a tournament', async () => {
     jobs.option = await complete(await submit({ kernel: 'option', params: call100, items: 40000000, name: 'call, 40 M paths' }));
     jobs.weights = await complete(await submit({ kernel: 'option', strategy: 'stat_weights', params: call100, items: 400000,
@@ -111,7 +133,8 @@ describe('chromium', () => {
       + 'cell rather than push the columns after it out of the list' });
     await page.goto(`${srv.url}/#/jobs`);
     await page.waitFor((id) => document.querySelector(`tr[data-job="${id}"]`) !== null, jobs.option.id);
-    await page.waitFor(() => document.querySelectorAll('tbody tr[data-job]').length === 4);
+    // the first test's, cancelled, the three that ran and this one
+    await page.waitFor(() => document.querySelectorAll('tbody tr[data-job]').length === 5);
     const fit = await page.evaluate(() => {
       const wrap = document.querySelector('main .table-wrap');
       const ths = [...wrap.querySelectorAll('th')];

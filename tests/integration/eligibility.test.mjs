@@ -1,7 +1,8 @@
 // Who can run a job, said in words: a job no node online may run carries
 // progress.blocked (why) in the API, its events and the CLI, and loses it
 // when a node that may run it joins; a size that would take the farm over a
-// day at its measured speed needs "confirm_large" (simfarm submit --yes);
+// day at its measured speed needs "confirm_large" (simfarm submit --yes), and
+// any size while no speed is measured is taken with a warning;
 // the CLI ends a stat_weights or tournament job with its weights or its
 // winner, and lists a complete tournament as 100% done, as the dashboard
 // does. A real coordinator, PostgreSQL and native node.
@@ -70,10 +71,22 @@ after(async () => {
 });
 
 test('no node online: the job says so in the API, its events and the CLI; a node of its tiers unblocks it', async () => {
-  // Before any job has run, the farm's speed is not known: a large size is taken.
+  // Before any job has run, the farm's speed is not known: a large size is
+  // taken, with a warning that says so, in the API and from simfarm submit.
   const huge = await call(srv, 'POST', '/api/jobs', { ...european, items: 2 ** 50 });
   assert.equal(huge.status, 201, huge.text);
-  await call(srv, 'POST', `/api/jobs/${huge.json.id}/cancel`);
+  assert.equal(huge.json.warning, 'no node has reported a speed for option jobs yet, so how long this one takes is '
+    + 'not known: 1,125,899,906,842,624 items (1.1 quadrillion)');
+  const confirmed = await call(srv, 'POST', '/api/jobs', { ...european, items: 2 ** 50, confirm_large: true });
+  assert.equal(confirmed.status, 201, confirmed.text);
+  assert.equal(confirmed.json.warning, undefined, 'confirm_large says a long job is meant');
+  const warned = await cli(['submit', file('huge.json', { ...european, items: 5e6 })]);
+  assert.equal(warned.code, 0, warned.stderr);
+  assert.equal(warned.stderr, 'simfarm submit: warning: no node has reported a speed for option jobs yet, so how long '
+    + 'this one takes is not known: 5,000,000 items (5 million)\n');
+  assert.match(warned.stdout, /^job \d+ submitted: /);
+  const warnedId = Number(/^job (\d+)/.exec(warned.stdout)[1]);
+  for (const j of [huge.json.id, confirmed.json.id, warnedId]) await call(srv, 'POST', `/api/jobs/${j}/cancel`);
 
   const id = await submit({ ...european, items: 5e6, tiers: all, verify });
   const none = await eventually(async () => (await job(id)).progress?.blocked, 'progress.blocked', 30000);
@@ -141,6 +154,7 @@ test('a size that would take the farm over a day at its speed needs confirm_larg
     assert.match(refused.json.error, /^at the farm's speed for option jobs now \(\d+ items\/s\) this takes about [\d.]+ (days|years): send "confirm_large": true to submit it anyway \(simfarm submit --yes\)$/);
     const small = await call(srv, 'POST', '/api/jobs', { ...big, items: 1000 });
     assert.equal(small.status, 201, 'a small job is taken as before');
+    assert.equal(small.json.warning, undefined, 'with a speed known, no warning');
     const bad = await call(srv, 'POST', '/api/jobs', { ...big, confirm_large: 'yes' });
     assert.equal(bad.status, 400);
     assert.equal(bad.json.field, 'confirm_large');

@@ -2,7 +2,8 @@
 // is verified, the running estimate with its 95% band against items done, the histogram of
 // outcomes, what each node contributed, claims in flight, reclaimed and
 // failed, the result, a tournament's winner and ranking, stat_weights'
-// weights, why no node can run it when none can; cancelling it (once
+// weights, why no node can run it when none can, the warning it was just
+// submitted with through the form; cancelling it (once
 // confirmed), submitting it again through the form, and its submission or
 // whole record as JSON.
 import { api } from './api.js';
@@ -10,7 +11,7 @@ import { onEvent } from './events.js';
 import { askToken, bar, clear, h, message, stateBadge, table } from './dom.js';
 import * as charts from './charts.js';
 import * as fmt from './format.js';
-import { blockedOf, progressOf, submissionOf } from './submission.js';
+import { blockedOf, progressOf, submissionOf, takeWarning } from './submission.js';
 
 const Z95 = 1.96;
 const ENDED = new Set(['complete', 'failed', 'cancelled', 'expired']);
@@ -47,6 +48,11 @@ export function jobView(root, id) {
   const status = h('div', { 'aria-live': 'polite' });
   const confirmBox = h('div');
   root.append(head, confirmBox, status, progressBox, verifyBox, plotBox, resultBox, nodesBox, extraBox);
+  const warning = takeWarning(id); // just submitted through the form, with a warning
+  if (warning !== null) {
+    status.append(h('p', { class: 'msg warning', role: 'status', id: 'submit-warning' },
+      `Submitted with a warning: ${warning}.`));
+  }
 
   function point(name, x, mean, stderr) {
     if (mean === null || !Number.isFinite(mean)) return;

@@ -35,3 +35,20 @@ export function blockedOf(prog) {
   const b = prog?.blocked;
   return typeof b === 'string' && b !== '' ? b : null;
 }
+
+// The warning POST api/jobs answered a submission with ("warning": the farm
+// knows no speed for its kernel yet), handed from the form to the page of
+// the job it made, which shows it once.
+let handed = null;
+
+export function handWarning(id, warning) {
+  handed = { id, warning };
+}
+
+// The warning handed for job id, or null; taken: asked again, null.
+export function takeWarning(id) {
+  if (handed?.id !== id) return null;
+  const { warning } = handed;
+  handed = null;
+  return warning;
+}

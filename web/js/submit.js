@@ -6,7 +6,7 @@
 import { ApiError, api, coordinatorUrl } from './api.js';
 import { onEvent } from './events.js';
 import { askToken, clear, h, message } from './dom.js';
-import { submissionOf } from './submission.js';
+import { handWarning, submissionOf } from './submission.js';
 
 const PILOT_ITEMS = 100000;
 const TIERS = ['own', 'team', 'community', 'public'];
@@ -462,6 +462,8 @@ export function submitView(root, query) {
     btn.disabled = true;
     try {
       const r = await api('POST', 'api/jobs', b);
+      // the job's page shows the warning the job was taken with, if any
+      if (r.warning) handWarning(r.id, r.warning);
       location.hash = `#/jobs/${r.id}`;
     } catch (e) {
       btn.disabled = false;
