@@ -7,8 +7,8 @@
 // filled by Resubmit), a refusal for a missing token gone once the token is
 // given, an idle node and fleet at 0 items/s, the cores lent, a node's own
 // page, a tournament's winner and ranking, stat_weights' weights with their
-// errors, why no node can run a job, and the warning a job submitted before
-// the farm knows its speed comes with.
+// errors, why no node can run a job (none of its tiers, or none online), and
+// the warning a job submitted before the farm knows its speed comes with.
 // Screenshots go to build/artifacts/dashboard/views-STEP.png.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -345,6 +345,41 @@ describe('chromium', () => {
     assert.equal(job.items, 2 ** 50);
     assert.equal((await call(srv, 'POST', `/api/jobs/${id}/cancel`)).status, 200);
     assert.equal((await call(srv, 'POST', `/api/jobs/${busy}/cancel`)).status, 200);
+  });
+
+  test('with no node online a job says so on its page and in the list, not while a node runs it, and again once the last one leaves', async () => {
+    await stop(node);
+    node = undefined;
+    // a job that outlasts the test, cancelled at its end
+    const id = await submit({ kernel: 'option', params: { ...call100, steps: 50 }, items: 1e12, confirm_large: true,
+      name: 'no node online' });
+    const none = /^no node can run this: no node is online: it runs once a node of tier own, team, community or public joins$/;
+    const shown = async () => {
+      await page.goto(`${srv.url}/#/jobs/${id}`);
+      await page.waitVisible('#blocked');
+      assert.match(await page.text('#blocked'), none);
+      await page.goto(`${srv.url}/#/jobs`);
+      await page.waitVisible(`[data-blocked="${id}"]`);
+      assert.match(await page.text(`[data-blocked="${id}"]`), none);
+    };
+    await shown();
+    await shot('job-no-node');
+
+    node = nativeNode(['--key', path.join(tmp, 'node.key')]);
+    await page.waitFor((i) => document.querySelector(`[data-blocked="${i}"]`) === null
+      && document.querySelector(`tr[data-job="${i}"]`) !== null, id);
+    await page.goto(`${srv.url}/#/jobs/${id}`);
+    await page.waitFor(() => document.querySelector('.state')?.textContent === 'running'
+      && Number(document.querySelector('#claims')?.textContent) > 0);
+    assert.equal(await page.visible('#blocked'), false, 'a node runs it');
+
+    // the last node leaves: the open page says so again, and so does the list
+    await stop(node);
+    node = undefined;
+    await page.waitVisible('#blocked');
+    assert.match(await page.text('#blocked'), none);
+    await shown();
+    assert.equal((await call(srv, 'POST', `/api/jobs/${id}/cancel`)).status, 200);
   });
 
   test('the page logged no error', () => {
