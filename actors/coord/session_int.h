@@ -282,8 +282,8 @@ void cd__session_publish(cd__session *s, const char *type, const char *fields);
  * connection is gone. */
 int cd__link_send(cd_sessions *ss, uint64_t id, const uint8_t *bytes, size_t len);
 
-/* WebSocket close codes (PROTOCOL.md §5, closing): RFC 6455's, and 4000
- * plus a coordinator error code (4001 ENOTENROLLED ... 4005 ERATELIMITED). */
+/* WebSocket close codes (PROTOCOL.md §5, Closing): RFC 6455's, and 4000
+ * plus a coordinator error code (4001 ENOTENROLLED ... 4006 EKEYINUSE). */
 enum {
     CD__CLOSE_NORMAL = 1000,
     CD__CLOSE_PROTOCOL = 1002,
