@@ -38,9 +38,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { metrics } from '../lib/coord.mjs';
+import { accepts, assertTiles } from '../lib/journal.mjs';
 import { ScriptedNode } from '../lib/nodeproto.mjs';
 import { psql, startPostgres } from '../lib/pg.mjs';
-import { freePort, get, holdLock, launch, rows, sessions, signal, tmpfs } from '../lib/pgfault.mjs';
+import { freePort, get, holdLock, launch, sessions, signal, tmpfs } from '../lib/pgfault.mjs';
 import { build, eventually, top } from '../lib/proc.mjs';
 import { localRun, sameBits } from '../lib/reference.mjs';
 
@@ -180,25 +181,7 @@ async function checkJob(f, id, local) {
   const job = await f.finished(id);
   assert.equal(job.state, 'complete', JSON.stringify(job));
 
-  const accepts = await rows(f.pg, `SELECT variant, first_item, item_count, seq FROM journal
-    WHERE job_id = ${id} AND type = 1 ORDER BY variant, first_item, seq`);
-  assert.ok(accepts.length > 0, 'the journal holds accepts');
-  const variants = new Map();
-  for (const [v, first, count, seq] of accepts) {
-    if (!variants.has(v)) variants.set(v, []);
-    variants.get(v).push({ first: Number(first), count: Number(count), seq: Number(seq) });
-  }
-  assert.deepEqual([...variants.keys()], ['0'], 'an option job journals variant 0 only');
-  for (const [v, list] of variants) {
-    let next = 0;
-    for (const r of list) {
-      assert.equal(r.first, next, `journal, variant ${v}: an accept of [${r.first}, ${r.first + r.count}) (seq ${r.seq}) ` +
-        `where ${next} was expected: ${r.first < next ? 'an overlap' : 'a gap'}; the accepts around it: ` +
-        JSON.stringify(list.filter((x) => x.first < r.first + r.count && x.first + x.count > next - 1)));
-      next = r.first + r.count;
-    }
-    assert.equal(next, ITEMS, `journal, variant ${v}: the accepts end at ${next}, not at the job's ${ITEMS} items`);
-  }
+  assertTiles(await accepts(f.pg, id), ITEMS);
 
   const conv = await get(f.coord, `/api/jobs/${id}/convergence`);
   assert.equal(conv?.status, 200, conv?.text);
