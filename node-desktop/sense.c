@@ -145,6 +145,28 @@ static void log_once(bool *logged, const char *what, const GError *err)
     sf_log(SF_LOG_WARN, LOG_SRC, "%s: %s", what, err != NULL ? err->message : "no answer");
 }
 
+/* The end of a g_dbus_proxy_new asked by o: the proxy, kept in *slot with
+ * changed connected to its property changes; or NULL, when the answer is no
+ * longer wanted or the service would not give it (said once, through
+ * *logged, as what with the service's words). */
+static GDBusProxy *proxy_made(op *o, GAsyncResult *res, GDBusProxy **slot, bool *logged, const char *what,
+    GCallback changed)
+{
+    GError *err = NULL;
+    GDBusProxy *proxy = g_dbus_proxy_new_finish(res, &err);
+    if (op_stale(o)) {
+        g_clear_object(&proxy);
+    } else if (proxy == NULL) {
+        log_once(logged, what, err);
+    } else {
+        *logged = false;
+        *slot = proxy;
+        g_signal_connect(proxy, "g-properties-changed", changed, o->s);
+    }
+    g_clear_error(&err);
+    return proxy;
+}
+
 /* ---- telling the app ---------------------------------------------------- */
 
 static gboolean notify_now(void *p)
@@ -349,23 +371,11 @@ static void session_ready(GObject *src, GAsyncResult *res, void *p)
     (void)src;
     op *o = p;
     dk_sense *s = o->s;
-    GError *err = NULL;
-    GDBusProxy *proxy = g_dbus_proxy_new_finish(res, &err);
-    if (op_stale(o)) {
-        g_clear_object(&proxy);
-        goto out;
+    if (proxy_made(o, res, &s->session, &s->session_logged, "logind cannot show this session",
+            G_CALLBACK(session_changed)) != NULL) {
+        tick_update(s);
+        notify(s);
     }
-    if (proxy == NULL) {
-        log_once(&s->session_logged, "logind cannot show this session", err);
-        goto out;
-    }
-    s->session_logged = false;
-    s->session = proxy;
-    g_signal_connect(proxy, "g-properties-changed", G_CALLBACK(session_changed), s);
-    tick_update(s);
-    notify(s);
-out:
-    g_clear_error(&err);
     op_free(o);
 }
 
@@ -532,22 +542,9 @@ static void upower_ready(GObject *src, GAsyncResult *res, void *p)
     (void)src;
     op *o = p;
     dk_sense *s = o->s;
-    GError *err = NULL;
-    GDBusProxy *proxy = g_dbus_proxy_new_finish(res, &err);
-    if (op_stale(o)) {
-        g_clear_object(&proxy);
-        goto out;
-    }
-    if (proxy == NULL) {
-        log_once(&s->upower_logged, "UPower cannot say whether the computer is on battery", err);
-        goto out;
-    }
-    s->upower_logged = false;
-    s->upower = proxy;
-    g_signal_connect(proxy, "g-properties-changed", G_CALLBACK(upower_changed), s);
-    upower_read(s);
-out:
-    g_clear_error(&err);
+    if (proxy_made(o, res, &s->upower, &s->upower_logged, "UPower cannot say whether the computer is on battery",
+            G_CALLBACK(upower_changed)) != NULL)
+        upower_read(s);
     op_free(o);
 }
 
