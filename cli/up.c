@@ -3,8 +3,8 @@
  * private PostgreSQL (created on first run, started and stopped with the
  * farm) unless $SIMFARM_DB names one, the coordinator, and the demo job.
  *
- *   simfarm up [--listen HOST:PORT] [--var DIR] [--no-demo] [--nodes N] [--no-node] [--cores C]
- *              [--allow-public-nodes]
+ *   simfarm up [--listen HOST:PORT] [--var DIR] [--no-demo] [--demo-items N] [--nodes N] [--no-node]
+ *              [--cores C] [--allow-public-nodes]
  *
  * Its local nodes enrol with claim tokens it makes for them (tier own);
  * other nodes need one too, unless --allow-public-nodes opens enrolment
@@ -24,6 +24,7 @@
 #include "actors/coord/store.h"
 #include "base/str.h"
 #include "cli/cli.h"
+#include "cli/remote.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +32,7 @@
 #include <sodium.h>
 #include <libpq-fe.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,8 +46,8 @@
 static void up_usage(FILE *out)
 {
     fprintf(out,
-        "usage: simfarm up [--listen HOST:PORT] [--var DIR] [--no-demo] [--nodes N] [--no-node] [--cores C]\n"
-        "                  [--allow-public-nodes]\n"
+        "usage: simfarm up [--listen HOST:PORT] [--var DIR] [--no-demo] [--demo-items N] [--nodes N] [--no-node]\n"
+        "                  [--cores C] [--allow-public-nodes]\n"
         "\n"
         "Starts a farm on this machine: PostgreSQL in DIR/pg (default var/pg; created on\n"
         "first run) unless $SIMFARM_DB names a database, the coordinator on HOST:PORT\n"
@@ -57,6 +59,7 @@ static void up_usage(FILE *out)
         "~/.config/simfarm/config) when that does not exist. Ctrl-C stops everything.\n"
         "The local nodes enrol with claim tokens made for them; any other node needs one\n"
         "(simfarm token create --kind claim), a browser tab too (/contribute#claim=TOKEN).\n"
+        "  --demo-items N         the demo job's items, 1 to 2^50 (default 1000000000)\n"
         "  --allow-public-nodes   open enrolment: any node or browser tab that reaches\n"
         "                         the coordinator joins as a public node (make run)\n");
 }
@@ -119,8 +122,10 @@ static void demo_look_later(rt_actor *self)
     rt_send_after(self, DEMO_LOOK_MS, rt_msg_new(M_LOOK, sizeof(rt_msg)));
 }
 
-/* The demo job's end, on one line: its state, time, first output against
- * its closed form, and its page on the dashboard. */
+/* The demo job's end: its state, time and page on the dashboard, then
+ * each output, one a line, aligned: its estimate, and where it has one its
+ * closed form and z, how many standard errors the estimate is from it.
+ * res has a row per output (one with NULLs for none). */
 static void demo_told(demo *d, const PGresult *res)
 {
     const char *state = PQgetvalue(res, 0, 0);
@@ -134,15 +139,50 @@ static void demo_told(demo *d, const PGresult *res)
     printf("simfarm up: demo job %" PRId64 " %s", d->job, state);
     if (!PQgetisnull(res, 0, 1))
         printf(" in %.1f s", strtod(PQgetvalue(res, 0, 1), NULL));
-    if (!PQgetisnull(res, 0, 3) && !PQgetisnull(res, 0, 4)) {
-        double mean = strtod(PQgetvalue(res, 0, 3), NULL), se = strtod(PQgetvalue(res, 0, 4), NULL);
-        printf(": %s %.6g ± %.2g", PQgetvalue(res, 0, 2), mean, se);
-        if (!PQgetisnull(res, 0, 5)) {
-            double ref = strtod(PQgetvalue(res, 0, 5), NULL);
-            printf(" (closed form %.6g, %.1f standard errors away)", ref, se > 0 ? (mean - ref) / se : 0.0);
-        }
-    }
     printf("; see %s/#/jobs/%" PRId64 "\n", d->url, d->job);
+    struct line {
+        const char *name;
+        char mean[64], se[64], ref[32];  /* se " ± 0.0042" or ""; ref "" where it has no closed form */
+        double z;
+    } lines[16];
+    int rows = 0, wname = 0, wmean = 0, wse = 0, wref = 0;
+    for (int i = 0; i < PQntuples(res) && rows < (int)(sizeof lines / sizeof lines[0]); i++) {
+        if (PQgetisnull(res, i, 2) || PQgetisnull(res, i, 3))
+            continue;
+        struct line *l = &lines[rows++];
+        double mean = strtod(PQgetvalue(res, i, 3), NULL);
+        double se = PQgetisnull(res, i, 4) ? NAN : strtod(PQgetvalue(res, i, 4), NULL);
+        char est[64];
+        remote_estimate(est, sizeof est, mean, se);
+        char *pm = strstr(est, " ± "); /* the means right-aligned, so their ± line up */
+        snprintf(l->se, sizeof l->se, "%s", pm != NULL ? pm : "");
+        if (pm != NULL)
+            *pm = '\0';
+        snprintf(l->mean, sizeof l->mean, "%s", est);
+        l->name = PQgetvalue(res, i, 2);
+        l->ref[0] = '\0';
+        if (!PQgetisnull(res, i, 5)) {
+            double ref = strtod(PQgetvalue(res, i, 5), NULL);
+            snprintf(l->ref, sizeof l->ref, "%.8g", ref);
+            l->z = se > 0 ? (mean - ref) / se : 0.0;
+        }
+        int n = (int)strlen(l->name);
+        wname = n > wname ? n : wname;
+        n = (int)strlen(l->mean);
+        wmean = n > wmean ? n : wmean;
+        n = (int)strlen(l->se) - (pm != NULL); /* "±": two bytes, one column */
+        wse = n > wse ? n : wse;
+        n = (int)strlen(l->ref);
+        wref = n > wref ? n : wref;
+    }
+    for (int i = 0; i < rows; i++) {
+        const struct line *l = &lines[i];
+        printf("  %-*s  %*s", wname, l->name, wmean, l->mean);
+        if (l->ref[0] == '\0')
+            printf("%s\n", l->se);
+        else
+            printf("%-*s  closed form %-*s  z %+.2f\n", wse + (l->se[0] != '\0'), l->se, wref, l->ref, l->z);
+    }
     fflush(stdout);
 }
 
@@ -160,15 +200,16 @@ static void demo_behaviour(rt_actor *self, rt_msg *m)
         rt_request(self, d->store, &q->hdr, 30000);
     } else if (m->type == M_LOOK && d->job > 0 && !d->told) {
         cd_query *q = cd_query_new(
-            "SELECT state, extract(epoch FROM finished_at - started_at), result->'outputs'->0->>'name', "
-            "result->'outputs'->0->>'mean', result->'outputs'->0->>'stderr', result->'outputs'->0->>'closed_form' "
-            "FROM jobs WHERE id = $1");
+            "SELECT j.state, extract(epoch FROM j.finished_at - j.started_at), o->>'name', o->>'mean', o->>'stderr', "
+            "o->>'closed_form' FROM jobs j LEFT JOIN LATERAL jsonb_array_elements(CASE jsonb_typeof(j.result->'outputs') "
+            "WHEN 'array' THEN j.result->'outputs' ELSE '[]' END) WITH ORDINALITY AS t(o, n) ON true "
+            "WHERE j.id = $1 ORDER BY t.n");
         cd_query_int(q, d->job);
         rt_request(self, d->store, &q->hdr, 30000);
     } else if (m->type == CD_MSG_RESULT) {
         cd_result *r = (cd_result *)m;
         if (d->job > 0) { /* a look at it: said once it ended, else looked at again */
-            if (r->res != NULL && PQntuples(r->res) == 1)
+            if (r->res != NULL && PQntuples(r->res) >= 1)
                 demo_told(d, r->res);
             if (!d->told)
                 demo_look_later(self);
@@ -496,8 +537,9 @@ static void started(rt_system *sys, rt_actor *store, const char *host, int port,
     rt_actor_release(a);
 }
 
-/* The demo submission: the European call in examples/option.json. */
-static char *demo_submission(void)
+/* The demo submission: the European call in examples/option.json, of
+ * `items` items. */
+static char *demo_submission(long items)
 {
     FILE *f = fopen("examples/option.json", "r");
     if (f == NULL)
@@ -510,13 +552,12 @@ static char *demo_submission(void)
     char *s = malloc(cap);
     if (s == NULL)
         sf_oom(cap);
-    /* About half a minute on two cores: long enough to watch it converge.
-     * Every tier, public included: a browser tab on the contribute page
+    /* Every tier, public included: a browser tab on the contribute page
      * can help with it. */
     snprintf(s, cap,
         "{\"kernel\": \"option\", \"name\": \"demo: the option of examples/option.json\", \"params\": %s, "
-        "\"items\": 1000000000, \"owner\": \"demo\", \"tiers\": [\"own\", \"team\", \"community\", \"public\"]}",
-        params);
+        "\"items\": %ld, \"owner\": \"demo\", \"tiers\": [\"own\", \"team\", \"community\", \"public\"]}",
+        params, items);
     return s;
 }
 
@@ -527,9 +568,11 @@ int cmd_up(int argc, char **argv)
     const char *var = "var";
     bool demo_job = true, open = false;
     unsigned cores = 0, nodes = 1;
+    long demo_items = 1000000000; /* long enough to watch it converge */
 
     static const cli_flag flags[] = { { "--help", false }, { "--no-demo", false }, { "--no-node", false }, { "--allow-public-nodes", false },
-        { "--listen", true }, { "--var", true }, { "--nodes", true }, { "--cores", true }, { NULL, false } };
+        { "--listen", true }, { "--var", true }, { "--nodes", true }, { "--cores", true }, { "--demo-items", true },
+        { NULL, false } };
     cli_args it = CLI_ARGS(argc, argv, flags, 0);
     const char *a, *v;
     sf_error e;
@@ -558,6 +601,11 @@ int cmd_up(int argc, char **argv)
                 return SF_EXIT_USAGE;
             }
             nodes = (unsigned)n;
+        } else if (strcmp(a, "--demo-items") == 0) {
+            if (!cli_number(v, 1, 1L << 50, &demo_items)) {
+                fprintf(stderr, "simfarm up: --demo-items wants a number from 1 to 2^50, not '%s'\n", v);
+                return SF_EXIT_USAGE;
+            }
         } else if (strcmp(a, "--cores") == 0) {
             long n;
             if (!cli_number(v, 1, 256, &n)) {
@@ -588,7 +636,7 @@ int cmd_up(int argc, char **argv)
             return SF_EXIT_FAIL;
         }
     }
-    up_ctx u = { .submission = demo_job ? demo_submission() : NULL, .open = open, .nodes = nodes, .cores = cores };
+    up_ctx u = { .submission = demo_job ? demo_submission(demo_items) : NULL, .open = open, .nodes = nodes, .cores = cores };
     if (cd_mkdirs(var, 0755) != 0 || realpath(var, u.var) == NULL || strlen(u.var) > PATH_MAX - 32) {
         fprintf(stderr, "simfarm up: cannot use %s: %s\n", var, strerror(errno));
         free(u.submission);

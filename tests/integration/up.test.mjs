@@ -1,5 +1,6 @@
 // `simfarm up`: a private PostgreSQL created on first run and reused after,
-// the coordinator, the demo job, and a clean stop of all of it on Ctrl-C.
+// the coordinator, the demo job and what it found, and a clean stop of all
+// of it on Ctrl-C.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -65,7 +66,7 @@ test('first run creates the database, starts a node and submits the demo job, an
       signal: AbortSignal.timeout(10000) });
     assert.equal(c.status, 200);
     await eventually(() => new RegExp(`demo job ${id} cancelled`).test(up.out()), 'the demo\'s end said', 30000);
-    assert.match(up.out(), new RegExp(`^simfarm up: demo job ${id} cancelled in [\\d.]+ s: price [\\d.]+ ± [\\d.e-]+ \\(closed form [\\d.]+, -?[\\d.]+ standard errors away\\); see ${base}/#/jobs/${id}$`, 'm'));
+    assert.match(up.out(), new RegExp(`^simfarm up: demo job ${id} cancelled in [\\d.]+ s; see ${base}/#/jobs/${id}\\n {2}price +[\\d.]+ ± [\\d.]+ +closed form [\\d.]+ +z [+-][\\d.]+$`, 'm'));
     return job;
   });
   assert.match(r.out, /creating a PostgreSQL cluster/);
@@ -129,6 +130,36 @@ test('a PostgreSQL left running by a killed run is named, not used and then left
   assert.ok(!fs.existsSync(pidFile), 'postgres still running after up stopped');
 });
 
+test('--demo-items sets the demo\'s size; its end names its page and each output with its closed form and z, aligned', async () => {
+  const names = ['price', 'delta', 'vega', 'rho', 'theta']; // examples/option.json asks for the Greeks
+  const told = new RegExp(`demo job \\d+ complete[^\\n]*\\n((?: {2}\\S[^\\n]*\\n){${names.length}})`);
+  const r = await up(['--cores', '1', '--demo-items', '2000000'], told, async (out) => {
+    const [, base, id] = out.match(/demo job \d+ submitted: (http:\/\/\S+)\/#\/jobs\/(\d+) /);
+    const job = await (await fetch(`${base}/api/jobs/${id}`, { signal: AbortSignal.timeout(10000) })).json();
+    return { base, id, job };
+  });
+  assert.equal(r.exit.code, 0, r.err);
+  const { base, id, job } = r.value;
+  assert.equal(job.items, 2000000);
+  assert.match(r.out, new RegExp(`^simfarm up: demo job ${id} complete in [\\d.]+ s; see ${base}/#/jobs/${id}$`, 'm'));
+  const lines = told.exec(r.out)[1].trimEnd().split('\n');
+  assert.deepEqual(lines.map((l) => l.trim().split(/ +/)[0]), names, r.out);
+  for (const [i, l] of lines.entries()) {
+    const [, mean, se, ref, z] = /^ {2}\S+ +(-?[\d.]+) ± ([\d.]+) +closed form (-?[\d.e-]+) +z ([+-][\d.]+)$/.exec(l) ?? [];
+    assert.ok(z, `${names[i]}: ${l}`);
+    // as the API has it: the estimate to its error's precision, z from the exact values
+    const o = job.result.outputs[i];
+    assert.equal(o.name, names[i]);
+    assert.ok(Math.abs(Number(mean) - o.mean) <= Number(se) / 10, `${l}: mean ${o.mean}`);
+    assert.equal(Number(ref), Number(o.closed_form.toPrecision(8)), l);
+    assert.equal(z, `${o.mean >= o.closed_form ? '+' : '-'}${Math.abs((o.mean - o.closed_form) / o.stderr).toFixed(2)}`, l);
+  }
+  // one column each: the ±, the closed forms and the z line up
+  for (const col of ['±', 'closed form', ' z ']) {
+    assert.equal(new Set(lines.map((l) => l.indexOf(col))).size, 1, `${col} aligned:\n${lines.join('\n')}`);
+  }
+});
+
 test('make run LISTEN=HOST:PORT runs up there', async () => {
   // -n: print the recipe only; `all` and the packages' stamp taken as done
   const none = path.join(tmp, 'no-deps.mk');
@@ -147,6 +178,9 @@ test('a bad option is a usage error', async () => {
   const stray = await run(simfarm, ['up', '--no-demo', 'extra']);
   assert.equal(stray.code, 2);
   assert.match(stray.stderr, /unexpected argument 'extra'/);
+  const items = await run(simfarm, ['up', '--demo-items', '0']);
+  assert.equal(items.code, 2);
+  assert.match(items.stderr, /--demo-items wants a number from 1 to 2\^50, not '0'/);
   const listen = await run(simfarm, ['up', '--listen', 'nosuch.invalid:8080']);
   assert.equal(listen.code, 2);
   assert.match(listen.stderr, /cannot resolve 'nosuch\.invalid'/);
