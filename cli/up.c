@@ -12,7 +12,8 @@
  *
  * Once the coordinator listens, `up` writes DIR/config (server and the
  * admin token from DIR/token) for the client commands, and the user's
- * ~/.config/simfarm/config too when there is none yet.
+ * ~/.config/simfarm/config too when there is none yet, or when the one
+ * there is one an `up` of DIR wrote (it follows the farm to a new address).
  *
  * PostgreSQL refuses to run as root, so as root the cluster runs as the
  * `postgres` system user; its directory must then be reachable by that
@@ -56,7 +57,8 @@ static void up_usage(FILE *out)
         "this machine's cores shared among them) unless --no-node, and the demo job from\n"
         "examples/option.json unless --no-demo. Writes DIR/config for the client commands\n"
         "(simfarm jobs, submit, ...), and $XDG_CONFIG_HOME/simfarm/config (default\n"
-        "~/.config/simfarm/config) when that does not exist. Ctrl-C stops everything.\n"
+        "~/.config/simfarm/config) when that does not exist, or updates it when an `up`\n"
+        "of DIR wrote it (a user's own is left alone). Ctrl-C stops everything.\n"
         "The local nodes enrol with claim tokens made for them; any other node needs one\n"
         "(simfarm token create --kind claim), a browser tab too (/contribute#claim=TOKEN).\n"
         "  --demo-items N         the demo job's items, 1 to 2^50 (default 1000000000)\n"
