@@ -2,7 +2,8 @@
  * test_sim_vectors.c — the kernels' stage vectors (tests/vectors/kernels.vec):
  * the CPU kernels reproduce every stage of every traced item (re-derived
  * from the device functions and held to the kernel's own value of the
- * item) and the result bytes of every range; the OpenCL and CUDA backends
+ * item) and the result bytes of every range, also of the sets of several
+ * variants; the OpenCL backend (in its CPU and its GPU program) and CUDA
  * reproduce the result bytes, or skip with the reason they cannot open.
  * SIMFARM_KERNEL_VECTORS names the file where it is not at
  * tests/vectors/kernels.vec (the GPU bundle keeps it there too).
@@ -138,6 +139,37 @@ static void check_sets(writer w, void *ctx, int results, const char *what)
     free(text);
 }
 
+/* Every set of several variants: its lines of one kind (results, from
+ * backend b; or, b NULL, its variants lines) against the file's. */
+static void check_every(const backend *b, const char *what)
+{
+    char *text = vectors(), err[512], msg[1400];
+    for (int i = 0; i < KVEC_NEVERY; i++) {
+        const kvec_every *e = &kvec_every_sets[i];
+        sim_work w;
+        cr_assert_eq(kvec_every_work(e, &w, err, sizeof err), 0, "%s: %s", e->name, err);
+        cr_assert(w.every && w.n == (uint32_t)e->n, "%s: a work context of every variant", e->name);
+        char *want = set_lines(text, e->name, b != NULL);
+        cr_assert_neq(want[0], '\0', "%s: no %s lines in the file (make kernel-vectors)", e->name, what);
+        char *got = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&got, &len);
+        cr_assert_not_null(f);
+        int rc = 0;
+        if (b != NULL)
+            rc = kvec_write_every_ranges(f, e, &w, b->run, b->ctx);
+        else
+            kvec_write_every_head(f, e);
+        fclose(f);
+        cr_assert_eq(rc, 0, "%s: %s: %d", e->name, what, rc);
+        cr_assert_eq(first_difference(want, got, msg, sizeof msg), 0, "%s, %s: %s", e->name, what, msg);
+        free(got);
+        free(want);
+        sim_work_close(&w);
+    }
+    free(text);
+}
+
 /* The file says what its lines are: the preamble it was made with. */
 Test(sim_vectors, file_has_the_current_format)
 {
@@ -160,6 +192,29 @@ Test(sim_vectors, cpu_reproduces_the_result_bytes, .timeout = 120)
 {
     backend b = { kvec_run_cpu, NULL };
     check_sets(write_results, &b, 1, "CPU results");
+    check_every(NULL, "variants");
+    check_every(&b, "CPU results");
+}
+
+/* A chunk of every variant is what a node sends for it: nd_compute's
+ * bytes, the variants' statistics one after the other. */
+Test(sim_vectors, every_variant_results_are_a_chunk_result)
+{
+    char err[512];
+    for (int i = 0; i < KVEC_NEVERY; i++) {
+        sim_work w;
+        cr_assert_eq(kvec_every_work(&kvec_every_sets[i], &w, err, sizeof err), 0, "%s", err);
+        uint32_t nout = (uint32_t)sim_job_nout(w.jobs[0]);
+        sim_stats st[KVEC_MAXVAR * SIM_MAX_OUT];
+        unsigned char a[KVEC_MAXVAR * SIM_MAX_OUT * (SIM_STATS_MAX_ENCODED + 4)], b[sizeof a];
+        size_t na, nb = 0;
+        for (uint32_t v = 0; v < w.n; v++)
+            cr_assert_eq(sim_run_cpu(w.jobs[v], 1000, 9, st + v * nout), 0);
+        na = kvec_result_bytes(st, (int)(w.n * nout), a, sizeof a);
+        cr_assert_eq(sc_result_encode(st, w.n * nout, b, sizeof b, &nb), 0);
+        cr_assert(na > 0 && na == nb && memcmp(a, b, na) == 0, "%s", kvec_every_sets[i].name);
+        sim_work_close(&w);
+    }
 }
 
 /* The result lines are a chunk's result as the scheduler reads it. */
@@ -210,6 +265,27 @@ Test(sim_vectors, opencl_reproduces_the_result_bytes, .timeout = 300)
     cr_assert_eq(rc, 0, "sim_cl_create: %s: %s", sf_strerror(rc), err);
     backend b = { run_cl, cl };
     check_sets(write_results, &b, 1, "OpenCL results");
+    check_every(&b, "OpenCL results");
+    sim_cl_destroy(cl);
+}
+
+/* The program and launch shape a GPU gets (SIMFARM_OPENCL_PROFILE=gpu: groups
+ * of 4 items, up to 65,536 work items), run on whatever OpenCL device there
+ * is (pocl's CPU device here): no GPU runs the tests, this runs its code. */
+Test(sim_vectors, opencl_gpu_profile_reproduces_the_result_bytes, .timeout = 300)
+{
+    sim_cl *cl = NULL;
+    char err[4096] = "";
+    setenv("SIMFARM_OPENCL_PROFILE", "gpu", 1);
+    int rc = sim_cl_create(&cl, err, sizeof err);
+    unsetenv("SIMFARM_OPENCL_PROFILE");
+    if (rc == SIM_ENOBACKEND || rc == SIM_ENODEVICE)
+        cr_skip_test("no OpenCL device: %s", err);
+    cr_assert_eq(rc, 0, "sim_cl_create: %s: %s", sf_strerror(rc), err);
+    cr_assert_eq(sim_cl_group_width(cl), 4, "the GPU program's groups of 4 items");
+    backend b = { run_cl, cl };
+    check_sets(write_results, &b, 1, "OpenCL results (GPU profile)");
+    check_every(&b, "OpenCL results (GPU profile)");
     sim_cl_destroy(cl);
 }
 
@@ -228,5 +304,6 @@ Test(sim_vectors, cuda_reproduces_the_result_bytes, .timeout = 300)
     cr_assert_eq(rc, 0, "sim_cuda_create: %s: %s", sf_strerror(rc), err);
     backend b = { run_cuda, cu };
     check_sets(write_results, &b, 1, "CUDA results");
+    check_every(&b, "CUDA results");
     sim_cuda_destroy(cu);
 }

@@ -20,6 +20,7 @@
 
 #include "base/json.h"
 #include "sim/combat_dev.h"
+#include "sim/ctx.h"
 #include "sim/option_dev.h"
 #include "sim/sim_int.h"
 
@@ -31,7 +32,9 @@ typedef struct kvec_set {
 
 #define KVEC_BIG ((uint64_t)1 << 40)
 
-/* Items whose stages are written: 0..7 and one index past 2^32 blocks. */
+/* Items whose stages are written: 0..7 and one index past 2^32 blocks; a
+ * set that traces fewer takes the first ntrace, so at least 0..3: items
+ * 2 and 3 of each block of four take the sine of their pair's normals. */
 static const uint64_t kvec_items[] = { 0, 1, 2, 3, 4, 5, 6, 7, KVEC_BIG + 3 };
 #define KVEC_NTRACE ((int)(sizeof kvec_items / sizeof kvec_items[0]))
 
@@ -51,19 +54,25 @@ static const kvec_set kvec_sets[] = {
         KVEC_NTRACE },
     { "asian_arithmetic_252", "option",
         "{\"style\": \"asian_arithmetic\", \"type\": \"put\", \"S0\": 100, \"K\": 105, \"r\": 0.04, \"q\": 0.01, "
-        "\"sigma\": 0.25, \"T\": 1, \"steps\": 252}", 5, 2 },
+        "\"sigma\": 0.25, \"T\": 1, \"steps\": 252}", 5, 4 },
     { "asian_geometric_12", "option",
         "{\"style\": \"asian_geometric\", \"S0\": 100, \"K\": 95, \"r\": 0.01, \"sigma\": 0.25, \"T\": 0.5, \"steps\": 12}", 6,
         KVEC_NTRACE },
     { "asian_geometric_252", "option",
         "{\"style\": \"asian_geometric\", \"S0\": 50, \"K\": 50, \"r\": 0.05, \"sigma\": 0.35, \"T\": 1, \"steps\": 252}", 7,
-        2 },
+        4 },
     { "barrier_up_out", "option",
         "{\"style\": \"barrier\", \"barrier\": 125, \"barrier_type\": \"up_out\", \"S0\": 100, \"K\": 100, \"r\": 0.02, "
         "\"sigma\": 0.3, \"T\": 1, \"steps\": 20}", 8, KVEC_NTRACE },
     { "barrier_down_in", "option",
         "{\"style\": \"barrier\", \"barrier\": 85, \"barrier_type\": \"down_in\", \"type\": \"put\", \"S0\": 100, \"K\": 100, "
         "\"sigma\": 0.3, \"T\": 1, \"steps\": 20}", 9, KVEC_NTRACE },
+    { "barrier_up_in", "option",
+        "{\"style\": \"barrier\", \"barrier\": 110, \"barrier_type\": \"up_in\", \"S0\": 100, \"K\": 95, \"r\": 0.03, "
+        "\"sigma\": 0.3, \"T\": 1, \"steps\": 16}", 17, KVEC_NTRACE },
+    { "barrier_down_out", "option",
+        "{\"style\": \"barrier\", \"barrier\": 80, \"barrier_type\": \"down_out\", \"type\": \"put\", \"S0\": 100, "
+        "\"K\": 105, \"r\": 0.01, \"q\": 0.02, \"sigma\": 0.25, \"T\": 1, \"steps\": 16}", 18, KVEC_NTRACE },
     { "european_greeks_antithetic", "option",
         "{\"S0\": 100, \"K\": 105, \"r\": 0.03, \"q\": 0.01, \"sigma\": 0.25, \"T\": 0.75, \"steps\": 3, "
         "\"greeks\": true, \"antithetic\": true}", 10, KVEC_NTRACE },
@@ -91,6 +100,32 @@ static const kvec_set kvec_sets[] = {
         "{\"coefficient\": 0.6, \"gcd\": false, \"cooldown\": 0.5}]}", 12, 4 },
 };
 #define KVEC_NSETS ((int)(sizeof kvec_sets / sizeof kvec_sets[0]))
+
+/* Sets of several variants over the same items and seed, computed
+ * together as a work context with `every` true gives them to a node
+ * (sim/ctx.h; proto/PROTOCOL.md §4, the result data): a range's result is
+ * every variant's outputs, variant 0's first, each variant in variant 0's
+ * layouts. */
+enum { KVEC_MAXVAR = 3 };
+typedef struct kvec_every {
+    const char *name, *kernel;
+    uint64_t seed;
+    int n;
+    const char *variants[KVEC_MAXVAR];
+} kvec_every;
+
+static const kvec_every kvec_every_sets[] = {
+    { "option_every", "option", 19, 3, {
+        "{\"S0\": 100, \"K\": 100, \"r\": 0.05, \"sigma\": 0.2, \"T\": 1, \"greeks\": true}",
+        "{\"S0\": 101, \"K\": 100, \"r\": 0.05, \"sigma\": 0.2, \"T\": 1, \"greeks\": true}",
+        "{\"S0\": 100, \"K\": 100, \"r\": 0.05, \"sigma\": 0.5, \"T\": 1, \"greeks\": true}" } },
+    { "combat_every", "combat", 20, 2, {
+        "{\"power\": 4000, \"crit\": 1500, \"haste\": 1000, \"fight_length\": 12, \"abilities\": "
+        "[{\"coefficient\": 2.5, \"cooldown\": 5}, {\"coefficient\": 0.7}]}",
+        "{\"power\": 4000, \"crit\": 1550, \"haste\": 1000, \"fight_length\": 12, \"abilities\": "
+        "[{\"coefficient\": 2.5, \"cooldown\": 5}, {\"coefficient\": 0.7}]}" } },
+};
+#define KVEC_NEVERY ((int)(sizeof kvec_every_sets / sizeof kvec_every_sets[0]))
 
 /* A backend's run of items [first, first + count) into out[0 .. nout). */
 typedef int (*kvec_run)(void *ctx, const sim_job *job, uint64_t first, uint64_t count, sim_stats *out);
@@ -150,6 +185,12 @@ static void kvec_preamble(FILE *f)
           "# both kernels, per traced item and output:\n"
           "#   out SET ITEM OUTPUT v= q= q2= saturated= slot=   the value, its fixed-point terms, its slot\n"
           "# and the result bytes of items [FIRST, FIRST + COUNT), as a node sends a chunk's result:\n"
+          "#   result SET FIRST COUNT HEX\n"
+          "# sets of several variants computed together (a work context with every=true): their\n"
+          "# parameters, and each range's result, every variant's outputs in variant order, each\n"
+          "# variant in variant 0's layouts:\n"
+          "#   variants SET KERNEL seed=SEED n=N every=1\n"
+          "#   variant SET V PARAMS                     V: 0 .. N-1; PARAMS: JSON, to the line's end\n"
           "#   result SET FIRST COUNT HEX\n",
         f);
 }
@@ -527,25 +568,76 @@ static size_t kvec_result_bytes(const sim_stats *st, int nout, unsigned char *bu
     return off;
 }
 
-/* The result lines of set s from a backend; returns its first error. */
-static int kvec_write_ranges(FILE *f, const kvec_set *s, const sim_job *job, kvec_run run, void *ctx)
+/* The result lines of set `name` from a backend: for each range, the n
+ * jobs run one after the other, their statistics in that order (n = 1 for
+ * a set, a set of several variants' jobs in variant order). Returns the
+ * first error. */
+static int kvec_write_runs(FILE *f, const char *name, const char *kernel, const sim_job *const *jobs, uint32_t n,
+    kvec_run run, void *ctx)
 {
-    const uint64_t(*rg)[2] = strcmp(s->kernel, "option") == 0 ? kvec_ranges : kvec_combat_ranges;
+    const uint64_t(*rg)[2] = strcmp(kernel, "option") == 0 ? kvec_ranges : kvec_combat_ranges;
+    const int nout = jobs[0]->nout;
     for (int r = 0; r < KVEC_NRANGES; r++) {
-        sim_stats st[SIM_MAX_OUT];
-        unsigned char buf[SIM_MAX_OUT * (SIM_STATS_MAX_ENCODED + 4)];
-        int rc = run(ctx, job, rg[r][0], rg[r][1], st);
-        if (rc != 0)
-            return rc;
-        size_t n = kvec_result_bytes(st, job->nout, buf, sizeof buf);
-        if (n == 0)
+        sim_stats st[KVEC_MAXVAR * SIM_MAX_OUT];
+        unsigned char buf[KVEC_MAXVAR * SIM_MAX_OUT * (SIM_STATS_MAX_ENCODED + 4)];
+        if (n > KVEC_MAXVAR)
+            return SIM_EINVAL;
+        for (uint32_t v = 0; v < n; v++) {
+            int rc = run(ctx, jobs[v], rg[r][0], rg[r][1], st + v * (uint32_t)nout);
+            if (rc != 0)
+                return rc;
+        }
+        size_t len = kvec_result_bytes(st, (int)n * nout, buf, sizeof buf);
+        if (len == 0)
             return SIM_ENOSPC;
-        fprintf(f, "result %s %" PRIu64 " %" PRIu64 " ", s->name, rg[r][0], rg[r][1]);
-        for (size_t i = 0; i < n; i++)
+        fprintf(f, "result %s %" PRIu64 " %" PRIu64 " ", name, rg[r][0], rg[r][1]);
+        for (size_t i = 0; i < len; i++)
             fprintf(f, "%02x", buf[i]);
         fputc('\n', f);
     }
     return 0;
+}
+
+/* The result lines of set s from a backend; returns its first error. */
+static int kvec_write_ranges(FILE *f, const kvec_set *s, const sim_job *job, kvec_run run, void *ctx)
+{
+    return kvec_write_runs(f, s->name, s->kernel, &job, 1, run, ctx);
+}
+
+/* ---- sets of several variants ------------------------------------------------------------------ */
+
+/* The work of every set e: its context with `every` true, opened as a
+ * node opens it (sim_work_open); err says why when it returns non-zero. */
+static int kvec_every_work(const kvec_every *e, sim_work *w, char *err, size_t errlen)
+{
+    msgpack_sbuffer vars, ctx;
+    msgpack_sbuffer_init(&vars);
+    msgpack_sbuffer_init(&ctx);
+    int rc = 0;
+    for (int v = 0; v < e->n && rc == 0; v++)
+        rc = sf_json_to_msgpack(e->variants[v], strlen(e->variants[v]), &vars, err, errlen);
+    if (rc == 0) {
+        sim_ctx_encode_variants(&ctx, e->kernel, e->seed, vars.data, vars.size, (uint32_t)e->n, true);
+        rc = sim_work_open(w, ctx.data, ctx.size, err, errlen);
+    }
+    msgpack_sbuffer_destroy(&ctx);
+    msgpack_sbuffer_destroy(&vars);
+    return rc;
+}
+
+/* The variants and variant lines of set e. */
+static void kvec_write_every_head(FILE *f, const kvec_every *e)
+{
+    fprintf(f, "variants %s %s seed=%" PRIu64 " n=%d every=1\n", e->name, e->kernel, e->seed, e->n);
+    for (int v = 0; v < e->n; v++)
+        fprintf(f, "variant %s %d %s\n", e->name, v, e->variants[v]);
+}
+
+/* The result lines of set e from a backend, every variant's in a range's
+ * result; returns the first error. */
+static int kvec_write_every_ranges(FILE *f, const kvec_every *e, const sim_work *w, kvec_run run, void *ctx)
+{
+    return kvec_write_runs(f, e->name, e->kernel, (const sim_job *const *)w->jobs, w->n, run, ctx);
 }
 
 #endif /* TESTS_VECTORS_KVEC_H */

@@ -15,13 +15,26 @@ import { bits, optionJob, optionItem, optionResult, fixed, philox, simExp, simLo
 
 const text = fs.readFileSync(path.join(top, 'tests/vectors/kernels.vec'), 'utf8');
 
-// The file's records by set: kind, positional fields and NAME=VALUE fields.
-const sets = new Map();
+// The file's records by set: kind, positional fields and NAME=VALUE fields;
+// the sets of several variants apart, with their parameters and results.
+const sets = new Map(), everySets = new Map();
 for (const line of text.split('\n')) {
   if (line === '' || line.startsWith('#')) continue;
   const t = line.split(' ');
   if (t[0] === 'set') {
     sets.set(t[1], { kernel: t[2], seed: BigInt(t[3].slice(5)), params: JSON.parse(t.slice(4).join(' ')), recs: [] });
+    continue;
+  }
+  if (t[0] === 'variants') { // a set of several variants computed together
+    everySets.set(t[1], { kernel: t[2], seed: BigInt(t[3].slice(5)), n: Number(t[4].slice(2)), variants: [],
+      results: [] });
+    continue;
+  }
+  if (everySets.has(t[1])) {
+    const e = everySets.get(t[1]);
+    if (t[0] === 'variant') e.variants[Number(t[2])] = JSON.parse(t.slice(3).join(' '));
+    else if (t[0] === 'result') e.results.push(t.slice(2));
+    else throw new Error(`${t[1]}: a ${t[0]} line in a set of variants`);
     continue;
   }
   const rec = { kind: t[0], pos: [], kv: {} };
@@ -58,8 +71,21 @@ test('the implementation of the specification keeps to its own known answers', (
   // every option set of the file, in its order: one dropped or renamed fails
   assert.deepEqual(optionSets.map(([name]) => name), ['european_call', 'european_put', 'european_call_antithetic',
     'asian_arithmetic_12', 'asian_arithmetic_252', 'asian_geometric_12', 'asian_geometric_252', 'barrier_up_out',
-    'barrier_down_in', 'european_greeks_antithetic', 'european_put_greeks', 'asian_arithmetic_greeks',
+    'barrier_down_in', 'barrier_up_in', 'barrier_down_out', 'european_greeks_antithetic', 'european_put_greeks', 'asian_arithmetic_greeks',
     'asian_geometric_greeks', 'barrier_greeks_antithetic']);
+});
+
+// A chunk of every variant (PROTOCOL.md §4, the result data): each
+// variant's result in variant order, each in variant 0's layouts.
+test('option_every: a chunk of every variant, from the specification', () => {
+  const e = everySets.get('option_every');
+  assert.ok(e && e.kernel === 'option' && e.n >= 2 && e.variants.length === e.n, 'the file has option_every');
+  assert.equal(e.results.length, 4);
+  const jobs = e.variants.map((params) => optionJob(params, e.seed));
+  for (const p of jobs) p.layouts = jobs[0].layouts;
+  for (const [first, count, hex] of e.results)
+    assert.equal(jobs.map((p) => optionResult(p, BigInt(first), BigInt(count))).join(''), hex,
+      `option_every result [${first}, +${count})`);
 });
 
 // A whole run of a set's parameters and seed, computed here from the

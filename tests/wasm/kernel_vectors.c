@@ -4,7 +4,9 @@
  *
  *   kernel_vectors gen              prints the whole file: every set's
  *                                   host values, traced items' stages and
- *                                   result bytes on the CPU backend; exits 1
+ *                                   result bytes on the CPU backend, then
+ *                                   the sets of several variants' results;
+ *                                   exits 1
  *                                   when a re-derived item differs from the
  *                                   kernel's own value (`make kernel-vectors`)
  *   kernel_vectors results BACKEND  prints only the result lines, run on
@@ -68,6 +70,25 @@ int main(int argc, char **argv)
             failed = 1;
         }
         sim_job_destroy(job);
+    }
+    for (int s = 0; s < KVEC_NEVERY; s++) {
+        const kvec_every *e = &kvec_every_sets[s];
+        sim_work w;
+        if (kvec_every_work(e, &w, err, sizeof err) != 0) {
+            fprintf(stderr, "kernel_vectors: %s: %s\n", e->name, err);
+            failed = 1;
+            continue;
+        }
+        if (gen) {
+            printf("\n");
+            kvec_write_every_head(stdout, e);
+        }
+        int rc = kvec_write_every_ranges(stdout, e, &w, run, cl);
+        if (rc != 0) {
+            fprintf(stderr, "kernel_vectors: %s: %s\n", e->name, sf_strerror(rc));
+            failed = 1;
+        }
+        sim_work_close(&w);
     }
     if (cl != NULL)
         sim_cl_destroy(cl);

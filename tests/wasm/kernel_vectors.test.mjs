@@ -23,16 +23,26 @@ function sameText(got, what) {
 }
 
 // Every set, in the file's order: a regenerated file that drops or renames
-// one, or adds one not listed here, fails.
+// one, or adds one not listed here, fails. EVERY: the sets of several
+// variants computed together (a work context with every=true).
 const SETS = ['european_call', 'european_put', 'european_call_antithetic', 'asian_arithmetic_12',
   'asian_arithmetic_252', 'asian_geometric_12', 'asian_geometric_252', 'barrier_up_out', 'barrier_down_in',
-  'european_greeks_antithetic', 'european_put_greeks', 'asian_arithmetic_greeks', 'asian_geometric_greeks',
+  'barrier_up_in', 'barrier_down_out', 'european_greeks_antithetic', 'european_put_greeks', 'asian_arithmetic_greeks', 'asian_geometric_greeks',
   'barrier_greeks_antithetic', 'combat', 'combat_weights'];
+const EVERY = ['option_every', 'combat_every'];
 
 test('the file holds stages and results of every kernel and style', () => {
   assert.deepEqual(file.split('\n').filter((l) => l.startsWith('set ')).map((l) => l.split(' ')[1]), SETS);
   for (const s of SETS) {
     assert.match(file, new RegExp(`^out ${s} `, 'm'), s);
+    assert.equal(resultLines(file).filter((l) => l.split(' ')[1] === s).length, 4, s);
+  }
+  assert.deepEqual(file.split('\n').filter((l) => l.startsWith('variants ')).map((l) => l.split(' ')[1]), EVERY);
+  for (const s of EVERY) {
+    assert.match(file, new RegExp(`^variants ${s} \\S+ seed=\\d+ n=(\\d+) every=1$`, 'm'), s);
+    const n = Number(new RegExp(`^variants ${s} \\S+ seed=\\d+ n=(\\d+)`, 'm').exec(file)[1]);
+    assert.ok(n >= 2, `${s}: several variants`);
+    assert.equal(file.split('\n').filter((l) => l.startsWith(`variant ${s} `)).length, n, s);
     assert.equal(resultLines(file).filter((l) => l.split(' ')[1] === s).length, 4, s);
   }
 });
