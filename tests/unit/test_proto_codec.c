@@ -602,6 +602,44 @@ Test(proto_codec, malformed_travels_in_the_form_the_node_reads)
     pr_msg_free(&out);
 }
 
+/* A reason of each check the coordinator makes (PROTOCOL.md §4,
+ * complete_ack), at the length its largest numbers give, travels in both
+ * forms and reads back whole. */
+Test(proto_codec, malformed_reasons_of_each_check_travel)
+{
+    static const char *const reasons[] = {
+        "range differs from the claim's: items 18446744073709551615+18446744073709551615, the claim is "
+        "18446744073709551615+18446744073709551615",
+        "work context differs from the job's",
+        "the result data is empty: the chunk has 256 statistics (64 variants x 4 outputs)",
+        "the data ends at byte 18446744073709551615, before the length of statistic 255 (variant 63, output 3): the "
+        "chunk has 256 statistics (64 variants x 4 outputs)",
+        "statistic 255 (variant 63, output 3) at byte 18446744073709551615 claims 18446744073709551615 bytes, "
+        "18446744073709551615 are left",
+        "statistic 255 (variant 63, output 3) at byte 18446744073709551615 does not decode: malformed statistics "
+        "encoding",
+        "18446744073709551615 bytes left over after the chunk's 256 statistics (64 variants x 4 outputs)",
+        "statistic 252 (variant 63, output 0) counts 18446744073709551615 values, a chunk of 18446744073709551615 "
+        "items makes 18446744073709551615",
+        "statistic 255 (variant 63, output 3) has another layout (fixed-point step or histogram range) than the work "
+        "context gives its output",
+    };
+    for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++) {
+        cr_assert_leq(strlen(reasons[i]), PR_MAX_REASON, "reason %zu: %zu bytes", i, strlen(reasons[i]));
+        pr_outcome oc[2];
+        pr_outcome_malformed(&oc[0], 9, reasons[i], false);
+        pr_outcome_malformed(&oc[1], 10, reasons[i], true);
+        pr_msg m = ack_msg(oc, 2), out;
+        round_trip(&m, &out);
+        for (int k = 0; k < 2; k++) {
+            const char *why;
+            cr_assert_eq(pr_outcome_read(&out.body.complete_ack.outcomes[k], &why), PR_OUTCOME_MALFORMED);
+            cr_assert_str_eq(why, reasons[i]);
+        }
+        pr_msg_free(&out);
+    }
+}
+
 Test(proto_codec, malformed_reason_is_bounded)
 {
     char s[PR_MAX_REASON + 2];
