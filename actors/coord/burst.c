@@ -5,6 +5,7 @@
 #include "actors/coord/burst_int.h"
 
 #include "actors/coord/pgembed.h"
+#include "actors/coord/scheduler.h"
 #include "actors/coord/store.h"
 #include "base/alloc.h"
 #include "base/log.h"
@@ -504,18 +505,17 @@ void cd_burst_metrics(rt_actor *burst, sf_str *out)
 
 /* ---- decisions ---------------------------------------------------------------------- */
 
-/* Pending items: each unfinished job's items less those accepted. A node's
- * speed: the items of its accepts over the last minute after its first
- * one there, over the time from that first to its last (a node needs two
- * accepts in the window to be measured); the mean over the nodes measured. */
-static const char DECIDE_SQL[] =
-    "WITH u AS (SELECT id, items FROM jobs WHERE state IN ('pending', 'running')), "
-    "a AS (SELECT job_id, node_id, item_count, at FROM journal WHERE type = 1 AND job_id IN (SELECT id FROM u)), "
+/* A node's speed: the items of its accepts of unfinished jobs over the
+ * last minute after its first one there, over the time from that first to
+ * its last (a node needs two accepts in the window to be measured); the
+ * mean over the nodes measured. The pending items are the scheduler's
+ * (cd_scheduler_stats.items_left). */
+static const char SPEED_SQL[] =
+    "WITH a AS (SELECT node_id, item_count, at FROM journal WHERE type = 1 AND at > now() - make_interval(secs => $1) "
+    "AND job_id IN (SELECT id FROM jobs WHERE state IN ('pending', 'running'))), "
     "r AS (SELECT node_id, sum(item_count) - (array_agg(item_count ORDER BY at))[1] AS it, "
-    "extract(epoch FROM max(at) - min(at)) AS span FROM a WHERE at > now() - make_interval(secs => $1) "
-    "GROUP BY node_id HAVING count(*) >= 2) "
-    "SELECT (SELECT coalesce(sum(greatest(u.items - coalesce((SELECT sum(item_count) FROM a WHERE a.job_id = u.id), 0),"
-    " 0)), 0) FROM u)::text, (SELECT coalesce(avg(it / span), 0) FROM r WHERE span > 0)::text";
+    "extract(epoch FROM max(at) - min(at)) AS span FROM a GROUP BY node_id HAVING count(*) >= 2) "
+    "SELECT coalesce(avg(it / span), 0)::text FROM r WHERE span > 0";
 
 /* Stores n claim tokens for the nodes to come, which are brought up once
  * the store has them (on_result). */
@@ -654,7 +654,7 @@ static void tick(cd__burst *b)
         b->p->list(b);
     }
     if (!b->deciding) {
-        cd_query *q = cd_query_new(DECIDE_SQL);
+        cd_query *q = cd_query_new(SPEED_SQL);
         cd_query_int(q, SPEED_WINDOW_S);
         b->decide_req = rt_request(b->self, b->o.store, &q->hdr, QUERY_MS);
         b->deciding = b->decide_req > 0;
@@ -667,11 +667,14 @@ static void on_result(cd__burst *b, rt_msg *m)
     bool ok = r != NULL && r->res != NULL;
     if ((int64_t)m->req_id == b->decide_req) {
         b->deciding = false;
-        if (ok && PQntuples(r->res) == 1)
-            decide(b, strtoull(PQgetvalue(r->res, 0, 0), NULL, 10), strtod(PQgetvalue(r->res, 0, 1), NULL));
-        else
+        if (ok && PQntuples(r->res) == 1) {
+            cd_scheduler_stats st;
+            cd_scheduler_stats_get(b->o.scheduler, &st);
+            decide(b, st.items_left, strtod(PQgetvalue(r->res, 0, 0), NULL));
+        } else {
             sf_log(SF_LOG_WARN, "burst", "no decision: the database did not answer (%s)",
                 r != NULL && r->error[0] ? r->error : "no answer in 30 s");
+        }
         return;
     }
     if (!b->tokens_asked)
@@ -752,6 +755,7 @@ static void finalize(rt_actor *self)
     }
     free(b->pending_tokens);
     rt_actor_release(b->o.store);
+    rt_actor_release(b->o.scheduler);
     free((char *)b->o.partition);
     free((char *)b->o.account);
     free((char *)b->o.time_limit);
@@ -806,6 +810,7 @@ rt_actor *cd_burst_spawn(rt_system *sys, const cd_burst_opts *opts)
     b->o.interval_s = opts->interval_s > 0 ? opts->interval_s : 10;
     b->o.cores = opts->cores ? opts->cores : 1;
     b->o.store = rt_actor_retain(opts->store);
+    b->o.scheduler = rt_actor_retain(opts->scheduler);
     b->o.partition = dup_or_null(opts->partition);
     b->o.account = dup_or_null(opts->account);
     b->o.time_limit = dup_or_null(opts->time_limit);

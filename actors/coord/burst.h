@@ -50,6 +50,7 @@ typedef struct cd_burst_opts {
     /* exec */
     const char *script;        /* called as SCRIPT up N, SCRIPT down ID, SCRIPT list */
     rt_actor *store;           /* retained */
+    rt_actor *scheduler;       /* retained; its items left are the pending work */
 } cd_burst_opts;
 
 /* Checks opts (the provider's name, an exec script that exists) without

@@ -126,6 +126,7 @@ int cd_coordinator_run(const cd_coordinator_opts *opts)
     if (scheduler != NULL && opts->burst != NULL) {
         cd_burst_opts bo = *opts->burst;
         bo.store = store;
+        bo.scheduler = scheduler;
         burst = cd_burst_spawn(sys, &bo);
     }
     go.burst = burst;

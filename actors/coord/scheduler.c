@@ -560,6 +560,25 @@ static void on_reply(cd__sched *s, rt_msg *m)
         cd__load_answer(s, m, error);
 }
 
+/* The items of job ji not done yet: what the farm may still compute for it,
+ * in nodes' hands or waiting. A tournament's: each candidate still in runs
+ * to the end, as if none dropped out any more. */
+static uint64_t items_left(cd__sched *s, const cd__job_info *ji)
+{
+    sc_job_status st;
+    if (sc_job_status_get(s->l, ji->id, &st) != 0)
+        return 0;
+    if (ji->strategy != SC_TOURNAMENT)
+        return st.items - (st.done_items < st.items ? st.done_items : st.items);
+    uint64_t left = 0;
+    for (uint32_t v = 0; v < st.variants; v++) {
+        sc_variant_status vs;
+        if (sc_variant_status_get(s->l, ji->id, v, &vs) == 0 && vs.alive && vs.done_items < st.items)
+            left += st.items - vs.done_items;
+    }
+    return left;
+}
+
 static void behaviour(rt_actor *self, rt_msg *m)
 {
     cd__sched *s = rt_state(self);
@@ -601,10 +620,13 @@ static void behaviour(rt_actor *self, rt_msg *m)
         atomic_store_explicit(&s->g.checks_failed, ls.checks_failed, memory_order_relaxed);
         atomic_store_explicit(&s->g.checks_abandoned, ls.checks_abandoned, memory_order_relaxed);
         atomic_store_explicit(&s->g.quarantined, ls.quarantined, memory_order_relaxed);
-        uint64_t started = 0;
-        for (size_t i = 0; i < s->njobs; i++)
+        uint64_t started = 0, left = 0;
+        for (size_t i = 0; i < s->njobs; i++) {
             started += s->jobs[i].started;
+            left += items_left(s, &s->jobs[i]);
+        }
         atomic_store_explicit(&s->g.jobs_started, started, memory_order_relaxed);
+        atomic_store_explicit(&s->g.items_left, left, memory_order_relaxed);
         atomic_store_explicit(&s->g.jobs_pending, s->njobs - started + s->journals_pending + s->list_left,
             memory_order_relaxed);
         drop_tainted(s); /* a load's restore may have learnt of a quarantine */
@@ -741,6 +763,7 @@ void cd_scheduler_stats_get(rt_actor *scheduler, cd_scheduler_stats *out)
     out->quarantined = atomic_load_explicit(&s->g.quarantined, memory_order_relaxed);
     out->jobs_pending = atomic_load_explicit(&s->g.jobs_pending, memory_order_relaxed);
     out->jobs_started = atomic_load_explicit(&s->g.jobs_started, memory_order_relaxed);
+    out->items_left = atomic_load_explicit(&s->g.items_left, memory_order_relaxed);
     for (int k = 0; k < CD_KERNEL_SLOTS; k++) {
         for (int o = 0; o < CD_KERNEL_OUTCOMES; o++)
             out->kernel_results[k][o] = atomic_load_explicit(&s->g.kernel_results[k][o], memory_order_relaxed);

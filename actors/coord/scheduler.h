@@ -144,6 +144,9 @@ typedef struct cd_scheduler_stats {
      * for a node that may run them), with the pending rows a load could not
      * take in (past its limit of jobs). */
     uint64_t jobs_pending, jobs_started;
+    /* Items of those jobs not done yet, in nodes' hands or waiting; a
+     * tournament's: each candidate still in, to the end. */
+    uint64_t items_left;
     /* Chunk results the ledger answered, by kernel (sim_kernel_at order)
      * and outcome (accepted, idempotent, conflict, stale), and the items of
      * the accepted ones, since the start. */

@@ -269,7 +269,7 @@ typedef struct cd__sched {
         _Atomic unsigned error_seq;
         _Atomic char last_error[256];
         _Atomic uint64_t kernel_speed[CD__MAX_KERNELS]; /* a double's bits (kernel_speed above) */
-        _Atomic uint64_t jobs_pending, jobs_started;
+        _Atomic uint64_t jobs_pending, jobs_started, items_left;
         _Atomic uint64_t kernel_results[CD__MAX_KERNELS][CD_KERNEL_OUTCOMES], kernel_items[CD__MAX_KERNELS];
         char pad1[64];
     } g;

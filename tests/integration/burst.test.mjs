@@ -149,6 +149,24 @@ test('local: --burst-min keeps a node with nothing pending; the coordinator\'s s
     'the node\'s process gone', 20000, 100);
 });
 
+// The pending work is the scheduler's count of the items not done yet: for
+// a tournament, each candidate still in runs to the end (4 × 32000 here),
+// not the job's items less every candidate's accepts.
+test('local: a tournament\'s pending items are each candidate\'s to its end', async () => {
+  const srv = await farm('local');
+  try {
+    const t = JSON.parse(fs.readFileSync(new URL('../../examples/combat-tournament.json', import.meta.url), 'utf8'));
+    const res = await call(srv, 'POST', '/api/jobs', { ...t, name: undefined, tiers: undefined, items: 32000, verify });
+    assert.equal(res.status, 201, res.text);
+    await srv.until(() => /burst: target [12], current 0: up \(128000 items pending/.test(srv.stderr()),
+      'an up decision that counts every candidate');
+    assert.equal((await call(srv, 'POST', `/api/jobs/${res.json.id}/cancel`)).status, 200);
+    await allGone(srv, 'local');
+  } finally {
+    await srv.stop();
+  }
+});
+
 // The exec provider's script: nodes as background processes with pid files.
 const script = `#!/bin/sh
 dir="$SIMFARM_BURST_DIR"
