@@ -120,7 +120,7 @@ int sim_job_paths_per_item(const sim_job *job);
 /* The outputs' closed-form values where the job has one, to check
  * estimates against: bit o of the result is set where ref[o] holds output
  * o's. option: a European option's price and Greeks (Black–Scholes) and a
- * geometric Asian's price; 0 for every other job. */
+ * geometric Asian's price and Greeks; 0 for every other job. */
 unsigned sim_job_reference(const sim_job *job, double ref[SIM_MAX_OUT]);
 
 /* Checks that [first, first + count) is a valid range to run. */
