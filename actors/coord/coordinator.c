@@ -15,7 +15,7 @@
 #include <uv.h>
 
 /* How long a stop waits for the node sessions' work to reach the database. */
-enum { DRAIN_MS = 10000, DRAIN_POLL_MS = 20 };
+enum { DRAIN_MS = 10000, DRAIN_POLL_MS = 20, CLOSE_MS = 1000 };
 
 typedef struct signals {
     uv_signal_t sigint, sigterm, sighup;
@@ -25,6 +25,7 @@ typedef struct signals {
     const char *name;
     enum { RUNNING, DRAINING, STOPPED } state;
     uint64_t drain_ms;       /* when the drain began (uv_now) */
+    uint64_t close_ms;       /* when the node connections were told to close; 0: not yet */
     unsigned quiet;          /* drain polls in a row that found nothing left */
     bool taken;              /* another coordinator holds the database */
 } signals;
@@ -46,7 +47,9 @@ static void stop_now(signals *s)
  * table, its last write a message away), at once while the database is
  * away, or after DRAIN_MS. Completions need no wait: a node's result is
  * acknowledged only once its journal row is committed, so the node sends
- * again what was not. */
+ * again what was not. Before it stops, the node connections are closed
+ * with 1001 (going away), so a node reads that the coordinator stopped
+ * rather than a lost connection; at most CLOSE_MS is given to that. */
 static void on_drain(uv_timer_t *t)
 {
     signals *s = t->data;
@@ -55,7 +58,12 @@ static void on_drain(uv_timer_t *t)
     unsigned pending = cd_gateway_saves_pending(s->gateway);
     s->quiet = pending == 0 ? s->quiet + 1 : 0;
     if (s->quiet >= 2) {
-        stop_now(s);
+        if (s->close_ms == 0) {
+            cd_gateway_close_nodes(s->gateway, "the coordinator is stopping");
+            s->close_ms = uv_now(t->loop);
+        }
+        if (cd_gateway_node_connections(s->gateway) == 0 || uv_now(t->loop) - s->close_ms >= CLOSE_MS)
+            stop_now(s);
     } else if (!b.up || uv_now(t->loop) - s->drain_ms >= DRAIN_MS) {
         sf_log(SF_LOG_WARN, NULL, "stopping without the work of %u node sessions since their last save: %s", pending,
             b.up ? "the database did not answer in 10 s" : "the database is down");

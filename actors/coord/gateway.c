@@ -1427,6 +1427,19 @@ unsigned cd_gateway_saves_pending(rt_actor *a)
     return g->nodes != NULL ? cd_sessions_saves_pending(g->nodes) : 0;
 }
 
+void cd_gateway_close_nodes(rt_actor *a, const char *why)
+{
+    gateway *g = rt_state(a);
+    if (g->nodes != NULL)
+        cd_sessions_close_all(g->nodes, why);
+}
+
+unsigned cd_gateway_node_connections(rt_actor *a)
+{
+    gateway *g = rt_state(a);
+    return g->nodes != NULL ? cd_sessions_count(g->nodes) : 0;
+}
+
 int cd_gateway_port(rt_actor *a)
 {
     gateway *g = rt_state(a);

@@ -81,6 +81,11 @@ int cd_gateway_reload_tls(rt_actor *gateway, sf_error *e);
 void cd_gateway_save_work(rt_actor *gateway);
 unsigned cd_gateway_saves_pending(rt_actor *gateway);
 
+/* Then ends the node connections with close code 1001 (going away) and
+ * why, and how many are still open. Loop thread only. */
+void cd_gateway_close_nodes(rt_actor *gateway, const char *why);
+unsigned cd_gateway_node_connections(rt_actor *gateway);
+
 /* The port the gateway listens on (useful with port 0). Loop thread only. */
 int cd_gateway_port(rt_actor *gateway);
 

@@ -101,6 +101,11 @@ unsigned cd_sessions_count(const cd_sessions *ss);
 void cd_sessions_save_all(cd_sessions *ss);
 unsigned cd_sessions_saves_pending(const cd_sessions *ss);
 
+/* Ends every node connection with close code 1001 (going away) and why
+ * (the coordinator stops); each session ends as its connection closes,
+ * which cd_sessions_count shows. Loop thread only. */
+void cd_sessions_close_all(cd_sessions *ss, const char *why);
+
 /* What the sessions have seen since the gateway started, for /metrics. */
 enum {
     CD_RESULT_ACCEPTED,   /* counted into the job */

@@ -286,6 +286,7 @@ int cd__link_send(cd_sessions *ss, uint64_t id, const uint8_t *bytes, size_t len
  * plus a coordinator error code (4001 ENOTENROLLED ... 4006 EKEYINUSE). */
 enum {
     CD__CLOSE_NORMAL = 1000,
+    CD__CLOSE_GOING_AWAY = 1001,
     CD__CLOSE_PROTOCOL = 1002,
     CD__CLOSE_UNSUPPORTED = 1003,
     CD__CLOSE_TOO_BIG = 1009,

@@ -475,6 +475,12 @@ unsigned cd_sessions_saves_pending(const cd_sessions *ss)
     return n;
 }
 
+void cd_sessions_close_all(cd_sessions *ss, const char *why)
+{
+    for (size_t i = 0; i < ss->nconns; i++)
+        cd__link_close(ss, ss->conns[i].id, CD__CLOSE_GOING_AWAY, why);
+}
+
 void cd_sessions_cancel_job(cd_sessions *ss, uint64_t job, const char *reason)
 {
     for (size_t i = 0; i < ss->nconns; i++) {

@@ -11,7 +11,7 @@
 // penalty list, so each comes from an address of its own in 127.0.0.0/8.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startPostgres } from '../lib/pg.mjs';
+import { createDatabase, startPostgres } from '../lib/pg.mjs';
 import { call, serve } from '../lib/coord.mjs';
 import { clientFrame, envelope, E, helloBody, nodeKey, ScriptedNode } from '../lib/nodeproto.mjs';
 
@@ -191,5 +191,19 @@ test('a hello while the database is down: close 4004 with EDATABASE', async () =
       { code: 4004, reason: 'EDATABASE: the database is unavailable, try again' });
   } finally {
     await pg.resume();
+  }
+});
+
+test('a coordinator that stops: close 1001 with why, once its sessions\' work is written', async () => {
+  const own = await serve(await createDatabase(pg, 'closing'), { extra: ['--open-enrolment'] });
+  let stopped;
+  try {
+    const n = await ScriptedNode.connect(own.port);
+    await n.hello();
+    stopped = own.stop();
+    assert.deepEqual(await closedWith(n), { code: 1001, reason: 'the coordinator is stopping' });
+  } finally {
+    const e = await (stopped ?? own.stop());
+    assert.equal(e.code, 0, own.stderr());
   }
 });
