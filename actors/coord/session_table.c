@@ -72,14 +72,21 @@ static void close_with(cd__link *c, unsigned code, const char *reason)
     c->close_code = (uint16_t)code;
 }
 
-void cd__link_close(cd_sessions *ss, uint64_t id, unsigned code, const char *reason)
+/* Ends c with its close frame once the frames queued before it are sent. */
+static void link_close(cd__link *c, unsigned code, const char *reason)
 {
-    cd__link *c = conn_find(ss, id);
-    if (c != NULL && !c->closing) {
+    if (!c->closing) {
         c->closing = true;
         close_with(c, code, reason);
         lws_callback_on_writable(c->wsi);
     }
+}
+
+void cd__link_close(cd_sessions *ss, uint64_t id, unsigned code, const char *reason)
+{
+    cd__link *c = conn_find(ss, id);
+    if (c != NULL)
+        link_close(c, code, reason);
 }
 
 /* Ends the connection with its close frame: lws_close_reason(), then -1
@@ -478,7 +485,7 @@ unsigned cd_sessions_saves_pending(const cd_sessions *ss)
 void cd_sessions_close_all(cd_sessions *ss, const char *why)
 {
     for (size_t i = 0; i < ss->nconns; i++)
-        cd__link_close(ss, ss->conns[i].id, CD__CLOSE_GOING_AWAY, why);
+        link_close(&ss->conns[i], CD__CLOSE_GOING_AWAY, why);
 }
 
 void cd_sessions_cancel_job(cd_sessions *ss, uint64_t job, const char *reason)
