@@ -1243,6 +1243,22 @@ int sc_job_status_get(sc_ledger *l, uint64_t id, sc_job_status *out)
     return 0;
 }
 
+uint64_t sc_job_items_left(sc_ledger *l, uint64_t id)
+{
+    job *j = sc__job_find(l, id);
+    if (j == NULL)
+        return 0;
+    uint64_t items = j->spec.items, left = 0;
+    if (j->spec.strategy != SC_TOURNAMENT)
+        return items - (j->done_items < items ? j->done_items : items);
+    for (uint32_t i = 0; i < j->nlanes; i++) {
+        const lane *ln = &j->lanes[i];
+        if (ln->dropped_after == 0 && ln->done_items < items)
+            left += items - ln->done_items;
+    }
+    return left;
+}
+
 int sc_variant_status_get(sc_ledger *l, uint64_t id, uint32_t v, sc_variant_status *out)
 {
     job *j = sc__job_find(l, id);

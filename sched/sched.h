@@ -272,6 +272,11 @@ int sc_job_forget(sc_ledger *l, uint64_t job);
 
 int sc_job_status_get(sc_ledger *l, uint64_t job, sc_job_status *out);
 
+/* The items of job not done yet, in nodes' hands or waiting: a
+ * tournament's, each candidate still in to the job's end, as if none
+ * dropped out any more. 0 for a job the ledger does not hold. */
+uint64_t sc_job_items_left(sc_ledger *l, uint64_t job);
+
 /* Hands node up to `slots` chunks; writes them to out and their number to
  * *n. Higher priority first; among equal priority the owners take turns,
  * and each owner's jobs take turns. */

@@ -560,25 +560,6 @@ static void on_reply(cd__sched *s, rt_msg *m)
         cd__load_answer(s, m, error);
 }
 
-/* The items of job ji not done yet: what the farm may still compute for it,
- * in nodes' hands or waiting. A tournament's: each candidate still in runs
- * to the end, as if none dropped out any more. */
-static uint64_t items_left(cd__sched *s, const cd__job_info *ji)
-{
-    sc_job_status st;
-    if (sc_job_status_get(s->l, ji->id, &st) != 0)
-        return 0;
-    if (ji->strategy != SC_TOURNAMENT)
-        return st.items - (st.done_items < st.items ? st.done_items : st.items);
-    uint64_t left = 0;
-    for (uint32_t v = 0; v < st.variants; v++) {
-        sc_variant_status vs;
-        if (sc_variant_status_get(s->l, ji->id, v, &vs) == 0 && vs.alive && vs.done_items < st.items)
-            left += st.items - vs.done_items;
-    }
-    return left;
-}
-
 static void behaviour(rt_actor *self, rt_msg *m)
 {
     cd__sched *s = rt_state(self);
@@ -623,7 +604,7 @@ static void behaviour(rt_actor *self, rt_msg *m)
         uint64_t started = 0, left = 0;
         for (size_t i = 0; i < s->njobs; i++) {
             started += s->jobs[i].started;
-            left += items_left(s, &s->jobs[i]);
+            left += sc_job_items_left(s->l, s->jobs[i].id);
         }
         atomic_store_explicit(&s->g.jobs_started, started, memory_order_relaxed);
         atomic_store_explicit(&s->g.items_left, left, memory_order_relaxed);
